@@ -1,0 +1,371 @@
+//! Request bodies and response views of the HTTP API under `/api/v1`.
+//!
+//! Path parameters that name a workspace, connector, connection or profile accept either the
+//! object's UUID or its unique name.
+
+use crate::ids::*;
+use crate::state::CallState;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Default `timeout_seconds` of a call.
+pub const DEFAULT_TIMEOUT_SECONDS: u32 = 300;
+/// Largest accepted `timeout_seconds`.
+pub const MAX_TIMEOUT_SECONDS: u32 = 3600;
+/// The environment every workspace starts with.
+pub const DEFAULT_ENVIRONMENT: &str = "default";
+/// The runner reference of the executor inside the server.
+pub const CENTRAL_RUNNER: &str = "central";
+
+/// `GET /api/v1/me`, and the user part of other views.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserView {
+    /// The user's id.
+    pub id: UserId,
+    /// Unique user name.
+    pub name: String,
+    /// Whether the user is an installation owner (may manage connectors).
+    pub is_owner: bool,
+}
+
+/// `POST /api/v1/workspaces`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreateWorkspace {
+    /// Unique workspace name.
+    pub name: String,
+}
+
+/// A workspace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceView {
+    /// The workspace's id.
+    pub id: WorkspaceId,
+    /// Unique name.
+    pub name: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A member's role in a workspace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberRole {
+    /// May read the workspace and use profiles they hold Use on.
+    #[default]
+    Member,
+    /// May also add members, environments, connections and profiles. Never implies Use.
+    Admin,
+}
+
+/// `POST /api/v1/workspaces/{ws}/members`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AddMember {
+    /// User id or name.
+    pub user: String,
+    /// Role; `member` when omitted.
+    #[serde(default)]
+    pub role: MemberRole,
+}
+
+/// A workspace member.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemberView {
+    /// The workspace.
+    pub workspace_id: WorkspaceId,
+    /// The user.
+    pub user_id: UserId,
+    /// The user's name.
+    pub user_name: String,
+    /// The role.
+    pub role: MemberRole,
+}
+
+/// `POST /api/v1/workspaces/{ws}/environments`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreateEnvironment {
+    /// Name, unique in the workspace.
+    pub name: String,
+}
+
+/// An environment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentView {
+    /// The environment's id.
+    pub id: EnvironmentId,
+    /// Its workspace.
+    pub workspace_id: WorkspaceId,
+    /// Name, unique in the workspace.
+    pub name: String,
+}
+
+/// How a connector reaches its MCP server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+pub enum ConnectorSpec {
+    /// A local process speaking MCP over stdin/stdout.
+    Stdio {
+        /// Program to run (a path or a name on PATH).
+        command: String,
+        /// Its arguments.
+        #[serde(default)]
+        args: Vec<String>,
+        /// Names of environment variables the server needs (values come from credential
+        /// bindings, never from here).
+        #[serde(default)]
+        env: Vec<String>,
+    },
+    /// A remote MCP server over streamable HTTP.
+    Http {
+        /// The MCP endpoint URL.
+        url: String,
+    },
+}
+
+/// `POST /api/v1/connectors`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreateConnector {
+    /// Unique connector name.
+    pub name: String,
+    /// Transport and target.
+    #[serde(flatten)]
+    pub spec: ConnectorSpec,
+}
+
+/// A connector.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConnectorView {
+    /// The connector's id.
+    pub id: ConnectorId,
+    /// Unique name.
+    pub name: String,
+    /// Transport and target.
+    #[serde(flatten)]
+    pub spec: ConnectorSpec,
+    /// Revision; bumped whenever the target changes.
+    pub revision: i64,
+    /// Whether the current revision is approved to run. HTTP connectors need no approval.
+    pub approved: bool,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// `POST /api/v1/connectors/import` answer: what was created and what was left out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImportReport {
+    /// Connectors created.
+    pub created: Vec<ConnectorView>,
+    /// Notes for the operator, e.g. environment values that were dropped.
+    pub warnings: Vec<String>,
+}
+
+/// `POST /api/v1/workspaces/{ws}/connections`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreateConnection {
+    /// Name, unique in the workspace.
+    pub name: String,
+    /// Connector id or name.
+    pub connector: String,
+    /// Runner reference; `central` when omitted.
+    #[serde(default)]
+    pub runner: Option<String>,
+}
+
+/// A connection: a connector placed in a workspace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionView {
+    /// The connection's id.
+    pub id: ConnectionId,
+    /// Its workspace.
+    pub workspace_id: WorkspaceId,
+    /// Name, unique in the workspace.
+    pub name: String,
+    /// The connector.
+    pub connector_id: ConnectorId,
+    /// The connector's name.
+    pub connector_name: String,
+    /// Runner reference: `central` or `device:<uuid>`.
+    pub runner: String,
+    /// Revision; bumped whenever the connection's configuration changes.
+    pub revision: i64,
+    /// When tools were last discovered.
+    pub last_discovery_at: Option<DateTime<Utc>>,
+    /// Why the last discovery failed, if it did.
+    pub last_discovery_error: Option<String>,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A discovered tool in a connection's catalog.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolView {
+    /// Tool name.
+    pub name: String,
+    /// Description, as the server gave it.
+    pub description: Option<String>,
+    /// JSON schema of the arguments.
+    pub input_schema: Value,
+    /// Server annotations: hints, never trusted.
+    pub annotations: Option<Value>,
+    /// False once a rediscovery no longer lists the tool.
+    pub available: bool,
+    /// When the tool was last seen by discovery.
+    pub discovered_at: DateTime<Utc>,
+}
+
+/// `POST /api/v1/workspaces/{ws}/connections/{c}/discover` answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DiscoveryView {
+    /// The connection.
+    pub connection_id: ConnectionId,
+    /// The catalog after discovery.
+    pub tools: Vec<ToolView>,
+}
+
+/// `POST /api/v1/workspaces/{ws}/profiles`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreateProfile {
+    /// Name, unique in the workspace.
+    pub name: String,
+    /// Environment id or name; `default` when omitted.
+    #[serde(default)]
+    pub environment: Option<String>,
+    /// Connection ids or names the profile may run.
+    pub connections: Vec<String>,
+}
+
+/// `POST /api/v1/workspaces/{ws}/profiles/{p}/grants`: adds the named grants (independent).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GrantRequest {
+    /// User id or name.
+    pub user: String,
+    /// Grant Use: run tools and read results.
+    #[serde(default, rename = "use")]
+    pub use_: bool,
+    /// Grant Manage: edit the profile.
+    #[serde(default)]
+    pub manage: bool,
+    /// Grant Share: grant to others.
+    #[serde(default)]
+    pub share: bool,
+}
+
+/// One principal's grants on a profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GrantView {
+    /// The user.
+    pub user_id: UserId,
+    /// The user's name.
+    pub user_name: String,
+    /// Holds Use.
+    #[serde(rename = "use")]
+    pub use_: bool,
+    /// Holds Manage.
+    pub manage: bool,
+    /// Holds Share.
+    pub share: bool,
+}
+
+/// An execution profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProfileView {
+    /// The profile's id.
+    pub id: ProfileId,
+    /// Its workspace.
+    pub workspace_id: WorkspaceId,
+    /// Name, unique in the workspace.
+    pub name: String,
+    /// The environment it runs in.
+    pub environment_id: EnvironmentId,
+    /// Connections it may run.
+    pub connection_ids: Vec<ConnectionId>,
+    /// Who holds which grants.
+    pub grants: Vec<GrantView>,
+}
+
+/// `POST /api/v1/workspaces/{ws}/calls`: run one tool.
+///
+/// `profile_id` and `connection_id` also accept unique names; the idempotency payload is
+/// compared after they are resolved to ids.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmitCall {
+    /// The client's idempotency key (a UUID kept for retries).
+    pub request_id: RequestId,
+    /// Profile id or name.
+    pub profile_id: String,
+    /// Connection id or name.
+    pub connection_id: String,
+    /// Tool to call.
+    pub tool_name: String,
+    /// Tool arguments: a JSON object.
+    pub arguments: Value,
+    /// Environment id or name; must match the profile's.
+    #[serde(default)]
+    pub environment_id: Option<String>,
+    /// Warm-session key chosen by the client.
+    #[serde(default)]
+    pub client_session_id: Option<String>,
+    /// 1–3600; 300 when omitted.
+    #[serde(default)]
+    pub timeout_seconds: Option<u32>,
+}
+
+/// The error recorded for a call that failed or became unknown.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallError {
+    /// Stable code, e.g. `spawn_failed`, `timeout`, `runner_lost`.
+    pub code: String,
+    /// Redacted explanation.
+    pub message: String,
+}
+
+/// A call, as its readers see it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallView {
+    /// The call's id.
+    pub id: CallId,
+    /// Its workspace.
+    pub workspace_id: WorkspaceId,
+    /// The client's idempotency key.
+    pub request_id: RequestId,
+    /// The profile it runs under.
+    pub profile_id: ProfileId,
+    /// The connection it runs on.
+    pub connection_id: ConnectionId,
+    /// The environment it runs in.
+    pub environment_id: EnvironmentId,
+    /// The tool.
+    pub tool_name: String,
+    /// Warm-session key, if any.
+    pub client_session_id: Option<String>,
+    /// Runner-enforced timeout.
+    pub timeout_seconds: u32,
+    /// Current state.
+    pub state: CallState,
+    /// Runner reference selected for the call.
+    pub runner: String,
+    /// The arguments; absent once inputs have expired.
+    pub arguments: Option<Value>,
+    /// The retained MCP `CallToolResult` (redacted, bounded); absent until finished or once
+    /// expired.
+    pub result: Option<Value>,
+    /// Whether the retained result was cut to the retention bound.
+    pub result_truncated: bool,
+    /// Why the call failed or became unknown.
+    pub error: Option<CallError>,
+    /// When it was submitted.
+    pub created_at: DateTime<Utc>,
+    /// When a runner leased it.
+    pub leased_at: Option<DateTime<Utc>>,
+    /// When the server acknowledged its start.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it reached its current terminal or unknown state.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// `GET /api/v1/workspaces/{ws}/calls` answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallList {
+    /// Newest first.
+    pub calls: Vec<CallView>,
+}

@@ -1,0 +1,154 @@
+//! Stable error codes and the error body every API error uses:
+//! `{"error": {"code": "mcp_request_conflict", "message": "..."}}`.
+//!
+//! Codes are a promise: clients and scripts match on them. Add new ones; never rename one.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A stable, machine-readable error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The body is not valid JSON.
+    InvalidJson,
+    /// The body is JSON but a field is missing or has the wrong type.
+    InvalidRequest,
+    /// A name is empty, too long or uses characters outside `[A-Za-z0-9._-]`.
+    InvalidName,
+    /// Call `arguments` is not a JSON object.
+    InvalidArguments,
+    /// `timeout_seconds` is outside 1–3600.
+    InvalidTimeout,
+    /// A connector definition is incomplete or contradictory.
+    InvalidConnector,
+    /// No valid token or session was presented.
+    Unauthenticated,
+    /// The caller is known but lacks the authority needed (e.g. Use on the profile).
+    Forbidden,
+    /// The workspace does not exist or the caller is not a member.
+    WorkspaceNotFound,
+    /// No such environment in this workspace.
+    EnvironmentNotFound,
+    /// No such connector.
+    ConnectorNotFound,
+    /// No such connection in this workspace.
+    ConnectionNotFound,
+    /// No such profile in this workspace.
+    ProfileNotFound,
+    /// No such user.
+    UserNotFound,
+    /// No such call in this workspace.
+    CallNotFound,
+    /// The tool is not in the connection's discovered catalog.
+    ToolNotFound,
+    /// A name given where a unique one is needed matches several objects.
+    AmbiguousName,
+    /// An object with this name already exists.
+    AlreadyExists,
+    /// The stdio connector's command has not been approved by the installation owner.
+    ConnectorNotApproved,
+    /// The connection is not part of the profile.
+    ConnectionNotInProfile,
+    /// The call's environment differs from the profile's.
+    EnvironmentMismatch,
+    /// Tool discovery failed (the MCP server could not be started or did not answer).
+    DiscoveryFailed,
+    /// The request_id was used before with a different payload.
+    McpRequestConflict,
+    /// The request_id's inputs or result have expired.
+    McpReplayExpired,
+    /// An internal error; details are in the server log.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidJson => "invalid_json",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::InvalidName => "invalid_name",
+            ErrorCode::InvalidArguments => "invalid_arguments",
+            ErrorCode::InvalidTimeout => "invalid_timeout",
+            ErrorCode::InvalidConnector => "invalid_connector",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::WorkspaceNotFound => "workspace_not_found",
+            ErrorCode::EnvironmentNotFound => "environment_not_found",
+            ErrorCode::ConnectorNotFound => "connector_not_found",
+            ErrorCode::ConnectionNotFound => "connection_not_found",
+            ErrorCode::ProfileNotFound => "profile_not_found",
+            ErrorCode::UserNotFound => "user_not_found",
+            ErrorCode::CallNotFound => "call_not_found",
+            ErrorCode::ToolNotFound => "tool_not_found",
+            ErrorCode::AmbiguousName => "ambiguous_name",
+            ErrorCode::AlreadyExists => "already_exists",
+            ErrorCode::ConnectorNotApproved => "connector_not_approved",
+            ErrorCode::ConnectionNotInProfile => "connection_not_in_profile",
+            ErrorCode::EnvironmentMismatch => "environment_mismatch",
+            ErrorCode::DiscoveryFailed => "discovery_failed",
+            ErrorCode::McpRequestConflict => "mcp_request_conflict",
+            ErrorCode::McpReplayExpired => "mcp_replay_expired",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status this code is served with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidJson
+            | ErrorCode::InvalidRequest
+            | ErrorCode::InvalidName
+            | ErrorCode::InvalidArguments
+            | ErrorCode::InvalidTimeout
+            | ErrorCode::InvalidConnector => 400,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::WorkspaceNotFound
+            | ErrorCode::EnvironmentNotFound
+            | ErrorCode::ConnectorNotFound
+            | ErrorCode::ConnectionNotFound
+            | ErrorCode::ProfileNotFound
+            | ErrorCode::UserNotFound
+            | ErrorCode::CallNotFound
+            | ErrorCode::ToolNotFound => 404,
+            ErrorCode::AmbiguousName | ErrorCode::AlreadyExists | ErrorCode::ConnectorNotApproved => 409,
+            ErrorCode::McpReplayExpired => 410,
+            ErrorCode::ConnectionNotInProfile
+            | ErrorCode::EnvironmentMismatch
+            | ErrorCode::McpRequestConflict => 422,
+            ErrorCode::DiscoveryFailed => 502,
+            ErrorCode::Internal => 500,
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error object inside an [`ErrorBody`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    /// Stable machine-readable code.
+    pub code: ErrorCode,
+    /// What went wrong and what to fix, for a person.
+    pub message: String,
+}
+
+/// The JSON body of every error response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ApiError,
+}
+
+impl ErrorBody {
+    /// An error body with this code and message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { error: ApiError { code, message: message.into() } }
+    }
+}
