@@ -3,3 +3,13 @@
 //! `switchyard-mcp-runner` binary on devices.
 
 pub mod control;
+pub mod executor;
+pub mod launch;
+mod process_group;
+pub mod session;
+pub mod tail;
+
+pub use control::{ControlError, ControlPlane, StartDecision};
+pub use executor::{Executor, ExecutorConfig, LaunchResolver};
+pub use launch::SessionLaunch;
+pub use session::{DiscoveredTool, Dispatch, McpSession, SessionError, discover};

@@ -1,0 +1,158 @@
+//! What it takes to open one MCP session: the connector spec plus resolved secret values.
+//!
+//! A [`SessionLaunch`] carries secret values (environment values for a stdio server, header
+//! values for an HTTP server), so its `Debug` prints names only. The environment a stdio child
+//! sees is built here, from an empty environment: a short allowlist copied from the runner's own
+//! environment plus the launch's values. Nothing else of the runner leaks into the child — in
+//! particular never `DATABASE_URL` or a `SWITCHYARD_*` variable.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use switchyard_protocol::api::ConnectorSpec;
+
+/// Variables copied from the runner's environment into every stdio child, when set: what an
+/// ordinary program needs to find executables, its home, its locale and a temp directory.
+const INHERITED_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR",
+];
+
+/// A connector spec with the secret values resolved for one session.
+#[derive(Clone)]
+pub struct SessionLaunch {
+    /// How to reach the MCP server.
+    pub spec: ConnectorSpec,
+    /// Resolved values for a stdio server's declared environment names.
+    pub env: Vec<(String, String)>,
+    /// HTTP headers (e.g. `Authorization`) for an HTTP connector.
+    pub headers: Vec<(String, String)>,
+}
+
+impl fmt::Debug for SessionLaunch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Values are secrets: only their names may be printed.
+        let env: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
+        let headers: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("SessionLaunch")
+            .field("spec", &self.spec)
+            .field("env", &env)
+            .field("headers", &headers)
+            .finish()
+    }
+}
+
+/// Whether `name` may never be set in a stdio child by a launch: the runner's own configuration
+/// and the dynamic loader's switches.
+pub fn is_reserved_env_name(name: &str) -> bool {
+    name == "DATABASE_URL"
+        || name.starts_with("SWITCHYARD_")
+        || name.starts_with("LD_")
+        || name.starts_with("DYLD_")
+}
+
+/// The complete environment of a stdio child: the allowlisted subset of `inherited` (the
+/// runner's environment) followed by `launch_env`, which wins on a name clash.
+///
+/// The caller must have refused reserved names in `launch_env` (see [`is_reserved_env_name`]).
+pub fn child_environment(
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+    launch_env: &[(String, String)],
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = inherited
+        .into_iter()
+        .filter(|(name, _)| {
+            INHERITED_ENV
+                .iter()
+                .any(|allowed| OsStr::new(allowed) == name)
+        })
+        .filter(|(name, _)| !launch_env.iter().any(|(own, _)| OsStr::new(own) == name))
+        .collect();
+    env.extend(
+        launch_env
+            .iter()
+            .map(|(name, value)| (OsString::from(name), OsString::from(value))),
+    );
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os_pairs(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(name, value)| (OsString::from(name), OsString::from(value)))
+            .collect()
+    }
+
+    #[test]
+    fn child_environment_keeps_only_the_allowlist_and_the_launch_values() {
+        let runner = os_pairs(&[
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/runner"),
+            ("DATABASE_URL", "postgres://secret"),
+            ("SWITCHYARD_TOKEN", "syt_secret"),
+            ("AWS_SECRET_ACCESS_KEY", "aws"),
+            ("LANG", "C.UTF-8"),
+        ]);
+        let launch = vec![("API_KEY".to_owned(), "value-1234".to_owned())];
+
+        let env = child_environment(runner, &launch);
+
+        assert_eq!(
+            env,
+            os_pairs(&[
+                ("PATH", "/usr/bin"),
+                ("HOME", "/home/runner"),
+                ("LANG", "C.UTF-8"),
+                ("API_KEY", "value-1234"),
+            ])
+        );
+    }
+
+    #[test]
+    fn a_launch_value_replaces_an_inherited_one() {
+        let runner = os_pairs(&[("HOME", "/home/runner")]);
+        let launch = vec![("HOME".to_owned(), "/srv/tool".to_owned())];
+
+        assert_eq!(
+            child_environment(runner, &launch),
+            os_pairs(&[("HOME", "/srv/tool")])
+        );
+    }
+
+    #[test]
+    fn runner_configuration_and_loader_variables_are_reserved() {
+        for name in [
+            "DATABASE_URL",
+            "SWITCHYARD_URL",
+            "LD_PRELOAD",
+            "DYLD_INSERT_LIBRARIES",
+        ] {
+            assert!(is_reserved_env_name(name), "{name} must be reserved");
+        }
+        for name in ["GITHUB_TOKEN", "API_KEY"] {
+            assert!(!is_reserved_env_name(name), "{name} must be allowed");
+        }
+    }
+
+    #[test]
+    fn debug_prints_names_but_never_values() {
+        let launch = SessionLaunch {
+            spec: ConnectorSpec::Http {
+                url: "https://mcp.example/mcp".to_owned(),
+            },
+            env: vec![("API_KEY".to_owned(), "env-secret-value".to_owned())],
+            headers: vec![(
+                "Authorization".to_owned(),
+                "Bearer header-secret".to_owned(),
+            )],
+        };
+
+        let printed = format!("{launch:?}");
+
+        assert!(printed.contains("API_KEY") && printed.contains("Authorization"));
+        assert!(!printed.contains("env-secret-value"));
+        assert!(!printed.contains("header-secret"));
+    }
+}

@@ -1,0 +1,566 @@
+//! One MCP client session: open it (spawn or connect, then `initialize`), list tools, call a
+//! tool, close it.
+//!
+//! A stdio server runs in its own process group ([`ProcessGroup`]); closing the session closes
+//! stdin, allows a short grace, sends SIGTERM to the group, waits up to a second for the server
+//! to exit and then sends SIGKILL to whatever is left. A session dropped without
+//! [`McpSession::close`] kills its group at once. The server's stderr is kept as a bounded tail
+//! for diagnostics and never reaches a result.
+//!
+//! [`McpSession::call_tool`] reports what is known about the request's fate as a [`Dispatch`]:
+//! whether the request certainly never left, was answered, or may have reached the server
+//! without an answer.
+
+use crate::launch::{SessionLaunch, child_environment, is_reserved_env_name};
+use crate::process_group::ProcessGroup;
+use crate::tail::PipeTail;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
+    Implementation, MetaObject, PaginatedRequestParams, RequestMetaObject, ServerResult, Tool,
+};
+use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceError, ServiceExt};
+use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
+use std::process::Stdio;
+use std::sync::Once;
+use std::time::{Duration, Instant};
+use switchyard_protocol::api::ConnectorSpec;
+
+/// How long a stdio server may take to exit on its own once stdin is closed.
+const STDIN_GRACE: Duration = Duration::from_millis(100);
+/// How long a stdio server may take to exit after SIGTERM before the group is killed.
+const TERMINATE_WAIT: Duration = Duration::from_secs(1);
+/// How long to wait for the client to finish reaping a killed server.
+const KILLED_WAIT: Duration = Duration::from_secs(1);
+/// How long an HTTP session may take to end (it tells the server to drop the session).
+const HTTP_CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// How long to keep reading a failed server's stderr after killing it, so its last words
+/// (usually the reason it failed) are in the error.
+const STDERR_DRAIN_WAIT: Duration = Duration::from_millis(500);
+/// More `tools/list` pages than any sane server sends: beyond this the server is looping.
+const MAX_TOOL_PAGES: usize = 1000;
+
+/// A tool as the MCP server describes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiscoveredTool {
+    /// Tool name.
+    pub name: String,
+    /// Description, as the server gave it.
+    pub description: Option<String>,
+    /// JSON schema of the arguments.
+    pub input_schema: Value,
+    /// Server annotations (`ToolAnnotations` JSON): hints, never trusted.
+    pub annotations: Option<Value>,
+}
+
+impl From<Tool> for DiscoveredTool {
+    fn from(tool: Tool) -> Self {
+        Self {
+            name: tool.name.into_owned(),
+            description: tool.description.map(|text| text.into_owned()),
+            input_schema: Value::Object((*tool.input_schema).clone()),
+            // Annotations are plain data; failing to serialize them would be an rmcp bug, and
+            // they are only hints, so such a tool is listed without them.
+            annotations: tool
+                .annotations
+                .and_then(|annotations| serde_json::to_value(annotations).ok()),
+        }
+    }
+}
+
+/// What became of one `tools/call` request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dispatch {
+    /// The server answered with a `CallToolResult`.
+    Answered {
+        /// The `CallToolResult` JSON.
+        result: Value,
+        /// Its `isError`.
+        is_error: bool,
+    },
+    /// The server answered with a JSON-RPC error.
+    Rejected {
+        /// JSON-RPC error code.
+        code: i64,
+        /// JSON-RPC error message.
+        message: String,
+    },
+    /// No answer within the timeout; `notifications/cancelled` was sent.
+    TimedOut,
+    /// The request was sent (or may have been) but the session ended without an answer, or the
+    /// answer was not a `CallToolResult`.
+    Lost {
+        /// What happened.
+        message: String,
+    },
+    /// The request certainly never reached the server: the session was already dead, or the
+    /// server refused it before processing (HTTP authentication).
+    NotSent {
+        /// What happened.
+        message: String,
+    },
+}
+
+/// Why a session could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The launch would set a variable the runner reserves for itself or the loader.
+    #[error(
+        "environment variable `{name}` is reserved by the runner and cannot be passed to an MCP \
+         server; bind the credential to another variable name"
+    )]
+    ReservedEnv {
+        /// The variable.
+        name: String,
+    },
+    /// The stdio server's program could not be started.
+    #[error(
+        "cannot start MCP server `{command}`: {source}; check that the program exists on the \
+         runner (looked up on the runner's PATH) and is executable"
+    )]
+    Spawn {
+        /// The program.
+        command: String,
+        /// The operating-system error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A launch header is not a valid HTTP header (the value is not printed: it may be secret).
+    #[error(
+        "HTTP header `{name}` has an invalid name or value; header values must be visible ASCII \
+         without line breaks"
+    )]
+    InvalidHeader {
+        /// The header name, as given.
+        name: String,
+    },
+    /// The HTTP server refused the credentials.
+    #[error(
+        "the MCP server refused the request as unauthorized ({reason}); check the credential \
+         bound to this connection"
+    )]
+    Unauthorized {
+        /// The transport's explanation.
+        reason: String,
+    },
+    /// The server started (or was reached) but the MCP handshake failed.
+    #[error(
+        "the MCP server did not complete initialization: {reason}; check that the connector's \
+         command or URL points at an MCP server and that it starts without interactive input"
+    )]
+    Initialize {
+        /// The handshake error.
+        reason: String,
+        /// The last of the server's stderr (stdio only). May hold secret values: redact before
+        /// keeping it.
+        stderr_tail: Option<String>,
+    },
+    /// A step did not finish within its deadline.
+    #[error(
+        "MCP {stage} did not finish within {after:?}; the server may be hung or too slow to start"
+    )]
+    Timeout {
+        /// The step (`initialize`, `tools/list`).
+        stage: &'static str,
+        /// The deadline.
+        after: Duration,
+        /// The last of the server's stderr (stdio only). May hold secret values: redact before
+        /// keeping it.
+        stderr_tail: Option<String>,
+    },
+    /// The server answered a request with a JSON-RPC error.
+    #[error("the MCP server answered {method} with error {code}: {message}")]
+    Rejected {
+        /// The MCP method.
+        method: &'static str,
+        /// JSON-RPC error code.
+        code: i64,
+        /// JSON-RPC error message.
+        message: String,
+    },
+    /// The session broke or the server answered nonsense.
+    #[error("MCP {method} failed: {reason}")]
+    Transport {
+        /// The MCP method.
+        method: &'static str,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl SessionError {
+    /// The last of the server's stderr, when the error carries it. May hold secret values.
+    pub fn stderr_tail(&self) -> Option<&str> {
+        match self {
+            Self::Initialize { stderr_tail, .. } | Self::Timeout { stderr_tail, .. } => {
+                stderr_tail.as_deref()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The transport-specific part of a session.
+#[derive(Debug)]
+enum Transport {
+    /// A local child in its own process group.
+    Stdio {
+        group: ProcessGroup,
+        stderr: Option<PipeTail>,
+    },
+    /// A remote server over streamable HTTP.
+    Http,
+}
+
+/// An initialized MCP client session.
+#[derive(Debug)]
+pub struct McpSession {
+    client: RunningService<RoleClient, ClientConfig>,
+    transport: Transport,
+}
+
+impl McpSession {
+    /// Starts (stdio) or connects to (HTTP) the server and completes the MCP handshake within
+    /// `deadline`.
+    pub async fn open(launch: &SessionLaunch, deadline: Duration) -> Result<Self, SessionError> {
+        match &launch.spec {
+            ConnectorSpec::Stdio { command, args, .. } => {
+                open_stdio(command, args, &launch.env, deadline).await
+            }
+            ConnectorSpec::Http { url } => open_http(url, &launch.headers, deadline).await,
+        }
+    }
+
+    /// Lists every tool, following `nextCursor` pages. Has no deadline of its own: bound it
+    /// with a timeout (as [`discover`] does).
+    pub async fn list_tools(&self) -> Result<Vec<DiscoveredTool>, SessionError> {
+        let mut tools = Vec::new();
+        let mut seen_cursors = HashSet::new();
+        let mut cursor = None;
+        for _ in 0..MAX_TOOL_PAGES {
+            let params = PaginatedRequestParams::default().with_cursor(cursor);
+            let page = self
+                .client
+                .list_tools(Some(params))
+                .await
+                .map_err(|error| request_error("tools/list", error))?;
+            tools.extend(page.tools.into_iter().map(DiscoveredTool::from));
+            match page.next_cursor {
+                None => return Ok(tools),
+                Some(next) if !seen_cursors.insert(next.clone()) => {
+                    return Err(SessionError::Transport {
+                        method: "tools/list",
+                        reason: "the server repeated a pagination cursor".to_owned(),
+                    });
+                }
+                Some(next) => cursor = Some(next),
+            }
+        }
+        Err(SessionError::Transport {
+            method: "tools/list",
+            reason: format!("the server sent more than {MAX_TOOL_PAGES} pages"),
+        })
+    }
+
+    /// Calls tool `name` with `arguments`, adding `meta` to the request's `_meta`, and waits up
+    /// to `timeout` for the answer. On timeout rmcp sends `notifications/cancelled`.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        meta: Map<String, Value>,
+        timeout: Duration,
+    ) -> Dispatch {
+        if self.client.is_transport_closed() {
+            return Dispatch::NotSent {
+                message: "the MCP session had already ended".to_owned(),
+            };
+        }
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = Some(arguments);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options = PeerRequestOptions::with_timeout(timeout)
+            .with_meta(RequestMetaObject(MetaObject(meta)));
+        let handle = match self.client.send_request_with_option(request, options).await {
+            Ok(handle) => handle,
+            // The session loop is gone: the request was never queued for writing.
+            Err(error) => {
+                return Dispatch::NotSent {
+                    message: error.to_string(),
+                };
+            }
+        };
+        match handle.await_response().await {
+            Ok(ServerResult::CallToolResult(result)) => {
+                let is_error = result.is_error == Some(true);
+                match serde_json::to_value(result) {
+                    Ok(result) => Dispatch::Answered { result, is_error },
+                    Err(error) => Dispatch::Lost {
+                        message: format!("the answer could not be re-encoded: {error}"),
+                    },
+                }
+            }
+            Ok(_) => Dispatch::Lost {
+                message: "the server answered tools/call with something other than a \
+                          CallToolResult"
+                    .to_owned(),
+            },
+            Err(ServiceError::McpError(error)) => Dispatch::Rejected {
+                code: i64::from(error.code.0),
+                message: error.message.into_owned(),
+            },
+            Err(ServiceError::Timeout { .. }) => Dispatch::TimedOut,
+            Err(error) if self.refused_before_processing(&error) => Dispatch::NotSent {
+                message: error.to_string(),
+            },
+            Err(error) => Dispatch::Lost {
+                message: error.to_string(),
+            },
+        }
+    }
+
+    /// Whether a failed request certainly had no effect on the server.
+    fn refused_before_processing(&self, error: &ServiceError) -> bool {
+        match self.transport {
+            // Writing a line to the child's stdin failed, so the child never read a complete
+            // request (it had closed its end of the pipe).
+            Transport::Stdio { .. } => matches!(error, ServiceError::TransportSend(_)),
+            // An HTTP send error may come after the server received the request, unless it is
+            // an authentication refusal, which happens before any processing.
+            Transport::Http => error.auth_challenge().is_some(),
+        }
+    }
+
+    /// The last 256 KiB of a stdio server's stderr; `None` for HTTP. May hold secret values.
+    pub fn stderr_tail(&self) -> Option<String> {
+        match &self.transport {
+            Transport::Stdio {
+                stderr: Some(stderr),
+                ..
+            } => Some(stderr.snapshot()),
+            Transport::Stdio { stderr: None, .. } | Transport::Http => None,
+        }
+    }
+
+    /// The process group id of a stdio server (its PID); `None` for HTTP.
+    pub fn process_group_id(&self) -> Option<u32> {
+        match &self.transport {
+            Transport::Stdio { group, .. } => Some(group.id()),
+            Transport::Http => None,
+        }
+    }
+
+    /// Ends the session. For stdio: close stdin, a short grace, SIGTERM to the group, up to a
+    /// second for the server to exit, then SIGKILL to the group.
+    pub async fn close(self) {
+        let Self {
+            mut client,
+            transport,
+        } = self;
+        match transport {
+            Transport::Http => {
+                if tokio::time::timeout(HTTP_CLOSE_WAIT, client.close())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!("MCP HTTP session did not close in time; abandoned it");
+                }
+            }
+            Transport::Stdio { mut group, stderr } => {
+                // Closing the client closes the child's stdin and then waits for the child to
+                // exit, reaping it; the group signals below make sure it does, and reach
+                // anything the child left behind in its group.
+                let closing = client.close();
+                tokio::pin!(closing);
+                let exited = tokio::time::timeout(STDIN_GRACE, &mut closing)
+                    .await
+                    .is_ok();
+                group.terminate();
+                let exited = exited
+                    || tokio::time::timeout(TERMINATE_WAIT, &mut closing)
+                        .await
+                        .is_ok();
+                group.kill();
+                if !exited
+                    && tokio::time::timeout(KILLED_WAIT, &mut closing)
+                        .await
+                        .is_err()
+                {
+                    tracing::warn!(
+                        pgid = group.id(),
+                        "killed MCP server was not reaped in time"
+                    );
+                }
+                drop(stderr);
+            }
+        }
+    }
+}
+
+/// Opens a session, lists its tools and closes it, all within `deadline`.
+pub async fn discover(
+    launch: &SessionLaunch,
+    deadline: Duration,
+) -> Result<Vec<DiscoveredTool>, SessionError> {
+    let started = Instant::now();
+    let session = McpSession::open(launch, deadline).await?;
+    let listed = tokio::time::timeout(
+        deadline.saturating_sub(started.elapsed()),
+        session.list_tools(),
+    )
+    .await;
+    let stderr_tail = session.stderr_tail();
+    // A close cut short by the deadline still kills the group when the session is dropped.
+    let _ = tokio::time::timeout(deadline.saturating_sub(started.elapsed()), session.close()).await;
+    listed.unwrap_or(Err(SessionError::Timeout {
+        stage: "tools/list",
+        after: deadline,
+        stderr_tail,
+    }))
+}
+
+/// What this runner tells servers about itself.
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("switchyard-mcp-runner", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+async fn open_stdio(
+    command: &str,
+    args: &[String],
+    env: &[(String, String)],
+    deadline: Duration,
+) -> Result<McpSession, SessionError> {
+    if let Some((name, _)) = env.iter().find(|(name, _)| is_reserved_env_name(name)) {
+        return Err(SessionError::ReservedEnv { name: name.clone() });
+    }
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args)
+        .env_clear()
+        .envs(child_environment(std::env::vars_os(), env))
+        .process_group(0);
+    let spawn_error = |source| SessionError::Spawn {
+        command: command.to_owned(),
+        source,
+    };
+    let (child, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_error)?;
+    let Some(mut group) = child.id().and_then(ProcessGroup::adopt) else {
+        return Err(spawn_error(std::io::Error::other(
+            "the started process has no usable process id",
+        )));
+    };
+    let stderr = stderr.map(PipeTail::spawn);
+    tracing::debug!(pgid = group.id(), command, "started stdio MCP server");
+
+    let initialized = tokio::time::timeout(deadline, client_config().serve(child)).await;
+    match initialized {
+        Ok(Ok(client)) => Ok(McpSession {
+            client,
+            transport: Transport::Stdio { group, stderr },
+        }),
+        Ok(Err(error)) => {
+            group.kill();
+            Err(SessionError::Initialize {
+                reason: error.to_string(),
+                stderr_tail: drained(stderr).await,
+            })
+        }
+        Err(_) => {
+            group.kill();
+            Err(SessionError::Timeout {
+                stage: "initialize",
+                after: deadline,
+                stderr_tail: drained(stderr).await,
+            })
+        }
+    }
+}
+
+/// The stderr of a killed server, once its pipe has been read to the end (or a short wait).
+async fn drained(stderr: Option<PipeTail>) -> Option<String> {
+    let stderr = stderr?;
+    Some(stderr.finish(STDERR_DRAIN_WAIT).await)
+}
+
+async fn open_http(
+    url: &str,
+    headers: &[(String, String)],
+    deadline: Duration,
+) -> Result<McpSession, SessionError> {
+    install_crypto_provider();
+    let mut custom_headers = HashMap::new();
+    for (name, value) in headers {
+        let invalid = || SessionError::InvalidHeader { name: name.clone() };
+        let header_name = HeaderName::try_from(name.as_str()).map_err(|_| invalid())?;
+        let mut header_value = HeaderValue::try_from(value.as_str()).map_err(|_| invalid())?;
+        // Keeps the value out of reqwest's and rmcp's Debug output.
+        header_value.set_sensitive(true);
+        custom_headers.insert(header_name, header_value);
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom_headers);
+    let transport = StreamableHttpClientTransport::from_config(config);
+
+    match tokio::time::timeout(deadline, client_config().serve(transport)).await {
+        Ok(Ok(client)) => Ok(McpSession {
+            client,
+            transport: Transport::Http,
+        }),
+        Ok(Err(error)) => Err(initialize_error(error)),
+        Err(_) => Err(SessionError::Timeout {
+            stage: "initialize",
+            after: deadline,
+            stderr_tail: None,
+        }),
+    }
+}
+
+fn initialize_error(error: ClientInitializeError) -> SessionError {
+    if error.is_authorization_required() || error.auth_challenge().is_some() {
+        SessionError::Unauthorized {
+            reason: error.to_string(),
+        }
+    } else {
+        SessionError::Initialize {
+            reason: error.to_string(),
+            stderr_tail: None,
+        }
+    }
+}
+
+fn request_error(method: &'static str, error: ServiceError) -> SessionError {
+    match error {
+        ServiceError::McpError(error) => SessionError::Rejected {
+            method,
+            code: i64::from(error.code.0),
+            message: error.message.into_owned(),
+        },
+        error if error.auth_challenge().is_some() => SessionError::Unauthorized {
+            reason: error.to_string(),
+        },
+        error => SessionError::Transport {
+            method,
+            reason: error.to_string(),
+        },
+    }
+}
+
+/// reqwest is built without a TLS provider; rmcp's HTTP transport builds a client that panics
+/// unless the process has installed one.
+fn install_crypto_provider() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        // An error means another part of the process installed a provider first: that one
+        // serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
