@@ -1,1 +1,142 @@
-fn main() {}
+//! `switchyard-server`: parse flags and environment into a config, then run one subcommand.
+
+use clap::{Parser, Subcommand};
+use sqlx::postgres::PgPoolOptions;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+use switchyard_server::app::{App, AppConfig};
+use switchyard_server::central::CentralConfig;
+use switchyard_server::db::{Datastore, MIGRATOR};
+use switchyard_server::serve::{serve, ServeConfig};
+use tokio_util::sync::CancellationToken;
+
+/// The Switchyard control plane.
+#[derive(Debug, Parser)]
+#[command(name = "switchyard-server", version)]
+struct Cli {
+    /// PostgreSQL connection URL.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    database_url: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the HTTP API and run the central executor.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:8787")]
+        listen: SocketAddr,
+        /// Length of the central runner's lease, in seconds.
+        #[arg(long, env = "SWITCHYARD_LEASE_TTL_SECONDS", default_value_t = 30)]
+        lease_ttl_seconds: u64,
+        /// Deadline for tool discovery, in seconds.
+        #[arg(long, env = "SWITCHYARD_DISCOVERY_DEADLINE_SECONDS", default_value_t = 20)]
+        discovery_deadline_seconds: u64,
+    },
+    /// Apply database migrations.
+    Migrate,
+    /// Administrative commands.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Create an installation owner; prints the new token alone on stdout.
+    CreateOwner {
+        /// Unique user name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Create a user; prints the new token alone on stdout.
+    CreateUser {
+        /// Unique user name.
+        #[arg(long)]
+        name: String,
+    },
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if std::env::var("SWITCHYARD_LOG_FORMAT").as_deref() == Ok("json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    init_logging();
+    // reqwest is built without a default TLS provider; install ring before any client exists.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("switchyard-server: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    let url = cli
+        .database_url
+        .ok_or("set DATABASE_URL (or --database-url) to a PostgreSQL URL, e.g. postgres://app@127.0.0.1:5432/switchyard")?;
+    let pool = PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(&url)
+        .await
+        .map_err(|e| format!("cannot connect to the database: {e}"))?;
+    match cli.command {
+        Command::Migrate => {
+            MIGRATOR.run(&pool).await.map_err(|e| format!("migration failed: {e}"))?;
+            eprintln!("migrations applied");
+            Ok(())
+        }
+        Command::Admin { command } => {
+            let app = App::new(Datastore::new(pool), AppConfig::default());
+            let (name, is_owner) = match &command {
+                AdminCommand::CreateOwner { name } => (name, true),
+                AdminCommand::CreateUser { name } => (name, false),
+            };
+            let (_, token) = app.user_create(name, is_owner).await.map_err(|e| e.to_string())?;
+            println!("{token}");
+            Ok(())
+        }
+        Command::Serve { listen, lease_ttl_seconds, discovery_deadline_seconds } => {
+            Datastore::new(pool.clone()).readiness().await?;
+            let config = ServeConfig {
+                listen,
+                app: AppConfig { discovery_deadline: Duration::from_secs(discovery_deadline_seconds) },
+                central: CentralConfig { lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)), ..CentralConfig::default() },
+            };
+            let shutdown = CancellationToken::new();
+            tokio::spawn(stop_on_signal(shutdown.clone()));
+            serve(pool, config, shutdown).await.map_err(|e| format!("cannot serve on {listen}: {e}"))
+        }
+    }
+}
+
+/// Cancels `shutdown` on SIGINT or SIGTERM.
+async fn stop_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down: draining active calls");
+    shutdown.cancel();
+}

@@ -1,0 +1,210 @@
+//! Calls: submission with request-ID idempotency, reads under current Use, and recording the
+//! completions runners report (fenced by their lease epoch).
+
+use super::names::digest;
+use super::results::{bound_result, RESULT_LIMIT};
+use super::{views, Actor, App};
+use crate::db::{CallRow, NewCall, StoredCompletion};
+use crate::error::{AppError, AppResult};
+use serde_json::json;
+use switchyard_protocol::api::*;
+use switchyard_protocol::runner::{Completion, Epoch};
+use switchyard_protocol::{CallId, CallState, ErrorCode};
+
+/// How many calls a list returns.
+const LIST_LIMIT: i64 = 100;
+
+/// What happened to a reported completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompletionRecorded {
+    /// Stored; the call moved to its new state.
+    Recorded,
+    /// The epoch is stale: the report was recorded nowhere.
+    Fenced,
+    /// The call had already moved on (e.g. cancelled); the report was not applied.
+    Superseded,
+}
+
+impl App {
+    /// Submits a call, or returns the existing one for a retried request_id. The bool is true
+    /// when the call was created by this request.
+    pub async fn call_submit(&self, actor: &Actor, ws: &str, req: SubmitCall) -> AppResult<(CallView, bool)> {
+        let membership = self.membership(actor, ws).await?;
+        let workspace = membership.workspace.id;
+        if !req.arguments.is_object() {
+            return Err(AppError::refused(
+                ErrorCode::InvalidArguments,
+                "`arguments` must be a JSON object, e.g. {\"text\": \"hello\"}",
+            ));
+        }
+        let timeout = req.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS);
+        if !(1..=MAX_TIMEOUT_SECONDS).contains(&timeout) {
+            return Err(AppError::refused(
+                ErrorCode::InvalidTimeout,
+                format!("`timeout_seconds` must be between 1 and {MAX_TIMEOUT_SECONDS}, got {timeout}"),
+            ));
+        }
+        if req.tool_name.is_empty() {
+            return Err(AppError::refused(ErrorCode::InvalidRequest, "`tool_name` must not be empty"));
+        }
+        let profile = self.find_profile(workspace, &req.profile_id).await?;
+        let connection = self.find_connection(workspace, &req.connection_id).await?;
+        let environment = match &req.environment_id {
+            Some(key) => self.find_environment(workspace, key).await?.id,
+            None => profile.environment_id,
+        };
+        self.require_use(actor, &profile).await?;
+
+        // The canonical payload, after names are resolved to ids and defaults applied.
+        let payload = json!({
+            "profile_id": profile.id,
+            "connection_id": connection.id,
+            "environment_id": environment,
+            "tool_name": req.tool_name,
+            "arguments": req.arguments,
+            "client_session_id": req.client_session_id,
+            "timeout_seconds": timeout,
+        });
+        let payload_digest = digest(&payload);
+        if let Some(existing) = self.db.call_find_by_request(workspace, req.request_id.0).await? {
+            return replay(existing, &payload_digest).map(|view| (view, false));
+        }
+
+        if environment != profile.environment_id {
+            return Err(AppError::refused(
+                ErrorCode::EnvironmentMismatch,
+                format!("profile `{}` runs in another environment than the one requested", profile.name),
+            ));
+        }
+        if !self.db.profile_has_connection(profile.id, connection.id).await? {
+            return Err(AppError::refused(
+                ErrorCode::ConnectionNotInProfile,
+                format!("profile `{}` does not include connection `{}`", profile.name, connection.name),
+            ));
+        }
+        let connector = self.db.connector_get(connection.connector_id).await?;
+        if !connector.is_runnable() {
+            return Err(super::connections::not_approved(&connector.name));
+        }
+        match self.db.tool_find(connection.id, &req.tool_name).await? {
+            Some(tool) if tool.available => {}
+            Some(_) => {
+                return Err(AppError::refused(
+                    ErrorCode::ToolNotFound,
+                    format!("tool `{}` is no longer offered by connection `{}` (last discovery did not list it)", req.tool_name, connection.name),
+                ));
+            }
+            None => {
+                return Err(AppError::refused(
+                    ErrorCode::ToolNotFound,
+                    format!(
+                        "connection `{}` has no discovered tool `{}`; run `switchyard connection discover` to refresh the catalog",
+                        connection.name, req.tool_name
+                    ),
+                ));
+            }
+        }
+
+        let new_call = NewCall {
+            workspace_id: workspace,
+            request_id: req.request_id.0,
+            payload_digest: payload_digest.clone(),
+            profile_id: profile.id,
+            connection_id: connection.id,
+            connection_revision: connection.revision,
+            environment_id: environment,
+            tool_name: req.tool_name,
+            arguments: req.arguments,
+            client_session_id: req.client_session_id,
+            timeout_seconds: i32::try_from(timeout).unwrap_or(DEFAULT_TIMEOUT_SECONDS as i32),
+            runner_ref: connection.runner_ref.clone(),
+            created_by: actor.user.id,
+        };
+        match self.db.call_insert(&new_call).await? {
+            Some(row) => Ok((views::call(&row), true)),
+            // A concurrent submission with the same request_id won the insert.
+            None => match self.db.call_find_by_request(workspace, new_call.request_id).await? {
+                Some(existing) => replay(existing, &payload_digest).map(|view| (view, false)),
+                None => Err(AppError::Internal("request_id conflict without a stored call".into())),
+            },
+        }
+    }
+
+    /// One call, for a reader who holds Use on its profile right now.
+    pub async fn call_get(&self, actor: &Actor, ws: &str, call: &str) -> AppResult<CallView> {
+        let membership = self.membership(actor, ws).await?;
+        let not_found = || AppError::refused(ErrorCode::CallNotFound, format!("no call `{call}` in this workspace"));
+        let id: CallId = call.parse().map_err(|_| not_found())?;
+        let row = self.db.call_get(membership.workspace.id, id.0).await?.ok_or_else(not_found)?;
+        let profile = self.db.profile_get(row.profile_id).await?;
+        self.require_use(actor, &profile).await?;
+        Ok(views::call(&row))
+    }
+
+    /// The newest calls the actor may read.
+    pub async fn call_list(&self, actor: &Actor, ws: &str) -> AppResult<CallList> {
+        let membership = self.membership(actor, ws).await?;
+        let rows = self.db.call_list_usable(membership.workspace.id, actor.user.id, LIST_LIMIT).await?;
+        Ok(CallList { calls: rows.iter().map(views::call).collect() })
+    }
+
+    /// Records a runner's completion report under its lease epoch.
+    pub async fn call_record_completion(
+        &self,
+        runner_ref: &str,
+        call: CallId,
+        epoch: Epoch,
+        completion: Completion,
+    ) -> AppResult<CompletionRecorded> {
+        let stored = stored_completion(completion);
+        // The states this completion may leave, straight from the lifecycle's one table.
+        let from: Vec<CallState> = [CallState::Leased, CallState::Running]
+            .into_iter()
+            .filter(|s| s.can_transition_to(stored.state))
+            .collect();
+        if self.db.call_complete(call.0, runner_ref, epoch.0, &from, &stored).await? {
+            return Ok(CompletionRecorded::Recorded);
+        }
+        if self.db.runner_lease_is_current(runner_ref, epoch.0).await? {
+            Ok(CompletionRecorded::Superseded)
+        } else {
+            Ok(CompletionRecorded::Fenced)
+        }
+    }
+}
+
+/// A replayed request_id: the same payload answers the stored call; another payload is a
+/// conflict.
+fn replay(existing: CallRow, payload_digest: &[u8]) -> AppResult<CallView> {
+    if existing.payload_digest == payload_digest {
+        Ok(views::call(&existing))
+    } else {
+        Err(AppError::refused(
+            ErrorCode::McpRequestConflict,
+            format!(
+                "request_id {} was already used for a different call ({}); use a fresh request_id for a new call",
+                existing.request_id, existing.id
+            ),
+        ))
+    }
+}
+
+fn stored_completion(completion: Completion) -> StoredCompletion {
+    let finished = |state, result: serde_json::Value| {
+        let (result, result_truncated) = bound_result(result, RESULT_LIMIT);
+        StoredCompletion { state, result: Some(result), result_truncated, error_code: None, error_message: None }
+    };
+    let errored = |state, error: CallError| StoredCompletion {
+        state,
+        result: None,
+        result_truncated: false,
+        error_code: Some(error.code),
+        error_message: Some(error.message),
+    };
+    match completion {
+        Completion::Succeeded { result } => finished(CallState::Succeeded, result),
+        Completion::ToolError { result } => finished(CallState::ToolError, result),
+        Completion::Failed { error } => errored(CallState::Failed, error),
+        Completion::Unknown { error } => errored(CallState::Unknown, error),
+    }
+}

@@ -1,0 +1,101 @@
+//! Connections and their tool catalogs, including discovery against the real MCP server.
+
+use super::auth::already_exists;
+use super::names::validate_name;
+use super::{views, Actor, App};
+use crate::db::{ConnectionRow, Key};
+use crate::error::{AppError, AppResult};
+use switchyard_protocol::api::*;
+use switchyard_protocol::ErrorCode;
+use uuid::Uuid;
+
+impl App {
+    /// Places a connector in a workspace (workspace admins only).
+    pub async fn connection_create(&self, actor: &Actor, ws: &str, req: CreateConnection) -> AppResult<ConnectionView> {
+        let membership = self.admin_membership(actor, ws).await?;
+        validate_name("connection", &req.name)?;
+        let runner = req.runner.as_deref().unwrap_or(CENTRAL_RUNNER);
+        if runner != CENTRAL_RUNNER {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!("runner `{runner}` is not available; use `central`"),
+            ));
+        }
+        let connector = self.find_connector(&req.connector).await?;
+        let row = self
+            .db
+            .connection_create(membership.workspace.id, &req.name, connector.id, runner)
+            .await
+            .map_err(|e| already_exists(e, "connection", &req.name))?;
+        Ok(views::connection(&row))
+    }
+
+    /// The connections of a workspace.
+    pub async fn connection_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<ConnectionView>> {
+        let membership = self.membership(actor, ws).await?;
+        Ok(self.db.connection_list(membership.workspace.id).await?.iter().map(views::connection).collect())
+    }
+
+    /// One connection.
+    pub async fn connection_get(&self, actor: &Actor, ws: &str, key: &str) -> AppResult<ConnectionView> {
+        let membership = self.membership(actor, ws).await?;
+        Ok(views::connection(&self.find_connection(membership.workspace.id, key).await?))
+    }
+
+    /// The cached tool catalog of a connection.
+    pub async fn tool_list(&self, actor: &Actor, ws: &str, key: &str) -> AppResult<Vec<ToolView>> {
+        let membership = self.membership(actor, ws).await?;
+        let connection = self.find_connection(membership.workspace.id, key).await?;
+        Ok(self.db.tool_list(connection.id).await?.iter().map(views::tool).collect())
+    }
+
+    /// Discovers the connection's tools (initialize + paginated tools/list within the
+    /// discovery deadline) and reconciles the cached catalog (workspace admins only).
+    pub async fn connection_discover(&self, actor: &Actor, ws: &str, key: &str) -> AppResult<DiscoveryView> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let connection = self.find_connection(membership.workspace.id, key).await?;
+        let connector = self.db.connector_get(connection.connector_id).await?;
+        if !connector.is_runnable() {
+            return Err(not_approved(&connector.name));
+        }
+        let discovered = match crate::central::launch_for(&connector.spec()) {
+            Ok(launch) => switchyard_mcp_runner::session::discover(&launch, self.config.discovery_deadline)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.message),
+        };
+        match discovered {
+            Ok(tools) => {
+                let tools: Vec<_> = tools
+                    .into_iter()
+                    .map(|t| (t.name, t.description, t.input_schema, t.annotations))
+                    .collect();
+                self.db.connection_discovery_succeeded(connection.id, &tools).await?;
+                Ok(DiscoveryView {
+                    connection_id: connection.id.into(),
+                    tools: self.db.tool_list(connection.id).await?.iter().map(views::tool).collect(),
+                })
+            }
+            Err(message) => {
+                self.db.connection_discovery_failed(connection.id, &message).await?;
+                Err(AppError::refused(
+                    ErrorCode::DiscoveryFailed,
+                    format!("discovery of `{}` failed: {message}", connection.name),
+                ))
+            }
+        }
+    }
+
+    pub(crate) async fn find_connection(&self, workspace: Uuid, key: &str) -> AppResult<ConnectionRow> {
+        self.db.connection_find(workspace, &Key::parse(key)).await?.ok_or_else(|| {
+            AppError::refused(ErrorCode::ConnectionNotFound, format!("no connection `{key}` in this workspace"))
+        })
+    }
+}
+
+pub(crate) fn not_approved(connector: &str) -> AppError {
+    AppError::refused(
+        ErrorCode::ConnectorNotApproved,
+        format!("connector `{connector}` runs a command that is not approved; an installation owner must run `switchyard connector approve {connector}`"),
+    )
+}

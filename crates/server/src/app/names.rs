@@ -1,0 +1,98 @@
+//! Validation of user-chosen names and canonical JSON for idempotency digests.
+
+use crate::error::{AppError, AppResult};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use switchyard_protocol::ErrorCode;
+
+/// Longest accepted name.
+const MAX_NAME: usize = 64;
+
+/// Checks a name for a workspace, environment, connector, connection, profile or user:
+/// 1–64 characters from `[A-Za-z0-9._-]`, starting with a letter or digit, and not a UUID
+/// (names and ids share the same path slots).
+pub fn validate_name(kind: &str, name: &str) -> AppResult<()> {
+    let well_formed = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if !well_formed {
+        return Err(AppError::refused(
+            ErrorCode::InvalidName,
+            format!(
+                "{kind} name `{name}` is not valid: use 1–{MAX_NAME} characters from A–Z, a–z, 0–9, `.`, `_`, `-`, starting with a letter or digit"
+            ),
+        ));
+    }
+    if uuid::Uuid::parse_str(name).is_ok() {
+        return Err(AppError::refused(
+            ErrorCode::InvalidName,
+            format!("{kind} name `{name}` looks like a UUID; choose a name that does not"),
+        ));
+    }
+    Ok(())
+}
+
+/// Serializes JSON with object keys sorted at every level, so equal values give equal text.
+pub fn canonical_json(value: &Value) -> String {
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(key.clone()).to_string());
+                    out.push(':');
+                    write(&map[key], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+/// SHA-256 of the canonical JSON of a value.
+pub fn digest(value: &Value) -> Vec<u8> {
+    Sha256::digest(canonical_json(value).as_bytes()).to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_ignores_key_order() {
+        let a = json!({"b": 1, "a": {"y": [1, {"q": 2, "p": 1}], "x": "s"}});
+        let b = json!({"a": {"x": "s", "y": [1, {"p": 1, "q": 2}]}, "b": 1});
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(canonical_json(&a), r#"{"a":{"x":"s","y":[1,{"p":1,"q":2}]},"b":1}"#);
+        assert_ne!(digest(&a), digest(&json!({"b": 2})));
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(validate_name("workspace", "demo-1.x_y").is_ok());
+        for bad in ["", "-x", "a b", "a/b", &"x".repeat(65), "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d5e"] {
+            assert!(validate_name("workspace", bad).is_err(), "{bad:?}");
+        }
+    }
+}

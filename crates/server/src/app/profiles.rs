@@ -1,0 +1,104 @@
+//! Execution profiles and their grants. Grants are independent: workspace admin, Manage and
+//! Share never imply Use.
+
+use super::auth::already_exists;
+use super::names::validate_name;
+use super::{views, Actor, App};
+use crate::db::{Grants, Key, ProfileRow};
+use crate::error::{AppError, AppResult};
+use switchyard_protocol::api::*;
+use switchyard_protocol::ErrorCode;
+use uuid::Uuid;
+
+impl App {
+    /// Creates a profile (workspace admins only). The creator receives Manage and Share, not Use.
+    pub async fn profile_create(&self, actor: &Actor, ws: &str, req: CreateProfile) -> AppResult<ProfileView> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let workspace = membership.workspace.id;
+        validate_name("profile", &req.name)?;
+        let environment_key = req.environment.as_deref().unwrap_or(DEFAULT_ENVIRONMENT);
+        let environment = self.find_environment(workspace, environment_key).await?;
+        let mut connections = Vec::with_capacity(req.connections.len());
+        for key in &req.connections {
+            connections.push(self.find_connection(workspace, key).await?.id);
+        }
+        let creator = Grants { use_: false, manage: true, share: true };
+        let row = self
+            .db
+            .profile_create(workspace, environment.id, &req.name, &connections, actor.user.id, creator)
+            .await
+            .map_err(|e| already_exists(e, "profile", &req.name))?;
+        self.profile_view(&row).await
+    }
+
+    /// The profiles of a workspace.
+    pub async fn profile_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<ProfileView>> {
+        let membership = self.membership(actor, ws).await?;
+        let mut views = Vec::new();
+        for row in self.db.profile_list(membership.workspace.id).await? {
+            views.push(self.profile_view(&row).await?);
+        }
+        Ok(views)
+    }
+
+    /// One profile.
+    pub async fn profile_get(&self, actor: &Actor, ws: &str, key: &str) -> AppResult<ProfileView> {
+        let membership = self.membership(actor, ws).await?;
+        let row = self.find_profile(membership.workspace.id, key).await?;
+        self.profile_view(&row).await
+    }
+
+    /// Adds grants on a profile (holders of Share only) to a member of the workspace.
+    pub async fn profile_grant(&self, actor: &Actor, ws: &str, key: &str, req: GrantRequest) -> AppResult<ProfileView> {
+        let membership = self.membership(actor, ws).await?;
+        let profile = self.find_profile(membership.workspace.id, key).await?;
+        if !self.db.grants_of(profile.id, actor.user.id).await?.share {
+            return Err(AppError::refused(
+                ErrorCode::Forbidden,
+                format!("you need the Share grant on profile `{}` to grant access", profile.name),
+            ));
+        }
+        let grants = Grants { use_: req.use_, manage: req.manage, share: req.share };
+        if grants == Grants::default() {
+            return Err(AppError::refused(ErrorCode::InvalidRequest, "name at least one of `use`, `manage`, `share`"));
+        }
+        let user = self.find_user(&req.user).await?;
+        if self.db.workspace_find_for_member(&Key::Id(membership.workspace.id), user.id).await?.is_none() {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!("`{}` is not a member of this workspace; add them first (`switchyard workspace member add`)", user.name),
+            ));
+        }
+        self.db.grant_add(profile.id, user.id, grants, actor.user.id).await?;
+        self.profile_view(&profile).await
+    }
+
+    async fn profile_view(&self, row: &ProfileRow) -> AppResult<ProfileView> {
+        Ok(ProfileView {
+            id: row.id.into(),
+            workspace_id: row.workspace_id.into(),
+            name: row.name.clone(),
+            environment_id: row.environment_id.into(),
+            connection_ids: self.db.profile_connection_ids(row.id).await?.into_iter().map(Into::into).collect(),
+            grants: self
+                .db
+                .grant_list(row.id)
+                .await?
+                .into_iter()
+                .map(|(id, name, grants)| views::grant(id, &name, grants))
+                .collect(),
+        })
+    }
+
+    pub(crate) async fn find_profile(&self, workspace: Uuid, key: &str) -> AppResult<ProfileRow> {
+        self.db.profile_find(workspace, &Key::parse(key)).await?.ok_or_else(|| {
+            AppError::refused(ErrorCode::ProfileNotFound, format!("no profile `{key}` in this workspace"))
+        })
+    }
+
+    pub(crate) async fn find_environment(&self, workspace: Uuid, key: &str) -> AppResult<crate::db::EnvironmentRow> {
+        self.db.environment_find(workspace, &Key::parse(key)).await?.ok_or_else(|| {
+            AppError::refused(ErrorCode::EnvironmentNotFound, format!("no environment `{key}` in this workspace"))
+        })
+    }
+}

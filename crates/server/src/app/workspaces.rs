@@ -1,0 +1,65 @@
+//! Workspaces, members and environments.
+
+use super::auth::already_exists;
+use super::names::validate_name;
+use super::{views, Actor, App};
+use crate::error::AppResult;
+use switchyard_protocol::api::*;
+
+impl App {
+    /// Creates a workspace; the creator becomes its admin.
+    pub async fn workspace_create(&self, actor: &Actor, req: CreateWorkspace) -> AppResult<WorkspaceView> {
+        validate_name("workspace", &req.name)?;
+        let row = self
+            .db
+            .workspace_create(&req.name, actor.user.id)
+            .await
+            .map_err(|e| already_exists(e, "workspace", &req.name))?;
+        Ok(views::workspace(&row))
+    }
+
+    /// The workspaces the actor belongs to.
+    pub async fn workspace_list(&self, actor: &Actor) -> AppResult<Vec<WorkspaceView>> {
+        Ok(self.db.workspace_list_for_member(actor.user.id).await?.iter().map(views::workspace).collect())
+    }
+
+    /// One workspace the actor belongs to.
+    pub async fn workspace_get(&self, actor: &Actor, ws: &str) -> AppResult<WorkspaceView> {
+        Ok(views::workspace(&self.membership(actor, ws).await?.workspace))
+    }
+
+    /// Adds a member (workspace admins only).
+    pub async fn member_add(&self, actor: &Actor, ws: &str, req: AddMember) -> AppResult<MemberView> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let user = self.find_user(&req.user).await?;
+        let role = match req.role {
+            MemberRole::Admin => "admin",
+            MemberRole::Member => "member",
+        };
+        Ok(views::member(&self.db.member_upsert(membership.workspace.id, user.id, role).await?))
+    }
+
+    /// The members of a workspace.
+    pub async fn member_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<MemberView>> {
+        let membership = self.membership(actor, ws).await?;
+        Ok(self.db.member_list(membership.workspace.id).await?.iter().map(views::member).collect())
+    }
+
+    /// Creates an environment (workspace admins only).
+    pub async fn environment_create(&self, actor: &Actor, ws: &str, req: CreateEnvironment) -> AppResult<EnvironmentView> {
+        let membership = self.admin_membership(actor, ws).await?;
+        validate_name("environment", &req.name)?;
+        let row = self
+            .db
+            .environment_create(membership.workspace.id, &req.name)
+            .await
+            .map_err(|e| already_exists(e, "environment", &req.name))?;
+        Ok(views::environment(&row))
+    }
+
+    /// The environments of a workspace.
+    pub async fn environment_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<EnvironmentView>> {
+        let membership = self.membership(actor, ws).await?;
+        Ok(self.db.environment_list(membership.workspace.id).await?.iter().map(views::environment).collect())
+    }
+}

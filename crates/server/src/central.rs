@@ -1,0 +1,212 @@
+//! The central runner: the executor inside the server, for connections whose runner reference
+//! is `central`. It holds the `central` runner lease (so among several replicas exactly one
+//! runs central calls at a time), renews it by heartbeat, and implements the runner's view of
+//! the control plane directly on the datastore.
+
+use crate::app::{App, CompletionRecorded};
+use crate::db::LeasedRow;
+use sqlx::postgres::PgListener;
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_mcp_runner::control::{ControlError, ControlPlane, StartDecision};
+use switchyard_mcp_runner::executor::{Executor, ExecutorConfig};
+use switchyard_mcp_runner::launch::SessionLaunch;
+use switchyard_protocol::api::{CallError, ConnectorSpec, CENTRAL_RUNNER};
+use switchyard_protocol::runner::{Completion, ConnectionTarget, Epoch, LeasedCall};
+use switchyard_protocol::CallId;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// The channel `call_insert` notifies with the runner reference of a new call.
+const CALLS_CHANNEL: &str = "switchyard_calls";
+
+/// Settings of the central runner.
+#[derive(Clone, Debug)]
+pub struct CentralConfig {
+    /// Runner lease length; renewed every third of it.
+    pub lease_ttl: Duration,
+    /// Executor settings.
+    pub executor: ExecutorConfig,
+}
+
+impl Default for CentralConfig {
+    fn default() -> Self {
+        Self { lease_ttl: Duration::from_secs(30), executor: ExecutorConfig::default() }
+    }
+}
+
+/// Builds the session launch for a connector. Credential bindings do not exist yet, so a
+/// connector that declares environment variables cannot be given them: the call fails before
+/// anything is sent.
+pub fn launch_for(spec: &ConnectorSpec) -> Result<SessionLaunch, CallError> {
+    if let ConnectorSpec::Stdio { env, .. } = spec
+        && !env.is_empty()
+    {
+        return Err(CallError {
+            code: "credential_missing".into(),
+            message: format!("no credential binding provides {}", env.join(", ")),
+        });
+    }
+    Ok(SessionLaunch { spec: spec.clone(), env: Vec::new(), headers: Vec::new() })
+}
+
+/// Runs the central runner until `shutdown`: take the lease (waiting while another replica
+/// holds it), run the executor under it, and on losing it stop, drain and take it again.
+pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
+    let holder = Uuid::now_v7();
+    while !shutdown.is_cancelled() {
+        let Some(epoch) = acquire(&app, holder, &config, &shutdown).await else { break };
+        tracing::info!(runner = CENTRAL_RUNNER, epoch, "central runner lease acquired");
+        let lease_lost = shutdown.child_token();
+        let heartbeat = tokio::spawn(heartbeat(app.clone(), holder, epoch, config.lease_ttl, lease_lost.clone()));
+        match CentralControl::new(app.clone(), Epoch(epoch)).await {
+            Ok(control) => {
+                let executor = Executor::new(Arc::new(control), Arc::new(|call: &LeasedCall| launch_for(&call.connection.spec)), config.executor.clone());
+                executor.run(lease_lost.clone()).await;
+            }
+            Err(e) => tracing::error!(error = %e, "cannot listen for new calls"),
+        }
+        lease_lost.cancel();
+        let _ = heartbeat.await;
+        if shutdown.is_cancelled() {
+            if let Err(e) = app.db().runner_lease_release(CENTRAL_RUNNER, holder, epoch).await {
+                tracing::warn!(error = %e, "could not release the central runner lease");
+            }
+        } else {
+            tracing::warn!(epoch, "central runner lease lost; drained, taking it again");
+        }
+    }
+}
+
+/// Waits until this process holds the central lease, or shutdown.
+async fn acquire(app: &App, holder: Uuid, config: &CentralConfig, shutdown: &CancellationToken) -> Option<i64> {
+    loop {
+        match app.db().runner_lease_acquire(CENTRAL_RUNNER, holder, config.lease_ttl).await {
+            Ok(Some(epoch)) => return Some(epoch),
+            Ok(None) => tracing::debug!("central runner lease held elsewhere; waiting"),
+            Err(e) => tracing::warn!(error = %e, "cannot take the central runner lease"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(config.lease_ttl / 6) => {}
+        }
+    }
+}
+
+/// Renews the lease every third of its length; cancels `lease_lost` when it cannot.
+async fn heartbeat(app: App, holder: Uuid, epoch: i64, ttl: Duration, lease_lost: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = lease_lost.cancelled() => return,
+            _ = tokio::time::sleep(ttl / 3) => {}
+        }
+        match app.db().runner_lease_renew(CENTRAL_RUNNER, holder, epoch, ttl).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(epoch, "central runner lease expired or taken over");
+                lease_lost.cancel();
+                return;
+            }
+            // A failed renewal is retried at the next beat; the lease fails safe by expiring.
+            Err(e) => tracing::warn!(error = %e, "central runner lease renewal failed"),
+        }
+    }
+}
+
+/// The control plane as the central executor sees it: the datastore, under one epoch.
+struct CentralControl {
+    app: App,
+    epoch: Epoch,
+    listener: Mutex<PgListener>,
+}
+
+impl CentralControl {
+    async fn new(app: App, epoch: Epoch) -> Result<Self, sqlx::Error> {
+        let mut listener = PgListener::connect_with(app.db().pool()).await?;
+        listener.listen(CALLS_CHANNEL).await?;
+        Ok(Self { app, epoch, listener: Mutex::new(listener) })
+    }
+
+    /// Turns a leased row into the runner's work item; a call whose connector may no longer
+    /// run is failed here, before anything is sent.
+    async fn prepare(&self, row: LeasedRow) -> Result<Option<LeasedCall>, sqlx::Error> {
+        let db = self.app.db();
+        let connection = db.connection_get(row.connection_id).await?;
+        let connector = db.connector_get(connection.connector_id).await?;
+        if !connector.is_runnable() {
+            db.call_fail_leased(row.id, self.epoch.0, "connector_not_approved", "the connector's command is no longer approved")
+                .await?;
+            return Ok(None);
+        }
+        Ok(Some(LeasedCall {
+            call_id: row.id.into(),
+            request_id: row.request_id.into(),
+            epoch: self.epoch,
+            connection: ConnectionTarget { connection_id: row.connection_id.into(), revision: connection.revision, spec: connector.spec() },
+            tool_name: row.tool_name,
+            arguments: row.arguments.map(|a| a.0).unwrap_or_else(|| serde_json::json!({})),
+            timeout_seconds: u32::try_from(row.timeout_seconds).unwrap_or(1),
+            client_session_id: row.client_session_id,
+        }))
+    }
+
+    async fn lease_now(&self, max: usize) -> Result<Vec<LeasedCall>, sqlx::Error> {
+        let rows = self.app.db().call_lease(CENTRAL_RUNNER, self.epoch.0, i64::try_from(max).unwrap_or(i64::MAX)).await?;
+        let mut calls = Vec::with_capacity(rows.len());
+        for row in rows {
+            if let Some(call) = self.prepare(row).await? {
+                calls.push(call);
+            }
+        }
+        Ok(calls)
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ControlError {
+    ControlError::Unavailable(e.to_string())
+}
+
+impl ControlPlane for CentralControl {
+    async fn lease(&self, max: usize, wait: Duration) -> Result<Vec<LeasedCall>, ControlError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut listener = self.listener.lock().await;
+        loop {
+            let calls = self.lease_now(max).await.map_err(unavailable)?;
+            if !calls.is_empty() {
+                return Ok(calls);
+            }
+            // Notifications that arrived since the last lease attempt are buffered by the
+            // listener, so nothing submitted in between is missed.
+            match tokio::time::timeout_at(deadline, listener.recv()).await {
+                Err(_) => return Ok(Vec::new()),
+                Ok(Err(e)) => return Err(unavailable(e)),
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+
+    async fn start(&self, call_id: CallId, epoch: Epoch) -> Result<StartDecision, ControlError> {
+        let db = self.app.db();
+        if db.call_start(call_id.0, CENTRAL_RUNNER, epoch.0).await.map_err(unavailable)? {
+            return Ok(StartDecision::Proceed);
+        }
+        if db.runner_lease_is_current(CENTRAL_RUNNER, epoch.0).await.map_err(unavailable)? {
+            Ok(StartDecision::Abandon { reason: "the call is no longer leased to this runner".into() })
+        } else {
+            Err(ControlError::Fenced(epoch))
+        }
+    }
+
+    async fn complete(&self, call_id: CallId, epoch: Epoch, completion: Completion) -> Result<(), ControlError> {
+        match self.app.call_record_completion(CENTRAL_RUNNER, call_id, epoch, completion).await {
+            Ok(CompletionRecorded::Recorded) => Ok(()),
+            Ok(CompletionRecorded::Superseded) => {
+                tracing::info!(call = %call_id, "completion not applied: the call had moved on");
+                Ok(())
+            }
+            Ok(CompletionRecorded::Fenced) => Err(ControlError::Fenced(epoch)),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+}

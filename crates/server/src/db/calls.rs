@@ -1,0 +1,289 @@
+//! Calls. Every state change is one guarded update (`WHERE state = … AND lease_epoch = …`)
+//! that reports whether it won; nothing here reads, decides, then writes.
+
+use super::Datastore;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use switchyard_protocol::CallState;
+use uuid::Uuid;
+
+/// A row of `calls`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct CallRow {
+    /// Id.
+    pub id: Uuid,
+    /// Workspace.
+    pub workspace_id: Uuid,
+    /// Client idempotency key.
+    pub request_id: Uuid,
+    /// SHA-256 of the canonical payload.
+    pub payload_digest: Vec<u8>,
+    /// Profile.
+    pub profile_id: Uuid,
+    /// Connection.
+    pub connection_id: Uuid,
+    /// Connection revision at submission.
+    pub connection_revision: i64,
+    /// Environment.
+    pub environment_id: Uuid,
+    /// Tool.
+    pub tool_name: String,
+    /// Arguments, until they expire.
+    pub arguments: Option<Json<Value>>,
+    /// Warm-session key.
+    pub client_session_id: Option<String>,
+    /// Timeout.
+    pub timeout_seconds: i32,
+    /// State name (see [`CallState`]).
+    pub state: String,
+    /// Selected runner.
+    pub runner_ref: String,
+    /// Epoch of the lease it was last leased under.
+    pub lease_epoch: Option<i64>,
+    /// Retained result.
+    pub result: Option<Json<Value>>,
+    /// Whether the result was cut.
+    pub result_truncated: bool,
+    /// Failure or uncertainty code.
+    pub error_code: Option<String>,
+    /// Failure or uncertainty explanation.
+    pub error_message: Option<String>,
+    /// Submitter.
+    pub created_by: Uuid,
+    /// Submission time.
+    pub created_at: DateTime<Utc>,
+    /// Lease time.
+    pub leased_at: Option<DateTime<Utc>>,
+    /// Start-ack time.
+    pub started_at: Option<DateTime<Utc>>,
+    /// End time.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// A call to insert.
+#[derive(Clone, Debug)]
+pub struct NewCall {
+    /// Workspace.
+    pub workspace_id: Uuid,
+    /// Client idempotency key.
+    pub request_id: Uuid,
+    /// SHA-256 of the canonical payload.
+    pub payload_digest: Vec<u8>,
+    /// Profile.
+    pub profile_id: Uuid,
+    /// Connection.
+    pub connection_id: Uuid,
+    /// Connection revision now.
+    pub connection_revision: i64,
+    /// Environment.
+    pub environment_id: Uuid,
+    /// Tool.
+    pub tool_name: String,
+    /// Arguments (an object).
+    pub arguments: Value,
+    /// Warm-session key.
+    pub client_session_id: Option<String>,
+    /// Timeout.
+    pub timeout_seconds: i32,
+    /// Runner that will run it.
+    pub runner_ref: String,
+    /// Submitter.
+    pub created_by: Uuid,
+}
+
+/// A call just leased, with what the runner needs to run it.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct LeasedRow {
+    /// Call id.
+    pub id: Uuid,
+    /// Client idempotency key.
+    pub request_id: Uuid,
+    /// Connection.
+    pub connection_id: Uuid,
+    /// Tool.
+    pub tool_name: String,
+    /// Arguments.
+    pub arguments: Option<Json<Value>>,
+    /// Timeout.
+    pub timeout_seconds: i32,
+    /// Warm-session key.
+    pub client_session_id: Option<String>,
+}
+
+/// A completion ready to store: already redacted and bounded by the app layer.
+#[derive(Clone, Debug)]
+pub struct StoredCompletion {
+    /// The state it moves the call to.
+    pub state: CallState,
+    /// Retained result.
+    pub result: Option<Value>,
+    /// Whether the result was cut.
+    pub result_truncated: bool,
+    /// Failure or uncertainty code.
+    pub error_code: Option<String>,
+    /// Failure or uncertainty explanation.
+    pub error_message: Option<String>,
+}
+
+impl Datastore {
+    /// Inserts a call unless one with the same (workspace, request_id) exists. Returns the
+    /// inserted row, or `None` when the request_id was taken (by an earlier or concurrent
+    /// submission).
+    pub async fn call_insert(&self, call: &NewCall) -> Result<Option<CallRow>, sqlx::Error> {
+        let row: Option<CallRow> = sqlx::query_as(
+            "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+                 connection_revision, environment_id, tool_name, arguments, client_session_id,
+                 timeout_seconds, state, runner_ref, created_by)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14)
+             ON CONFLICT (workspace_id, request_id) DO NOTHING
+             RETURNING *",
+        )
+        .bind(Uuid::now_v7())
+        .bind(call.workspace_id)
+        .bind(call.request_id)
+        .bind(&call.payload_digest)
+        .bind(call.profile_id)
+        .bind(call.connection_id)
+        .bind(call.connection_revision)
+        .bind(call.environment_id)
+        .bind(&call.tool_name)
+        .bind(Json(&call.arguments))
+        .bind(&call.client_session_id)
+        .bind(call.timeout_seconds)
+        .bind(&call.runner_ref)
+        .bind(call.created_by)
+        .fetch_optional(&self.pool)
+        .await?;
+        if row.is_some() {
+            // Wake runners waiting for work; delivered when the insert is committed.
+            sqlx::query("SELECT pg_notify('switchyard_calls', $1)")
+                .bind(&call.runner_ref)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(row)
+    }
+
+    /// The call with this request_id in a workspace.
+    pub async fn call_find_by_request(&self, workspace: Uuid, request_id: Uuid) -> Result<Option<CallRow>, sqlx::Error> {
+        sqlx::query_as("SELECT * FROM calls WHERE workspace_id = $1 AND request_id = $2")
+            .bind(workspace)
+            .bind(request_id)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
+    /// A call of a workspace.
+    pub async fn call_get(&self, workspace: Uuid, id: Uuid) -> Result<Option<CallRow>, sqlx::Error> {
+        sqlx::query_as("SELECT * FROM calls WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
+    /// The newest calls of a workspace on profiles the user currently holds Use on.
+    pub async fn call_list_usable(&self, workspace: Uuid, user: Uuid, limit: i64) -> Result<Vec<CallRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT c.* FROM calls c WHERE c.workspace_id = $1 AND EXISTS (
+                 SELECT 1 FROM profile_grants g
+                 WHERE g.profile_id = c.profile_id AND g.user_id = $2 AND g.grant_kind = 'use')
+             ORDER BY c.created_at DESC LIMIT $3",
+        )
+        .bind(workspace)
+        .bind(user)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Leases up to `max` queued calls of a runner under `epoch`, oldest first, skipping rows
+    /// other transactions hold. Leases nothing unless `epoch` is the runner's live lease.
+    pub async fn call_lease(&self, runner_ref: &str, epoch: i64, max: i64) -> Result<Vec<LeasedRow>, sqlx::Error> {
+        sqlx::query_as(
+            "WITH picked AS (
+                 SELECT id FROM calls
+                 WHERE runner_ref = $1 AND state = 'queued'
+                   AND EXISTS (SELECT 1 FROM runner_leases r
+                               WHERE r.runner_ref = $1 AND r.epoch = $2 AND r.expires_at > now())
+                 ORDER BY created_at LIMIT $3
+                 FOR UPDATE SKIP LOCKED)
+             UPDATE calls c SET state = 'leased', lease_epoch = $2, leased_at = now()
+             FROM picked WHERE c.id = picked.id
+             RETURNING c.id, c.request_id, c.connection_id, c.tool_name, c.arguments,
+                       c.timeout_seconds, c.client_session_id",
+        )
+        .bind(runner_ref)
+        .bind(epoch)
+        .bind(max)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// The start ack: `leased` → `running`, only under the runner's live lease epoch.
+    /// Returns whether it won. Idempotent: a runner that lost the first answer and asks again
+    /// under the same epoch is told yes again (the start time is kept).
+    pub async fn call_start(&self, id: Uuid, runner_ref: &str, epoch: i64) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
+             WHERE id = $1 AND state IN ('leased', 'running') AND runner_ref = $2 AND lease_epoch = $3
+               AND EXISTS (SELECT 1 FROM runner_leases r
+                           WHERE r.runner_ref = $2 AND r.epoch = $3 AND r.expires_at > now())",
+        )
+        .bind(id)
+        .bind(runner_ref)
+        .bind(epoch)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Records a completion reported under `epoch`, moving the call from one of `from` to
+    /// `completion.state`. Returns whether it won; a stale epoch or a call that moved on
+    /// records nothing.
+    pub async fn call_complete(
+        &self,
+        id: Uuid,
+        runner_ref: &str,
+        epoch: i64,
+        from: &[CallState],
+        completion: &StoredCompletion,
+    ) -> Result<bool, sqlx::Error> {
+        let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
+        let done = sqlx::query(
+            "UPDATE calls SET state = $5, result = $6, result_truncated = $7, error_code = $8,
+                 error_message = $9, finished_at = now()
+             WHERE id = $1 AND runner_ref = $2 AND lease_epoch = $3 AND state = ANY($4)
+               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3)",
+        )
+        .bind(id)
+        .bind(runner_ref)
+        .bind(epoch)
+        .bind(&from)
+        .bind(completion.state.as_str())
+        .bind(completion.result.as_ref().map(Json))
+        .bind(completion.result_truncated)
+        .bind(&completion.error_code)
+        .bind(&completion.error_message)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Fails a call that was leased but can certainly not run (e.g. its connector lost its
+    /// approval): `leased` → `failed`, nothing was sent.
+    pub async fn call_fail_leased(&self, id: Uuid, epoch: i64, code: &str, message: &str) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE calls SET state = 'failed', error_code = $3, error_message = $4, finished_at = now()
+             WHERE id = $1 AND state = 'leased' AND lease_epoch = $2",
+        )
+        .bind(id)
+        .bind(epoch)
+        .bind(code)
+        .bind(message)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}

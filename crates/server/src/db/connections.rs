@@ -1,0 +1,183 @@
+//! Connections (a connector placed in a workspace) and their cached tool catalogs.
+
+use super::{Datastore, Key};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+/// A row of `connections` with its connector's name.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct ConnectionRow {
+    /// Id.
+    pub id: Uuid,
+    /// Workspace.
+    pub workspace_id: Uuid,
+    /// Name, unique in the workspace.
+    pub name: String,
+    /// Connector.
+    pub connector_id: Uuid,
+    /// Connector name.
+    pub connector_name: String,
+    /// `central` or `device:<uuid>`.
+    pub runner_ref: String,
+    /// Revision.
+    pub revision: i64,
+    /// Last discovery time.
+    pub last_discovery_at: Option<DateTime<Utc>>,
+    /// Last discovery failure.
+    pub last_discovery_error: Option<String>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A row of `tools`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct ToolRow {
+    /// Tool name.
+    pub name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Input JSON schema.
+    pub input_schema: Json<Value>,
+    /// Server annotations (hints).
+    pub annotations: Option<Json<Value>>,
+    /// Listed by the latest discovery.
+    pub available: bool,
+    /// Last seen.
+    pub discovered_at: DateTime<Utc>,
+}
+
+/// `SELECT` of a connection with its connector's name, followed by the given clauses.
+macro_rules! select_connection {
+    ($clauses:literal) => {
+        concat!(
+            "SELECT c.id, c.workspace_id, c.name, c.connector_id, k.name AS connector_name,
+                 c.runner_ref, c.revision, c.last_discovery_at, c.last_discovery_error, c.created_at
+             FROM connections c JOIN connectors k ON k.id = c.connector_id ",
+            $clauses
+        )
+    };
+}
+
+impl Datastore {
+    /// Creates a connection.
+    pub async fn connection_create(
+        &self,
+        workspace: Uuid,
+        name: &str,
+        connector: Uuid,
+        runner_ref: &str,
+    ) -> Result<ConnectionRow, sqlx::Error> {
+        let id = Uuid::now_v7();
+        sqlx::query(
+            "INSERT INTO connections (id, workspace_id, name, connector_id, runner_ref) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(id)
+        .bind(workspace)
+        .bind(name)
+        .bind(connector)
+        .bind(runner_ref)
+        .execute(&self.pool)
+        .await?;
+        self.connection_get(id).await
+    }
+
+    /// A connection by id.
+    pub async fn connection_get(&self, id: Uuid) -> Result<ConnectionRow, sqlx::Error> {
+        sqlx::query_as(select_connection!("WHERE c.id = $1"))
+        .bind(id)
+        .fetch_one(&self.pool)
+        .await
+    }
+
+    /// A connection of a workspace by id or name.
+    pub async fn connection_find(&self, workspace: Uuid, key: &Key<'_>) -> Result<Option<ConnectionRow>, sqlx::Error> {
+        sqlx::query_as(select_connection!("WHERE c.workspace_id = $1 AND (c.id = $2 OR c.name = $3)"))
+        .bind(workspace)
+        .bind(key.id())
+        .bind(key.name())
+        .fetch_optional(&self.pool)
+        .await
+    }
+
+    /// The connections of a workspace, by name.
+    pub async fn connection_list(&self, workspace: Uuid) -> Result<Vec<ConnectionRow>, sqlx::Error> {
+        sqlx::query_as(select_connection!("WHERE c.workspace_id = $1 ORDER BY c.name"))
+        .bind(workspace)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Records a successful discovery: listed tools are added or refreshed, tools no longer
+    /// listed are marked unavailable (never deleted), all in one transaction.
+    pub async fn connection_discovery_succeeded(
+        &self,
+        connection: Uuid,
+        tools: &[(String, Option<String>, Value, Option<Value>)],
+    ) -> Result<(), sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        for (name, description, input_schema, annotations) in tools {
+            sqlx::query(
+                "INSERT INTO tools (connection_id, name, description, input_schema, annotations, available, discovered_at)
+                 VALUES ($1, $2, $3, $4, $5, true, now())
+                 ON CONFLICT (connection_id, name) DO UPDATE SET description = EXCLUDED.description,
+                     input_schema = EXCLUDED.input_schema, annotations = EXCLUDED.annotations,
+                     available = true, discovered_at = now()",
+            )
+            .bind(connection)
+            .bind(name)
+            .bind(description)
+            .bind(Json(input_schema))
+            .bind(annotations.as_ref().map(Json))
+            .execute(&mut *tx)
+            .await?;
+        }
+        let names: Vec<&str> = tools.iter().map(|t| t.0.as_str()).collect();
+        sqlx::query("UPDATE tools SET available = false WHERE connection_id = $1 AND NOT (name = ANY($2))")
+            .bind(connection)
+            .bind(&names)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE connections SET last_discovery_at = now(), last_discovery_error = NULL WHERE id = $1",
+        )
+        .bind(connection)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await
+    }
+
+    /// Records a failed discovery; the cached catalog is left as it was.
+    pub async fn connection_discovery_failed(&self, connection: Uuid, error: &str) -> Result<(), sqlx::Error> {
+        sqlx::query("UPDATE connections SET last_discovery_at = now(), last_discovery_error = $2 WHERE id = $1")
+            .bind(connection)
+            .bind(error)
+            .execute(&self.pool)
+            .await
+            .map(drop)
+    }
+
+    /// The cached catalog of a connection, by tool name.
+    pub async fn tool_list(&self, connection: Uuid) -> Result<Vec<ToolRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT name, description, input_schema, annotations, available, discovered_at
+             FROM tools WHERE connection_id = $1 ORDER BY name",
+        )
+        .bind(connection)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// One cached tool.
+    pub async fn tool_find(&self, connection: Uuid, name: &str) -> Result<Option<ToolRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT name, description, input_schema, annotations, available, discovered_at
+             FROM tools WHERE connection_id = $1 AND name = $2",
+        )
+        .bind(connection)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await
+    }
+}

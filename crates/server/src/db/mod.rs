@@ -1,0 +1,101 @@
+//! The datastore: every SQL statement the server runs lives in this module, one file per
+//! resource, methods named `<resource>_<verb>`. Queries are runtime-checked (`query_as` +
+//! `FromRow`), so building needs no database; the integration tests run them against a real one.
+
+mod calls;
+mod connections;
+mod connectors;
+mod profiles;
+mod runner_leases;
+mod users;
+mod workspaces;
+
+pub use calls::{CallRow, LeasedRow, NewCall, StoredCompletion};
+pub use connections::{ConnectionRow, ToolRow};
+pub use connectors::ConnectorRow;
+pub use profiles::{Grants, ProfileRow};
+pub use users::UserRow;
+pub use workspaces::{EnvironmentRow, MemberRow, WorkspaceRow};
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// The migrations this build expects, embedded at compile time.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// Handle to the system of record. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Datastore {
+    pool: PgPool,
+}
+
+impl Datastore {
+    /// Wraps a connection pool.
+    pub fn new(pool: PgPool) -> Self {
+        Self { pool }
+    }
+
+    /// The underlying pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Whether the database answers and every embedded migration is applied.
+    pub async fn readiness(&self) -> Result<(), String> {
+        let applied: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| format!("database not ready: {e}"))?;
+        let missing: Vec<i64> = MIGRATOR
+            .iter()
+            .map(|m| m.version)
+            .filter(|v| !applied.contains(v))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("migrations not applied: {missing:?}; run `switchyard-server migrate`"))
+        }
+    }
+}
+
+/// A key naming an object: its UUID or its unique name.
+#[derive(Clone, Debug)]
+pub enum Key<'a> {
+    /// The object's id.
+    Id(Uuid),
+    /// The object's name.
+    Name(&'a str),
+}
+
+impl<'a> Key<'a> {
+    /// Reads a path or body value: a UUID when it parses as one, else a name.
+    pub fn parse(s: &'a str) -> Self {
+        match Uuid::parse_str(s) {
+            Ok(id) => Key::Id(id),
+            Err(_) => Key::Name(s),
+        }
+    }
+
+    /// The id to bind, or nil when the key is a name.
+    fn id(&self) -> Uuid {
+        match self {
+            Key::Id(id) => *id,
+            Key::Name(_) => Uuid::nil(),
+        }
+    }
+
+    /// The name to bind, or an empty string (which no object has) when the key is an id.
+    fn name(&self) -> &str {
+        match self {
+            Key::Id(_) => "",
+            Key::Name(name) => name,
+        }
+    }
+}
+
+/// Whether a database error is a unique-constraint violation.
+pub fn is_unique_violation(error: &sqlx::Error) -> bool {
+    error.as_database_error().is_some_and(|e| e.is_unique_violation())
+}

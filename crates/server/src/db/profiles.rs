@@ -1,0 +1,181 @@
+//! Execution profiles, their connections and the independent grants on them.
+
+use super::{Datastore, Key};
+use uuid::Uuid;
+
+/// A row of `profiles`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct ProfileRow {
+    /// Id.
+    pub id: Uuid,
+    /// Workspace.
+    pub workspace_id: Uuid,
+    /// Environment the profile runs in.
+    pub environment_id: Uuid,
+    /// Name, unique in the workspace.
+    pub name: String,
+}
+
+/// The grants one user holds on one profile. Independent: none implies another.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// Run tools and read results.
+    pub use_: bool,
+    /// Edit the profile.
+    pub manage: bool,
+    /// Grant to others.
+    pub share: bool,
+}
+
+impl Grants {
+    fn kinds(self) -> Vec<&'static str> {
+        [("use", self.use_), ("manage", self.manage), ("share", self.share)]
+            .into_iter()
+            .filter_map(|(kind, held)| held.then_some(kind))
+            .collect()
+    }
+
+    fn from_kinds(kinds: &[String]) -> Self {
+        Grants {
+            use_: kinds.iter().any(|k| k == "use"),
+            manage: kinds.iter().any(|k| k == "manage"),
+            share: kinds.iter().any(|k| k == "share"),
+        }
+    }
+}
+
+impl Datastore {
+    /// Creates a profile with its connections; the creator receives `creator_grants`.
+    pub async fn profile_create(
+        &self,
+        workspace: Uuid,
+        environment: Uuid,
+        name: &str,
+        connections: &[Uuid],
+        creator: Uuid,
+        creator_grants: Grants,
+    ) -> Result<ProfileRow, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let profile: ProfileRow = sqlx::query_as(
+            "INSERT INTO profiles (id, workspace_id, environment_id, name) VALUES ($1, $2, $3, $4)
+             RETURNING id, workspace_id, environment_id, name",
+        )
+        .bind(Uuid::now_v7())
+        .bind(workspace)
+        .bind(environment)
+        .bind(name)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO profile_connections (profile_id, connection_id)
+             SELECT $1, unnest($2::uuid[]) ON CONFLICT DO NOTHING",
+        )
+        .bind(profile.id)
+        .bind(connections)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO profile_grants (profile_id, user_id, grant_kind, granted_by)
+             SELECT $1, $2, unnest($3::text[]), $2",
+        )
+        .bind(profile.id)
+        .bind(creator)
+        .bind(creator_grants.kinds())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(profile)
+    }
+
+    /// A profile of a workspace by id or name.
+    pub async fn profile_find(&self, workspace: Uuid, key: &Key<'_>) -> Result<Option<ProfileRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT id, workspace_id, environment_id, name FROM profiles
+             WHERE workspace_id = $1 AND (id = $2 OR name = $3)",
+        )
+        .bind(workspace)
+        .bind(key.id())
+        .bind(key.name())
+        .fetch_optional(&self.pool)
+        .await
+    }
+
+    /// A profile by id.
+    pub async fn profile_get(&self, id: Uuid) -> Result<ProfileRow, sqlx::Error> {
+        sqlx::query_as("SELECT id, workspace_id, environment_id, name FROM profiles WHERE id = $1")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+    }
+
+    /// The profiles of a workspace, by name.
+    pub async fn profile_list(&self, workspace: Uuid) -> Result<Vec<ProfileRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT id, workspace_id, environment_id, name FROM profiles WHERE workspace_id = $1 ORDER BY name",
+        )
+        .bind(workspace)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// The connections a profile may run.
+    pub async fn profile_connection_ids(&self, profile: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
+        sqlx::query_scalar("SELECT connection_id FROM profile_connections WHERE profile_id = $1 ORDER BY connection_id")
+            .bind(profile)
+            .fetch_all(&self.pool)
+            .await
+    }
+
+    /// Whether a profile may run a connection.
+    pub async fn profile_has_connection(&self, profile: Uuid, connection: Uuid) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM profile_connections WHERE profile_id = $1 AND connection_id = $2)",
+        )
+        .bind(profile)
+        .bind(connection)
+        .fetch_one(&self.pool)
+        .await
+    }
+
+    /// Adds grants (existing ones are kept).
+    pub async fn grant_add(&self, profile: Uuid, user: Uuid, grants: Grants, by: Uuid) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "INSERT INTO profile_grants (profile_id, user_id, grant_kind, granted_by)
+             SELECT $1, $2, unnest($3::text[]), $4 ON CONFLICT DO NOTHING",
+        )
+        .bind(profile)
+        .bind(user)
+        .bind(grants.kinds())
+        .bind(by)
+        .execute(&self.pool)
+        .await
+        .map(drop)
+    }
+
+    /// The grants a user holds on a profile right now.
+    pub async fn grants_of(&self, profile: Uuid, user: Uuid) -> Result<Grants, sqlx::Error> {
+        let kinds: Vec<String> =
+            sqlx::query_scalar("SELECT grant_kind FROM profile_grants WHERE profile_id = $1 AND user_id = $2")
+                .bind(profile)
+                .bind(user)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(Grants::from_kinds(&kinds))
+    }
+
+    /// Everyone's grants on a profile: (user id, user name, grants), by user name.
+    pub async fn grant_list(&self, profile: Uuid) -> Result<Vec<(Uuid, String, Grants)>, sqlx::Error> {
+        let rows: Vec<(Uuid, String, Vec<String>)> = sqlx::query_as(
+            "SELECT g.user_id, u.name, array_agg(g.grant_kind) FROM profile_grants g
+             JOIN users u ON u.id = g.user_id WHERE g.profile_id = $1
+             GROUP BY g.user_id, u.name ORDER BY u.name",
+        )
+        .bind(profile)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, name, kinds)| (id, name, Grants::from_kinds(&kinds)))
+            .collect())
+    }
+}

@@ -1,0 +1,104 @@
+//! Runner leases: one live owner per runner reference, with a monotonically increasing epoch
+//! that every start and completion is fenced by.
+
+use super::Datastore;
+use std::time::Duration;
+use uuid::Uuid;
+
+fn interval(ttl: Duration) -> f64 {
+    ttl.as_secs_f64()
+}
+
+impl Datastore {
+    /// Takes the runner lease for `holder` if it is free or expired, with a new epoch.
+    /// In the same transaction, calls the previous owner leased but never started go back to
+    /// the queue (nothing was sent), and calls it started become `unknown` (they may have run).
+    /// Returns the new epoch, or `None` while another holder's lease is live.
+    pub async fn runner_lease_acquire(
+        &self,
+        runner_ref: &str,
+        holder: Uuid,
+        ttl: Duration,
+    ) -> Result<Option<i64>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let epoch: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO runner_leases (runner_ref, epoch, holder, expires_at)
+             VALUES ($1, 1, $2, now() + make_interval(secs => $3))
+             ON CONFLICT (runner_ref) DO UPDATE
+                 SET epoch = runner_leases.epoch + 1, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+                 WHERE runner_leases.expires_at <= now()
+             RETURNING epoch",
+        )
+        .bind(runner_ref)
+        .bind(holder)
+        .bind(interval(ttl))
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(epoch) = epoch {
+            sqlx::query(
+                "UPDATE calls SET state = 'queued', lease_epoch = NULL, leased_at = NULL
+                 WHERE runner_ref = $1 AND state = 'leased' AND lease_epoch < $2",
+            )
+            .bind(runner_ref)
+            .bind(epoch)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE calls SET state = 'unknown', error_code = 'runner_lost',
+                     error_message = 'the runner that started this call lost its lease before reporting; the call may or may not have run',
+                     finished_at = now()
+                 WHERE runner_ref = $1 AND state = 'running' AND lease_epoch < $2",
+            )
+            .bind(runner_ref)
+            .bind(epoch)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(epoch)
+    }
+
+    /// Extends a live lease. Returns false when the lease expired or passed to another epoch:
+    /// the holder must stop sending and drain.
+    pub async fn runner_lease_renew(
+        &self,
+        runner_ref: &str,
+        holder: Uuid,
+        epoch: i64,
+        ttl: Duration,
+    ) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE runner_leases SET expires_at = now() + make_interval(secs => $4)
+             WHERE runner_ref = $1 AND holder = $2 AND epoch = $3 AND expires_at > now()",
+        )
+        .bind(runner_ref)
+        .bind(holder)
+        .bind(epoch)
+        .bind(interval(ttl))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Gives a lease up at once (clean shutdown), so a successor need not wait for expiry.
+    pub async fn runner_lease_release(&self, runner_ref: &str, holder: Uuid, epoch: i64) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1 AND holder = $2 AND epoch = $3",
+        )
+        .bind(runner_ref)
+        .bind(holder)
+        .bind(epoch)
+        .execute(&self.pool)
+        .await
+        .map(drop)
+    }
+
+    /// Whether `epoch` is the runner's current epoch (live or not).
+    pub async fn runner_lease_is_current(&self, runner_ref: &str, epoch: i64) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM runner_leases WHERE runner_ref = $1 AND epoch = $2)")
+            .bind(runner_ref)
+            .bind(epoch)
+            .fetch_one(&self.pool)
+            .await
+    }
+}

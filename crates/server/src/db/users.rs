@@ -1,0 +1,66 @@
+//! Users and personal API tokens (stored as SHA-256 hashes).
+
+use super::{Datastore, Key};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// A row of `users`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct UserRow {
+    /// Id.
+    pub id: Uuid,
+    /// Unique name.
+    pub name: String,
+    /// Installation owner.
+    pub is_owner: bool,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+impl Datastore {
+    /// Creates a user together with its first API token (given as a hash), atomically.
+    pub async fn user_create(
+        &self,
+        name: &str,
+        is_owner: bool,
+        token_hash: &[u8],
+    ) -> Result<UserRow, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let user: UserRow = sqlx::query_as(
+            "INSERT INTO users (id, name, is_owner) VALUES ($1, $2, $3) RETURNING *",
+        )
+        .bind(Uuid::now_v7())
+        .bind(name)
+        .bind(is_owner)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query("INSERT INTO api_tokens (id, user_id, token_hash) VALUES ($1, $2, $3)")
+            .bind(Uuid::now_v7())
+            .bind(user.id)
+            .bind(token_hash)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(user)
+    }
+
+    /// The user holding an unrevoked token with this hash.
+    pub async fn user_by_token_hash(&self, token_hash: &[u8]) -> Result<Option<UserRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
+             WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await
+    }
+
+    /// A user by id or name.
+    pub async fn user_find(&self, key: &Key<'_>) -> Result<Option<UserRow>, sqlx::Error> {
+        sqlx::query_as("SELECT * FROM users WHERE id = $1 OR name = $2")
+            .bind(key.id())
+            .bind(key.name())
+            .fetch_optional(&self.pool)
+            .await
+    }
+}

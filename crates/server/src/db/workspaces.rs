@@ -1,0 +1,164 @@
+//! Workspaces, their members and environments.
+
+use super::{Datastore, Key};
+use chrono::{DateTime, Utc};
+use switchyard_protocol::api::DEFAULT_ENVIRONMENT;
+use uuid::Uuid;
+
+/// A row of `workspaces`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct WorkspaceRow {
+    /// Id.
+    pub id: Uuid,
+    /// Unique name.
+    pub name: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A member with the user's name.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct MemberRow {
+    /// Workspace.
+    pub workspace_id: Uuid,
+    /// User.
+    pub user_id: Uuid,
+    /// User name.
+    pub user_name: String,
+    /// `member` or `admin`.
+    pub role: String,
+}
+
+/// A row of `environments`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct EnvironmentRow {
+    /// Id.
+    pub id: Uuid,
+    /// Workspace.
+    pub workspace_id: Uuid,
+    /// Name, unique in the workspace.
+    pub name: String,
+}
+
+impl Datastore {
+    /// Creates a workspace with its creator as admin and the `default` environment, atomically.
+    pub async fn workspace_create(&self, name: &str, creator: Uuid) -> Result<WorkspaceRow, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let workspace: WorkspaceRow = sqlx::query_as(
+            "INSERT INTO workspaces (id, name, created_by) VALUES ($1, $2, $3)
+             RETURNING id, name, created_at",
+        )
+        .bind(Uuid::now_v7())
+        .bind(name)
+        .bind(creator)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query("INSERT INTO workspace_members (workspace_id, user_id, role) VALUES ($1, $2, 'admin')")
+            .bind(workspace.id)
+            .bind(creator)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO environments (id, workspace_id, name) VALUES ($1, $2, $3)")
+            .bind(Uuid::now_v7())
+            .bind(workspace.id)
+            .bind(DEFAULT_ENVIRONMENT)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(workspace)
+    }
+
+    /// A workspace the user is a member of, with the user's role. `None` for unknown
+    /// workspaces and for workspaces the user does not belong to alike.
+    pub async fn workspace_find_for_member(
+        &self,
+        key: &Key<'_>,
+        user: Uuid,
+    ) -> Result<Option<(WorkspaceRow, String)>, sqlx::Error> {
+        let row: Option<(Uuid, String, DateTime<Utc>, String)> = sqlx::query_as(
+            "SELECT w.id, w.name, w.created_at, m.role FROM workspaces w
+             JOIN workspace_members m ON m.workspace_id = w.id AND m.user_id = $3
+             WHERE w.id = $1 OR w.name = $2",
+        )
+        .bind(key.id())
+        .bind(key.name())
+        .bind(user)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(id, name, created_at, role)| (WorkspaceRow { id, name, created_at }, role)))
+    }
+
+    /// The workspaces a user belongs to, by name.
+    pub async fn workspace_list_for_member(&self, user: Uuid) -> Result<Vec<WorkspaceRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT w.id, w.name, w.created_at FROM workspaces w
+             JOIN workspace_members m ON m.workspace_id = w.id AND m.user_id = $1
+             ORDER BY w.name",
+        )
+        .bind(user)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Adds a member or changes an existing member's role.
+    pub async fn member_upsert(&self, workspace: Uuid, user: Uuid, role: &str) -> Result<MemberRow, sqlx::Error> {
+        sqlx::query_as(
+            "WITH m AS (
+                 INSERT INTO workspace_members (workspace_id, user_id, role) VALUES ($1, $2, $3)
+                 ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = EXCLUDED.role
+                 RETURNING workspace_id, user_id, role)
+             SELECT m.workspace_id, m.user_id, u.name AS user_name, m.role FROM m JOIN users u ON u.id = m.user_id",
+        )
+        .bind(workspace)
+        .bind(user)
+        .bind(role)
+        .fetch_one(&self.pool)
+        .await
+    }
+
+    /// The members of a workspace, by name.
+    pub async fn member_list(&self, workspace: Uuid) -> Result<Vec<MemberRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT m.workspace_id, m.user_id, u.name AS user_name, m.role
+             FROM workspace_members m JOIN users u ON u.id = m.user_id
+             WHERE m.workspace_id = $1 ORDER BY u.name",
+        )
+        .bind(workspace)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Creates an environment.
+    pub async fn environment_create(&self, workspace: Uuid, name: &str) -> Result<EnvironmentRow, sqlx::Error> {
+        sqlx::query_as(
+            "INSERT INTO environments (id, workspace_id, name) VALUES ($1, $2, $3)
+             RETURNING id, workspace_id, name",
+        )
+        .bind(Uuid::now_v7())
+        .bind(workspace)
+        .bind(name)
+        .fetch_one(&self.pool)
+        .await
+    }
+
+    /// An environment of a workspace by id or name.
+    pub async fn environment_find(&self, workspace: Uuid, key: &Key<'_>) -> Result<Option<EnvironmentRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT id, workspace_id, name FROM environments
+             WHERE workspace_id = $1 AND (id = $2 OR name = $3)",
+        )
+        .bind(workspace)
+        .bind(key.id())
+        .bind(key.name())
+        .fetch_optional(&self.pool)
+        .await
+    }
+
+    /// The environments of a workspace, by name.
+    pub async fn environment_list(&self, workspace: Uuid) -> Result<Vec<EnvironmentRow>, sqlx::Error> {
+        sqlx::query_as("SELECT id, workspace_id, name FROM environments WHERE workspace_id = $1 ORDER BY name")
+            .bind(workspace)
+            .fetch_all(&self.pool)
+            .await
+    }
+}

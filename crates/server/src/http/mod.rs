@@ -1,0 +1,49 @@
+//! The HTTP API: thin handlers that extract input, authenticate, call one app-layer function
+//! and return its view. Routes are listed in docs/API.md.
+
+mod auth;
+mod error;
+mod handlers;
+
+pub use error::{ApiError, ApiJson};
+
+use crate::app::App;
+use axum::routing::{get, post};
+use axum::Router;
+
+/// What every handler can reach.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// The app layer.
+    pub app: App,
+}
+
+/// The server's router: health checks and `/api/v1`.
+pub fn router(app: App) -> Router {
+    use handlers::*;
+    let api = Router::new()
+        .route("/me", get(me))
+        .route("/workspaces", post(workspace_create).get(workspace_list))
+        .route("/workspaces/{ws}", get(workspace_get))
+        .route("/workspaces/{ws}/members", post(member_add).get(member_list))
+        .route("/workspaces/{ws}/environments", post(environment_create).get(environment_list))
+        .route("/connectors", post(connector_create).get(connector_list))
+        .route("/connectors/import", post(connector_import))
+        .route("/connectors/{connector}", get(connector_get))
+        .route("/connectors/{connector}/approve", post(connector_approve))
+        .route("/workspaces/{ws}/connections", post(connection_create).get(connection_list))
+        .route("/workspaces/{ws}/connections/{connection}", get(connection_get))
+        .route("/workspaces/{ws}/connections/{connection}/discover", post(connection_discover))
+        .route("/workspaces/{ws}/connections/{connection}/tools", get(tool_list))
+        .route("/workspaces/{ws}/profiles", post(profile_create).get(profile_list))
+        .route("/workspaces/{ws}/profiles/{profile}", get(profile_get))
+        .route("/workspaces/{ws}/profiles/{profile}/grants", post(profile_grant))
+        .route("/workspaces/{ws}/calls", post(call_submit).get(call_list))
+        .route("/workspaces/{ws}/calls/{call}", get(call_get))
+        .fallback(not_found);
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .nest("/api/v1", api)
+        .with_state(AppState { app })
+}

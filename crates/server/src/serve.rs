@@ -1,0 +1,66 @@
+//! Running the server: the HTTP listener and the central runner, until shutdown.
+
+use crate::app::{App, AppConfig};
+use crate::central::{self, CentralConfig};
+use crate::db::Datastore;
+use sqlx::PgPool;
+use std::io::Write;
+use std::net::SocketAddr;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Settings of a server process.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// Where to listen for HTTP.
+    pub listen: SocketAddr,
+    /// App-layer settings.
+    pub app: AppConfig,
+    /// Central runner settings.
+    pub central: CentralConfig,
+}
+
+/// A started server.
+#[derive(Debug)]
+pub struct Running {
+    /// The bound address (useful when listening on port 0).
+    pub addr: SocketAddr,
+    /// Cancel to shut down: stop accepting, drain the central runner, release its lease.
+    pub shutdown: CancellationToken,
+    /// Ends when everything has stopped.
+    pub done: JoinHandle<()>,
+}
+
+/// Binds the listener and starts serving HTTP and the central runner.
+pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running> {
+    let app = App::new(Datastore::new(pool), config.app);
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    let shutdown = CancellationToken::new();
+    let runner = tokio::spawn(central::run(app.clone(), config.central, shutdown.clone()));
+    let router = crate::http::router(app);
+    let http_shutdown = shutdown.clone();
+    let done = tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+        let _ = runner.await;
+    });
+    Ok(Running { addr, shutdown, done })
+}
+
+/// Serves until `shutdown` is cancelled, announcing the address on stdout for scripts.
+pub async fn serve(pool: PgPool, config: ServeConfig, shutdown: CancellationToken) -> std::io::Result<()> {
+    let running = start(pool, config).await?;
+    tracing::info!(addr = %running.addr, "listening");
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "listening on http://{}", running.addr)?;
+    stdout.flush()?;
+    shutdown.cancelled().await;
+    running.shutdown.cancel();
+    let _ = running.done.await;
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! A real server on port 0 over a fresh database, a real HTTP client, and the fixture MCP
+//! server as a real child process.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use switchyard_server::app::{App, AppConfig};
+use switchyard_server::central::CentralConfig;
+use switchyard_server::db::Datastore;
+use switchyard_server::serve::{start, Running, ServeConfig};
+
+/// A built binary of this workspace (tests run from target/debug/deps).
+#[track_caller]
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let path = exe.parent().and_then(|deps| deps.parent()).expect("target dir").join(name);
+    assert!(path.exists(), "{} is missing: build the workspace first (`cargo build --workspace`)", path.display());
+    path
+}
+
+/// The fixture MCP server binary.
+pub fn fixture_bin() -> String {
+    workspace_bin("switchyard-fixture").display().to_string()
+}
+
+/// A running server and its owner.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub pool: PgPool,
+    pub owner: Client,
+    running: Option<Running>,
+}
+
+impl TestServer {
+    /// Starts a server on port 0 with an owner named `owner`.
+    pub async fn start(pool: PgPool) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let config = ServeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            app: AppConfig::default(),
+            central: CentralConfig { lease_ttl: Duration::from_secs(5), ..CentralConfig::default() },
+        };
+        let running = start(pool.clone(), config).await.expect("server starts");
+        let addr = running.addr;
+        let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
+        let (_, token) = app.user_create("owner", true).await.expect("owner created");
+        TestServer { addr, pool, owner: Client::new(addr, &token), running: Some(running) }
+    }
+
+    /// Creates a plain user and a client acting as them.
+    pub async fn user(&self, name: &str) -> Client {
+        let app = App::new(Datastore::new(self.pool.clone()), AppConfig::default());
+        let (_, token) = app.user_create(name, false).await.expect("user created");
+        Client::new(self.addr, &token)
+    }
+
+    /// A client with no token at all.
+    pub fn anonymous(&self) -> Client {
+        Client { base: format!("http://{}", self.addr), token: None, http: reqwest::Client::new() }
+    }
+
+    /// Stops serving and waits for the central runner to drain.
+    pub async fn stop(mut self) {
+        if let Some(running) = self.running.take() {
+            running.shutdown.cancel();
+            running.done.await.expect("server task");
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(running) = &self.running {
+            running.shutdown.cancel();
+        }
+    }
+}
+
+/// An API client acting as one user.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+/// An API answer: status and JSON body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Answer {
+    /// The error code of an error answer.
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("<no error code>")
+    }
+
+    /// Asserts a success status and returns the body.
+    #[track_caller]
+    pub fn ok(self) -> Value {
+        assert!(self.status.is_success(), "expected success, got {}: {}", self.status, self.body);
+        self.body
+    }
+
+    /// Asserts an error with this status and code; returns the message.
+    #[track_caller]
+    pub fn refused(self, status: u16, code: &str) -> String {
+        assert_eq!((self.status.as_u16(), self.code()), (status, code), "body: {}", self.body);
+        let message = self.body["error"]["message"].as_str().expect("error message").to_owned();
+        assert!(!message.is_empty());
+        message
+    }
+}
+
+impl Client {
+    fn new(addr: SocketAddr, token: &str) -> Self {
+        Client { base: format!("http://{addr}"), token: Some(token.to_owned()), http: reqwest::Client::new() }
+    }
+
+    /// Sends a request with an optional JSON body.
+    pub async fn send(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.expect("request sent");
+        let status = resp.status();
+        let text = resp.text().await.expect("body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Answer { status, body }
+    }
+
+    /// Sends a raw body as JSON content.
+    pub async fn send_raw(&self, path: &str, body: &str) -> Answer {
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        let resp = req.send().await.expect("request sent");
+        let status = resp.status();
+        let body = resp.json().await.unwrap_or(Value::Null);
+        Answer { status, body }
+    }
+
+    pub async fn get(&self, path: &str) -> Answer {
+        self.send(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Answer {
+        self.send(Method::POST, path, Some(body)).await
+    }
+
+    /// Polls a call until it leaves queued/leased/running, or panics after `within`.
+    #[track_caller]
+    pub fn wait_call<'a>(&'a self, ws: &'a str, call_id: &'a str, within: Duration) -> impl std::future::Future<Output = Value> + 'a {
+        async move {
+            let deadline = Instant::now() + within;
+            loop {
+                let call = self.get(&format!("/api/v1/workspaces/{ws}/calls/{call_id}")).await.ok();
+                let state = call["state"].as_str().unwrap_or_default().to_owned();
+                if !matches!(state.as_str(), "queued" | "leased" | "running") {
+                    return call;
+                }
+                assert!(Instant::now() < deadline, "call {call_id} still {state} after {within:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+/// What `setup_workspace` created.
+pub struct Setup {
+    pub ws: String,
+}
+
+/// As the owner: workspace `ws`, an approved stdio connector `fixture` running the fixture
+/// server with `args`, connection `fixture` (discovered), profile `main` with Use for the owner.
+pub async fn setup_workspace(server: &TestServer, ws: &str, args: &[&str]) -> Setup {
+    let owner = &server.owner;
+    owner.post("/api/v1/workspaces", json!({"name": ws})).await.ok();
+    let connector = format!("fixture-{ws}");
+    let mut all_args = vec!["stdio".to_owned()];
+    all_args.extend(args.iter().map(|a| a.to_string()));
+    owner
+        .post("/api/v1/connectors", json!({"name": connector, "transport": "stdio", "command": fixture_bin(), "args": all_args}))
+        .await
+        .ok();
+    owner.post(&format!("/api/v1/connectors/{connector}/approve"), json!({})).await.ok();
+    owner
+        .post(&format!("/api/v1/workspaces/{ws}/connections"), json!({"name": "fixture", "connector": connector}))
+        .await
+        .ok();
+    owner.post(&format!("/api/v1/workspaces/{ws}/connections/fixture/discover"), json!({})).await.ok();
+    owner
+        .post(&format!("/api/v1/workspaces/{ws}/profiles"), json!({"name": "main", "connections": ["fixture"]}))
+        .await
+        .ok();
+    owner
+        .post(&format!("/api/v1/workspaces/{ws}/profiles/main/grants"), json!({"user": "owner", "use": true}))
+        .await
+        .ok();
+    Setup { ws: ws.to_owned() }
+}
+
+/// A call body for `setup_workspace`'s profile and connection.
+pub fn call_body(tool: &str, arguments: Value) -> Value {
+    json!({
+        "request_id": uuid::Uuid::new_v4(),
+        "profile_id": "main",
+        "connection_id": "fixture",
+        "tool_name": tool,
+        "arguments": arguments,
+        "timeout_seconds": 30,
+    })
+}
+
+/// The text contents of a CallToolResult, joined.
+pub fn result_text(call: &Value) -> String {
+    call["result"]["content"]
+        .as_array()
+        .map(|items| items.iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default()
+}
+
+/// A scratch directory removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(label: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("switchyard-test-{label}-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch(dir)
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Lines in the fixture's count file (0 when it does not exist).
+pub fn count_lines(path: &str) -> usize {
+    std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(0)
+}
