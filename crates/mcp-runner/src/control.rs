@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::time::Duration;
-use switchyard_protocol::runner::{Completion, Epoch, LeasedCall};
+use switchyard_protocol::runner::{Completion, Epoch, LeasedCall, LifecycleEvent};
 use switchyard_protocol::CallId;
 
 /// What the control plane says when a runner asks to start a leased call.
@@ -56,4 +56,8 @@ pub trait ControlPlane: Send + Sync + 'static {
         epoch: Epoch,
         completion: Completion,
     ) -> impl Future<Output = Result<(), ControlError>> + Send;
+
+    /// Records a sanitized session lifecycle event. Best effort: an event that cannot be
+    /// delivered is logged and dropped, and never holds up a call.
+    fn report_event(&self, event: LifecycleEvent) -> impl Future<Output = ()> + Send;
 }

@@ -69,3 +69,50 @@ pub enum Completion {
         error: CallError,
     },
 }
+
+/// A sanitized lifecycle event of an MCP session, reported by a runner. Never carries
+/// arguments, results, environment values or headers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LifecycleEvent {
+    /// A session was opened (process spawned and initialized, or HTTP session initialized).
+    SessionStarted {
+        /// The connection.
+        connection_id: ConnectionId,
+        /// The client's warm-session key, if any.
+        client_session_id: Option<String>,
+        /// The process id (= process group id) of a stdio server.
+        pid: Option<u32>,
+    },
+    /// A session was closed by the runner.
+    SessionClosed {
+        /// The connection.
+        connection_id: ConnectionId,
+        /// The client's warm-session key, if any.
+        client_session_id: Option<String>,
+        /// Why: `idle`, `released`, `timeout`, `credential_changed`, `shutdown`, `transport_closed`, …
+        reason: String,
+    },
+    /// A stdio server process exited.
+    ProcessExited {
+        /// The connection.
+        connection_id: ConnectionId,
+        /// Its process id.
+        pid: u32,
+        /// Exit status, when it exited normally.
+        status: Option<i32>,
+        /// Terminating signal name, when it was killed.
+        signal: Option<String>,
+    },
+}
+
+impl LifecycleEvent {
+    /// The connection the event belongs to.
+    pub fn connection_id(&self) -> ConnectionId {
+        match self {
+            LifecycleEvent::SessionStarted { connection_id, .. }
+            | LifecycleEvent::SessionClosed { connection_id, .. }
+            | LifecycleEvent::ProcessExited { connection_id, .. } => *connection_id,
+        }
+    }
+}

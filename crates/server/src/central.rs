@@ -12,7 +12,7 @@ use switchyard_mcp_runner::control::{ControlError, ControlPlane, StartDecision};
 use switchyard_mcp_runner::executor::{Executor, ExecutorConfig};
 use switchyard_mcp_runner::launch::SessionLaunch;
 use switchyard_protocol::api::{CallError, ConnectorSpec, CENTRAL_RUNNER};
-use switchyard_protocol::runner::{Completion, ConnectionTarget, Epoch, LeasedCall};
+use switchyard_protocol::runner::{Completion, ConnectionTarget, Epoch, LeasedCall, LifecycleEvent};
 use switchyard_protocol::CallId;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -208,5 +208,9 @@ impl ControlPlane for CentralControl {
             Ok(CompletionRecorded::Fenced) => Err(ControlError::Fenced(epoch)),
             Err(e) => Err(unavailable(e)),
         }
+    }
+
+    async fn report_event(&self, event: LifecycleEvent) {
+        tracing::info!(?event, "session lifecycle event");
     }
 }
