@@ -1,0 +1,331 @@
+//! The command-line grammar: clap types only, no behaviour.
+//!
+//! Nothing here accepts a command override for calls, a runner override for calls, or a
+//! credential value: connectors name environment variables, never their values, and what a
+//! call runs is decided by the server from the workspace's approved configuration.
+
+use crate::input::InputSource;
+use clap::{ArgGroup, Args, Parser, Subcommand};
+
+/// The Switchyard CLI: talks to a Switchyard server over its HTTP API.
+#[derive(Debug, Parser)]
+#[command(
+    name = "switchyard",
+    version,
+    about = "Run MCP tool calls through a Switchyard server.",
+    after_help = "Environment:\n  SWITCHYARD_URL    server base URL (default http://127.0.0.1:8787)\n  SWITCHYARD_TOKEN  personal API token (required)\n\nExit codes: 0 ok, 2 usage or local input, 3 not authenticated, 4 refused by the server,\n5 server unreachable or failing, 6 call did not succeed, 7 call outcome unknown."
+)]
+pub struct Cli {
+    /// Print the server's JSON answer (pretty) instead of human-readable text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level command groups.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create and list workspaces, manage members.
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
+    /// Create and list a workspace's environments.
+    #[command(subcommand)]
+    Environment(EnvironmentCommand),
+    /// Define, import and approve installation-wide connectors.
+    #[command(subcommand)]
+    Connector(ConnectorCommand),
+    /// Place connectors in a workspace and discover their tools.
+    #[command(subcommand)]
+    Connection(ConnectionCommand),
+    /// Create execution profiles and grant them.
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+    /// Submit tool calls and follow them.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+/// `switchyard workspace …`
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Create a workspace; you become its admin.
+    Create {
+        /// Unique workspace name.
+        name: String,
+    },
+    /// List the workspaces you are a member of.
+    List,
+    /// Manage a workspace's members.
+    #[command(subcommand)]
+    Member(MemberCommand),
+}
+
+/// `switchyard workspace member …`
+#[derive(Debug, Subcommand)]
+pub enum MemberCommand {
+    /// Add a user to a workspace.
+    Add {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// User id or name.
+        #[arg(long)]
+        user: String,
+        /// Make the user a workspace admin (admin never implies Use on profiles).
+        #[arg(long)]
+        admin: bool,
+    },
+}
+
+/// `switchyard environment …`
+#[derive(Debug, Subcommand)]
+pub enum EnvironmentCommand {
+    /// Create an environment in a workspace.
+    Create {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Environment name, unique in the workspace.
+        name: String,
+    },
+    /// List a workspace's environments.
+    List {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+    },
+}
+
+/// `switchyard connector …`
+#[derive(Debug, Subcommand)]
+pub enum ConnectorCommand {
+    /// Define a connector: `--stdio -- CMD ARGS…` or `--http URL`.
+    Add(ConnectorAdd),
+    /// Import connectors from a JSON file in the common `mcpServers` shape (`-` reads stdin).
+    Import {
+        /// The JSON file, or `-` for stdin.
+        #[arg(value_name = "FILE|-")]
+        file: InputSource,
+    },
+    /// Approve a stdio connector's exact command and arguments.
+    Approve {
+        /// Connector id or name.
+        name: String,
+    },
+    /// List connectors.
+    List,
+}
+
+/// `switchyard connector add`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("transport").required(true).args(["stdio", "http"])))]
+pub struct ConnectorAdd {
+    /// Unique connector name.
+    pub name: String,
+    /// A local process speaking MCP over stdin/stdout; give its command after `--`.
+    #[arg(long, requires = "command")]
+    pub stdio: bool,
+    /// A remote MCP server over streamable HTTP at this URL.
+    #[arg(long, value_name = "URL")]
+    pub http: Option<String>,
+    /// Name of an environment variable the server needs (repeatable). Names only: values come
+    /// from credential bindings, never from the command line.
+    #[arg(long = "env", value_name = "NAME", requires = "stdio")]
+    pub env: Vec<String>,
+    /// The stdio server's command and arguments, after `--`.
+    #[arg(last = true, value_name = "CMD ARGS", requires = "stdio")]
+    pub command: Vec<String>,
+}
+
+/// `switchyard connection …`
+#[derive(Debug, Subcommand)]
+pub enum ConnectionCommand {
+    /// Place a connector in a workspace.
+    Create {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection name, unique in the workspace.
+        name: String,
+        /// Connector id or name.
+        #[arg(long)]
+        connector: String,
+        /// Where its calls run: `central` (the default) or `device:<uuid>`.
+        #[arg(long)]
+        runner: Option<String>,
+    },
+    /// List a workspace's connections.
+    List {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+    },
+    /// Start or contact the connection's MCP server and cache its tool catalog.
+    Discover {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        connection: String,
+    },
+    /// Show the connection's cached tool catalog.
+    Tools {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        connection: String,
+    },
+}
+
+/// `switchyard profile …`
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// Create an execution profile (you get Manage and Share, not Use).
+    Create {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Profile name, unique in the workspace.
+        name: String,
+        /// Environment id or name (`default` when omitted).
+        #[arg(long)]
+        environment: Option<String>,
+        /// A connection the profile may run (repeatable).
+        #[arg(long = "connection", value_name = "CONNECTION", required = true)]
+        connections: Vec<String>,
+    },
+    /// List a workspace's profiles.
+    List {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+    },
+    /// Grant a user Use, Manage and/or Share on a profile.
+    Grant(ProfileGrant),
+}
+
+/// `switchyard profile grant`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("grants").required(true).multiple(true).args(["use_", "manage", "share"])))]
+pub struct ProfileGrant {
+    /// Workspace id or name.
+    #[arg(value_name = "WS")]
+    pub workspace: String,
+    /// Profile id or name.
+    pub profile: String,
+    /// User id or name.
+    #[arg(long)]
+    pub user: String,
+    /// Grant Use: run tools and read results.
+    #[arg(long = "use", id = "use_")]
+    pub use_: bool,
+    /// Grant Manage: edit the profile.
+    #[arg(long)]
+    pub manage: bool,
+    /// Grant Share: grant the profile to others.
+    #[arg(long)]
+    pub share: bool,
+}
+
+/// `switchyard mcp …`
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Submit a call from a JSON SubmitCall file (`-` reads stdin).
+    Call {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The SubmitCall JSON object, or `-` for stdin.
+        #[arg(value_name = "FILE|-")]
+        file: InputSource,
+        /// Wait until the call finishes (or becomes unknown) and print its result.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// List calls, newest first, or show one call.
+    Status {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// A call id: show this call instead of the list.
+        call: Option<String>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn stdio_command_follows_double_dash() {
+        let cli = Cli::try_parse_from([
+            "switchyard",
+            "connector",
+            "add",
+            "fx",
+            "--env",
+            "A",
+            "--stdio",
+            "--",
+            "/bin/fx",
+            "stdio",
+            "--flag",
+        ])
+        .expect("parses");
+        let Command::Connector(ConnectorCommand::Add(add)) = cli.command else {
+            panic!("not connector add")
+        };
+        assert_eq!(add.command, ["/bin/fx", "stdio", "--flag"]);
+        assert_eq!(add.env, ["A"]);
+    }
+
+    #[test]
+    fn invalid_combinations_are_usage_errors() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("switchyard").chain(args.iter().copied()))
+                .map_err(|e| e.exit_code())
+                .err()
+        };
+        assert_eq!(parse(&["connector", "add", "fx"]), Some(2));
+        assert_eq!(parse(&["connector", "add", "fx", "--stdio"]), Some(2));
+        assert_eq!(
+            parse(&[
+                "connector",
+                "add",
+                "fx",
+                "--http",
+                "http://h",
+                "--stdio",
+                "--",
+                "x"
+            ]),
+            Some(2)
+        );
+        assert_eq!(
+            parse(&["connector", "add", "fx", "--http", "http://h", "--env", "A"]),
+            Some(2)
+        );
+        assert_eq!(
+            parse(&["profile", "grant", "ws", "p", "--user", "bob"]),
+            Some(2)
+        );
+        assert_eq!(parse(&["profile", "create", "ws", "p"]), Some(2));
+        assert_eq!(
+            parse(&[
+                "profile", "grant", "ws", "p", "--user", "bob", "--use", "--share"
+            ]),
+            None
+        );
+        assert_eq!(parse(&["--json", "mcp", "call", "ws", "-", "--wait"]), None);
+        assert_eq!(parse(&["mcp", "status", "ws", "--json"]), None);
+    }
+}

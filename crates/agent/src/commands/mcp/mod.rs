@@ -1,0 +1,31 @@
+//! `switchyard mcp …`: submitting tool calls and following them.
+//!
+//! One module per verb; `cancel`, `release`, `reconcile` and `resolve` join them here.
+
+mod call;
+mod status;
+mod view;
+
+use crate::cli::McpCommand;
+use crate::client::Client;
+use crate::error::CliError;
+use crate::output::Output;
+
+/// Runs an `mcp` subcommand.
+pub async fn run(client: &Client, out: Output, cmd: McpCommand) -> Result<(), CliError> {
+    match cmd {
+        McpCommand::Call {
+            workspace,
+            file,
+            wait,
+        } => call::run(client, out, &workspace, &file, wait).await,
+        McpCommand::Status {
+            workspace,
+            call: None,
+        } => status::list(client, out, &workspace).await,
+        McpCommand::Status {
+            workspace,
+            call: Some(call),
+        } => status::show(client, out, &workspace, &call).await,
+    }
+}

@@ -1,0 +1,151 @@
+//! Calls for people: a call's details and the text of its MCP `CallToolResult`.
+//!
+//! The result is read as plain JSON (not rmcp types): text contents are printed as they are,
+//! anything else is summarized as `[image/png, 1234 bytes]` so binary data never reaches a
+//! terminal.
+
+use crate::output::{fields, opt_time, time};
+use serde_json::Value;
+use switchyard_protocol::api::CallView;
+
+/// Aligned details of one call; `connection` is the connection's display name.
+pub fn details(call: &CallView, connection: &str) -> String {
+    let mut pairs = vec![
+        ("call", call.id.to_string()),
+        ("state", call.state.to_string()),
+        ("tool", call.tool_name.clone()),
+        ("connection", connection.to_owned()),
+        ("runner", call.runner.clone()),
+        ("request_id", call.request_id.to_string()),
+        ("created", time(&call.created_at)),
+        ("leased", opt_time(call.leased_at.as_ref())),
+        ("started", opt_time(call.started_at.as_ref())),
+        ("finished", opt_time(call.finished_at.as_ref())),
+    ];
+    if let Some(error) = &call.error {
+        pairs.push(("error", format!("[{}] {}", error.code, error.message)));
+    }
+    let mut text = fields(&pairs);
+    match &call.result {
+        Some(result) => {
+            let heading = if call.result_truncated {
+                "result (truncated):"
+            } else {
+                "result:"
+            };
+            text.push_str(heading);
+            text.push('\n');
+            text.push_str(&result_text(result));
+        }
+        None if call.state.is_terminal() => text.push_str("result: not retained\n"),
+        None => {}
+    }
+    text
+}
+
+/// The text of a `CallToolResult`: text contents joined by newlines, other contents summarized.
+/// A result without content shows its `structuredContent` as JSON.
+pub fn result_text(result: &Value) -> String {
+    let contents = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if contents.is_empty() {
+        return result
+            .get("structuredContent")
+            .map(Value::to_string)
+            .unwrap_or_default();
+    }
+    contents
+        .iter()
+        .map(content_text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One content item as text.
+fn content_text(item: &Value) -> String {
+    let str_field = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+    let kind = str_field(item, "type").unwrap_or_else(|| "unknown".to_owned());
+    match kind.as_str() {
+        "text" => str_field(item, "text").unwrap_or_default(),
+        "image" | "audio" => {
+            let mime = str_field(item, "mimeType").unwrap_or(kind);
+            let size = item
+                .get("data")
+                .and_then(Value::as_str)
+                .map(base64_len)
+                .unwrap_or(0);
+            format!("[{mime}, {size} bytes]")
+        }
+        "resource" => {
+            let resource = item.get("resource").unwrap_or(&Value::Null);
+            let uri = str_field(resource, "uri").unwrap_or_default();
+            let mime = str_field(resource, "mimeType").unwrap_or_else(|| "unknown type".to_owned());
+            let size = match (str_field(resource, "text"), str_field(resource, "blob")) {
+                (Some(text), _) => text.len(),
+                (None, Some(blob)) => base64_len(&blob),
+                (None, None) => 0,
+            };
+            format!("[resource {uri}, {mime}, {size} bytes]")
+        }
+        "resource_link" => format!(
+            "[resource link {}]",
+            str_field(item, "uri").unwrap_or_default()
+        ),
+        other => format!("[{other} content]"),
+    }
+}
+
+/// Decoded length of base64 text, without decoding it.
+fn base64_len(data: &str) -> usize {
+    let len = data.trim_end().len();
+    let padding = data
+        .trim_end()
+        .bytes()
+        .rev()
+        .take_while(|b| *b == b'=')
+        .count()
+        .min(2);
+    (len - padding) * 3 / 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_is_joined_and_binary_summarized() {
+        let result = json!({"content": [
+            {"type": "text", "text": "hello"},
+            {"type": "image", "mimeType": "image/png", "data": "QUJDRA=="},
+            {"type": "audio", "mimeType": "audio/wav", "data": "QUJD"},
+            {"type": "resource", "resource": {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "12345"}},
+            {"type": "resource_link", "uri": "file:///b", "name": "b"},
+            {"type": "text", "text": "bye"}
+        ]});
+        assert_eq!(
+            result_text(&result),
+            "hello\n[image/png, 4 bytes]\n[audio/wav, 3 bytes]\n[resource file:///a.txt, text/plain, 5 bytes]\n[resource link file:///b]\nbye"
+        );
+    }
+
+    #[test]
+    fn structured_content_shows_when_there_is_no_content() {
+        assert_eq!(
+            result_text(&json!({"content": [], "structuredContent": {"n": 1}})),
+            r#"{"n":1}"#
+        );
+        assert_eq!(result_text(&json!({})), "");
+    }
+
+    #[test]
+    fn base64_lengths() {
+        assert_eq!(base64_len(""), 0);
+        assert_eq!(base64_len("QQ=="), 1);
+        assert_eq!(base64_len("QUI="), 2);
+        assert_eq!(base64_len("QUJDRA"), 4);
+    }
+}

@@ -1,0 +1,113 @@
+//! `switchyard profile create|list|grant`: execution profiles and their grants.
+
+use super::lookup::{connection_names, environment_names, name_or_id};
+use crate::cli::{ProfileCommand, ProfileGrant};
+use crate::client::{Body, Client};
+use crate::error::CliError;
+use crate::output::{Output, Table, print_json, print_text};
+use switchyard_protocol::api::{CreateProfile, GrantRequest, GrantView, ProfileView};
+
+/// Runs a `profile` subcommand.
+pub async fn run(client: &Client, out: Output, cmd: ProfileCommand) -> Result<(), CliError> {
+    match cmd {
+        ProfileCommand::Create {
+            workspace,
+            name,
+            environment,
+            connections,
+        } => {
+            let body = CreateProfile {
+                name,
+                environment,
+                connections,
+            };
+            let reply = client
+                .post(&["workspaces", &workspace, "profiles"], Body::of(&body))
+                .await?;
+            out.reply(&reply, |p: ProfileView| {
+                format!(
+                    "created profile {} ({}) with {} connection(s); grant Use with `switchyard profile grant {workspace} {} --user USER --use`",
+                    p.name,
+                    p.id,
+                    p.connection_ids.len(),
+                    p.name
+                )
+            })
+        }
+        ProfileCommand::List { workspace } => {
+            let reply = client.get(&["workspaces", &workspace, "profiles"]).await?;
+            if out.is_json() {
+                print_json(&reply);
+                return Ok(());
+            }
+            let profiles: Vec<ProfileView> = reply.parse()?;
+            let environments = environment_names(client, &workspace).await?;
+            let connections = connection_names(client, &workspace).await?;
+            let mut table = Table::new(["NAME", "ENVIRONMENT", "CONNECTIONS", "GRANTS", "ID"]);
+            for p in profiles {
+                let names: Vec<String> = p
+                    .connection_ids
+                    .iter()
+                    .map(|id| name_or_id(&connections, id))
+                    .collect();
+                let grants: Vec<String> = p.grants.iter().map(grant_summary).collect();
+                table.row([
+                    p.name,
+                    name_or_id(&environments, &p.environment_id),
+                    names.join(","),
+                    grants.join(" "),
+                    p.id.to_string(),
+                ]);
+            }
+            print_text(&table.render_or("no profiles"));
+            Ok(())
+        }
+        ProfileCommand::Grant(ProfileGrant {
+            workspace,
+            profile,
+            user,
+            use_,
+            manage,
+            share,
+        }) => {
+            let body = GrantRequest {
+                user,
+                use_,
+                manage,
+                share,
+            };
+            let reply = client
+                .post(
+                    &["workspaces", &workspace, "profiles", &profile, "grants"],
+                    Body::of(&body),
+                )
+                .await?;
+            out.reply(&reply, |p: ProfileView| {
+                let mut table = Table::new(["USER", "USE", "MANAGE", "SHARE"]);
+                let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
+                for g in p.grants {
+                    table.row([
+                        g.user_name,
+                        yes_no(g.use_),
+                        yes_no(g.manage),
+                        yes_no(g.share),
+                    ]);
+                }
+                format!(
+                    "grants on profile {}:\n{}",
+                    p.name,
+                    table.render_or("(none)")
+                )
+            })
+        }
+    }
+}
+
+/// `alice:use+share`: one principal's grants, compactly.
+fn grant_summary(g: &GrantView) -> String {
+    let held: Vec<&str> = [(g.use_, "use"), (g.manage, "manage"), (g.share, "share")]
+        .into_iter()
+        .filter_map(|(held, name)| held.then_some(name))
+        .collect();
+    format!("{}:{}", g.user_name, held.join("+"))
+}

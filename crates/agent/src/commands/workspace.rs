@@ -1,0 +1,64 @@
+//! `switchyard workspace create|list|member add`.
+
+use crate::cli::{MemberCommand, WorkspaceCommand};
+use crate::client::{Body, Client};
+use crate::error::CliError;
+use crate::output::{Output, Table, time};
+use switchyard_protocol::api::{AddMember, CreateWorkspace, MemberRole, MemberView, WorkspaceView};
+
+/// Runs a `workspace` subcommand.
+pub async fn run(client: &Client, out: Output, cmd: WorkspaceCommand) -> Result<(), CliError> {
+    match cmd {
+        WorkspaceCommand::Create { name } => {
+            let reply = client
+                .post(&["workspaces"], Body::of(&CreateWorkspace { name }))
+                .await?;
+            out.reply(&reply, |ws: WorkspaceView| {
+                format!("created workspace {} ({})", ws.name, ws.id)
+            })
+        }
+        WorkspaceCommand::List => {
+            let reply = client.get(&["workspaces"]).await?;
+            out.reply(&reply, |list: Vec<WorkspaceView>| {
+                let mut table = Table::new(["NAME", "ID", "CREATED"]);
+                for ws in list {
+                    table.row([ws.name, ws.id.to_string(), time(&ws.created_at)]);
+                }
+                table
+                    .render_or("no workspaces (create one with `switchyard workspace create NAME`)")
+            })
+        }
+        WorkspaceCommand::Member(MemberCommand::Add {
+            workspace,
+            user,
+            admin,
+        }) => {
+            let role = if admin {
+                MemberRole::Admin
+            } else {
+                MemberRole::Member
+            };
+            let reply = client
+                .post(
+                    &["workspaces", &workspace, "members"],
+                    Body::of(&AddMember { user, role }),
+                )
+                .await?;
+            out.reply(&reply, |m: MemberView| {
+                format!(
+                    "added {} to workspace {workspace} as {}",
+                    m.user_name,
+                    role_name(m.role)
+                )
+            })
+        }
+    }
+}
+
+/// The role's wire name.
+fn role_name(role: MemberRole) -> &'static str {
+    match role {
+        MemberRole::Member => "member",
+        MemberRole::Admin => "admin",
+    }
+}

@@ -1,0 +1,374 @@
+//! Test harness: a real server process per test and the `switchyard` binary as a subprocess.
+
+use serde_json::Value;
+use sqlx::ConnectOptions;
+use sqlx::postgres::PgConnectOptions;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long a server may take to start, or one CLI run to finish.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A binary built into the same target directory as this test.
+#[track_caller]
+pub fn sibling_binary(name: &str) -> PathBuf {
+    // current_exe is target/<profile>/deps/it-<hash>; binaries live in target/<profile>.
+    let exe = std::env::current_exe().expect("current_exe");
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with `cargo build -p {name}`",
+        path.display()
+    );
+    path
+}
+
+/// The fixture MCP server binary.
+pub fn fixture_binary() -> String {
+    sibling_binary("switchyard-fixture").display().to_string()
+}
+
+/// A scratch directory for one test's files.
+pub fn scratch_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("switchyard-agent-it")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+/// A running `switchyard-server serve` on a fresh database; killed on drop.
+pub struct Server {
+    child: Child,
+    url: String,
+    database_url: String,
+    token: String,
+    log: PathBuf,
+}
+
+impl Server {
+    /// Migrates the test database, creates the owner `alice` and starts the server on port 0.
+    #[track_caller]
+    pub fn start(db: &PgConnectOptions) -> Server {
+        let database_url = db.to_url_lossy().to_string();
+        let name = db
+            .get_database()
+            .unwrap_or("switchyard")
+            .replace(['/', '.'], "_");
+        let log = scratch_dir(&name).join("server.log");
+        server_admin(&database_url, &["migrate"]);
+        let token = server_admin(&database_url, &["admin", "create-owner", "--name", "alice"]);
+        assert!(!token.is_empty(), "create-owner printed no token");
+
+        let log_file = std::fs::File::create(&log).expect("server log");
+        let mut child = Command::new(sibling_binary("switchyard-server"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("DATABASE_URL", &database_url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .expect("spawn switchyard-server");
+        let stdout = child.stdout.take().expect("server stdout");
+        let (tx, rx) = mpsc::channel();
+        // Keep draining stdout for the server's whole life so it never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(url.trim().to_owned());
+                }
+            }
+        });
+        let mut server = Server {
+            child,
+            url: String::new(),
+            database_url,
+            token,
+            log,
+        };
+        match rx.recv_timeout(DEADLINE) {
+            Ok(url) => server.url = url,
+            Err(_) => panic!(
+                "server printed no `listening on` line; log: {}",
+                server.log_text()
+            ),
+        }
+        server
+    }
+
+    /// The server's base URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The owner's (alice's) token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Creates another user and returns their token.
+    #[track_caller]
+    pub fn create_user(&self, name: &str) -> String {
+        server_admin(
+            &self.database_url,
+            &["admin", "create-user", "--name", name],
+        )
+    }
+
+    /// `switchyard` pointed at this server, as alice.
+    pub fn cli(&self) -> Switchyard {
+        Switchyard {
+            url: self.url.clone(),
+            token: Some(self.token.clone()),
+        }
+    }
+
+    /// The server's stderr so far, for failure messages.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Stops the server and waits until it has exited.
+    pub fn stop(mut self) {
+        self.kill();
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs `switchyard-server ARGS` against `database_url`, asserts success, returns trimmed stdout.
+#[track_caller]
+fn server_admin(database_url: &str, args: &[&str]) -> String {
+    let output = Command::new(sibling_binary("switchyard-server"))
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run switchyard-server");
+    assert!(
+        output.status.success(),
+        "switchyard-server {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// How to run the `switchyard` binary: server URL and token.
+#[derive(Clone)]
+pub struct Switchyard {
+    url: String,
+    token: Option<String>,
+}
+
+impl Switchyard {
+    /// A CLI for `url` with `token` (`None`: no SWITCHYARD_TOKEN at all).
+    pub fn new(url: &str, token: Option<&str>) -> Switchyard {
+        Switchyard {
+            url: url.to_owned(),
+            token: token.map(str::to_owned),
+        }
+    }
+
+    /// The same CLI with another token, or none.
+    pub fn with_token(&self, token: Option<&str>) -> Switchyard {
+        Switchyard::new(&self.url, token)
+    }
+
+    /// Runs `switchyard ARGS` with empty stdin.
+    #[track_caller]
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_with_stdin(args, b"")
+    }
+
+    /// Runs `switchyard ARGS` with `stdin` as standard input, within the deadline.
+    #[track_caller]
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Run {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        command
+            .args(args)
+            .env("SWITCHYARD_URL", &self.url)
+            .env_remove("SWITCHYARD_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(token) = &self.token {
+            command.env("SWITCHYARD_TOKEN", token);
+        }
+        let mut child = command.spawn().expect("spawn switchyard");
+        let mut input = child.stdin.take().expect("stdin");
+        let stdin = stdin.to_vec();
+        // Write from a thread: a child that does not read stdin must not block the test.
+        std::thread::spawn(move || {
+            let _ = input.write_all(&stdin);
+        });
+        let stdout = drain(child.stdout.take().expect("stdout"));
+        let stderr = drain(child.stderr.take().expect("stderr"));
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for switchyard") {
+                break status;
+            }
+            if started.elapsed() > DEADLINE {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("switchyard {args:?} did not finish within {DEADLINE:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Run {
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            code: status.code(),
+            stdout: stdout.recv().unwrap_or_default(),
+            stderr: stderr.recv().unwrap_or_default(),
+        }
+    }
+}
+
+/// Reads a pipe to the end on a thread.
+fn drain(mut pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        let _ = tx.send(String::from_utf8_lossy(&bytes).into_owned());
+    });
+    rx
+}
+
+/// One finished `switchyard` run.
+#[derive(Debug)]
+pub struct Run {
+    /// The arguments, for failure messages.
+    pub args: Vec<String>,
+    /// Exit code (`None` if killed by a signal).
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Run {
+    /// Asserts exit code 0.
+    #[track_caller]
+    pub fn success(self) -> Run {
+        self.code(0)
+    }
+
+    /// Asserts the exit code.
+    #[track_caller]
+    pub fn code(self, expected: i32) -> Run {
+        assert_eq!(
+            self.code,
+            Some(expected),
+            "switchyard {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.args,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// Stdout parsed as JSON.
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|err| {
+            panic!(
+                "stdout of {:?} is not JSON ({err}):\n{}",
+                self.args, self.stdout
+            )
+        })
+    }
+}
+
+/// A SubmitCall object with a fresh request_id.
+pub fn submit_call(profile: &str, connection: &str, tool: &str, arguments: Value) -> Value {
+    serde_json::json!({
+        "request_id": uuid::Uuid::new_v4().to_string(),
+        "profile_id": profile,
+        "connection_id": connection,
+        "tool_name": tool,
+        "arguments": arguments,
+        "timeout_seconds": 30,
+    })
+}
+
+/// The tour's setup, asserted step by step: workspace `demo`, an approved stdio connector
+/// `fixture`, connection `fx` with its tools discovered, profile `main` on which alice holds Use.
+#[track_caller]
+pub fn set_up_demo(cli: &Switchyard) {
+    let fixture = fixture_binary();
+    let run = cli.run(&["workspace", "create", "demo"]).success();
+    assert!(
+        run.stdout.contains("created workspace demo"),
+        "{}",
+        run.stdout
+    );
+
+    let run = cli
+        .run(&[
+            "connector",
+            "add",
+            "fixture",
+            "--stdio",
+            "--",
+            &fixture,
+            "stdio",
+        ])
+        .success();
+    assert!(run.stdout.contains("not approved yet"), "{}", run.stdout);
+    let run = cli.run(&["connector", "approve", "fixture"]).success();
+    assert!(
+        run.stdout.contains("approved connector fixture"),
+        "{}",
+        run.stdout
+    );
+
+    let run = cli
+        .run(&[
+            "connection",
+            "create",
+            "demo",
+            "fx",
+            "--connector",
+            "fixture",
+        ])
+        .success();
+    assert!(run.stdout.contains("on runner central"), "{}", run.stdout);
+    let run = cli.run(&["connection", "discover", "demo", "fx"]).success();
+    let tools: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        tools.contains(&"echo") && tools.contains(&"fail"),
+        "discovered: {tools:?}"
+    );
+
+    cli.run(&["profile", "create", "demo", "main", "--connection", "fx"])
+        .success();
+    let run = cli
+        .run(&[
+            "profile", "grant", "demo", "main", "--user", "alice", "--use",
+        ])
+        .success();
+    let alice_use = run.stdout.lines().find_map(|l| {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        (cells.first() == Some(&"alice")).then(|| cells.get(1).copied())
+    });
+    assert_eq!(alice_use, Some(Some("yes")), "{}", run.stdout);
+}
