@@ -361,6 +361,11 @@ pub struct CallView {
     pub started_at: Option<DateTime<Utc>>,
     /// When it reached its current terminal or unknown state.
     pub finished_at: Option<DateTime<Utc>>,
+    /// When cancellation was requested for a dispatched call.
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// When retention erased the call's inputs and results; reads then show only this minimal
+    /// disposition (state, error code, times).
+    pub retention_expired_at: Option<DateTime<Utc>>,
 }
 
 /// `GET /api/v1/workspaces/{ws}/calls` answer.
@@ -368,4 +373,60 @@ pub struct CallView {
 pub struct CallList {
     /// Newest first.
     pub calls: Vec<CallView>,
+}
+
+/// What a cancel request did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelOutcome {
+    /// The call had not been sent: it is `cancelled` now.
+    Cancelled,
+    /// The call was already dispatched: the runner sends MCP cancellation and records whatever
+    /// the server answers.
+    CancellationRequested,
+    /// The call had already finished: nothing to cancel.
+    AlreadyFinished,
+}
+
+/// `POST /api/v1/workspaces/{ws}/calls/{call}/cancel` answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CancelAnswer {
+    /// What the request did.
+    pub outcome: CancelOutcome,
+    /// The call after the request.
+    pub call: CallView,
+}
+
+/// `POST /api/v1/workspaces/{ws}/sessions/{client_session_id}/release`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseSession {
+    /// Connection id or name; all connections the caller may use when omitted.
+    #[serde(default)]
+    pub connection_id: Option<String>,
+}
+
+/// `…/sessions/{client_session_id}/release` answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseAnswer {
+    /// The released session key.
+    pub client_session_id: String,
+    /// Connections whose sessions with that key are draining.
+    pub connection_ids: Vec<ConnectionId>,
+}
+
+/// A sanitized lifecycle event of a connection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionEventView {
+    /// Increasing event number.
+    pub id: i64,
+    /// The connection.
+    pub connection_id: ConnectionId,
+    /// `session_started`, `session_closed`, `process_exited`, `discovery_succeeded`, `discovery_failed`.
+    pub kind: String,
+    /// Kind-specific details (pid, reason, exit status, tool count, error).
+    pub detail: Value,
+    /// The runner that reported it, if any.
+    pub runner: Option<String>,
+    /// When it happened.
+    pub at: DateTime<Utc>,
 }

@@ -211,6 +211,8 @@ impl ControlPlane for CentralControl {
     }
 
     async fn report_event(&self, event: LifecycleEvent) {
-        tracing::info!(?event, "session lifecycle event");
+        if let Err(e) = self.app.event_record(CENTRAL_RUNNER, &event).await {
+            tracing::warn!(error = %e, ?event, "could not record a lifecycle event");
+        }
     }
 }

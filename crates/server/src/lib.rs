@@ -12,3 +12,4 @@ pub mod db;
 pub mod error;
 pub mod http;
 pub mod serve;
+pub mod sweeper;

@@ -9,6 +9,7 @@ use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
 use switchyard_server::db::{Datastore, MIGRATOR};
 use switchyard_server::serve::{serve, ServeConfig};
+use switchyard_server::sweeper::SweeperConfig;
 use tokio_util::sync::CancellationToken;
 
 /// The Switchyard control plane.
@@ -32,6 +33,12 @@ enum Command {
         /// Length of the central runner's lease, in seconds.
         #[arg(long, env = "SWITCHYARD_LEASE_TTL_SECONDS", default_value_t = 30)]
         lease_ttl_seconds: u64,
+        /// A call still queued after this many seconds is expired.
+        #[arg(long, env = "SWITCHYARD_QUEUE_EXPIRY_SECONDS", default_value_t = 600)]
+        queue_expiry_seconds: u64,
+        /// Inputs and results are erased this many seconds after a call finished.
+        #[arg(long, env = "SWITCHYARD_RESULT_RETENTION_SECONDS", default_value_t = 3600)]
+        result_retention_seconds: u64,
         /// Deadline for tool discovery, in seconds.
         #[arg(long, env = "SWITCHYARD_DISCOVERY_DEADLINE_SECONDS", default_value_t = 20)]
         discovery_deadline_seconds: u64,
@@ -113,12 +120,17 @@ async fn run(cli: Cli) -> Result<(), String> {
             println!("{token}");
             Ok(())
         }
-        Command::Serve { listen, lease_ttl_seconds, discovery_deadline_seconds } => {
+        Command::Serve { listen, lease_ttl_seconds, queue_expiry_seconds, result_retention_seconds, discovery_deadline_seconds } => {
             Datastore::new(pool.clone()).readiness().await?;
             let config = ServeConfig {
                 listen,
                 app: AppConfig { discovery_deadline: Duration::from_secs(discovery_deadline_seconds) },
                 central: CentralConfig { lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)), ..CentralConfig::default() },
+                sweeper: SweeperConfig {
+                    queue_expiry: Duration::from_secs(queue_expiry_seconds),
+                    retention: Duration::from_secs(result_retention_seconds),
+                    ..SweeperConfig::default()
+                },
             };
             let shutdown = CancellationToken::new();
             tokio::spawn(stop_on_signal(shutdown.clone()));

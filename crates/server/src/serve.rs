@@ -3,6 +3,7 @@
 use crate::app::{App, AppConfig};
 use crate::central::{self, CentralConfig};
 use crate::db::Datastore;
+use crate::sweeper::{self, SweeperConfig};
 use sqlx::PgPool;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -18,6 +19,8 @@ pub struct ServeConfig {
     pub app: AppConfig,
     /// Central runner settings.
     pub central: CentralConfig,
+    /// Sweeper settings.
+    pub sweeper: SweeperConfig,
 }
 
 /// A started server.
@@ -38,6 +41,7 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
     let runner = tokio::spawn(central::run(app.clone(), config.central, shutdown.clone()));
+    let sweeper = tokio::spawn(sweeper::run(app.db().clone(), config.sweeper, shutdown.clone()));
     let router = crate::http::router(app);
     let http_shutdown = shutdown.clone();
     let done = tokio::spawn(async move {
@@ -48,6 +52,7 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
             tracing::error!(error = %e, "HTTP server failed");
         }
         let _ = runner.await;
+        let _ = sweeper.await;
     });
     Ok(Running { addr, shutdown, done })
 }

@@ -133,9 +133,12 @@ impl App {
     /// One call, for a reader who holds Use on its profile right now.
     pub async fn call_get(&self, actor: &Actor, ws: &str, call: &str) -> AppResult<CallView> {
         let membership = self.membership(actor, ws).await?;
-        let not_found = || AppError::refused(ErrorCode::CallNotFound, format!("no call `{call}` in this workspace"));
-        let id: CallId = call.parse().map_err(|_| not_found())?;
-        let row = self.db.call_get(membership.workspace.id, id.0).await?.ok_or_else(not_found)?;
+        let id = super::sessions::parse_call_id(call)?;
+        let row = self
+            .db
+            .call_get(membership.workspace.id, id.0)
+            .await?
+            .ok_or_else(|| AppError::refused(ErrorCode::CallNotFound, format!("no call `{call}` in this workspace")))?;
         let profile = self.db.profile_get(row.profile_id).await?;
         self.require_use(actor, &profile).await?;
         Ok(views::call(&row))
@@ -176,6 +179,15 @@ impl App {
 /// A replayed request_id: the same payload answers the stored call; another payload is a
 /// conflict.
 fn replay(existing: CallRow, payload_digest: &[u8]) -> AppResult<CallView> {
+    if existing.retention_expired_at.is_some() {
+        return Err(AppError::refused(
+            ErrorCode::McpReplayExpired,
+            format!(
+                "request_id {} belongs to call {} whose inputs and result have expired; read its disposition with `switchyard mcp status`, or use a fresh request_id",
+                existing.request_id, existing.id
+            ),
+        ));
+    }
     if existing.payload_digest == payload_digest {
         Ok(views::call(&existing))
     } else {

@@ -71,6 +71,8 @@ impl App {
                     .map(|t| (t.name, t.description, t.input_schema, t.annotations))
                     .collect();
                 self.db.connection_discovery_succeeded(connection.id, &tools).await?;
+                let detail = serde_json::json!({"tools": tools.len()});
+                self.db.event_record(connection.id, "discovery_succeeded", &detail, None).await?;
                 Ok(DiscoveryView {
                     connection_id: connection.id.into(),
                     tools: self.db.tool_list(connection.id).await?.iter().map(views::tool).collect(),
@@ -78,6 +80,8 @@ impl App {
             }
             Err(message) => {
                 self.db.connection_discovery_failed(connection.id, &message).await?;
+                let detail = serde_json::json!({"error": message});
+                self.db.event_record(connection.id, "discovery_failed", &detail, None).await?;
                 Err(AppError::refused(
                     ErrorCode::DiscoveryFailed,
                     format!("discovery of `{}` failed: {message}", connection.name),

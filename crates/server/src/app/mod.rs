@@ -8,6 +8,7 @@ mod connectors;
 mod names;
 mod profiles;
 mod results;
+mod sessions;
 mod views;
 mod workspaces;
 

@@ -98,5 +98,18 @@ pub(crate) fn call(row: &CallRow) -> CallView {
         leased_at: row.leased_at,
         started_at: row.started_at,
         finished_at: row.finished_at,
+        cancel_requested_at: row.cancel_requested_at,
+        retention_expired_at: row.retention_expired_at,
+    }
+}
+
+pub(crate) fn event(row: &crate::db::EventRow) -> ConnectionEventView {
+    ConnectionEventView {
+        id: row.id,
+        connection_id: row.connection_id.into(),
+        kind: row.kind.clone(),
+        detail: row.detail.0.clone(),
+        runner: row.runner_ref.clone(),
+        at: row.at,
     }
 }

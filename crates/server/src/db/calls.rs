@@ -59,6 +59,10 @@ pub struct CallRow {
     pub started_at: Option<DateTime<Utc>>,
     /// End time.
     pub finished_at: Option<DateTime<Utc>>,
+    /// When cancellation of the dispatched call was requested.
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// When retention erased inputs and results.
+    pub retention_expired_at: Option<DateTime<Utc>>,
 }
 
 /// A call to insert.
@@ -285,5 +289,106 @@ impl Datastore {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+}
+
+/// What a cancel request changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CancelEffect {
+    /// `queued`/`leased` → `cancelled`: nothing had been sent.
+    Cancelled,
+    /// The call is running: cancellation was requested from its runner.
+    Requested,
+    /// The call was already finished (or unknown); nothing changed.
+    Nothing,
+}
+
+impl Datastore {
+    /// Cancels a call as far as its state allows, each step one guarded update.
+    pub async fn call_cancel(&self, workspace: Uuid, id: Uuid) -> Result<CancelEffect, sqlx::Error> {
+        let cancelled = sqlx::query(
+            "UPDATE calls SET state = 'cancelled', finished_at = now(), error_code = 'cancelled',
+                 error_message = 'cancelled before it was sent'
+             WHERE workspace_id = $1 AND id = $2 AND state IN ('queued', 'leased')",
+        )
+        .bind(workspace)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if cancelled.rows_affected() == 1 {
+            return Ok(CancelEffect::Cancelled);
+        }
+        let runner: Option<String> = sqlx::query_scalar(
+            "UPDATE calls SET cancel_requested_at = COALESCE(cancel_requested_at, now())
+             WHERE workspace_id = $1 AND id = $2 AND state = 'running' RETURNING runner_ref",
+        )
+        .bind(workspace)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        match runner {
+            Some(runner) => {
+                sqlx::query("SELECT pg_notify('switchyard_cancel', $1)")
+                    .bind(serde_json::json!({"runner": runner, "call_id": id}).to_string())
+                    .execute(&self.pool)
+                    .await?;
+                Ok(CancelEffect::Requested)
+            }
+            None => Ok(CancelEffect::Nothing),
+        }
+    }
+
+    /// Expires calls queued longer than `max_wait`. Returns how many.
+    pub async fn call_expire_queued(&self, max_wait: std::time::Duration) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE calls SET state = 'expired', finished_at = now(), error_code = 'queue_expired',
+                 error_message = 'no runner took the call in time'
+             WHERE state = 'queued' AND created_at < now() - make_interval(secs => $1)",
+        )
+        .bind(max_wait.as_secs_f64())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Settles calls held under expired runner leases: leased-but-unstarted calls go back to
+    /// the queue (nothing was sent), started ones become `unknown` (they may have run).
+    /// Returns (requeued, unknown).
+    pub async fn call_sweep_lost_leases(&self) -> Result<(u64, u64), sqlx::Error> {
+        let requeued = sqlx::query(
+            "UPDATE calls c SET state = 'queued', lease_epoch = NULL, leased_at = NULL
+             FROM runner_leases r
+             WHERE c.runner_ref = r.runner_ref AND c.state = 'leased' AND c.lease_epoch <= r.epoch
+               AND r.expires_at <= now()",
+        )
+        .execute(&self.pool)
+        .await?;
+        let unknown = sqlx::query(
+            "UPDATE calls c SET state = 'unknown', finished_at = now(), error_code = 'runner_lost',
+                 error_message = 'the runner lost its lease after the call was started; it may or may not have run'
+             FROM runner_leases r
+             WHERE c.runner_ref = r.runner_ref AND c.state = 'running' AND c.lease_epoch <= r.epoch
+               AND r.expires_at <= now()",
+        )
+        .execute(&self.pool)
+        .await?;
+        if requeued.rows_affected() > 0 {
+            sqlx::query("SELECT pg_notify('switchyard_calls', '*')").execute(&self.pool).await?;
+        }
+        Ok((requeued.rows_affected(), unknown.rows_affected()))
+    }
+
+    /// Erases inputs and results of calls finished longer than `retention` ago, keeping the
+    /// minimal disposition (state, error code, times). Returns how many.
+    pub async fn call_sweep_retention(&self, retention: std::time::Duration) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE calls SET arguments = NULL, result = NULL, error_message = NULL, retention_expired_at = now()
+             WHERE retention_expired_at IS NULL AND finished_at IS NOT NULL
+               AND finished_at < now() - make_interval(secs => $1)",
+        )
+        .bind(retention.as_secs_f64())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
     }
 }

@@ -181,3 +181,31 @@ impl Datastore {
         .await
     }
 }
+
+impl Datastore {
+    /// The connections of a workspace that `user` may run through some profile they hold Use on,
+    /// with their runner references.
+    pub async fn connection_usable(&self, workspace: Uuid, user: Uuid) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT DISTINCT c.id, c.runner_ref FROM connections c
+             JOIN profile_connections pc ON pc.connection_id = c.id
+             JOIN profiles p ON p.id = pc.profile_id
+             JOIN profile_grants g ON g.profile_id = p.id AND g.user_id = $2 AND g.grant_kind = 'use'
+             WHERE c.workspace_id = $1",
+        )
+        .bind(workspace)
+        .bind(user)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Tells the runner of a connection to drain its sessions with this key.
+    pub async fn session_release_notify(&self, runner: &str, connection: Uuid, client_session_id: &str) -> Result<(), sqlx::Error> {
+        let payload = serde_json::json!({"runner": runner, "connection_id": connection, "client_session_id": client_session_id});
+        sqlx::query("SELECT pg_notify('switchyard_release', $1)")
+            .bind(payload.to_string())
+            .execute(&self.pool)
+            .await
+            .map(drop)
+    }
+}

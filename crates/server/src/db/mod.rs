@@ -5,12 +5,14 @@
 mod calls;
 mod connections;
 mod connectors;
+mod events;
 mod profiles;
 mod runner_leases;
 mod users;
 mod workspaces;
 
-pub use calls::{CallRow, LeasedRow, NewCall, StoredCompletion};
+pub use calls::{CallRow, CancelEffect, LeasedRow, NewCall, StoredCompletion};
+pub use events::{EventRow, EVENTS_KEPT};
 pub use connections::{ConnectionRow, ToolRow};
 pub use connectors::ConnectorRow;
 pub use profiles::{Grants, ProfileRow};

@@ -150,3 +150,32 @@ pub(super) async fn call_list(State(s): State<AppState>, actor: Actor, Path(ws):
 pub(super) async fn call_get(State(s): State<AppState>, actor: Actor, Path((ws, call)): Path<(String, String)>) -> Answer<CallView> {
     Ok(Json(s.app.call_get(&actor, &ws, &call).await?))
 }
+
+pub(super) async fn call_cancel(State(s): State<AppState>, actor: Actor, Path((ws, call)): Path<(String, String)>) -> Answer<CancelAnswer> {
+    Ok(Json(s.app.call_cancel(&actor, &ws, &call).await?))
+}
+
+/// The body is optional: an empty one releases the key on every connection the caller may use.
+pub(super) async fn session_release(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, session)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Answer<ReleaseAnswer> {
+    let req = if body.iter().all(u8::is_ascii_whitespace) {
+        ReleaseSession::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError(AppError::refused(ErrorCode::InvalidRequest, format!("the body is not a release request: {e}")))
+        })?
+    };
+    Ok(Json(s.app.session_release(&actor, &ws, &session, req).await?))
+}
+
+pub(super) async fn connection_events(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, c)): Path<(String, String)>,
+) -> Answer<Vec<ConnectionEventView>> {
+    Ok(Json(s.app.connection_events(&actor, &ws, &c).await?))
+}

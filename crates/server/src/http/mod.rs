@@ -40,6 +40,9 @@ pub fn router(app: App) -> Router {
         .route("/workspaces/{ws}/profiles/{profile}/grants", post(profile_grant))
         .route("/workspaces/{ws}/calls", post(call_submit).get(call_list))
         .route("/workspaces/{ws}/calls/{call}", get(call_get))
+        .route("/workspaces/{ws}/calls/{call}/cancel", post(call_cancel))
+        .route("/workspaces/{ws}/sessions/{session}/release", post(session_release))
+        .route("/workspaces/{ws}/connections/{connection}/events", get(connection_events))
         .fallback(not_found);
     Router::new()
         .route("/healthz", get(healthz))

@@ -11,6 +11,7 @@ use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
 use switchyard_server::db::Datastore;
 use switchyard_server::serve::{start, Running, ServeConfig};
+use switchyard_server::sweeper::SweeperConfig;
 
 /// A built binary of this workspace (tests run from target/debug/deps).
 #[track_caller]
@@ -37,17 +38,38 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server on port 0 with an owner named `owner`.
     pub async fn start(pool: PgPool) -> Self {
+        Self::start_with(pool, |_| {}).await
+    }
+
+    /// Like [`TestServer::start`], with settings changed by `tweak`.
+    pub async fn start_with(pool: PgPool, tweak: impl FnOnce(&mut ServeConfig)) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let config = ServeConfig {
+        let mut config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             app: AppConfig::default(),
             central: CentralConfig { lease_ttl: Duration::from_secs(5), ..CentralConfig::default() },
+            sweeper: SweeperConfig { interval: Duration::from_millis(100), ..SweeperConfig::default() },
         };
+        tweak(&mut config);
         let running = start(pool.clone(), config).await.expect("server starts");
         let addr = running.addr;
         let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
         let (_, token) = app.user_create("owner", true).await.expect("owner created");
         TestServer { addr, pool, owner: Client::new(addr, &token), running: Some(running) }
+    }
+
+    /// A second server process on the same database (another replica), acting with
+    /// `first`'s owner token.
+    pub async fn replica(first: &TestServer) -> Self {
+        let config = ServeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            app: AppConfig::default(),
+            central: CentralConfig { lease_ttl: Duration::from_secs(5), ..CentralConfig::default() },
+            sweeper: SweeperConfig { interval: Duration::from_millis(100), ..SweeperConfig::default() },
+        };
+        let running = start(first.pool.clone(), config).await.expect("replica starts");
+        let owner = Client { base: format!("http://{}", running.addr), ..first.owner.clone() };
+        TestServer { addr: running.addr, pool: first.pool.clone(), owner, running: Some(running) }
     }
 
     /// Creates a plain user and a client acting as them.

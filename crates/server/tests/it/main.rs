@@ -7,4 +7,6 @@ mod harness;
 mod health;
 mod idempotency;
 mod interop;
+mod leases;
+mod lifecycle;
 mod setup;

@@ -1,0 +1,58 @@
+//! The sweeper: a small idempotent reconciler every replica runs. Each pass settles calls held
+//! under expired runner leases, expires calls queued too long and erases inputs and results
+//! past retention. Every change is a guarded update, so replicas sweeping at once is harmless.
+
+use crate::db::Datastore;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Sweeper settings.
+#[derive(Clone, Debug)]
+pub struct SweeperConfig {
+    /// Time between passes.
+    pub interval: Duration,
+    /// A call still queued after this long is `expired`.
+    pub queue_expiry: Duration,
+    /// Inputs and results are erased this long after a call finished.
+    pub retention: Duration,
+}
+
+impl Default for SweeperConfig {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(1),
+            queue_expiry: Duration::from_secs(600),
+            retention: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Sweeps until `shutdown`.
+pub async fn run(db: Datastore, config: SweeperConfig, shutdown: CancellationToken) {
+    loop {
+        if let Err(e) = sweep_once(&db, &config).await {
+            tracing::warn!(error = %e, "sweep failed; retrying at the next pass");
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(config.interval) => {}
+        }
+    }
+}
+
+/// One pass.
+pub async fn sweep_once(db: &Datastore, config: &SweeperConfig) -> Result<(), sqlx::Error> {
+    let (requeued, unknown) = db.call_sweep_lost_leases().await?;
+    if requeued + unknown > 0 {
+        tracing::warn!(requeued, unknown, "settled calls of runners whose lease expired");
+    }
+    let expired = db.call_expire_queued(config.queue_expiry).await?;
+    if expired > 0 {
+        tracing::info!(expired, "expired calls no runner took in time");
+    }
+    let erased = db.call_sweep_retention(config.retention).await?;
+    if erased > 0 {
+        tracing::debug!(erased, "erased inputs and results past retention");
+    }
+    Ok(())
+}
