@@ -178,6 +178,14 @@ pub enum ConnectionCommand {
         /// Connection id or name.
         connection: String,
     },
+    /// Show the connection's recent lifecycle events, newest first.
+    Events {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        connection: String,
+    },
 }
 
 /// `switchyard profile …`
@@ -253,6 +261,26 @@ pub enum McpCommand {
         /// A call id: show this call instead of the list.
         call: Option<String>,
     },
+    /// Cancel a call: at once if it was not sent yet, otherwise ask its runner to stop it.
+    Cancel {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The call id.
+        call: String,
+    },
+    /// Release a warm session key: its sessions finish their active calls, then close.
+    Release {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The `client_session_id` the calls were submitted with.
+        #[arg(value_name = "SESSION")]
+        session: String,
+        /// Only on this connection (id or name); every connection you may use when omitted.
+        #[arg(long)]
+        connection: Option<String>,
+    },
 }
 
 #[cfg(test)]
@@ -327,5 +355,12 @@ mod tests {
         );
         assert_eq!(parse(&["--json", "mcp", "call", "ws", "-", "--wait"]), None);
         assert_eq!(parse(&["mcp", "status", "ws", "--json"]), None);
+        assert_eq!(parse(&["mcp", "cancel", "ws"]), Some(2));
+        assert_eq!(parse(&["mcp", "release", "ws"]), Some(2));
+        assert_eq!(
+            parse(&["mcp", "release", "ws", "s1", "--connection", "fx"]),
+            None
+        );
+        assert_eq!(parse(&["connection", "events", "ws"]), Some(2));
     }
 }

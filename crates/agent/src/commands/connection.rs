@@ -1,10 +1,13 @@
-//! `switchyard connection create|list|discover|tools`: connectors placed in a workspace.
+//! `switchyard connection create|list|discover|tools|events`: connectors placed in a workspace.
 
 use crate::cli::ConnectionCommand;
 use crate::client::{Body, Client};
 use crate::error::CliError;
 use crate::output::{Output, Table, time};
-use switchyard_protocol::api::{ConnectionView, CreateConnection, DiscoveryView, ToolView};
+use serde_json::Value;
+use switchyard_protocol::api::{
+    ConnectionEventView, ConnectionView, CreateConnection, DiscoveryView, ToolView,
+};
 
 /// Runs a `connection` subcommand.
 pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result<(), CliError> {
@@ -107,5 +110,85 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
                 table.render_or("no tools discovered yet (run `switchyard connection discover`)")
             })
         }
+        ConnectionCommand::Events {
+            workspace,
+            connection,
+        } => {
+            let reply = client
+                .get(&[
+                    "workspaces",
+                    &workspace,
+                    "connections",
+                    &connection,
+                    "events",
+                ])
+                .await?;
+            out.reply(&reply, |events: Vec<ConnectionEventView>| {
+                let mut table = Table::new(["TIME", "KIND", "DETAILS", "RUNNER"]);
+                for e in events {
+                    table.row([
+                        time(&e.at),
+                        e.kind,
+                        compact_detail(&e.detail),
+                        e.runner.unwrap_or_else(|| "-".to_owned()),
+                    ]);
+                }
+                table.render_or("no events")
+            })
+        }
+    }
+}
+
+/// An event's detail object as `key=value` pairs on one line, e.g. `pid=4242 reason=released`.
+/// Null values are left out; a string that is empty or holds spaces, quotes, `=` or control
+/// characters is shown as a JSON string, so one event never spans lines or splits ambiguously.
+fn compact_detail(detail: &Value) -> String {
+    let Value::Object(map) = detail else {
+        return detail.to_string();
+    };
+    map.iter()
+        .filter(|(_, value)| !value.is_null())
+        .map(|(key, value)| {
+            let shown = match value {
+                Value::String(text) if plain(text) => text.clone(),
+                other => other.to_string(),
+            };
+            format!("{key}={shown}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether `text` can be shown unquoted in a `key=value` list.
+fn plain(text: &str) -> bool {
+    !text.is_empty()
+        && !text
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '='))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn detail_is_compact_key_value() {
+        assert_eq!(compact_detail(&json!({"tools": 4})), "tools=4");
+        assert_eq!(
+            compact_detail(&json!({"pid": 42, "status": null, "signal": 9})),
+            "pid=42 signal=9"
+        );
+        assert_eq!(
+            compact_detail(&json!({"client_session_id": "s1", "reason": "idle"})),
+            "client_session_id=s1 reason=idle"
+        );
+        assert_eq!(
+            compact_detail(&json!({"error": "spawn failed:\nno such file", "x": ""})),
+            r#"error="spawn failed:\nno such file" x="""#
+        );
+        assert_eq!(compact_detail(&json!({"a": [1, 2]})), "a=[1,2]");
+        assert_eq!(compact_detail(&json!({})), "");
+        assert_eq!(compact_detail(&json!("odd")), r#""odd""#);
     }
 }

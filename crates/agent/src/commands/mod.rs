@@ -2,7 +2,7 @@
 //!
 //! Each command sends one or a few API requests through [`Client`] and prints the answer
 //! through [`Output`]. Later groups (`pair`, `device …`, `mcp-runner DIR`) get their own
-//! module here; `mcp cancel|release|reconcile|resolve` go under [`mcp`].
+//! module here; `mcp reconcile|resolve` go under [`mcp`].
 
 mod connection;
 mod connector;

@@ -58,6 +58,12 @@ impl Server {
     /// Migrates the test database, creates the owner `alice` and starts the server on port 0.
     #[track_caller]
     pub fn start(db: &PgConnectOptions) -> Server {
+        Server::start_with_env(db, &[])
+    }
+
+    /// [`Server::start`] with extra environment for `serve`, e.g. a short result retention.
+    #[track_caller]
+    pub fn start_with_env(db: &PgConnectOptions, env: &[(&str, &str)]) -> Server {
         let database_url = db.to_url_lossy().to_string();
         let name = db
             .get_database()
@@ -72,6 +78,7 @@ impl Server {
         let mut child = Command::new(sibling_binary("switchyard-server"))
             .args(["serve", "--listen", "127.0.0.1:0"])
             .env("DATABASE_URL", &database_url)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log_file)
@@ -295,6 +302,33 @@ impl Run {
                 self.args, self.stdout
             )
         })
+    }
+}
+
+/// Polls `mcp status --json WS CALL` until `done` holds for the call, within `deadline`;
+/// returns that call.
+#[track_caller]
+pub fn wait_for_call(
+    cli: &Switchyard,
+    workspace: &str,
+    call: &str,
+    deadline: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let view = cli
+            .run(&["--json", "mcp", "status", workspace, call])
+            .success()
+            .json();
+        if done(&view) {
+            return view;
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "call {call} did not reach the expected state within {deadline:?}: {view}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

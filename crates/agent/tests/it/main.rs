@@ -4,6 +4,8 @@
 //! Needs `DATABASE_URL` (a role allowed to create databases) and the server and fixture
 //! binaries built next to this test (`cargo build -p switchyard-server -p switchyard-fixture`).
 
+mod calls;
 mod errors;
 mod harness;
+mod sessions;
 mod tour;

@@ -1,8 +1,10 @@
 //! `switchyard mcp …`: submitting tool calls and following them.
 //!
-//! One module per verb; `cancel`, `release`, `reconcile` and `resolve` join them here.
+//! One module per verb; `reconcile` and `resolve` join them here.
 
 mod call;
+mod cancel;
+mod release;
 mod status;
 mod view;
 
@@ -27,5 +29,11 @@ pub async fn run(client: &Client, out: Output, cmd: McpCommand) -> Result<(), Cl
             workspace,
             call: Some(call),
         } => status::show(client, out, &workspace, &call).await,
+        McpCommand::Cancel { workspace, call } => cancel::run(client, out, &workspace, &call).await,
+        McpCommand::Release {
+            workspace,
+            session,
+            connection,
+        } => release::run(client, out, &workspace, &session, connection).await,
     }
 }

@@ -22,10 +22,26 @@ pub fn details(call: &CallView, connection: &str) -> String {
         ("started", opt_time(call.started_at.as_ref())),
         ("finished", opt_time(call.finished_at.as_ref())),
     ];
+    if let Some(at) = &call.cancel_requested_at {
+        pairs.push(("cancel requested at", time(at)));
+    }
     if let Some(error) = &call.error {
-        pairs.push(("error", format!("[{}] {}", error.code, error.message)));
+        // Retention erases the message and keeps the code.
+        let shown = if error.message.is_empty() {
+            format!("[{}]", error.code)
+        } else {
+            format!("[{}] {}", error.code, error.message)
+        };
+        pairs.push(("error", shown));
     }
     let mut text = fields(&pairs);
+    if let Some(at) = &call.retention_expired_at {
+        text.push_str(&format!(
+            "inputs and result expired at {} (minimal disposition)\n",
+            time(at)
+        ));
+        return text;
+    }
     match &call.result {
         Some(result) => {
             let heading = if call.result_truncated {
@@ -115,6 +131,73 @@ fn base64_len(data: &str) -> usize {
 mod tests {
     use super::*;
     use serde_json::json;
+    use switchyard_protocol::CallState;
+    use switchyard_protocol::api::CallError;
+
+    /// A finished call as the server would show it, from its JSON form.
+    fn finished_call() -> CallView {
+        serde_json::from_value(json!({
+            "id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d5e",
+            "workspace_id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d5f",
+            "request_id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d60",
+            "profile_id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d61",
+            "connection_id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d62",
+            "environment_id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d63",
+            "tool_name": "slow",
+            "client_session_id": null,
+            "timeout_seconds": 30,
+            "state": "succeeded",
+            "runner": "central",
+            "arguments": {"seconds": 1},
+            "result": {"content": [{"type": "text", "text": "done"}]},
+            "result_truncated": false,
+            "error": null,
+            "created_at": "2025-01-02T03:04:05Z",
+            "leased_at": "2025-01-02T03:04:05Z",
+            "started_at": "2025-01-02T03:04:06Z",
+            "finished_at": "2025-01-02T03:04:07Z",
+            "cancel_requested_at": null,
+            "retention_expired_at": null
+        }))
+        .expect("a CallView")
+    }
+
+    #[test]
+    fn cancel_request_is_shown_when_set() {
+        let mut call = finished_call();
+        assert!(!details(&call, "fx").contains("cancel requested"));
+        call.cancel_requested_at = call.started_at;
+        let text = details(&call, "fx");
+        assert!(
+            text.lines().any(
+                |l| l.starts_with("cancel requested at") && l.ends_with("2025-01-02T03:04:06Z")
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("result:\ndone"), "{text}");
+    }
+
+    #[test]
+    fn expired_call_shows_its_minimal_disposition() {
+        let mut call = finished_call();
+        call.state = CallState::ToolError;
+        call.arguments = None;
+        call.result = None;
+        call.error = Some(CallError {
+            code: "tool_error".into(),
+            message: String::new(),
+        });
+        call.retention_expired_at = call.finished_at;
+        let text = details(&call, "fx");
+        assert!(
+            text.ends_with(
+                "inputs and result expired at 2025-01-02T03:04:07Z (minimal disposition)\n"
+            ),
+            "{text}"
+        );
+        assert!(text.lines().any(|l| l.ends_with(" [tool_error]")), "{text}");
+        assert!(!text.contains("not retained"), "{text}");
+    }
 
     #[test]
     fn text_is_joined_and_binary_summarized() {
