@@ -308,6 +308,10 @@ pub struct SubmitCall {
     /// 1–3600; 300 when omitted.
     #[serde(default)]
     pub timeout_seconds: Option<u32>,
+    /// The operation (immutable scope) a device-submitted call runs under; required when the
+    /// caller is a device, optional otherwise.
+    #[serde(default)]
+    pub operation_id: Option<OperationId>,
 }
 
 /// The error recorded for a call that failed or became unknown.
@@ -429,4 +433,116 @@ pub struct ConnectionEventView {
     pub runner: Option<String>,
     /// When it happened.
     pub at: DateTime<Utc>,
+}
+
+/// `POST /api/v1/pairing` (no authentication): a device asks to be paired.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StartPairing {
+    /// A name for the device, shown to the approving user (e.g. the host name).
+    pub device_name: String,
+}
+
+/// Answer to [`StartPairing`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairingStarted {
+    /// Identifies this pairing attempt when polling.
+    pub pairing_id: uuid::Uuid,
+    /// The short code a workspace member approves (e.g. `K7QM-3XTD`).
+    pub code: String,
+    /// When the code stops working.
+    pub expires_at: DateTime<Utc>,
+    /// Secret the device presents when polling, so only it can collect the credential.
+    pub poll_secret: String,
+}
+
+/// `POST /api/v1/pairing/{pairing_id}/poll` (no authentication; the poll secret proves it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PollPairing {
+    /// The secret from [`PairingStarted`].
+    pub poll_secret: String,
+}
+
+/// Where a pairing attempt stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum PairingStatus {
+    /// Waiting for approval.
+    Pending {
+        /// When the code stops working.
+        expires_at: DateTime<Utc>,
+    },
+    /// Approved. The credential is handed out on the first poll after approval only.
+    Approved {
+        /// The new device.
+        device_id: DeviceId,
+        /// Its workspace.
+        workspace_id: WorkspaceId,
+        /// The device credential (`sy_dev_…`); `None` once it was collected.
+        credential: Option<String>,
+    },
+    /// The code expired unapproved.
+    Expired,
+}
+
+/// `POST /api/v1/workspaces/{ws}/devices/approve`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApproveDevice {
+    /// The code the device shows.
+    pub code: String,
+    /// Execution profile (id or name) the device may run calls under; the approver needs
+    /// Use on it.
+    pub profile: String,
+}
+
+/// A paired device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceView {
+    /// The device's id.
+    pub id: DeviceId,
+    /// Its workspace.
+    pub workspace_id: WorkspaceId,
+    /// Its name.
+    pub name: String,
+    /// Its runner reference, `device:<id>`: connections placed on it use this.
+    pub runner: String,
+    /// The profile it is bound to.
+    pub profile_id: ProfileId,
+    /// Who approved it.
+    pub approved_by: UserId,
+    /// When it was paired.
+    pub created_at: DateTime<Utc>,
+    /// When it was last heard from.
+    pub last_seen_at: Option<DateTime<Utc>>,
+    /// When it was revoked; a revoked device is refused at its next request.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /api/v1/workspaces/{ws}/operations`: begin an immutable scope for device calls.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BeginOperation {
+    /// Environment id or name.
+    pub environment: String,
+    /// Profile id or name.
+    pub profile: String,
+    /// What the work is for, for people reading the record (≤ 500 characters).
+    pub task: String,
+}
+
+/// An operation: the immutable scope device calls run under.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OperationView {
+    /// The operation's id.
+    pub id: OperationId,
+    /// Its workspace.
+    pub workspace_id: WorkspaceId,
+    /// Its environment.
+    pub environment_id: EnvironmentId,
+    /// Its profile.
+    pub profile_id: ProfileId,
+    /// The task label.
+    pub task: String,
+    /// The device that began it, if a device did.
+    pub device_id: Option<DeviceId>,
+    /// When it began.
+    pub created_at: DateTime<Utc>,
 }

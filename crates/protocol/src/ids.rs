@@ -63,4 +63,8 @@ id_type! {
     CallId,
     /// The client's idempotency key for a call; unique per workspace.
     RequestId,
+    /// A paired device (its runner reference is `device:<id>`).
+    DeviceId,
+    /// An operation: the immutable scope device calls run under.
+    OperationId,
 }

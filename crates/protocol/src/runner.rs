@@ -116,3 +116,148 @@ impl LifecycleEvent {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The device runner API (`/api/v1/runner/...`), authenticated with a device credential.
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /api/v1/runner/lease/acquire`: take (or, for the same holder, resume) the device's
+/// runner lease.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcquireLease {
+    /// The runner process's holder id, kept in its outbox directory so a restarted process
+    /// resumes its own live lease instead of waiting for it to expire.
+    pub holder: uuid::Uuid,
+}
+
+/// Answer to [`AcquireLease`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum AcquireAnswer {
+    /// The lease is this holder's, under `epoch`, for `ttl_seconds`.
+    Acquired {
+        /// The epoch every report must carry.
+        epoch: Epoch,
+        /// Lease length; heartbeat well within it.
+        ttl_seconds: u64,
+    },
+    /// Another holder's lease is live; ask again after `retry_after_ms`.
+    Held {
+        /// When to ask again.
+        retry_after_ms: u64,
+    },
+}
+
+/// `POST /api/v1/runner/heartbeat`: renew the lease and learn what to cancel or release.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// The lease epoch.
+    pub epoch: Epoch,
+    /// Calls this runner holds right now (leased or started).
+    pub active: Vec<CallId>,
+}
+
+/// A warm-session release addressed to a runner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRelease {
+    /// The connection.
+    pub connection_id: ConnectionId,
+    /// The warm-session key.
+    pub client_session_id: Option<String>,
+}
+
+/// Answer to [`Heartbeat`] (a stale epoch answers 409 `runner_fenced` instead).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatAnswer {
+    /// Active calls whose cancellation was requested.
+    pub cancel: Vec<CallId>,
+    /// Sessions to drain, requested since the last heartbeat.
+    pub release: Vec<SessionRelease>,
+}
+
+/// `POST /api/v1/runner/lease`: long-poll for work (waits until work arrives or `wait_ms`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LeaseRequest {
+    /// The lease epoch.
+    pub epoch: Epoch,
+    /// Most calls to lease.
+    pub max: u32,
+    /// Longest wait, in milliseconds (the server caps it at about 25 s).
+    pub wait_ms: u64,
+}
+
+/// Answer to [`LeaseRequest`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LeaseAnswer {
+    /// Calls leased to this runner (possibly none).
+    pub calls: Vec<LeasedCall>,
+}
+
+/// `POST /api/v1/runner/calls/{call}/start`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StartRequest {
+    /// The lease epoch.
+    pub epoch: Epoch,
+}
+
+/// Answer to [`StartRequest`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum StartAnswer {
+    /// Recorded: the runner may send the request now.
+    Proceed,
+    /// Do not send (cancelled, or no longer leased to this runner).
+    Abandon {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// `POST /api/v1/runner/calls/{call}/complete`: a receipt, uploaded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompleteRequest {
+    /// The runner's id for this receipt (unique; the outbox key). Uploading the same receipt
+    /// twice records it once.
+    pub receipt_id: uuid::Uuid,
+    /// The epoch the call was started under.
+    pub epoch: Epoch,
+    /// How it ended (already redacted by the runner).
+    pub completion: Completion,
+}
+
+/// Answer to [`CompleteRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum CompleteAnswer {
+    /// Applied to the call (or applied before: a repeated upload).
+    Recorded,
+    /// The call had moved on; kept as a late receipt, not applied.
+    Superseded,
+    /// The epoch is stale or the call's evidence was erased: quarantine the receipt.
+    Fenced,
+}
+
+/// `POST /api/v1/runner/receipts/check`: which of these receipts must stay quarantined.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReceiptCheck {
+    /// Receipts the runner holds unacknowledged: (receipt id, call id, epoch).
+    pub receipts: Vec<ReceiptRef>,
+}
+
+/// One receipt the runner holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReceiptRef {
+    /// The receipt.
+    pub receipt_id: uuid::Uuid,
+    /// Its call.
+    pub call_id: CallId,
+    /// The epoch it was produced under.
+    pub epoch: Epoch,
+}
+
+/// Answer to [`ReceiptCheck`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReceiptCheckAnswer {
+    /// Receipts to keep quarantined (never upload) until they expire.
+    pub fenced: Vec<uuid::Uuid>,
+}
