@@ -1,38 +1,54 @@
-//! The executor loop: lease calls from a [`ControlPlane`], run each in its own task and report
-//! how each ended.
+//! The executor loop: lease calls from a [`ControlPlane`], run each in its own task on a warm
+//! MCP session, and report how each ended and what became of the sessions.
 //!
-//! Per call: resolve the launch, open a session, ask the control plane to start the call, and
-//! only on [`StartDecision::Proceed`] send `tools/call`; then report the completion and close
-//! the session. What can go wrong before the start is a `failed` completion (certainly no
-//! effect); what goes wrong after the request may have left is `unknown`, never retried.
+//! One `select!` loop owns all mutable state and linearizes everything that happens: lease
+//! results, call tasks asking for and returning sessions, sessions opening and closing, user
+//! commands from an [`ExecutorHandle`] (cancel, release), idle deadlines and shutdown. Call
+//! tasks (`call.rs`) do the slow work; the session pool (`pool.rs`) decides which session a
+//! call uses and when a session closes.
 //!
 //! Guarantees:
-//! - No request is sent without a `Proceed` for the call under its lease epoch.
+//! - No request is sent without a `Proceed` for the call under its lease epoch, and none after
+//!   the call was cancelled before its start.
 //! - A completion is never dropped: an unavailable control plane is retried with backoff until
-//!   it accepts the report or fences the runner.
-//! - Once fenced, the executor leases nothing more, starts nothing more, and returns when its
-//!   running calls have ended.
-//! - Arguments, results and secret values are never logged.
+//!   it accepts the report or fences the runner. Completions are redacted of the call's
+//!   resolved secret values.
+//! - Once shut down or fenced, the executor leases nothing more, lets running calls finish,
+//!   closes every session (`shutdown`) and returns when all are closed.
+//! - Arguments, results and secret values are never logged; a server's stderr is logged only
+//!   redacted.
 
-use crate::control::{ControlError, ControlPlane, StartDecision};
+use crate::backoff::Backoff;
+use crate::call::{Acquired, CallContext, SessionLease, ToLoop, call_error, run_call};
+use crate::control::{ControlError, ControlPlane};
+use crate::events::{EventSink, process_exited, spawn_reporter};
+use crate::handle::{CancelOutcome, Command, ExecutorHandle};
 use crate::launch::SessionLaunch;
-use crate::session::{Dispatch, McpSession, SessionError};
-use serde_json::{Map, Value, json};
+use crate::pool::{Checkout, CloseReason, SessionKey, SessionPool, SessionSlot, ToClose, Verdict};
+use crate::redact::{Redactor, stderr_excerpt};
+use crate::session::{McpSession, SessionError};
+use crate::tasks::KeyedTasks;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_protocol::CallId;
 use switchyard_protocol::api::CallError;
-use switchyard_protocol::runner::{Completion, LeasedCall};
-use tokio::task::{JoinError, JoinSet};
+use switchyard_protocol::runner::{LeasedCall, LifecycleEvent};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{JoinError, JoinHandle};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// The `_meta` key carrying the call's request id to the MCP server (for receipt lookups).
 pub const REQUEST_ID_META_KEY: &str = "io.switchyard/request_id";
 
-/// First delay before retrying an unavailable control plane.
-const BACKOFF_FIRST: Duration = Duration::from_millis(100);
-/// Longest delay between retries.
-const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// How much of a failed server's stderr goes into a call's error message.
+const STDERR_IN_ERROR: usize = 1024;
+/// How much of a server's stderr is logged when its session closes abnormally.
+const STDERR_IN_LOG: usize = 4096;
 
 /// Turns a leased call into a session launch (connector spec plus resolved secrets). An error
 /// fails the call before anything is sent.
@@ -48,6 +64,10 @@ pub struct ExecutorConfig {
     pub lease_wait: Duration,
     /// Deadline for starting and initializing an MCP session.
     pub open_deadline: Duration,
+    /// How long a warm session may sit unused before it is closed (`idle`).
+    pub idle_timeout: Duration,
+    /// How long a call cancelled after dispatch may still be answered by the server.
+    pub cancel_grace: Duration,
 }
 
 impl Default for ExecutorConfig {
@@ -56,6 +76,8 @@ impl Default for ExecutorConfig {
             max_concurrent: 8,
             lease_wait: Duration::from_secs(25),
             open_deadline: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(5 * 60),
+            cancel_grace: Duration::from_secs(2),
         }
     }
 }
@@ -65,412 +87,556 @@ pub struct Executor<C: ControlPlane> {
     control: Arc<C>,
     resolver: LaunchResolver,
     config: ExecutorConfig,
+    commands: mpsc::UnboundedReceiver<Command>,
+    handle: ExecutorHandle,
 }
 
 impl<C: ControlPlane> Executor<C> {
     /// An executor leasing from `control` and launching sessions through `resolver`.
     pub fn new(control: Arc<C>, resolver: LaunchResolver, config: ExecutorConfig) -> Self {
+        let (commands_tx, commands) = mpsc::unbounded_channel();
         Self {
             control,
             resolver,
             config,
+            commands,
+            handle: ExecutorHandle::new(commands_tx),
         }
     }
 
+    /// A handle to cancel calls and release sessions while [`Executor::run`] runs.
+    pub fn handle(&self) -> ExecutorHandle {
+        self.handle.clone()
+    }
+
     /// Leases and runs calls until `shutdown` is cancelled or the control plane fences this
-    /// runner; then leases nothing more and returns once every running call has ended.
+    /// runner; then leases nothing more, waits for running calls, closes every session and
+    /// returns.
     ///
     /// A lease request still waiting when shutdown comes is dropped: calls it may have leased
     /// were never started, so their leases expire and they are queued again.
     pub async fn run(self, shutdown: CancellationToken) {
-        let fenced = CancellationToken::new();
+        let Self {
+            control,
+            resolver,
+            config,
+            commands,
+            handle,
+        } = self;
+        // Handles held elsewhere keep working until the loop ends; this one is not needed.
+        drop(handle);
+        let (to_loop, inbox) = mpsc::unbounded_channel();
+        let (events, reporter) = spawn_reporter(Arc::clone(&control));
         let context = Arc::new(CallContext {
-            control: Arc::clone(&self.control),
-            resolver: self.resolver,
-            sessions: Sessions {
-                open_deadline: self.config.open_deadline,
-            },
-            shutdown: shutdown.clone(),
-            fenced: fenced.clone(),
+            control: Arc::clone(&control),
+            resolver,
+            to_loop,
+            cancel_grace: config.cancel_grace,
+            shutdown,
+            fenced: CancellationToken::new(),
         });
-        let max_concurrent = self.config.max_concurrent.max(1);
-        let mut calls = JoinSet::new();
-        let mut backoff = Backoff::default();
+        let runner = Runner {
+            control,
+            config,
+            context,
+            commands,
+            inbox,
+            pool: SessionPool::new(),
+            calls: HashMap::new(),
+            call_tasks: KeyedTasks::new(),
+            openers: KeyedTasks::new(),
+            closers: KeyedTasks::new(),
+            events,
+            lease: None,
+            lease_retry: None,
+            backoff: Backoff::default(),
+            stopping: false,
+        };
+        runner.run(reporter).await;
+    }
+}
 
+/// A pending lease request.
+type LeaseFuture = Pin<Box<dyn Future<Output = Result<Vec<LeasedCall>, ControlError>> + Send>>;
+
+/// How a waiting call is answered when its session opens.
+type Waiter = oneshot::Sender<Acquired>;
+
+/// Where a leased call stands, as far as cancelling it is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallPhase {
+    /// Its launch is being prepared; it has not asked for a session yet.
+    Preparing,
+    /// Waiting for session `slot` to open.
+    Waiting(SessionSlot),
+    /// Cancelled before it was started: it never will be.
+    Withdrawn,
+    /// It has a session (or its session failed to open): it is being started, or has been,
+    /// and will report a completion unless the start is refused.
+    Running,
+}
+
+/// The loop's record of one call task.
+struct CallEntry {
+    phase: CallPhase,
+    /// Cancelled when the user cancels the call.
+    cancel: CancellationToken,
+    /// The session it holds, if any.
+    slot: Option<SessionSlot>,
+}
+
+/// The state of a running executor; only its loop touches it.
+struct Runner<C: ControlPlane> {
+    control: Arc<C>,
+    config: ExecutorConfig,
+    context: Arc<CallContext<C>>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    inbox: mpsc::UnboundedReceiver<ToLoop>,
+    pool: SessionPool<McpSession, Waiter>,
+    calls: HashMap<CallId, CallEntry>,
+    call_tasks: KeyedTasks<CallId, ()>,
+    openers: KeyedTasks<SessionSlot, Result<McpSession, SessionError>>,
+    closers: KeyedTasks<SessionSlot, ()>,
+    events: EventSink,
+    lease: Option<LeaseFuture>,
+    /// When an unavailable control plane may be asked for a lease again.
+    lease_retry: Option<Instant>,
+    backoff: Backoff,
+    /// Shut down or fenced: lease nothing more, wind down.
+    stopping: bool,
+}
+
+impl<C: ControlPlane> Runner<C> {
+    async fn run(mut self, reporter: JoinHandle<()>) {
         loop {
-            while let Some(ended) = calls.try_join_next() {
-                log_task_end(ended);
+            self.close_queued();
+            if !self.stopping
+                && (self.context.shutdown.is_cancelled() || self.context.fenced.is_cancelled())
+            {
+                self.stopping = true;
+                self.lease = None;
+                tracing::info!(
+                    active = self.calls.len(),
+                    "executor stopping; waiting for running calls"
+                );
             }
-            if shutdown.is_cancelled() || fenced.is_cancelled() {
-                break;
-            }
-            let free = max_concurrent.saturating_sub(calls.len());
-            if free == 0 {
-                tokio::select! {
-                    Some(ended) = calls.join_next() => log_task_end(ended),
-                    () = shutdown.cancelled() => {}
-                    () = fenced.cancelled() => {}
+            if self.stopping && self.calls.is_empty() {
+                self.pool.drain_all(CloseReason::Shutdown);
+                self.close_queued();
+                if self.pool.is_empty()
+                    && self.call_tasks.is_empty()
+                    && self.openers.is_empty()
+                    && self.closers.is_empty()
+                {
+                    break;
                 }
-                continue;
             }
-            let leased = tokio::select! {
-                leased = self.control.lease(free, self.config.lease_wait) => leased,
-                () = shutdown.cancelled() => break,
-                () = fenced.cancelled() => break,
-            };
-            match leased {
-                Ok(leased) => {
-                    backoff.reset();
-                    for call in leased {
-                        let span = tracing::info_span!(
-                            "call",
-                            call_id = %call.call_id,
-                            connection_id = %call.connection.connection_id,
-                            tool = %call.tool_name,
-                        );
-                        calls.spawn(run_call(Arc::clone(&context), call).instrument(span));
+            self.request_lease();
+            let idle_deadline = self.pool.next_idle_deadline(self.config.idle_timeout);
+
+            tokio::select! {
+                leased = next_lease(&mut self.lease) => self.on_lease(leased),
+                Some(command) = self.commands.recv() => self.on_command(command),
+                Some(message) = self.inbox.recv() => self.on_message(message),
+                Some((call_id, ended)) = self.call_tasks.join_next() => {
+                    self.on_call_ended(call_id, ended);
+                }
+                Some((slot, opened)) = self.openers.join_next() => self.on_opened(slot, opened),
+                Some((slot, closed)) = self.closers.join_next() => {
+                    if let Err(error) = closed {
+                        tracing::error!(%error, "closing an MCP session failed");
                     }
+                    self.pool.closed(slot);
                 }
-                Err(ControlError::Fenced(epoch)) => {
-                    tracing::warn!(?epoch, "lease refused: runner fenced; stopping");
-                    fenced.cancel();
+                () = sleep_until(idle_deadline) => {
+                    self.pool.close_idle(Instant::now(), self.config.idle_timeout);
                 }
-                Err(ControlError::Unavailable(reason)) => {
-                    let delay = backoff.next_delay();
-                    tracing::warn!(%reason, retry_in = ?delay, "cannot lease calls");
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = shutdown.cancelled() => {}
-                        () = fenced.cancelled() => {}
-                    }
-                }
+                () = sleep_until(self.lease_retry) => self.lease_retry = None,
+                () = self.context.shutdown.cancelled(), if !self.stopping => {}
+                () = self.context.fenced.cancelled(), if !self.stopping => {}
             }
         }
 
-        tracing::info!(
-            active = calls.len(),
-            "executor stopping; waiting for running calls"
-        );
-        while let Some(ended) = calls.join_next().await {
-            log_task_end(ended);
+        // Closers hold the last other senders: once they are done, the reporter drains its
+        // queue and ends.
+        drop(self.events);
+        if let Err(error) = reporter.await {
+            tracing::error!(%error, "the lifecycle event reporter failed");
         }
         tracing::info!("executor stopped");
     }
-}
 
-/// What every call task shares.
-struct CallContext<C> {
-    control: Arc<C>,
-    resolver: LaunchResolver,
-    sessions: Sessions,
-    /// The executor is shutting down: calls not yet started give up their start.
-    shutdown: CancellationToken,
-    /// The control plane fenced this runner: start nothing, stop reporting.
-    fenced: CancellationToken,
-}
-
-/// Where calls get their MCP sessions and give them back. Today every call opens a fresh
-/// session and closes it afterwards; warm session reuse belongs here.
-struct Sessions {
-    open_deadline: Duration,
-}
-
-impl Sessions {
-    async fn acquire(&self, launch: &SessionLaunch) -> Result<McpSession, SessionError> {
-        McpSession::open(launch, self.open_deadline).await
-    }
-
-    async fn release(&self, session: McpSession) {
-        session.close().await;
-    }
-}
-
-/// Runs one leased call from launch to completion report.
-async fn run_call<C: ControlPlane>(context: Arc<CallContext<C>>, call: LeasedCall) {
-    let arguments = match &call.arguments {
-        Value::Object(arguments) => arguments.clone(),
-        _ => {
-            let error = call_error("invalid_arguments", "tool arguments must be a JSON object");
-            report(&context, &call, Completion::Failed { error }).await;
+    /// Starts a lease request when there is room for more calls and none is pending.
+    fn request_lease(&mut self) {
+        if self.stopping || self.lease.is_some() || self.lease_retry.is_some() {
             return;
         }
-    };
-    let launch = match (context.resolver)(&call) {
-        Ok(launch) => launch,
-        Err(error) => {
-            tracing::warn!(code = %error.code, "cannot prepare the MCP session; failing the call");
-            report(&context, &call, Completion::Failed { error }).await;
+        let free = self
+            .config
+            .max_concurrent
+            .max(1)
+            .saturating_sub(self.calls.len());
+        if free == 0 {
             return;
         }
-    };
-    let opened = context.sessions.acquire(&launch).await;
-    // The launch holds secret values; the session no longer needs them.
-    drop(launch);
-    let session = match opened {
-        Ok(session) => session,
-        Err(error) => {
-            tracing::warn!(%error, "cannot open the MCP session; failing the call");
-            let error = call_error("spawn_failed", error.to_string());
-            report(&context, &call, Completion::Failed { error }).await;
-            return;
-        }
-    };
-
-    if !start(&context, &call).await {
-        context.sessions.release(session).await;
-        return;
+        let control = Arc::clone(&self.control);
+        let wait = self.config.lease_wait;
+        self.lease = Some(Box::pin(async move { control.lease(free, wait).await }));
     }
 
-    let timeout = Duration::from_secs(u64::from(call.timeout_seconds));
-    let mut meta = Map::new();
-    meta.insert(
-        REQUEST_ID_META_KEY.to_owned(),
-        Value::String(call.request_id.to_string()),
-    );
-    let dispatch = session
-        .call_tool(&call.tool_name, arguments, meta, timeout)
-        .await;
-    let completion = completion_for(dispatch, call.timeout_seconds);
-    // Reporting need not wait for the server's grace period, and closing must not wait for an
-    // unavailable control plane.
-    tokio::join!(
-        report(&context, &call, completion),
-        context.sessions.release(session)
-    );
-}
-
-/// Asks the control plane to start the call; true only when the request may now be sent.
-/// An unavailable control plane is retried until it answers, the runner is fenced or the
-/// executor shuts down (giving up is safe: nothing was sent, and the lease will expire).
-async fn start<C: ControlPlane>(context: &CallContext<C>, call: &LeasedCall) -> bool {
-    let mut backoff = Backoff::default();
-    loop {
-        if context.fenced.is_cancelled() {
-            return false;
-        }
-        match context.control.start(call.call_id, call.epoch).await {
-            Ok(StartDecision::Proceed) => return true,
-            Ok(StartDecision::Abandon { reason }) => {
-                tracing::info!(%reason, "start refused; the call is not sent");
-                return false;
+    fn on_lease(&mut self, leased: Result<Vec<LeasedCall>, ControlError>) {
+        self.lease = None;
+        match leased {
+            Ok(leased) => {
+                self.backoff.reset();
+                for call in leased {
+                    self.spawn_call(call);
+                }
             }
             Err(ControlError::Fenced(epoch)) => {
-                tracing::warn!(?epoch, "start refused: runner fenced; the call is not sent");
-                context.fenced.cancel();
-                return false;
+                tracing::warn!(?epoch, "lease refused: runner fenced; stopping");
+                self.context.fenced.cancel();
             }
             Err(ControlError::Unavailable(reason)) => {
-                let delay = backoff.next_delay();
-                tracing::warn!(%reason, retry_in = ?delay, "cannot start the call");
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = context.shutdown.cancelled() => {
-                        tracing::info!("shutting down before the start was acknowledged; the call is not sent");
-                        return false;
-                    }
-                    () = context.fenced.cancelled() => return false,
+                let delay = self.backoff.next_delay();
+                tracing::warn!(%reason, retry_in = ?delay, "cannot lease calls");
+                self.lease_retry = Some(Instant::now() + delay);
+            }
+        }
+    }
+
+    fn spawn_call(&mut self, call: LeasedCall) {
+        let call_id = call.call_id;
+        if self.calls.contains_key(&call_id) {
+            // Its earlier lease expired while this executor was still preparing it. Running it
+            // twice could send it twice; the running task keeps it.
+            tracing::warn!(%call_id, "leased a call that is already running here; ignored");
+            return;
+        }
+        let span = tracing::info_span!(
+            "call",
+            %call_id,
+            connection_id = %call.connection.connection_id,
+            tool = %call.tool_name,
+        );
+        let cancel = CancellationToken::new();
+        let task = run_call(Arc::clone(&self.context), call, cancel.clone()).instrument(span);
+        self.call_tasks.spawn(call_id, task);
+        self.calls.insert(
+            call_id,
+            CallEntry {
+                phase: CallPhase::Preparing,
+                cancel,
+                slot: None,
+            },
+        );
+    }
+
+    fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Cancel { call_id, reply } => {
+                let outcome = self.cancel(call_id);
+                tracing::info!(%call_id, ?outcome, "cancel requested");
+                let _ = reply.send(outcome);
+            }
+            Command::Release {
+                connection_id,
+                client_session_id,
+                reply,
+            } => {
+                let key = SessionKey {
+                    connection_id,
+                    client_session_id,
+                };
+                let released = self.pool.release(&key);
+                tracing::info!(%connection_id, released, "sessions released");
+                let _ = reply.send(released);
+            }
+        }
+    }
+
+    fn cancel(&mut self, call_id: CallId) -> CancelOutcome {
+        let Some(entry) = self.calls.get_mut(&call_id) else {
+            return CancelOutcome::NotFound;
+        };
+        entry.cancel.cancel();
+        match entry.phase {
+            CallPhase::Preparing | CallPhase::Withdrawn => {
+                entry.phase = CallPhase::Withdrawn;
+                CancelOutcome::NotStarted
+            }
+            CallPhase::Waiting(slot) => {
+                entry.phase = CallPhase::Withdrawn;
+                if let Some(waiter) = self.pool.remove_waiter(slot, call_id) {
+                    let _ = waiter.send(Acquired::Withdrawn);
+                }
+                CancelOutcome::NotStarted
+            }
+            CallPhase::Running => CancelOutcome::Cancelling,
+        }
+    }
+
+    fn on_message(&mut self, message: ToLoop) {
+        match message {
+            ToLoop::Acquire {
+                call_id,
+                key,
+                launch,
+                redactor,
+                reply,
+            } => self.acquire(call_id, key, launch, redactor, reply),
+            ToLoop::Checkin {
+                call_id,
+                slot,
+                verdict,
+            } => {
+                self.pool.checkin(slot, verdict, Instant::now());
+                if let Some(entry) = self.calls.get_mut(&call_id)
+                    && entry.slot == Some(slot)
+                {
+                    entry.slot = None;
                 }
             }
         }
     }
-}
 
-/// Reports `completion`, retrying an unavailable control plane until it accepts the report or
-/// fences the runner.
-async fn report<C: ControlPlane>(
-    context: &CallContext<C>,
-    call: &LeasedCall,
-    completion: Completion,
-) {
-    let outcome = outcome_name(&completion);
-    let mut backoff = Backoff::default();
-    loop {
-        match context
-            .control
-            .complete(call.call_id, call.epoch, completion.clone())
-            .await
-        {
-            Ok(()) => {
-                tracing::info!(outcome, "call completed");
-                return;
-            }
-            Err(ControlError::Fenced(epoch)) => {
-                tracing::warn!(?epoch, outcome, "completion refused: runner fenced");
-                context.fenced.cancel();
-                return;
-            }
-            Err(ControlError::Unavailable(reason)) => {
-                let delay = backoff.next_delay();
-                tracing::warn!(%reason, outcome, retry_in = ?delay, "cannot report the completion");
-                tokio::time::sleep(delay).await;
-            }
-        }
-    }
-}
-
-/// What a dispatch means for the call.
-fn completion_for(dispatch: Dispatch, timeout_seconds: u32) -> Completion {
-    match dispatch {
-        Dispatch::Answered {
-            result,
-            is_error: false,
-        } => Completion::Succeeded { result },
-        Dispatch::Answered {
-            result,
-            is_error: true,
-        } => Completion::ToolError { result },
-        // A JSON-RPC error is the server's answer too: shown like an error result.
-        Dispatch::Rejected { code, message } => {
-            tracing::info!(code, "the MCP server answered with a JSON-RPC error");
-            Completion::ToolError {
-                result: json!({
-                    "content": [{ "type": "text", "text": message }],
-                    "isError": true,
-                }),
-            }
-        }
-        Dispatch::TimedOut => Completion::Unknown {
-            error: call_error(
-                "timeout",
-                format!("no answer within {timeout_seconds} s; the call was cancelled"),
-            ),
-        },
-        Dispatch::Lost { message } => Completion::Unknown {
-            error: call_error("transport_closed", message),
-        },
-        Dispatch::NotSent { message } => Completion::Failed {
-            error: call_error("not_sent", message),
-        },
-    }
-}
-
-fn call_error(code: &str, message: impl Into<String>) -> CallError {
-    CallError {
-        code: code.to_owned(),
-        message: message.into(),
-    }
-}
-
-fn outcome_name(completion: &Completion) -> &'static str {
-    match completion {
-        Completion::Succeeded { .. } => "succeeded",
-        Completion::ToolError { .. } => "tool_error",
-        Completion::Failed { .. } => "failed",
-        Completion::Unknown { .. } => "unknown",
-    }
-}
-
-fn log_task_end(ended: Result<(), JoinError>) {
-    if let Err(error) = ended {
-        // The call's session was dropped with the task, which killed its process group; the
-        // control plane will treat the call as lost with its runner.
-        tracing::error!(%error, "call task failed without reporting");
-    }
-}
-
-/// Exponential backoff between retries of an unavailable control plane.
-#[derive(Debug)]
-struct Backoff {
-    next: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self {
-            next: BACKOFF_FIRST,
-        }
-    }
-}
-
-impl Backoff {
-    fn next_delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = (delay * 2).min(BACKOFF_MAX);
-        delay
-    }
-
-    fn reset(&mut self) {
-        self.next = BACKOFF_FIRST;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_limit_and_resets() {
-        let mut backoff = Backoff::default();
-        let delays: Vec<u128> = (0..7).map(|_| backoff.next_delay().as_millis()).collect();
-        assert_eq!(delays, [100, 200, 400, 800, 1600, 2000, 2000]);
-        backoff.reset();
-        assert_eq!(backoff.next_delay(), BACKOFF_FIRST);
-    }
-
-    #[test]
-    fn dispatches_map_to_completions() {
-        let answered = json!({ "content": [], "isError": false });
-        assert_eq!(
-            completion_for(
-                Dispatch::Answered {
-                    result: answered.clone(),
-                    is_error: false
-                },
-                5
-            ),
-            Completion::Succeeded { result: answered }
-        );
-        assert!(matches!(
-            completion_for(
-                Dispatch::Answered {
-                    result: json!({}),
-                    is_error: true
-                },
-                5
-            ),
-            Completion::ToolError { .. }
-        ));
-        assert_eq!(
-            completion_for(
-                Dispatch::Rejected {
-                    code: -32602,
-                    message: "unknown tool".to_owned()
-                },
-                5
-            ),
-            Completion::ToolError {
-                result: json!({
-                    "content": [{ "type": "text", "text": "unknown tool" }],
-                    "isError": true,
-                })
-            }
-        );
-        let code = |completion: Completion| match completion {
-            Completion::Unknown { error } => format!("unknown/{}", error.code),
-            Completion::Failed { error } => format!("failed/{}", error.code),
-            other => format!("{other:?}"),
+    /// Finds or opens a session for a call.
+    fn acquire(
+        &mut self,
+        call_id: CallId,
+        key: SessionKey,
+        launch: SessionLaunch,
+        redactor: Arc<Redactor>,
+        reply: Waiter,
+    ) {
+        let Some(phase) = self.calls.get(&call_id).map(|entry| entry.phase) else {
+            let error = call_error("runner_error", "the executor does not know this call");
+            let _ = reply.send(Acquired::Failed(error));
+            return;
         };
-        assert_eq!(
-            code(completion_for(Dispatch::TimedOut, 5)),
-            "unknown/timeout"
+        if phase == CallPhase::Withdrawn {
+            let _ = reply.send(Acquired::Withdrawn);
+            return;
+        }
+        let fingerprint = self.pool.fingerprint(&launch);
+        self.pool.supersede(key.connection_id, fingerprint);
+        let waiting_on = match self.pool.checkout(&key, fingerprint) {
+            Checkout::Ready { slot, session } => {
+                self.hand_out(call_id, slot, session, reply);
+                return;
+            }
+            Checkout::Opening(slot) => match self.pool.wait(slot, call_id, reply) {
+                Ok(()) => slot,
+                Err(reply) => {
+                    let error = call_error("runner_error", "the session being opened vanished");
+                    let _ = reply.send(Acquired::Failed(error));
+                    return;
+                }
+            },
+            Checkout::Absent => {
+                let slot = self
+                    .pool
+                    .start_opening(key, fingerprint, redactor, call_id, reply);
+                let deadline = self.config.open_deadline;
+                self.openers.spawn(
+                    slot,
+                    async move { McpSession::open(&launch, deadline).await },
+                );
+                slot
+            }
+        };
+        // A started call that waits again (for a fresh session) stays cancellable only as a
+        // started call.
+        if let Some(entry) = self.calls.get_mut(&call_id)
+            && entry.phase == CallPhase::Preparing
+        {
+            entry.phase = CallPhase::Waiting(waiting_on);
+        }
+    }
+
+    /// Lends `session` (already counted as active) to a call.
+    fn hand_out(
+        &mut self,
+        call_id: CallId,
+        slot: SessionSlot,
+        session: Arc<McpSession>,
+        reply: Waiter,
+    ) {
+        let delivered = reply
+            .send(Acquired::Session(SessionLease { slot, session }))
+            .is_ok();
+        match self.calls.get_mut(&call_id) {
+            Some(entry) if delivered => {
+                entry.phase = CallPhase::Running;
+                entry.slot = Some(slot);
+            }
+            // The call task is gone: the session goes back unused.
+            _ => self.pool.checkin(slot, Verdict::Keep, Instant::now()),
+        }
+    }
+
+    fn on_opened(
+        &mut self,
+        slot: SessionSlot,
+        opened: Result<Result<McpSession, SessionError>, JoinError>,
+    ) {
+        let session = match opened {
+            Ok(Ok(session)) => session,
+            Ok(Err(error)) => {
+                let stderr_tail = error.stderr_tail().map(str::to_owned);
+                self.open_failed(slot, error.to_string(), stderr_tail);
+                return;
+            }
+            Err(error) => {
+                self.open_failed(slot, format!("opening the session failed: {error}"), None);
+                return;
+            }
+        };
+        let pid = session.process_group_id();
+        let Some(opened) = self.pool.opened(slot, session, Instant::now()) else {
+            // Not a Starting entry: the session is dropped, which kills its process group.
+            tracing::error!(?slot, "a session opened for an entry that was not starting");
+            return;
+        };
+        tracing::info!(
+            connection_id = %opened.key.connection_id,
+            pid,
+            waiting = opened.waiters.len(),
+            "MCP session started"
         );
-        assert_eq!(
-            code(completion_for(
-                Dispatch::Lost {
-                    message: "closed".to_owned()
-                },
-                5
-            )),
-            "unknown/transport_closed"
-        );
-        assert_eq!(
-            code(completion_for(
-                Dispatch::NotSent {
-                    message: "dead".to_owned()
-                },
-                5
-            )),
-            "failed/not_sent"
-        );
+        self.events.send(LifecycleEvent::SessionStarted {
+            connection_id: opened.key.connection_id,
+            client_session_id: opened.key.client_session_id.clone(),
+            pid,
+        });
+        for (call_id, waiter) in opened.waiters {
+            self.hand_out(call_id, slot, Arc::clone(&opened.session), waiter);
+        }
+    }
+
+    /// Fails every call waiting for `slot`, whose session could not be opened.
+    fn open_failed(&mut self, slot: SessionSlot, reason: String, stderr_tail: Option<String>) {
+        let Some((waiters, redactor)) = self.pool.open_failed(slot) else {
+            return;
+        };
+        let mut message = redactor.redact(&reason).into_owned();
+        if let Some(tail) = stderr_tail {
+            let excerpt = stderr_excerpt(&redactor, &tail, STDERR_IN_ERROR);
+            if !excerpt.is_empty() {
+                message.push_str("; the server's stderr ends with: ");
+                message.push_str(&excerpt);
+            }
+        }
+        tracing::warn!(%message, waiting = waiters.len(), "cannot open the MCP session");
+        let error = call_error("spawn_failed", message);
+        for (call_id, waiter) in waiters {
+            if let Some(entry) = self.calls.get_mut(&call_id) {
+                entry.phase = CallPhase::Running;
+            }
+            let _ = waiter.send(Acquired::Failed(error.clone()));
+        }
+    }
+
+    fn on_call_ended(&mut self, call_id: CallId, ended: Result<(), JoinError>) {
+        if let Err(error) = &ended {
+            tracing::error!(%call_id, %error, "call task failed without reporting");
+            // Its last checkin may still be queued: apply it before looking at what it held.
+            while let Ok(message) = self.inbox.try_recv() {
+                self.on_message(message);
+            }
+        }
+        let Some(entry) = self.calls.remove(&call_id) else {
+            return;
+        };
+        // A task that ended normally has given its session back already (the checkin may
+        // still be queued); one that panicked may still hold one.
+        if ended.is_err()
+            && let Some(slot) = entry.slot
+        {
+            self.pool.checkin(
+                slot,
+                Verdict::Evict(CloseReason::RunnerError),
+                Instant::now(),
+            );
+        }
+    }
+
+    /// Starts closing every session the pool has queued for closing.
+    fn close_queued(&mut self) {
+        for close in self.pool.take_closable() {
+            let events = self.events.clone();
+            self.closers.spawn(close.slot, close_session(close, events));
+        }
+    }
+}
+
+/// Closes a session and reports how it and its process ended.
+async fn close_session(close: ToClose<McpSession>, events: EventSink) {
+    let ToClose {
+        key,
+        session,
+        reason,
+        redactor,
+        ..
+    } = close;
+    let closed_event = LifecycleEvent::SessionClosed {
+        connection_id: key.connection_id,
+        client_session_id: key.client_session_id.clone(),
+        reason: reason.as_str().to_owned(),
+    };
+    let session = match Arc::try_unwrap(session) {
+        Ok(session) => session,
+        Err(shared) => {
+            // Every call gives its handle back before checking in, so this is a bug; the
+            // session still ends (its process group is killed) when the last handle goes.
+            tracing::error!(
+                reason = reason.as_str(),
+                "a session to close is still shared"
+            );
+            drop(shared);
+            events.send(closed_event);
+            return;
+        }
+    };
+    let pid = session.process_group_id();
+    if reason.is_abnormal()
+        && let Some(tail) = session.stderr_tail()
+    {
+        let excerpt = stderr_excerpt(&redactor, &tail, STDERR_IN_LOG);
+        if !excerpt.is_empty() {
+            tracing::warn!(
+                reason = reason.as_str(),
+                pid,
+                stderr = %excerpt,
+                "closing MCP session; the end of the server's stderr follows"
+            );
+        }
+    }
+    let status = session.close().await;
+    if let (Some(pid), Some(status)) = (pid, status) {
+        events.send(process_exited(key.connection_id, pid, status));
+    }
+    tracing::info!(
+        connection_id = %key.connection_id,
+        reason = reason.as_str(),
+        pid,
+        "MCP session closed"
+    );
+    events.send(closed_event);
+}
+
+/// The pending lease request's answer; never, when none is pending.
+async fn next_lease(lease: &mut Option<LeaseFuture>) -> Result<Vec<LeasedCall>, ControlError> {
+    match lease {
+        Some(lease) => lease.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps until `deadline`; forever, when there is none.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }

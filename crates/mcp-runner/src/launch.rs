@@ -40,10 +40,21 @@ impl fmt::Debug for SessionLaunch {
     }
 }
 
-/// Whether `name` may never be set in a stdio child by a launch: the runner's own configuration
-/// and the dynamic loader's switches.
+/// Variables a launch may never set because the runner decides them: where programs are found,
+/// who and where the child runs as, and the runner's database.
+const RESERVED_ENV: &[&str] = &["PATH", "HOME", "USER", "SHELL", "DATABASE_URL"];
+
+/// Proxy variables, which reroute a child's network traffic. Programs read them in either case
+/// (`http_proxy` as much as `HTTP_PROXY`), so they are reserved in any case.
+const ROUTING_ENV: &[&str] = &["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"];
+
+/// Whether `name` may never be set in a stdio child by a launch: the runner's own configuration,
+/// the child's identity and search path, the dynamic loader's switches and network routing.
 pub fn is_reserved_env_name(name: &str) -> bool {
-    name == "DATABASE_URL"
+    RESERVED_ENV.contains(&name)
+        || ROUTING_ENV
+            .iter()
+            .any(|routing| routing.eq_ignore_ascii_case(name))
         || name.starts_with("SWITCHYARD_")
         || name.starts_with("LD_")
         || name.starts_with("DYLD_")
@@ -128,10 +139,17 @@ mod tests {
             "SWITCHYARD_URL",
             "LD_PRELOAD",
             "DYLD_INSERT_LIBRARIES",
+            "PATH",
+            "HOME",
+            "USER",
+            "SHELL",
+            "HTTPS_PROXY",
+            "http_proxy",
+            "No_Proxy",
         ] {
             assert!(is_reserved_env_name(name), "{name} must be reserved");
         }
-        for name in ["GITHUB_TOKEN", "API_KEY"] {
+        for name in ["GITHUB_TOKEN", "API_KEY", "path", "PROXY_TOKEN"] {
             assert!(!is_reserved_env_name(name), "{name} must be allowed");
         }
     }

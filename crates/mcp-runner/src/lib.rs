@@ -1,15 +1,25 @@
 //! The Switchyard executor: leases calls from a [`control::ControlPlane`], runs them against
-//! MCP servers and reports how they ended. Used by the server for central placement and by the
-//! `switchyard-mcp-runner` binary on devices.
+//! MCP servers on warm sessions and reports how they ended. Used by the server for central
+//! placement and by the `switchyard-mcp-runner` binary on devices.
 
+mod backoff;
+mod call;
 pub mod control;
+pub mod credentials;
+mod events;
 pub mod executor;
+pub mod handle;
 pub mod launch;
+mod pool;
 mod process_group;
+pub mod redact;
 pub mod session;
 pub mod tail;
+mod tasks;
 
 pub use control::{ControlError, ControlPlane, StartDecision};
 pub use executor::{Executor, ExecutorConfig, LaunchResolver};
+pub use handle::{CancelOutcome, ExecutorHandle};
 pub use launch::SessionLaunch;
-pub use session::{DiscoveredTool, Dispatch, McpSession, SessionError, discover};
+pub use redact::Redactor;
+pub use session::{CallCancellation, DiscoveredTool, Dispatch, McpSession, SessionError, discover};

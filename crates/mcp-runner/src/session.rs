@@ -9,27 +9,35 @@
 //!
 //! [`McpSession::call_tool`] reports what is known about the request's fate as a [`Dispatch`]:
 //! whether the request certainly never left, was answered, or may have reached the server
-//! without an answer.
+//! without an answer. [`McpSession::call_tool_until_cancelled`] can also be cancelled by the
+//! runner: it sends `notifications/cancelled` and still records an answer that arrives within
+//! a grace period.
+//!
+//! The session owns its stdio child (rmcp only gets the pipes), so closing it can report how
+//! the process ended.
 
 use crate::launch::{SessionLaunch, child_environment, is_reserved_env_name};
 use crate::process_group::ProcessGroup;
 use crate::tail::PipeTail;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
-    Implementation, MetaObject, PaginatedRequestParams, RequestMetaObject, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientNotification,
+    ClientRequest, CustomNotification, Implementation, MetaObject, PaginatedRequestParams,
+    RequestId, RequestMetaObject, ServerResult, Tool,
 };
 use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::TokioChildProcess;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceError, ServiceExt};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet};
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 use switchyard_protocol::api::ConnectorSpec;
+use tokio::process::Child;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 /// How long a stdio server may take to exit on its own once stdin is closed.
 const STDIN_GRACE: Duration = Duration::from_millis(100);
@@ -37,6 +45,8 @@ const STDIN_GRACE: Duration = Duration::from_millis(100);
 const TERMINATE_WAIT: Duration = Duration::from_secs(1);
 /// How long to wait for the client to finish reaping a killed server.
 const KILLED_WAIT: Duration = Duration::from_secs(1);
+/// How long the client may take to stop its I/O loop (which closes the child's stdin).
+const CLIENT_STOP_WAIT: Duration = Duration::from_secs(1);
 /// How long an HTTP session may take to end (it tells the server to drop the session).
 const HTTP_CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// How long to keep reading a failed server's stderr after killing it, so its last words
@@ -92,6 +102,9 @@ pub enum Dispatch {
     },
     /// No answer within the timeout; `notifications/cancelled` was sent.
     TimedOut,
+    /// The runner cancelled the call after sending it (`notifications/cancelled` was sent) and
+    /// no answer came within the grace period: the effect is uncertain.
+    Cancelled,
     /// The request was sent (or may have been) but the session ended without an answer, or the
     /// answer was not a `CallToolResult`.
     Lost {
@@ -205,12 +218,23 @@ impl SessionError {
     }
 }
 
+/// How the runner may cancel a call it has sent.
+#[derive(Clone, Debug)]
+pub struct CallCancellation {
+    /// Cancelled by the runner to cancel the call.
+    pub token: CancellationToken,
+    /// How long to wait for the server's answer after `notifications/cancelled`.
+    pub grace: Duration,
+}
+
 /// The transport-specific part of a session.
 #[derive(Debug)]
 enum Transport {
-    /// A local child in its own process group.
+    /// A local child in its own process group. rmcp only has its stdin and stdout, so the
+    /// session alone reaps it and learns how it ended.
     Stdio {
         group: ProcessGroup,
+        child: Box<Child>,
         stderr: Option<PipeTail>,
     },
     /// A remote server over streamable HTTP.
@@ -268,13 +292,37 @@ impl McpSession {
     }
 
     /// Calls tool `name` with `arguments`, adding `meta` to the request's `_meta`, and waits up
-    /// to `timeout` for the answer. On timeout rmcp sends `notifications/cancelled`.
+    /// to `timeout` for the answer. On timeout `notifications/cancelled` is sent.
     pub async fn call_tool(
         &self,
         name: &str,
         arguments: Map<String, Value>,
         meta: Map<String, Value>,
         timeout: Duration,
+    ) -> Dispatch {
+        let never = CallCancellation {
+            token: CancellationToken::new(),
+            grace: Duration::ZERO,
+        };
+        self.call_tool_until_cancelled(name, arguments, meta, timeout, &never)
+            .await
+    }
+
+    /// Like [`McpSession::call_tool`], and cancellable: once `cancel.token` is cancelled,
+    /// `notifications/cancelled` is sent for the request and an answer arriving within
+    /// `cancel.grace` is still returned as it is; without one the call is
+    /// [`Dispatch::Cancelled`].
+    ///
+    /// rmcp writes each message from its own task, so a cancellation made in the very instant
+    /// the request is sent may reach the server first and be ignored. The call then ends as
+    /// [`Dispatch::Cancelled`] all the same (uncertain), and its session should be closed.
+    pub async fn call_tool_until_cancelled(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        meta: Map<String, Value>,
+        timeout: Duration,
+        cancel: &CallCancellation,
     ) -> Dispatch {
         if self.client.is_transport_closed() {
             return Dispatch::NotSent {
@@ -284,8 +332,9 @@ impl McpSession {
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = Some(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let options = PeerRequestOptions::with_timeout(timeout)
-            .with_meta(RequestMetaObject(MetaObject(meta)));
+        // No rmcp timeout: the deadline is kept below, next to cancellation.
+        let options =
+            PeerRequestOptions::no_options().with_meta(RequestMetaObject(MetaObject(meta)));
         let handle = match self.client.send_request_with_option(request, options).await {
             Ok(handle) => handle,
             // The session loop is gone: the request was never queued for writing.
@@ -295,7 +344,52 @@ impl McpSession {
                 };
             }
         };
-        match handle.await_response().await {
+        let request_id = handle.id.clone();
+        let mut answer = handle.rx;
+        tokio::select! {
+            answered = &mut answer => self.dispatch_for(answered),
+            () = tokio::time::sleep(timeout) => {
+                self.notify_cancelled(&request_id, "request timeout").await;
+                Dispatch::TimedOut
+            }
+            () = cancel.token.cancelled() => {
+                self.notify_cancelled(&request_id, "cancelled by the user").await;
+                match tokio::time::timeout(cancel.grace, &mut answer).await {
+                    Ok(answered) => self.dispatch_for(answered),
+                    Err(_) => Dispatch::Cancelled,
+                }
+            }
+        }
+    }
+
+    /// Tells the server to stop working on request `request_id`.
+    ///
+    /// rmcp's typed `CancelledNotification` would also resolve the pending request locally as
+    /// cancelled and drop a later answer; an answer that still arrives must be recorded, so the
+    /// same wire message is sent as a custom notification, which rmcp passes through.
+    async fn notify_cancelled(&self, request_id: &RequestId, reason: &str) {
+        let notification = CustomNotification::new(
+            "notifications/cancelled",
+            Some(json!({ "requestId": request_id, "reason": reason })),
+        );
+        if let Err(error) = self
+            .client
+            .send_notification(ClientNotification::CustomNotification(notification))
+            .await
+        {
+            // The session is ending: the server gets no cancellation but no more work either.
+            tracing::debug!(%error, "could not send notifications/cancelled");
+        }
+    }
+
+    /// What an answer (or the lack of one) to `tools/call` means.
+    fn dispatch_for(
+        &self,
+        answered: Result<Result<ServerResult, ServiceError>, oneshot::error::RecvError>,
+    ) -> Dispatch {
+        // rmcp drops the responder when the session loop ends without an answer.
+        let answered = answered.unwrap_or(Err(ServiceError::TransportClosed));
+        match answered {
             Ok(ServerResult::CallToolResult(result)) => {
                 let is_error = result.is_error == Some(true);
                 match serde_json::to_value(result) {
@@ -314,7 +408,6 @@ impl McpSession {
                 code: i64::from(error.code.0),
                 message: error.message.into_owned(),
             },
-            Err(ServiceError::Timeout { .. }) => Dispatch::TimedOut,
             Err(error) if self.refused_before_processing(&error) => Dispatch::NotSent {
                 message: error.to_string(),
             },
@@ -347,6 +440,12 @@ impl McpSession {
         }
     }
 
+    /// Whether the session has ended on its own (the server exited or hung up): a call on it
+    /// would not be sent.
+    pub fn is_closed(&self) -> bool {
+        self.client.is_transport_closed()
+    }
+
     /// The process group id of a stdio server (its PID); `None` for HTTP.
     pub fn process_group_id(&self) -> Option<u32> {
         match &self.transport {
@@ -356,8 +455,9 @@ impl McpSession {
     }
 
     /// Ends the session. For stdio: close stdin, a short grace, SIGTERM to the group, up to a
-    /// second for the server to exit, then SIGKILL to the group.
-    pub async fn close(self) {
+    /// second for the server to exit, then SIGKILL to the group. Returns how a stdio server
+    /// ended, once reaped (`None` for HTTP, or when it could not be reaped in time).
+    pub async fn close(self) -> Option<ExitStatus> {
         let Self {
             mut client,
             transport,
@@ -370,33 +470,48 @@ impl McpSession {
                 {
                     tracing::warn!("MCP HTTP session did not close in time; abandoned it");
                 }
+                None
             }
-            Transport::Stdio { mut group, stderr } => {
-                // Closing the client closes the child's stdin and then waits for the child to
-                // exit, reaping it; the group signals below make sure it does, and reach
-                // anything the child left behind in its group.
-                let closing = client.close();
-                tokio::pin!(closing);
-                let exited = tokio::time::timeout(STDIN_GRACE, &mut closing)
+            Transport::Stdio {
+                mut group,
+                mut child,
+                stderr,
+            } => {
+                // Stopping the client's I/O loop drops the child's stdin: a well-behaved server
+                // exits on EOF. The group signals below make sure it does, and reach anything it
+                // left behind in its group.
+                if tokio::time::timeout(CLIENT_STOP_WAIT, client.close())
                     .await
-                    .is_ok();
-                group.terminate();
-                let exited = exited
-                    || tokio::time::timeout(TERMINATE_WAIT, &mut closing)
-                        .await
-                        .is_ok();
-                group.kill();
-                if !exited
-                    && tokio::time::timeout(KILLED_WAIT, &mut closing)
-                        .await
-                        .is_err()
+                    .is_err()
                 {
+                    tracing::debug!(pgid = group.id(), "MCP client loop did not stop in time");
+                }
+                let mut status = tokio::time::timeout(STDIN_GRACE, child.wait())
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+                group.terminate();
+                if status.is_none() {
+                    status = tokio::time::timeout(TERMINATE_WAIT, child.wait())
+                        .await
+                        .ok()
+                        .and_then(Result::ok);
+                }
+                group.kill();
+                if status.is_none() {
+                    status = tokio::time::timeout(KILLED_WAIT, child.wait())
+                        .await
+                        .ok()
+                        .and_then(Result::ok);
+                }
+                if status.is_none() {
                     tracing::warn!(
                         pgid = group.id(),
                         "killed MCP server was not reaped in time"
                     );
                 }
                 drop(stderr);
+                status
             }
         }
     }
@@ -445,28 +560,40 @@ async fn open_stdio(
     cmd.args(args)
         .env_clear()
         .envs(child_environment(std::env::vars_os(), env))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .process_group(0);
     let spawn_error = |source| SessionError::Spawn {
         command: command.to_owned(),
         source,
     };
-    let (child, stderr) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_error)?;
+    let mut child = cmd.spawn().map_err(spawn_error)?;
     let Some(mut group) = child.id().and_then(ProcessGroup::adopt) else {
+        // Not a group we may signal: stop the child itself.
+        let _ = child.start_kill();
         return Err(spawn_error(std::io::Error::other(
             "the started process has no usable process id",
         )));
     };
-    let stderr = stderr.map(PipeTail::spawn);
+    let stderr = child.stderr.take().map(PipeTail::spawn);
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        group.kill();
+        return Err(spawn_error(std::io::Error::other(
+            "the started process has no stdin or stdout pipe",
+        )));
+    };
     tracing::debug!(pgid = group.id(), command, "started stdio MCP server");
 
-    let initialized = tokio::time::timeout(deadline, client_config().serve(child)).await;
+    let initialized = tokio::time::timeout(deadline, client_config().serve((stdout, stdin))).await;
     match initialized {
         Ok(Ok(client)) => Ok(McpSession {
             client,
-            transport: Transport::Stdio { group, stderr },
+            transport: Transport::Stdio {
+                group,
+                child: Box::new(child),
+                stderr,
+            },
         }),
         Ok(Err(error)) => {
             group.kill();

@@ -1,206 +1,15 @@
-//! The executor loop against an in-test control plane and the real fixture.
-//!
-//! [`TestControl`] implements our own `ControlPlane` trait with a queue and recorded starts and
-//! completions; the MCP side is the real fixture process.
+//! The executor loop against an in-test control plane and the real fixture: outcomes, starts,
+//! fencing, retries of the control plane and shutdown.
 
+use crate::control::*;
 use crate::fixture::*;
-use serde_json::{Value, json};
-use std::collections::VecDeque;
-use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use switchyard_mcp_runner::{
-    ControlError, ControlPlane, Executor, ExecutorConfig, LaunchResolver, SessionLaunch,
-    StartDecision,
-};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use switchyard_mcp_runner::{LaunchResolver, SessionLaunch};
+use switchyard_protocol::CallId;
 use switchyard_protocol::api::{CallError, ConnectorSpec};
-use switchyard_protocol::runner::{Completion, ConnectionTarget, Epoch, LeasedCall};
-use switchyard_protocol::{CallId, ConnectionId, RequestId};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
-const EPOCH: Epoch = Epoch(7);
-
-/// What [`TestControl::start`] answers.
-#[derive(Clone, Copy, Debug)]
-enum StartAnswer {
-    Proceed,
-    Abandon,
-    Fenced,
-}
-
-/// A control plane in memory: a queue of calls, a scripted start answer, and records.
-struct TestControl {
-    queue: Mutex<VecDeque<LeasedCall>>,
-    start_answer: StartAnswer,
-    lease_fenced: bool,
-    /// How many upcoming `complete` calls fail as unavailable before one succeeds.
-    complete_failures: AtomicUsize,
-    complete_attempts: AtomicUsize,
-    starts: Mutex<Vec<(CallId, Epoch)>>,
-    completions: Mutex<Vec<(CallId, Epoch, Completion)>>,
-}
-
-impl TestControl {
-    fn new(calls: Vec<LeasedCall>, start_answer: StartAnswer) -> Self {
-        Self {
-            queue: Mutex::new(calls.into()),
-            start_answer,
-            lease_fenced: false,
-            complete_failures: AtomicUsize::new(0),
-            complete_attempts: AtomicUsize::new(0),
-            starts: Mutex::new(Vec::new()),
-            completions: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn starts(&self) -> Vec<(CallId, Epoch)> {
-        self.starts.lock().expect("starts lock").clone()
-    }
-
-    fn completions(&self) -> Vec<(CallId, Epoch, Completion)> {
-        self.completions.lock().expect("completions lock").clone()
-    }
-}
-
-impl ControlPlane for TestControl {
-    async fn lease(&self, max: usize, wait: Duration) -> Result<Vec<LeasedCall>, ControlError> {
-        if self.lease_fenced {
-            return Err(ControlError::Fenced(EPOCH));
-        }
-        let leased: Vec<LeasedCall> = {
-            let mut queue = self.queue.lock().expect("queue lock");
-            let take = max.min(queue.len());
-            queue.drain(..take).collect()
-        };
-        if leased.is_empty() {
-            // A long poll on which no work arrives.
-            tokio::time::sleep(wait).await;
-        }
-        Ok(leased)
-    }
-
-    async fn start(&self, call_id: CallId, epoch: Epoch) -> Result<StartDecision, ControlError> {
-        self.starts
-            .lock()
-            .expect("starts lock")
-            .push((call_id, epoch));
-        match self.start_answer {
-            StartAnswer::Proceed => Ok(StartDecision::Proceed),
-            StartAnswer::Abandon => Ok(StartDecision::Abandon {
-                reason: "cancelled by the user".to_owned(),
-            }),
-            StartAnswer::Fenced => Err(ControlError::Fenced(epoch)),
-        }
-    }
-
-    async fn complete(
-        &self,
-        call_id: CallId,
-        epoch: Epoch,
-        completion: Completion,
-    ) -> Result<(), ControlError> {
-        self.complete_attempts.fetch_add(1, Ordering::SeqCst);
-        let failing = self
-            .complete_failures
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
-                left.checked_sub(1)
-            })
-            .is_ok();
-        if failing {
-            return Err(ControlError::Unavailable("database restarting".to_owned()));
-        }
-        self.completions
-            .lock()
-            .expect("completions lock")
-            .push((call_id, epoch, completion));
-        Ok(())
-    }
-}
-
-/// A leased call of `tool` on a connection running `spec`.
-fn leased(spec: ConnectorSpec, tool: &str, arguments: Value, timeout_seconds: u32) -> LeasedCall {
-    LeasedCall {
-        call_id: CallId::new(),
-        request_id: RequestId::new(),
-        epoch: EPOCH,
-        connection: ConnectionTarget {
-            connection_id: ConnectionId::new(),
-            revision: 1,
-            spec,
-        },
-        tool_name: tool.to_owned(),
-        arguments,
-        timeout_seconds,
-        client_session_id: None,
-    }
-}
-
-/// A `count` call on a fixture writing to `count_file`.
-fn count_call(count_file: &Path) -> LeasedCall {
-    let path = count_file.to_string_lossy();
-    leased(
-        stdio_spec(&["--count-file", &path]),
-        "count",
-        json!({ "label": "executor" }),
-        20,
-    )
-}
-
-/// A resolver that launches the leased connector with no secrets.
-fn plain_resolver() -> LaunchResolver {
-    Arc::new(|call: &LeasedCall| {
-        Ok(SessionLaunch {
-            spec: call.connection.spec.clone(),
-            env: Vec::new(),
-            headers: Vec::new(),
-        })
-    })
-}
-
-fn config() -> ExecutorConfig {
-    ExecutorConfig {
-        max_concurrent: 4,
-        lease_wait: Duration::from_millis(50),
-        open_deadline: OPEN_DEADLINE,
-    }
-}
-
-/// Starts the executor; returns its task and its shutdown token.
-fn spawn_executor(
-    control: &Arc<TestControl>,
-    resolver: LaunchResolver,
-) -> (JoinHandle<()>, CancellationToken) {
-    let shutdown = CancellationToken::new();
-    let executor = Executor::new(Arc::clone(control), resolver, config());
-    let task = tokio::spawn(executor.run(shutdown.clone()));
-    (task, shutdown)
-}
-
-/// Waits for the executor to return on its own (shutdown or fencing).
-async fn stopped(task: JoinHandle<()>) {
-    tokio::time::timeout(Duration::from_secs(20), task)
-        .await
-        .expect("the executor returns in time")
-        .expect("the executor does not panic");
-}
-
-/// Runs the executor until `completions` completions are recorded, then shuts it down.
-async fn run_until_completed(
-    control: &Arc<TestControl>,
-    resolver: LaunchResolver,
-    completions: usize,
-) -> Vec<(CallId, Epoch, Completion)> {
-    let (task, shutdown) = spawn_executor(control, resolver);
-    wait_until(Duration::from_secs(30), "the calls complete", || {
-        control.completions().len() >= completions
-    })
-    .await;
-    shutdown.cancel();
-    stopped(task).await;
-    control.completions()
-}
+use switchyard_protocol::runner::{Completion, LeasedCall};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_started_call_succeeds() {
@@ -211,6 +20,7 @@ async fn a_started_call_succeeds() {
         20,
     );
     let call_id = call.call_id;
+    let connection_id = call.connection.connection_id;
     let control = Arc::new(TestControl::new(vec![call], StartAnswer::Proceed));
 
     let completions = run_until_completed(&control, plain_resolver(), 1).await;
@@ -223,6 +33,14 @@ async fn a_started_call_succeeds() {
         Completion::Succeeded { result } => assert_eq!(first_text(result), "via executor"),
         other => panic!("expected success, got {other:?}"),
     }
+    // Shutdown closed the session, and the server exited on its own when stdin closed.
+    let pids = control.started_pids(connection_id);
+    assert_eq!(pids.len(), 1);
+    assert_eq!(control.closed_reasons(connection_id), ["shutdown"]);
+    assert_eq!(
+        control.exit_of(connection_id, pids[0]),
+        Some((Some(0), None))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,13 +101,9 @@ async fn an_abandoned_start_never_runs_the_tool() {
         StartAnswer::Abandon,
     ));
 
-    let (task, shutdown) = spawn_executor(&control, plain_resolver());
-    wait_until(Duration::from_secs(30), "the start is asked", || {
-        !control.starts().is_empty()
-    })
-    .await;
-    shutdown.cancel();
-    stopped(task).await;
+    let running = start_executor(&control, plain_resolver(), config());
+    wait_until(SOON, "the start is asked", || !control.starts().is_empty()).await;
+    running.stop().await;
 
     assert!(count_lines(&count_file).is_empty(), "the tool must not run");
     assert!(
@@ -304,9 +118,9 @@ async fn a_fenced_lease_stops_the_executor() {
     control.lease_fenced = true;
     let control = Arc::new(control);
 
-    let (task, _shutdown) = spawn_executor(&control, plain_resolver());
+    let running = start_executor(&control, plain_resolver(), config());
 
-    stopped(task).await;
+    stopped(running.task).await;
     assert!(control.starts().is_empty());
 }
 
@@ -318,9 +132,9 @@ async fn a_fenced_start_sends_nothing_and_stops_the_executor() {
         StartAnswer::Fenced,
     ));
 
-    let (task, _shutdown) = spawn_executor(&control, plain_resolver());
+    let running = start_executor(&control, plain_resolver(), config());
 
-    stopped(task).await;
+    stopped(running.task).await;
     assert_eq!(control.starts().len(), 1);
     assert!(count_lines(&count_file).is_empty(), "the tool must not run");
     assert!(control.completions().is_empty());
@@ -344,13 +158,9 @@ async fn shutdown_waits_for_a_running_call() {
     let call = leased(stdio_spec(&[]), "slow", json!({ "seconds": 1 }), 20);
     let control = Arc::new(TestControl::new(vec![call], StartAnswer::Proceed));
 
-    let (task, shutdown) = spawn_executor(&control, plain_resolver());
-    wait_until(Duration::from_secs(30), "the call starts", || {
-        !control.starts().is_empty()
-    })
-    .await;
-    shutdown.cancel();
-    stopped(task).await;
+    let running = start_executor(&control, plain_resolver(), config());
+    wait_until(SOON, "the call starts", || !control.starts().is_empty()).await;
+    running.stop().await;
 
     let completions = control.completions();
     assert_eq!(

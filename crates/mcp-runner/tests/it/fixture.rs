@@ -1,7 +1,7 @@
 //! Helpers: where the fixture binary is, launches for it, result accessors, process scans.
 
 use serde_json::{Map, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use switchyard_mcp_runner::SessionLaunch;
 use switchyard_protocol::api::ConnectorSpec;
@@ -47,6 +47,28 @@ pub fn stdio_launch(args: &[&str]) -> SessionLaunch {
         env: Vec::new(),
         headers: Vec::new(),
     }
+}
+
+/// `sh -c script` with `args` as `$1`, `$2`, …: the fixture behind a wrapper that lets a test
+/// see what the server sees.
+pub fn shell_spec(script: &str, args: &[&Path]) -> ConnectorSpec {
+    let mut all = vec!["-c".to_owned(), script.to_owned(), "sh".to_owned()];
+    all.extend(args.iter().map(|arg| arg.to_string_lossy().into_owned()));
+    ConnectorSpec::Stdio {
+        command: "sh".to_owned(),
+        args: all,
+        env: Vec::new(),
+    }
+}
+
+/// The fixture over stdio with a copy of everything it reads on stdin written to `stdin_copy`.
+pub fn stdin_copying_spec(stdin_copy: &Path) -> ConnectorSpec {
+    shell_spec(r#"tee "$1" | "$2" stdio"#, &[stdin_copy, &fixture_binary()])
+}
+
+/// Whether file `path` exists and contains `needle`.
+pub fn file_contains(path: &Path, needle: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|text| text.contains(needle))
 }
 
 /// A path in the temp directory no other test uses (not created).

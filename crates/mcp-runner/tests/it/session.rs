@@ -4,8 +4,11 @@
 use crate::fixture::*;
 use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};
-use switchyard_mcp_runner::{Dispatch, McpSession, SessionError, SessionLaunch, discover};
+use switchyard_mcp_runner::{
+    CallCancellation, Dispatch, McpSession, SessionError, SessionLaunch, discover,
+};
 use switchyard_protocol::api::ConnectorSpec;
+use tokio_util::sync::CancellationToken;
 
 async fn open(launch: &SessionLaunch) -> McpSession {
     McpSession::open(launch, OPEN_DEADLINE)
@@ -113,7 +116,9 @@ async fn a_server_crashing_mid_call_loses_the_call_and_later_calls_are_not_sent(
 
     let after = call(&session, "echo", args(&[("text", json!("anyone?"))])).await;
     assert!(matches!(after, Dispatch::NotSent { .. }), "got {after:?}");
-    session.close().await;
+    assert!(session.is_closed());
+    let status = session.close().await.expect("the server is reaped");
+    assert_eq!(status.code(), Some(3), "the crash tool's exit status");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,6 +149,71 @@ async fn a_slow_call_past_its_timeout_times_out_and_is_cancelled() {
     )
     .await;
     session.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_is_cancelled_at_the_server_and_the_session_stays_usable() {
+    let stdin_copy = temp_path("session-cancel-stdin");
+    let session = open(&SessionLaunch {
+        spec: stdin_copying_spec(&stdin_copy),
+        env: Vec::new(),
+        headers: Vec::new(),
+    })
+    .await;
+    let cancel = CallCancellation {
+        token: CancellationToken::new(),
+        grace: Duration::from_millis(300),
+    };
+    let started = Instant::now();
+
+    // Cancelled once the request has reached the server: a cancellation sent in the same
+    // instant as the request may overtake it on the wire.
+    let (dispatch, ()) = tokio::join!(
+        session.call_tool_until_cancelled(
+            "slow",
+            args(&[("seconds", json!(30))]),
+            Map::new(),
+            CALL_TIMEOUT,
+            &cancel,
+        ),
+        async {
+            wait_until(
+                Duration::from_secs(10),
+                "the request reaches the server",
+                || file_contains(&stdin_copy, "tools/call"),
+            )
+            .await;
+            cancel.token.cancel();
+        }
+    );
+
+    assert_eq!(
+        dispatch,
+        Dispatch::Cancelled,
+        "the server does not answer a cancelled call"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    wait_until(
+        Duration::from_secs(5),
+        "the server sees the cancellation",
+        || {
+            session
+                .stderr_tail()
+                .is_some_and(|tail| tail.contains("slow: cancelled by the client"))
+        },
+    )
+    .await;
+    let (result, _) =
+        answered(call(&session, "echo", args(&[("text", json!("still here"))])).await);
+    assert_eq!(first_text(&result), "still here");
+    assert!(file_contains(&stdin_copy, "notifications/cancelled"));
+    let status = session.close().await.expect("the server is reaped");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "it exited on its own when stdin closed"
+    );
+    let _ = std::fs::remove_file(&stdin_copy);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

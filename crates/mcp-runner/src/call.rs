@@ -1,0 +1,493 @@
+//! One leased call, from launch to completion report, as its own task.
+//!
+//! Per call: resolve the launch, get a session from the executor loop (a warm one, or one the
+//! loop opens), ask the control plane to start the call, and only on
+//! [`StartDecision::Proceed`] send `tools/call`; then give the session back with a verdict on
+//! its health and report the redacted completion. What goes wrong before the request may have
+//! left is `failed` (certainly no effect); what goes wrong after is `unknown`, never retried —
+//! except a request that certainly never left a dead warm session, which is sent once more on
+//! a fresh one.
+
+use crate::backoff::Backoff;
+use crate::control::{ControlError, ControlPlane, StartDecision};
+use crate::executor::{LaunchResolver, REQUEST_ID_META_KEY};
+use crate::launch::SessionLaunch;
+use crate::pool::{CloseReason, SessionKey, SessionSlot, Verdict};
+use crate::redact::Redactor;
+use crate::session::{CallCancellation, Dispatch, McpSession};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_protocol::CallId;
+use switchyard_protocol::api::CallError;
+use switchyard_protocol::runner::{Completion, LeasedCall};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// What every call task shares.
+pub(crate) struct CallContext<C> {
+    /// Where starts and completions go.
+    pub(crate) control: Arc<C>,
+    /// Turns a leased call into a launch.
+    pub(crate) resolver: LaunchResolver,
+    /// Requests to the executor loop.
+    pub(crate) to_loop: mpsc::UnboundedSender<ToLoop>,
+    /// How long a cancelled call may still be answered.
+    pub(crate) cancel_grace: Duration,
+    /// The executor is shutting down: calls not yet started give up their start.
+    pub(crate) shutdown: CancellationToken,
+    /// The control plane fenced this runner: start nothing, stop reporting.
+    pub(crate) fenced: CancellationToken,
+}
+
+/// A call task's request to the executor loop.
+pub(crate) enum ToLoop {
+    /// A session for `key`, opened from `launch` if none is ready.
+    Acquire {
+        call_id: CallId,
+        key: SessionKey,
+        launch: SessionLaunch,
+        redactor: Arc<Redactor>,
+        reply: oneshot::Sender<Acquired>,
+    },
+    /// The call has finished with the session in `slot`.
+    Checkin {
+        call_id: CallId,
+        slot: SessionSlot,
+        verdict: Verdict,
+    },
+}
+
+/// The loop's answer to [`ToLoop::Acquire`].
+pub(crate) enum Acquired {
+    /// A session to send the call on.
+    Session(SessionLease),
+    /// The call was cancelled before it was started: drop it without a report.
+    Withdrawn,
+    /// No session could be opened; nothing was sent.
+    Failed(CallError),
+}
+
+/// A session lent to one call; give it back with [`CallContext::checkin`].
+pub(crate) struct SessionLease {
+    /// The pool entry.
+    pub(crate) slot: SessionSlot,
+    /// The session.
+    pub(crate) session: Arc<McpSession>,
+}
+
+impl<C: ControlPlane> CallContext<C> {
+    /// Asks the loop for a session for `key`.
+    async fn acquire(
+        &self,
+        call_id: CallId,
+        key: &SessionKey,
+        launch: &SessionLaunch,
+        redactor: &Arc<Redactor>,
+    ) -> Acquired {
+        let (reply, answer) = oneshot::channel();
+        let request = ToLoop::Acquire {
+            call_id,
+            key: key.clone(),
+            launch: launch.clone(),
+            redactor: Arc::clone(redactor),
+            reply,
+        };
+        let stopped = || {
+            Acquired::Failed(call_error(
+                "runner_stopped",
+                "the executor stopped before the call got an MCP session",
+            ))
+        };
+        if self.to_loop.send(request).is_err() {
+            return stopped();
+        }
+        answer.await.unwrap_or_else(|_| stopped())
+    }
+
+    /// Gives a session back with what this call says about its health.
+    fn checkin(&self, call_id: CallId, lease: SessionLease, verdict: Verdict) {
+        let SessionLease { slot, session } = lease;
+        // The pool closes a session only once no call holds it.
+        drop(session);
+        // The loop outlives every call task, so this send only fails if the loop panicked.
+        let _ = self.to_loop.send(ToLoop::Checkin {
+            call_id,
+            slot,
+            verdict,
+        });
+    }
+}
+
+/// Runs one leased call from launch to completion report. `cancel` is cancelled by the loop
+/// when the user cancels the call.
+pub(crate) async fn run_call<C: ControlPlane>(
+    context: Arc<CallContext<C>>,
+    call: LeasedCall,
+    cancel: CancellationToken,
+) {
+    let arguments = match &call.arguments {
+        Value::Object(arguments) => arguments.clone(),
+        _ => {
+            let error = call_error("invalid_arguments", "tool arguments must be a JSON object");
+            fail_before_start(&context, &call, &cancel, error).await;
+            return;
+        }
+    };
+    let launch = match (context.resolver)(&call) {
+        Ok(launch) => launch,
+        Err(error) => {
+            tracing::warn!(code = %error.code, "cannot prepare the MCP session; failing the call");
+            fail_before_start(&context, &call, &cancel, error).await;
+            return;
+        }
+    };
+    let redactor = Arc::new(Redactor::for_launch(&launch));
+    let key = SessionKey {
+        connection_id: call.connection.connection_id,
+        client_session_id: call.client_session_id.clone(),
+    };
+    let mut lease = match context
+        .acquire(call.call_id, &key, &launch, &redactor)
+        .await
+    {
+        Acquired::Session(lease) => lease,
+        Acquired::Withdrawn => {
+            tracing::info!("cancelled before it was started; the call is not sent");
+            return;
+        }
+        Acquired::Failed(error) => {
+            report(&context, &call, &redactor, Completion::Failed { error }).await;
+            return;
+        }
+    };
+
+    if !start(&context, &call).await {
+        context.checkin(call.call_id, lease, Verdict::Keep);
+        return;
+    }
+
+    let cancellation = CallCancellation {
+        token: cancel,
+        grace: context.cancel_grace,
+    };
+    let timeout = Duration::from_secs(u64::from(call.timeout_seconds));
+    let mut meta = Map::new();
+    meta.insert(
+        REQUEST_ID_META_KEY.to_owned(),
+        Value::String(call.request_id.to_string()),
+    );
+    let mut retried = false;
+    let dispatch = loop {
+        if cancellation.token.is_cancelled() {
+            context.checkin(call.call_id, lease, Verdict::Keep);
+            let error = call_error("cancelled", "cancelled before the request was sent");
+            report(&context, &call, &redactor, Completion::Failed { error }).await;
+            return;
+        }
+        let dispatch = lease
+            .session
+            .call_tool_until_cancelled(
+                &call.tool_name,
+                arguments.clone(),
+                meta.clone(),
+                timeout,
+                &cancellation,
+            )
+            .await;
+        context.checkin(call.call_id, lease, verdict_for(&dispatch));
+        match dispatch {
+            // Nothing reached the server, so sending again cannot run the tool twice.
+            Dispatch::NotSent { message } if !retried => {
+                retried = true;
+                tracing::info!(
+                    reason = %redactor.redact(&message),
+                    "the MCP session had ended before the request was sent; trying a fresh one"
+                );
+                lease = match context
+                    .acquire(call.call_id, &key, &launch, &redactor)
+                    .await
+                {
+                    Acquired::Session(lease) => lease,
+                    Acquired::Failed(error) => {
+                        report(&context, &call, &redactor, Completion::Failed { error }).await;
+                        return;
+                    }
+                    // The loop withdraws only calls that were never started; should it ever
+                    // answer so here, the request has still not been sent.
+                    Acquired::Withdrawn => {
+                        let error = call_error("not_sent", message);
+                        report(&context, &call, &redactor, Completion::Failed { error }).await;
+                        return;
+                    }
+                };
+            }
+            dispatch => break dispatch,
+        }
+    };
+    let completion = completion_for(dispatch, call.timeout_seconds);
+    report(&context, &call, &redactor, completion).await;
+}
+
+/// Reports a failure found before the call asked for a session, unless the call has been
+/// cancelled meanwhile (then the control plane has settled it and wants no report).
+async fn fail_before_start<C: ControlPlane>(
+    context: &CallContext<C>,
+    call: &LeasedCall,
+    cancel: &CancellationToken,
+    error: CallError,
+) {
+    if cancel.is_cancelled() {
+        tracing::info!(code = %error.code, "cancelled before it was started; nothing to report");
+        return;
+    }
+    report(
+        context,
+        call,
+        &Redactor::default(),
+        Completion::Failed { error },
+    )
+    .await;
+}
+
+/// Asks the control plane to start the call; true only when the request may now be sent.
+/// An unavailable control plane is retried until it answers, the runner is fenced or the
+/// executor shuts down (giving up is safe: nothing was sent, and the lease will expire).
+async fn start<C: ControlPlane>(context: &CallContext<C>, call: &LeasedCall) -> bool {
+    let mut backoff = Backoff::default();
+    loop {
+        if context.fenced.is_cancelled() {
+            return false;
+        }
+        match context.control.start(call.call_id, call.epoch).await {
+            Ok(StartDecision::Proceed) => return true,
+            Ok(StartDecision::Abandon { reason }) => {
+                tracing::info!(%reason, "start refused; the call is not sent");
+                return false;
+            }
+            Err(ControlError::Fenced(epoch)) => {
+                tracing::warn!(?epoch, "start refused: runner fenced; the call is not sent");
+                context.fenced.cancel();
+                return false;
+            }
+            Err(ControlError::Unavailable(reason)) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(%reason, retry_in = ?delay, "cannot start the call");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = context.shutdown.cancelled() => {
+                        tracing::info!("shutting down before the start was acknowledged; the call is not sent");
+                        return false;
+                    }
+                    () = context.fenced.cancelled() => return false,
+                }
+            }
+        }
+    }
+}
+
+/// Reports `completion`, redacted with the call's secrets, retrying an unavailable control
+/// plane until it accepts the report or fences the runner.
+async fn report<C: ControlPlane>(
+    context: &CallContext<C>,
+    call: &LeasedCall,
+    redactor: &Redactor,
+    completion: Completion,
+) {
+    let completion = redactor.redact_completion(completion);
+    let outcome = outcome_name(&completion);
+    let mut backoff = Backoff::default();
+    loop {
+        match context
+            .control
+            .complete(call.call_id, call.epoch, completion.clone())
+            .await
+        {
+            Ok(()) => {
+                tracing::info!(outcome, "call completed");
+                return;
+            }
+            Err(ControlError::Fenced(epoch)) => {
+                tracing::warn!(?epoch, outcome, "completion refused: runner fenced");
+                context.fenced.cancel();
+                return;
+            }
+            Err(ControlError::Unavailable(reason)) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(%reason, outcome, retry_in = ?delay, "cannot report the completion");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// What a dispatch says about the session it went over.
+fn verdict_for(dispatch: &Dispatch) -> Verdict {
+    match dispatch {
+        Dispatch::Answered { .. } | Dispatch::Rejected { .. } => Verdict::Keep,
+        // The server may still be busy with the call: end it with its session.
+        Dispatch::TimedOut => Verdict::Evict(CloseReason::Timeout),
+        Dispatch::Cancelled => Verdict::Evict(CloseReason::Cancelled),
+        Dispatch::Lost { .. } | Dispatch::NotSent { .. } => {
+            Verdict::Evict(CloseReason::TransportClosed)
+        }
+    }
+}
+
+/// What a dispatch means for the call.
+fn completion_for(dispatch: Dispatch, timeout_seconds: u32) -> Completion {
+    match dispatch {
+        Dispatch::Answered {
+            result,
+            is_error: false,
+        } => Completion::Succeeded { result },
+        Dispatch::Answered {
+            result,
+            is_error: true,
+        } => Completion::ToolError { result },
+        // A JSON-RPC error is the server's answer too: shown like an error result.
+        Dispatch::Rejected { code, message } => {
+            tracing::info!(code, "the MCP server answered with a JSON-RPC error");
+            Completion::ToolError {
+                result: json!({
+                    "content": [{ "type": "text", "text": message }],
+                    "isError": true,
+                }),
+            }
+        }
+        Dispatch::TimedOut => Completion::Unknown {
+            error: call_error(
+                "timeout",
+                format!("no answer within {timeout_seconds} s; the call was cancelled"),
+            ),
+        },
+        Dispatch::Cancelled => Completion::Unknown {
+            error: call_error(
+                "cancelled",
+                "cancelled after dispatch; the server did not answer, so the effect is uncertain",
+            ),
+        },
+        Dispatch::Lost { message } => Completion::Unknown {
+            error: call_error("transport_closed", message),
+        },
+        Dispatch::NotSent { message } => Completion::Failed {
+            error: call_error("not_sent", message),
+        },
+    }
+}
+
+/// A call error with a stable `code`.
+pub(crate) fn call_error(code: &str, message: impl Into<String>) -> CallError {
+    CallError {
+        code: code.to_owned(),
+        message: message.into(),
+    }
+}
+
+fn outcome_name(completion: &Completion) -> &'static str {
+    match completion {
+        Completion::Succeeded { .. } => "succeeded",
+        Completion::ToolError { .. } => "tool_error",
+        Completion::Failed { .. } => "failed",
+        Completion::Unknown { .. } => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatches_map_to_completions() {
+        let answered = json!({ "content": [], "isError": false });
+        assert_eq!(
+            completion_for(
+                Dispatch::Answered {
+                    result: answered.clone(),
+                    is_error: false
+                },
+                5
+            ),
+            Completion::Succeeded { result: answered }
+        );
+        assert!(matches!(
+            completion_for(
+                Dispatch::Answered {
+                    result: json!({}),
+                    is_error: true
+                },
+                5
+            ),
+            Completion::ToolError { .. }
+        ));
+        assert_eq!(
+            completion_for(
+                Dispatch::Rejected {
+                    code: -32602,
+                    message: "unknown tool".to_owned()
+                },
+                5
+            ),
+            Completion::ToolError {
+                result: json!({
+                    "content": [{ "type": "text", "text": "unknown tool" }],
+                    "isError": true,
+                })
+            }
+        );
+        let code = |completion: Completion| match completion {
+            Completion::Unknown { error } => format!("unknown/{}", error.code),
+            Completion::Failed { error } => format!("failed/{}", error.code),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(
+            code(completion_for(Dispatch::TimedOut, 5)),
+            "unknown/timeout"
+        );
+        assert_eq!(
+            code(completion_for(Dispatch::Cancelled, 5)),
+            "unknown/cancelled"
+        );
+        assert_eq!(
+            code(completion_for(
+                Dispatch::Lost {
+                    message: "closed".to_owned()
+                },
+                5
+            )),
+            "unknown/transport_closed"
+        );
+        assert_eq!(
+            code(completion_for(
+                Dispatch::NotSent {
+                    message: "dead".to_owned()
+                },
+                5
+            )),
+            "failed/not_sent"
+        );
+    }
+
+    #[test]
+    fn only_answers_keep_a_session() {
+        let keep = Dispatch::Answered {
+            result: json!({}),
+            is_error: true,
+        };
+        assert_eq!(verdict_for(&keep), Verdict::Keep);
+        assert_eq!(
+            verdict_for(&Dispatch::TimedOut),
+            Verdict::Evict(CloseReason::Timeout)
+        );
+        assert_eq!(
+            verdict_for(&Dispatch::Cancelled),
+            Verdict::Evict(CloseReason::Cancelled)
+        );
+        assert_eq!(
+            verdict_for(&Dispatch::NotSent {
+                message: "gone".to_owned()
+            }),
+            Verdict::Evict(CloseReason::TransportClosed)
+        );
+    }
+}

@@ -1,0 +1,47 @@
+//! Credential references: how a runner turns a connection's *bindings* into the secret values a
+//! session needs, without any secret value ever being stored outside its provider.
+//!
+//! A bindings file (`X.mcp-bindings.json`) maps, per connection id, a stdio server's environment
+//! variables and an HTTP server's headers to *references*:
+//!
+//! ```json
+//! {
+//!   "bindings": {
+//!     "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d5e": {
+//!       "env":     { "API_TOKEN": {"provider": "environment", "name": "MY_TOKEN"} },
+//!       "headers": { "Authorization": {"provider": "os_store", "account": "github", "prefix": "Bearer "} }
+//!     }
+//!   }
+//! }
+//! ```
+//!
+//! Providers: `environment` (the runner's own environment), `os_store` (the OS keyring, service
+//! [`KEYRING_SERVICE`]) and `secrets_file` (the development provider: the sibling
+//! `X.mcp-secrets.json`, which must be a 0600 regular file owned by the runner's user).
+//!
+//! Guarantees:
+//! - The bindings file is read again at every resolution, so a changed reference or value takes
+//!   effect at the next call.
+//! - Anything unsafe or unclear fails closed: a group/other-writable bindings file, a secrets
+//!   file with loose permissions, a reserved destination, a missing, locked or malformed value.
+//! - Errors and `Debug` output name connections, destinations and references, never a value.
+
+mod bindings;
+mod error;
+mod os_keyring;
+mod reference;
+mod resolver;
+mod rules;
+mod secrets_file;
+mod store;
+mod summary;
+
+pub use error::{BindingSite, CredentialError, codes};
+pub use os_keyring::OsKeyring;
+pub use reference::{Destination, Reference, Source};
+pub use resolver::CredentialResolver;
+pub use store::{NoKeyring, SecretStore, StoreError};
+pub use summary::{BindingsSummary, BoundName, ConnectionSummary, validate_file};
+
+/// The keyring service every `os_store` reference is looked up under.
+pub const KEYRING_SERVICE: &str = "switchyard-mcp";

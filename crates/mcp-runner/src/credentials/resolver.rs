@@ -1,0 +1,254 @@
+//! Turning a leased call's connection into a [`SessionLaunch`] with every bound value resolved.
+//!
+//! Each resolution reads the bindings file again, checks the connection's binding against its
+//! connector (declared environment names, transport), then fetches each value from its provider
+//! and checks it. Any failure fails the call before anything is sent.
+
+use super::KEYRING_SERVICE;
+use super::bindings::{self, ConnectionBinding};
+use super::error::{BindingSite, CredentialError};
+use super::reference::{Destination, Source};
+use super::rules;
+use super::secrets_file::{self, Secrets};
+use super::store::{SecretStore, StoreError};
+use crate::launch::SessionLaunch;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use switchyard_protocol::api::{CallError, ConnectorSpec};
+use switchyard_protocol::ids::ConnectionId;
+use switchyard_protocol::runner::LeasedCall;
+
+/// Resolves credential references for sessions, from an optional bindings file and a secret
+/// store (the OS keyring or [`super::NoKeyring`]).
+pub struct CredentialResolver {
+    bindings_file: Option<PathBuf>,
+    store: Arc<dyn SecretStore>,
+}
+
+/// What the bindings file says about one connection.
+enum Lookup<'a> {
+    /// The connection has a binding in the file at `path`.
+    Bound {
+        path: &'a Path,
+        binding: ConnectionBinding,
+    },
+    /// Nothing is bound; `consulted` says where that was found out, for the error message.
+    Unbound { consulted: String },
+}
+
+impl CredentialResolver {
+    /// A resolver reading `bindings_file` (none: nothing is bound) and looking `os_store`
+    /// references up in `store`.
+    pub fn new(bindings_file: Option<PathBuf>, store: Arc<dyn SecretStore>) -> Self {
+        Self {
+            bindings_file,
+            store,
+        }
+    }
+
+    /// The session launch for `call`: its connector spec with the bound environment values
+    /// (stdio) or headers (HTTP) resolved. The error is the call's `failed` error, with a
+    /// `credential_*` code and a message that names no value.
+    pub fn launch_for(&self, call: &LeasedCall) -> Result<SessionLaunch, CallError> {
+        let target = &call.connection;
+        self.resolve(target.connection_id, &target.spec)
+            .map_err(CallError::from)
+    }
+
+    /// The session launch for connector `spec` placed as `connection` (what [`Self::launch_for`]
+    /// does, for callers without a leased call, such as tool discovery).
+    pub fn resolve(
+        &self,
+        connection: ConnectionId,
+        spec: &ConnectorSpec,
+    ) -> Result<SessionLaunch, CredentialError> {
+        let mut launch = SessionLaunch {
+            spec: spec.clone(),
+            env: Vec::new(),
+            headers: Vec::new(),
+        };
+        let (path, binding) = match self.lookup(connection)? {
+            Lookup::Bound { path, binding } => (path, binding),
+            Lookup::Unbound { consulted } => {
+                return match spec {
+                    ConnectorSpec::Stdio { env, .. } if !env.is_empty() => {
+                        Err(CredentialError::NotBound {
+                            connection,
+                            names: env.clone(),
+                            where_: consulted,
+                        })
+                    }
+                    _ => Ok(launch),
+                };
+            }
+        };
+        binding.check(connection)?;
+        let mut values = Values {
+            store: self.store.as_ref(),
+            bindings_path: path,
+            secrets: None,
+        };
+        match spec {
+            ConnectorSpec::Stdio { env: declared, .. } => {
+                launch.env = stdio_env(connection, declared, &binding, path, &mut values)?;
+            }
+            ConnectorSpec::Http { .. } => {
+                launch.headers = http_headers(connection, &binding, &mut values)?;
+            }
+        }
+        Ok(launch)
+    }
+
+    /// Reads the bindings file (again) and takes `connection`'s binding out of it.
+    fn lookup(&self, connection: ConnectionId) -> Result<Lookup<'_>, CredentialError> {
+        let Some(path) = self.bindings_file.as_deref() else {
+            return Ok(Lookup::Unbound {
+                consulted: "no credential bindings file is configured".to_owned(),
+            });
+        };
+        match bindings::read(path) {
+            Ok(mut file) => Ok(match file.bindings.remove(&connection) {
+                Some(binding) => Lookup::Bound { path, binding },
+                None => Lookup::Unbound {
+                    consulted: format!(
+                        "credential bindings file `{}` has no binding for it",
+                        path.display()
+                    ),
+                },
+            }),
+            // A file not created yet binds nothing: what needs a binding fails as missing.
+            Err(CredentialError::BindingsRead { source, .. })
+                if source.kind() == ErrorKind::NotFound =>
+            {
+                Ok(Lookup::Unbound {
+                    consulted: format!(
+                        "credential bindings file `{}` does not exist",
+                        path.display()
+                    ),
+                })
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// A stdio server's environment: only declared variables may be bound, and all of them must be.
+fn stdio_env(
+    connection: ConnectionId,
+    declared: &[String],
+    binding: &ConnectionBinding,
+    path: &Path,
+    values: &mut Values<'_>,
+) -> Result<Vec<(String, String)>, CredentialError> {
+    for site in binding.sites(connection) {
+        let Destination::Env(name) = &site.destination else {
+            return Err(CredentialError::WrongTransport {
+                site: Box::new(site),
+                transport: "a stdio server",
+                accepted: "environment variables",
+            });
+        };
+        if !declared.contains(name) {
+            return Err(CredentialError::UndeclaredEnv {
+                site: Box::new(site),
+            });
+        }
+    }
+    let unbound: Vec<String> = declared
+        .iter()
+        .filter(|name| !binding.env.contains_key(*name))
+        .cloned()
+        .collect();
+    if !unbound.is_empty() {
+        return Err(CredentialError::NotBound {
+            connection,
+            names: unbound,
+            where_: format!("checked credential bindings file `{}`", path.display()),
+        });
+    }
+    let mut env = Vec::with_capacity(binding.env.len());
+    for site in binding.sites(connection) {
+        let value = values.fetch(&site)?;
+        rules::check_value(&site, &value)?;
+        if let Destination::Env(name) = site.destination {
+            env.push((name, value));
+        }
+    }
+    Ok(env)
+}
+
+/// An HTTP server's headers, each with its prefix.
+fn http_headers(
+    connection: ConnectionId,
+    binding: &ConnectionBinding,
+    values: &mut Values<'_>,
+) -> Result<Vec<(String, String)>, CredentialError> {
+    let mut headers = Vec::with_capacity(binding.headers.len());
+    for site in binding.sites(connection) {
+        let Destination::Header(name) = &site.destination else {
+            return Err(CredentialError::WrongTransport {
+                site: Box::new(site),
+                transport: "an HTTP server",
+                accepted: "headers",
+            });
+        };
+        let value = values.fetch(&site)?;
+        let value = rules::header_value(&site, site.reference.prefix.as_deref(), &value)?;
+        headers.push((name.clone(), value));
+    }
+    Ok(headers)
+}
+
+/// Fetches values for one resolution, reading the secrets file at most once.
+struct Values<'a> {
+    store: &'a dyn SecretStore,
+    bindings_path: &'a Path,
+    secrets: Option<Secrets>,
+}
+
+impl Values<'_> {
+    /// The value `site`'s reference points at.
+    fn fetch(&mut self, site: &BindingSite) -> Result<String, CredentialError> {
+        let missing = || CredentialError::ValueMissing {
+            site: Box::new(site.clone()),
+        };
+        match &site.reference.source {
+            Source::Environment { name } => match std::env::var_os(name) {
+                None => Err(missing()),
+                Some(value) => value
+                    .into_string()
+                    .map_err(|_| CredentialError::ValueCharacters {
+                        site: Box::new(site.clone()),
+                        problem: "is not valid UTF-8",
+                    }),
+            },
+            Source::OsStore { account } => match self.store.get(KEYRING_SERVICE, account) {
+                Ok(Some(value)) => Ok(value),
+                Ok(None) => Err(missing()),
+                Err(StoreError::NotText) => Err(CredentialError::ValueCharacters {
+                    site: Box::new(site.clone()),
+                    problem: "is not valid UTF-8",
+                }),
+                Err(error) => Err(CredentialError::ValueUnavailable {
+                    site: Box::new(site.clone()),
+                    reason: error.to_string(),
+                }),
+            },
+            Source::SecretsFile { key } => self
+                .secrets()?
+                .get(key)
+                .map(str::to_owned)
+                .ok_or_else(missing),
+        }
+    }
+
+    /// The secrets file's values, loaded on first use.
+    fn secrets(&mut self) -> Result<&Secrets, CredentialError> {
+        let secrets = match self.secrets.take() {
+            Some(secrets) => secrets,
+            None => secrets_file::load(&bindings::secrets_path(self.bindings_path)?)?,
+        };
+        Ok(self.secrets.insert(secrets))
+    }
+}

@@ -1,0 +1,88 @@
+//! The development secrets file (`X.mcp-secrets.json`, next to `X.mcp-bindings.json`): a JSON
+//! object of key → value that only the runner's user may read.
+//!
+//! The file is refused unless it is a regular file (not a link, FIFO or directory) owned by the
+//! runner's effective user with mode 0600 exactly, checked on the opened file. Parse errors
+//! report the position only: the parser's message could quote a value.
+
+use super::bindings::unique_map;
+use super::error::CredentialError;
+use nix::unistd::geteuid;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::OpenOptions;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// The values of a secrets file. `Debug` prints the keys only.
+pub(super) struct Secrets {
+    values: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Secrets")
+            .field("keys", &self.values.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Secrets {
+    /// The value stored under `key`, if any.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+}
+
+/// The file's shape, parsed with duplicate keys refused.
+#[derive(serde::Deserialize)]
+#[serde(transparent)]
+struct SecretsObject(#[serde(deserialize_with = "unique_map")] BTreeMap<String, String>);
+
+/// Opens, checks and parses the secrets file at `path`.
+pub(super) fn load(path: &Path) -> Result<Secrets, CredentialError> {
+    let unsafe_file = |problem: String| CredentialError::SecretsUnsafe {
+        path: path.to_owned(),
+        problem,
+    };
+    let read_error = |source| CredentialError::SecretsRead {
+        path: path.to_owned(),
+        source,
+    };
+    // O_NOFOLLOW: a symbolic link could point the runner at a file that is not the secrets
+    // file. O_NONBLOCK: a FIFO in its place must not stall the runner.
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(error) if error.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(unsafe_file("it is a symbolic link".to_owned()));
+        }
+        Err(error) => return Err(read_error(error)),
+    };
+    let metadata = file.metadata().map_err(read_error)?;
+    if !metadata.is_file() {
+        return Err(unsafe_file("it is not a regular file".to_owned()));
+    }
+    let owner = geteuid().as_raw();
+    if metadata.uid() != owner {
+        return Err(unsafe_file(format!(
+            "it is owned by uid {}, not by the runner's uid {owner}",
+            metadata.uid()
+        )));
+    }
+    let mode = metadata.permissions().mode() & 0o7777;
+    if mode != 0o600 {
+        return Err(unsafe_file(format!("its mode is {mode:04o}")));
+    }
+    let text = std::io::read_to_string(file).map_err(read_error)?;
+    let SecretsObject(values) =
+        serde_json::from_str(&text).map_err(|error| CredentialError::SecretsSyntax {
+            path: path.to_owned(),
+            line: error.line(),
+            column: error.column(),
+        })?;
+    Ok(Secrets { values })
+}
