@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_mcp_runner::control::{ControlError, ControlPlane, StartDecision};
 use switchyard_mcp_runner::executor::{Executor, ExecutorConfig};
-use switchyard_mcp_runner::launch::SessionLaunch;
-use switchyard_protocol::api::{CallError, ConnectorSpec, CENTRAL_RUNNER};
+use switchyard_mcp_runner::handle::ExecutorHandle;
+use switchyard_protocol::api::CENTRAL_RUNNER;
 use switchyard_protocol::runner::{Completion, ConnectionTarget, Epoch, LeasedCall, LifecycleEvent};
 use switchyard_protocol::CallId;
 use tokio::sync::Mutex;
@@ -20,6 +20,10 @@ use uuid::Uuid;
 
 /// The channel `call_insert` notifies with the runner reference of a new call.
 const CALLS_CHANNEL: &str = "switchyard_calls";
+/// The channel `call_cancel` notifies when a running call should be cancelled.
+const CANCEL_CHANNEL: &str = "switchyard_cancel";
+/// The channel `session_release_notify` uses.
+const RELEASE_CHANNEL: &str = "switchyard_release";
 
 /// Settings of the central runner.
 #[derive(Clone, Debug)]
@@ -36,21 +40,6 @@ impl Default for CentralConfig {
     }
 }
 
-/// Builds the session launch for a connector. Credential bindings do not exist yet, so a
-/// connector that declares environment variables cannot be given them: the call fails before
-/// anything is sent.
-pub fn launch_for(spec: &ConnectorSpec) -> Result<SessionLaunch, CallError> {
-    if let ConnectorSpec::Stdio { env, .. } = spec
-        && !env.is_empty()
-    {
-        return Err(CallError {
-            code: "credential_missing".into(),
-            message: format!("no credential binding provides {}", env.join(", ")),
-        });
-    }
-    Ok(SessionLaunch { spec: spec.clone(), env: Vec::new(), headers: Vec::new() })
-}
-
 /// Runs the central runner until `shutdown`: take the lease (waiting while another replica
 /// holds it), run the executor under it, and on losing it stop, drain and take it again.
 pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
@@ -62,8 +51,13 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
         let heartbeat = tokio::spawn(heartbeat(app.clone(), holder, epoch, config.lease_ttl, lease_lost.clone()));
         match CentralControl::new(app.clone(), Epoch(epoch)).await {
             Ok(control) => {
-                let executor = Executor::new(Arc::new(control), Arc::new(|call: &LeasedCall| launch_for(&call.connection.spec)), config.executor.clone());
+                let credentials = app.credentials().clone();
+                let resolver = Arc::new(move |call: &LeasedCall| credentials.launch_for(call));
+                let executor = Executor::new(Arc::new(control), resolver, config.executor.clone());
+                let commands = tokio::spawn(forward_commands(app.clone(), executor.handle(), lease_lost.clone()));
                 executor.run(lease_lost.clone()).await;
+                lease_lost.cancel();
+                let _ = commands.await;
             }
             Err(e) => tracing::error!(error = %e, "cannot listen for new calls"),
         }
@@ -75,6 +69,70 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
             }
         } else {
             tracing::warn!(epoch, "central runner lease lost; drained, taking it again");
+        }
+    }
+}
+
+/// A cancel or release request the API published for some runner.
+#[derive(Debug, serde::Deserialize)]
+struct RunnerCommand {
+    runner: String,
+    call_id: Option<uuid::Uuid>,
+    connection_id: Option<uuid::Uuid>,
+    client_session_id: Option<String>,
+}
+
+/// Forwards cancel and release requests for the central runner (published by any replica with
+/// `NOTIFY`) to the executor, until `stop`. Cancellations requested before it listened are
+/// picked up once at the start.
+async fn forward_commands(app: App, handle: ExecutorHandle, stop: CancellationToken) {
+    let mut listener = match PgListener::connect_with(app.db().pool()).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for cancel and release requests");
+            return;
+        }
+    };
+    if let Err(e) = listener.listen_all([CANCEL_CHANNEL, RELEASE_CHANNEL]).await {
+        tracing::error!(error = %e, "cannot listen for cancel and release requests");
+        return;
+    }
+    match app.db().call_cancel_requested(CENTRAL_RUNNER).await {
+        Ok(calls) => {
+            for call in calls {
+                handle.cancel(call.into()).await;
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot read pending cancellations"),
+    }
+    loop {
+        let notification = tokio::select! {
+            _ = stop.cancelled() => return,
+            received = listener.recv() => match received {
+                Ok(notification) => notification,
+                Err(e) => {
+                    tracing::warn!(error = %e, "lost the cancel/release listener; reconnecting");
+                    continue;
+                }
+            },
+        };
+        let Ok(command) = serde_json::from_str::<RunnerCommand>(notification.payload()) else {
+            tracing::warn!(channel = notification.channel(), "ignoring a malformed runner command");
+            continue;
+        };
+        if command.runner != CENTRAL_RUNNER {
+            continue;
+        }
+        match (notification.channel(), command.call_id, command.connection_id) {
+            (CANCEL_CHANNEL, Some(call), _) => {
+                let outcome = handle.cancel(call.into()).await;
+                tracing::info!(%call, ?outcome, "cancellation forwarded to the executor");
+            }
+            (RELEASE_CHANNEL, _, Some(connection)) => {
+                let released = handle.release(connection.into(), command.client_session_id).await;
+                tracing::info!(%connection, released, "session release forwarded to the executor");
+            }
+            _ => tracing::warn!(channel = notification.channel(), "ignoring an incomplete runner command"),
         }
     }
 }

@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 use sqlx::postgres::PgPoolOptions;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use switchyard_mcp_runner::credentials::validate_file;
 use std::process::ExitCode;
 use std::time::Duration;
 use switchyard_server::app::{App, AppConfig};
@@ -39,6 +41,10 @@ enum Command {
         /// Inputs and results are erased this many seconds after a call finished.
         #[arg(long, env = "SWITCHYARD_RESULT_RETENTION_SECONDS", default_value_t = 3600)]
         result_retention_seconds: u64,
+        /// Credential bindings file for central connections (references only; see
+        /// docs/CREDENTIALS.md). Re-read at every call.
+        #[arg(long, env = "SWITCHYARD_MCP_CREDENTIALS_FILE")]
+        mcp_credentials_file: Option<PathBuf>,
         /// Deadline for tool discovery, in seconds.
         #[arg(long, env = "SWITCHYARD_DISCOVERY_DEADLINE_SECONDS", default_value_t = 20)]
         discovery_deadline_seconds: u64,
@@ -120,11 +126,29 @@ async fn run(cli: Cli) -> Result<(), String> {
             println!("{token}");
             Ok(())
         }
-        Command::Serve { listen, lease_ttl_seconds, queue_expiry_seconds, result_retention_seconds, discovery_deadline_seconds } => {
+        Command::Serve {
+            listen,
+            lease_ttl_seconds,
+            queue_expiry_seconds,
+            result_retention_seconds,
+            mcp_credentials_file,
+            discovery_deadline_seconds,
+        } => {
             Datastore::new(pool.clone()).readiness().await?;
+            if let Some(path) = &mcp_credentials_file {
+                // The file is re-read at every call, so a problem is reported, not fatal: the
+                // calls that need it fail closed until it is fixed.
+                match validate_file(path) {
+                    Ok(summary) => tracing::info!(file = %path.display(), "credential bindings: {summary}"),
+                    Err(e) => tracing::error!(file = %path.display(), error = %e, "credential bindings file is not usable"),
+                }
+            }
             let config = ServeConfig {
                 listen,
-                app: AppConfig { discovery_deadline: Duration::from_secs(discovery_deadline_seconds) },
+                app: AppConfig {
+                    discovery_deadline: Duration::from_secs(discovery_deadline_seconds),
+                    credentials_file: mcp_credentials_file,
+                },
                 central: CentralConfig { lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)), ..CentralConfig::default() },
                 sweeper: SweeperConfig {
                     queue_expiry: Duration::from_secs(queue_expiry_seconds),

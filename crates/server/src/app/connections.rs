@@ -7,6 +7,7 @@ use crate::db::{ConnectionRow, Key};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::api::*;
 use switchyard_protocol::ErrorCode;
+use switchyard_mcp_runner::redact::Redactor;
 use uuid::Uuid;
 
 impl App {
@@ -58,11 +59,15 @@ impl App {
         if !connector.is_runnable() {
             return Err(not_approved(&connector.name));
         }
-        let discovered = match crate::central::launch_for(&connector.spec()) {
-            Ok(launch) => switchyard_mcp_runner::session::discover(&launch, self.config.discovery_deadline)
-                .await
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.message),
+        let discovered = match self.credentials.resolve(connection.id.into(), &connector.spec()) {
+            Ok(launch) => {
+                // A failing server's stderr can echo what it was given: redact before keeping it.
+                let redactor = Redactor::for_launch(&launch);
+                switchyard_mcp_runner::session::discover(&launch, self.config.discovery_deadline)
+                    .await
+                    .map_err(|e| redactor.redact(&e.to_string()).into_owned())
+            }
+            Err(e) => Err(e.to_string()),
         };
         match discovered {
             Ok(tools) => {

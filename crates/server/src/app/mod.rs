@@ -21,32 +21,59 @@ pub fn views_user(actor: &Actor) -> switchyard_protocol::api::UserView {
 }
 
 use crate::db::Datastore;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+use switchyard_mcp_runner::credentials::{CredentialResolver, NoKeyring, OsKeyring, SecretStore};
 
 /// Settings the app layer needs.
 #[derive(Clone, Debug)]
 pub struct AppConfig {
     /// Deadline for tool discovery (initialize + tools/list).
     pub discovery_deadline: Duration,
+    /// The central runner's credential bindings file (references only), if any.
+    pub credentials_file: Option<PathBuf>,
 }
 
 impl Default for AppConfig {
     fn default() -> Self {
-        Self { discovery_deadline: Duration::from_secs(20) }
+        Self { discovery_deadline: Duration::from_secs(20), credentials_file: None }
     }
 }
 
-/// The app: the datastore plus settings. Shared by handlers and the central runner.
-#[derive(Clone, Debug)]
+/// The app: the datastore, the central credential resolver and settings. Shared by handlers
+/// and the central runner.
+#[derive(Clone)]
 pub struct App {
     db: Datastore,
+    credentials: Arc<CredentialResolver>,
     config: AppConfig,
 }
 
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
 impl App {
-    /// Builds the app over a datastore.
+    /// Builds the app over a datastore. Central `os_store` references use the OS keyring when
+    /// one can be opened, else they fail with a clear error at resolution.
     pub fn new(db: Datastore, config: AppConfig) -> Self {
-        Self { db, config }
+        let store: Arc<dyn SecretStore> = match OsKeyring::new() {
+            Ok(keyring) => Arc::new(keyring),
+            Err(e) => {
+                tracing::info!(error = %e, "no OS keyring for central credentials; os_store references will fail");
+                Arc::new(NoKeyring)
+            }
+        };
+        let credentials = Arc::new(CredentialResolver::new(config.credentials_file.clone(), store));
+        Self { db, credentials, config }
+    }
+
+    /// The central runner's credential resolver.
+    pub fn credentials(&self) -> &Arc<CredentialResolver> {
+        &self.credentials
     }
 
     /// The datastore.

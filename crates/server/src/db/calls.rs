@@ -392,3 +392,15 @@ impl Datastore {
         Ok(done.rows_affected())
     }
 }
+
+impl Datastore {
+    /// Running calls of a runner whose cancellation was requested.
+    pub async fn call_cancel_requested(&self, runner_ref: &str) -> Result<Vec<Uuid>, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT id FROM calls WHERE runner_ref = $1 AND state = 'running' AND cancel_requested_at IS NOT NULL",
+        )
+        .bind(runner_ref)
+        .fetch_all(&self.pool)
+        .await
+    }
+}

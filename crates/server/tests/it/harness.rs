@@ -141,7 +141,13 @@ impl Answer {
 
 impl Client {
     fn new(addr: SocketAddr, token: &str) -> Self {
-        Client { base: format!("http://{addr}"), token: Some(token.to_owned()), http: reqwest::Client::new() }
+        Client::at(&format!("http://{addr}"), token)
+    }
+
+    /// A client for a server at `base` (e.g. `http://127.0.0.1:1234`).
+    pub fn at(base: &str, token: &str) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Client { base: base.trim_end_matches('/').to_owned(), token: Some(token.to_owned()), http: reqwest::Client::new() }
     }
 
     /// Sends a request with an optional JSON body.
@@ -280,4 +286,59 @@ impl Drop for Scratch {
 /// Lines in the fixture's count file (0 when it does not exist).
 pub fn count_lines(path: &str) -> usize {
     std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(0)
+}
+
+/// A child process killed when the guard drops.
+pub struct ChildGuard(pub std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads lines from a child's stdout until one starts with `prefix`; returns the rest of it.
+#[track_caller]
+pub fn read_announcement(child: &mut std::process::Child, prefix: &str) -> String {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    loop {
+        let line = lines.next().expect("the process announced nothing").expect("stdout readable");
+        if let Some(rest) = line.strip_prefix(prefix) {
+            return rest.trim().to_owned();
+        }
+    }
+}
+
+/// A `DATABASE_URL` for the test's own database (the pool's database on the suite's server).
+pub fn database_url_of(pool: &PgPool) -> String {
+    let base = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by scripts/test.sh");
+    let database = pool.connect_options().get_database().expect("test database name").to_owned();
+    let (without_query, query) = match base.split_once('?') {
+        Some((url, query)) => (url.to_owned(), format!("?{query}")),
+        None => (base.clone(), String::new()),
+    };
+    let (server, _) = without_query.rsplit_once('/').expect("URL with a database path");
+    format!("{server}/{database}{query}")
+}
+
+/// Every row of every table of the public schema, as JSON text: what a database dump holds.
+pub async fn dump_database(pool: &PgPool) -> String {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut dump = String::new();
+    for table in tables {
+        let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT row_to_json(t)::text FROM \"{table}\" t")))
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        dump.push_str(&rows.join("\n"));
+    }
+    dump
 }
