@@ -5,6 +5,7 @@ use sqlx::postgres::PgPoolOptions;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use switchyard_mcp_runner::credentials::validate_file;
+use switchyard_mcp_runner::ExecutorConfig;
 use std::process::ExitCode;
 use std::time::Duration;
 use switchyard_server::app::{App, AppConfig};
@@ -35,6 +36,9 @@ enum Command {
         /// Length of the central runner's lease, in seconds.
         #[arg(long, env = "SWITCHYARD_LEASE_TTL_SECONDS", default_value_t = 30)]
         lease_ttl_seconds: u64,
+        /// Warm MCP sessions idle this many seconds are closed.
+        #[arg(long, env = "SWITCHYARD_SESSION_IDLE_SECONDS", default_value_t = 300)]
+        session_idle_seconds: u64,
         /// A call still queued after this many seconds is expired.
         #[arg(long, env = "SWITCHYARD_QUEUE_EXPIRY_SECONDS", default_value_t = 600)]
         queue_expiry_seconds: u64,
@@ -129,6 +133,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Serve {
             listen,
             lease_ttl_seconds,
+            session_idle_seconds,
             queue_expiry_seconds,
             result_retention_seconds,
             mcp_credentials_file,
@@ -149,7 +154,13 @@ async fn run(cli: Cli) -> Result<(), String> {
                     discovery_deadline: Duration::from_secs(discovery_deadline_seconds),
                     credentials_file: mcp_credentials_file,
                 },
-                central: CentralConfig { lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)), ..CentralConfig::default() },
+                central: CentralConfig {
+                    lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)),
+                    executor: ExecutorConfig {
+                        idle_timeout: Duration::from_secs(session_idle_seconds),
+                        ..ExecutorConfig::default()
+                    },
+                },
                 sweeper: SweeperConfig {
                     queue_expiry: Duration::from_secs(queue_expiry_seconds),
                     retention: Duration::from_secs(result_retention_seconds),

@@ -111,3 +111,19 @@ async fn rediscovery_marks_vanished_tools_unavailable_and_refuses_them(pool: PgP
     let kinds: Vec<&str> = events.as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds.iter().filter(|k| **k == "discovery_succeeded").count(), 3, "{kinds:?}");
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_connection_keeps_its_last_200_events(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let db = switchyard_server::db::Datastore::new(pool);
+    let connection: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections").fetch_one(db.pool()).await.unwrap();
+    for i in 0..210 {
+        db.event_record(connection, "session_closed", &json!({"n": i}), Some("central")).await.unwrap();
+    }
+    let events = server.owner.get("/api/v1/workspaces/acme/connections/fixture/events").await.ok();
+    let events = events.as_array().unwrap();
+    assert_eq!(events.len(), 200);
+    assert_eq!(events[0]["detail"]["n"], 209, "newest first");
+    assert_eq!(events[199]["detail"]["n"], 10);
+}
