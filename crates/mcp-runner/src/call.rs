@@ -10,12 +10,12 @@
 
 use crate::backoff::Backoff;
 use crate::control::{ControlError, ControlPlane, StartDecision};
-use crate::executor::{LaunchResolver, REQUEST_ID_META_KEY};
+use crate::executor::LaunchResolver;
 use crate::launch::SessionLaunch;
 use crate::pool::{CloseReason, SessionKey, SessionSlot, Verdict};
 use crate::redact::Redactor;
 use crate::session::{CallCancellation, Dispatch, McpSession};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_protocol::CallId;
@@ -172,11 +172,7 @@ pub(crate) async fn run_call<C: ControlPlane>(
         grace: context.cancel_grace,
     };
     let timeout = Duration::from_secs(u64::from(call.timeout_seconds));
-    let mut meta = Map::new();
-    meta.insert(
-        REQUEST_ID_META_KEY.to_owned(),
-        Value::String(call.request_id.to_string()),
-    );
+    let meta = crate::meta::call_meta(&call);
     let mut retried = false;
     let dispatch = loop {
         if cancellation.token.is_cancelled() {

@@ -42,8 +42,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-/// The `_meta` key carrying the call's request id to the MCP server (for receipt lookups).
-pub const REQUEST_ID_META_KEY: &str = "io.switchyard/request_id";
+pub use crate::meta::REQUEST_ID_META_KEY;
 
 /// How much of a failed server's stderr goes into a call's error message.
 const STDERR_IN_ERROR: usize = 1024;

@@ -10,6 +10,7 @@ mod events;
 pub mod executor;
 pub mod handle;
 pub mod launch;
+pub mod meta;
 mod pool;
 mod process_group;
 pub mod redact;
