@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The test command: builds the workspace and runs every test against a real PostgreSQL and the
+# published MCP reference server. Extra arguments go to `cargo test` (e.g. a test-name filter).
+#
+# Database, first that applies:
+#   1. DATABASE_URL, when set;
+#   2. a server on 127.0.0.1:5432 that lets `postgres` in without a password;
+#   3. a throwaway cluster in a temporary directory, removed on exit.
+# Tests use #[sqlx::test], which creates a database per test: the role needs CREATEDB.
+set -euo pipefail
+shopt -s inherit_errexit
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root"
+# shellcheck source-path=SCRIPTDIR source=lib/postgres.sh
+source "$repo_root/scripts/lib/postgres.sh"
+
+# The MCP reference server used by the interop tests, pinned so that a new release cannot
+# change test results unannounced. Bump deliberately: `npm view <package> version`.
+readonly EVERYTHING_PACKAGE=@modelcontextprotocol/server-everything
+readonly EVERYTHING_VERSION=2026.8.31
+# Kept outside the repository so that `cargo` and git never see node_modules.
+readonly NPM_PREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/npm"
+readonly PG_PREFERRED_PORT=54320
+
+section() {
+    printf '\n==> %s\n' "$*"
+}
+
+# A database URL with any password masked, for printing.
+redact_url() {
+    sed -E 's#^([a-z]+://[^:/@]*):[^@]*@#\1:***@#' <<<"$1"
+}
+
+throwaway_cluster=""
+# shellcheck disable=SC2317 # only called by the EXIT trap, which shellcheck 0.9 cannot see
+cleanup() {
+    local status=$?
+    # Finish the cleanup whatever happens: a second Ctrl-C, a failing step, or a closed
+    # stdout (`test.sh | tee log`, where Ctrl-C kills tee first) must not cut it short.
+    set +e
+    trap '' INT TERM PIPE
+    if [[ -n $throwaway_cluster ]]; then
+        pg_stop_cluster "$throwaway_cluster"
+        rm -rf "$throwaway_cluster"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+# Turn signals into an ordinary exit so that the EXIT trap always runs.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+section "Database"
+if [[ -n ${DATABASE_URL:-} ]]; then
+    echo "Using DATABASE_URL from the environment"
+elif pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null &&
+    PGCONNECT_TIMEOUT=5 psql -w -h 127.0.0.1 -p 5432 -U postgres -d postgres -Atqc 'select 1' \
+        >/dev/null 2>&1; then
+    echo "Using the PostgreSQL server on 127.0.0.1:5432"
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres
+else
+    echo "No database given and none on 127.0.0.1:5432: starting a throwaway cluster"
+    throwaway_cluster=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-test-pg.XXXXXX")
+    DATABASE_URL=$(pg_start_cluster "$throwaway_cluster" "$PG_PREFERRED_PORT")
+fi
+export DATABASE_URL
+echo "DATABASE_URL=$(redact_url "$DATABASE_URL")"
+
+section "MCP reference server ($EVERYTHING_PACKAGE@$EVERYTHING_VERSION)"
+for tool in node npm; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "error: $tool not found; the interop tests need Node.js and npm" \
+            "(apt-get install nodejs npm)" >&2
+        exit 1
+    fi
+done
+everything_dir="$NPM_PREFIX/node_modules/$EVERYTHING_PACKAGE"
+installed_version=$(node -p 'require(process.argv[1]).version' "$everything_dir/package.json" \
+    2>/dev/null || true)
+if [[ $installed_version == "$EVERYTHING_VERSION" ]]; then
+    echo "Already installed in $NPM_PREFIX"
+else
+    echo "Installing into $NPM_PREFIX"
+    mkdir -p "$NPM_PREFIX"
+    npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --loglevel=error \
+        "$EVERYTHING_PACKAGE@$EVERYTHING_VERSION"
+fi
+SWITCHYARD_TEST_EVERYTHING="$everything_dir/dist/index.js"
+if [[ ! -f $SWITCHYARD_TEST_EVERYTHING ]]; then
+    echo "error: $SWITCHYARD_TEST_EVERYTHING is missing after the install" >&2
+    exit 1
+fi
+export SWITCHYARD_TEST_EVERYTHING
+echo "SWITCHYARD_TEST_EVERYTHING=$SWITCHYARD_TEST_EVERYTHING"
+
+section "Build"
+cargo build --workspace --locked
+
+section "Test"
+status=0
+cargo test --workspace --locked "$@" || status=$?
+
+section "Result"
+if ((status == 0)); then
+    echo "All tests passed."
+else
+    echo "Tests failed (cargo test exited with $status)."
+fi
+exit "$status"
