@@ -6,6 +6,7 @@
 
 use crate::input::InputSource;
 use clap::{ArgGroup, Args, Parser, Subcommand};
+use std::path::PathBuf;
 
 /// The Switchyard CLI: talks to a Switchyard server over its HTTP API.
 #[derive(Debug, Parser)]
@@ -13,7 +14,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
     name = "switchyard",
     version,
     about = "Run MCP tool calls through a Switchyard server.",
-    after_help = "Environment:\n  SWITCHYARD_URL    server base URL (default http://127.0.0.1:8787)\n  SWITCHYARD_TOKEN  personal API token (required)\n\nExit codes: 0 ok, 2 usage or local input, 3 not authenticated, 4 refused by the server,\n5 server unreachable or failing, 6 call did not succeed, 7 call outcome unknown."
+    after_help = "Environment:\n  SWITCHYARD_URL             server base URL (default http://127.0.0.1:8787, or the paired server)\n  SWITCHYARD_TOKEN           personal API token; without it, the paired device identity is used\n  SWITCHYARD_DEVICE_PROFILE  which paired device identity to use (default `default`)\n  SWITCHYARD_CONFIG_DIR      where device identities live (default ~/.config/switchyard)\n  SWITCHYARD_DEVICE_KEYRING  `off` keeps device credentials in 0600 files instead of the OS keyring\n\nExit codes: 0 ok, 2 usage or local input, 3 not authenticated, 4 refused by the server,\n5 server unreachable or failing, 6 call did not succeed, 7 call outcome unknown,\n130 interrupted."
 )]
 pub struct Cli {
     /// Print the server's JSON answer (pretty) instead of human-readable text.
@@ -45,6 +46,121 @@ pub enum Command {
     /// Submit tool calls and follow them.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Pair this machine with a server as a device: shows a code for a user to approve, then
+    /// stores the device identity under a local profile. With `--json`, prints one JSON object
+    /// per line: the code first, the stored identity last.
+    Pair(PairArgs),
+    /// Approve, list and revoke paired devices.
+    #[command(subcommand)]
+    Device(DeviceCommand),
+    /// Begin operations: the immutable scopes a device's calls run under.
+    #[command(subcommand)]
+    Scope(ScopeCommand),
+    /// Read evidence records captured under a workspace's capture policy.
+    #[command(subcommand)]
+    Evidence(EvidenceCommand),
+    /// Run the device runner (`switchyard-mcp-runner`, installed next to `switchyard`) in the
+    /// foreground.
+    McpRunner(McpRunnerArgs),
+}
+
+/// `switchyard pair`.
+#[derive(Debug, Args)]
+pub struct PairArgs {
+    /// The server's base URL, e.g. https://switchyard.example.com.
+    #[arg(long, value_name = "URL")]
+    pub server: String,
+    /// Local profile to store the identity under (default: SWITCHYARD_DEVICE_PROFILE, else
+    /// `default`).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Device name shown to the approving user (default: the host name).
+    #[arg(long, value_name = "DEVICE_NAME")]
+    pub name: Option<String>,
+}
+
+/// `switchyard device …`
+#[derive(Debug, Subcommand)]
+pub enum DeviceCommand {
+    /// Approve a pairing code shown by `switchyard pair`, binding the device to a profile you
+    /// hold Use on.
+    Approve {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The pairing code, e.g. K7QM-3XTD.
+        code: String,
+        /// Execution profile (id or name) the device may run calls under.
+        #[arg(long)]
+        profile: String,
+    },
+    /// List a workspace's paired devices.
+    List {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+    },
+    /// Revoke a device: it is refused from its next request.
+    Revoke {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The device id.
+        device: String,
+    },
+}
+
+/// `switchyard scope …`
+#[derive(Debug, Subcommand)]
+pub enum ScopeCommand {
+    /// Begin an operation and print its id; put it in call files as `operation_id`.
+    Begin {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Environment id or name.
+        #[arg(long)]
+        environment: String,
+        /// Execution profile id or name.
+        #[arg(long)]
+        profile: String,
+        /// What the work is for, for people reading the record (at most 500 characters).
+        #[arg(long)]
+        task: String,
+    },
+}
+
+/// `switchyard mcp-runner`.
+#[derive(Debug, Args)]
+pub struct McpRunnerArgs {
+    /// The runner's private state directory (its receipt outbox lives here).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Device profile to run as (default: SWITCHYARD_DEVICE_PROFILE, else `default`).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+}
+
+/// `switchyard evidence …`
+#[derive(Debug, Subcommand)]
+pub enum EvidenceCommand {
+    /// Show one evidence record (any member of its workspace may read it).
+    Show {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The evidence record's id (a `source_version_id`).
+        id: String,
+    },
+}
+
+/// A switch given as `on` or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    /// Turned on.
+    On,
+    /// Turned off.
+    Off,
 }
 
 /// `switchyard workspace …`
@@ -60,6 +176,17 @@ pub enum WorkspaceCommand {
     /// Manage a workspace's members.
     #[command(subcommand)]
     Member(MemberCommand),
+    /// Show the workspace's evidence capture policy, or change it (workspace admins). Turning
+    /// capture on never imports earlier calls and grants nobody Use.
+    CapturePolicy {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Capture completed managed tool results as evidence records readable by the
+        /// workspace's members.
+        #[arg(long, value_name = "on|off")]
+        capture_managed_tool_results: Option<Switch>,
+    },
 }
 
 /// `switchyard workspace member …`
@@ -186,6 +313,23 @@ pub enum ConnectionCommand {
         /// Connection id or name.
         connection: String,
     },
+    /// Approve the connection's receipt policy: a read-only lookup tool of the same connector
+    /// and its arguments, whose string values may contain {{request_id}}, {{call_id}} and
+    /// {{tool_name}} (workspace admins with Manage on the profiles that include it). Without
+    /// `--tool`, shows the current policy.
+    ReceiptPolicy {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        connection: String,
+        /// The lookup tool.
+        #[arg(long, requires = "arguments")]
+        tool: Option<String>,
+        /// Its arguments, a JSON object, e.g. '{"request_id": "{{request_id}}"}'.
+        #[arg(long, value_name = "JSON", requires = "tool")]
+        arguments: Option<String>,
+    },
 }
 
 /// `switchyard profile …`
@@ -263,6 +407,42 @@ pub enum McpCommand {
     },
     /// Cancel a call: at once if it was not sent yet, otherwise ask its runner to stop it.
     Cancel {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The call id.
+        call: String,
+    },
+    /// Settle an unknown call by asking its connector: run the connection's approved receipt
+    /// lookup (FILE: `{"request_id": "<fresh uuid>", "client_session_id": "…"}`), wait for it,
+    /// and show what the connector reported. Exits 0 when the call is settled, 7 when it stays
+    /// unknown.
+    Reconcile {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The unknown call's id.
+        call: String,
+        /// The request JSON object, or `-` for stdin.
+        #[arg(value_name = "FILE|-")]
+        file: InputSource,
+    },
+    /// Settle an unknown call yourself, citing evidence you can read (FILE: `request_id`,
+    /// `outcome` succeeded|not_applied|failed, `source_version_id`, `explanation` of at most
+    /// 2,000 characters).
+    Resolve {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The unknown call's id.
+        call: String,
+        /// The resolution JSON object, or `-` for stdin.
+        #[arg(value_name = "FILE|-")]
+        file: InputSource,
+    },
+    /// Erase a finished or unknown call's evidence (workspace admins). This never undoes what
+    /// the tool did.
+    Erase {
         /// Workspace id or name.
         #[arg(value_name = "WS")]
         workspace: String,
@@ -362,5 +542,64 @@ mod tests {
             None
         );
         assert_eq!(parse(&["connection", "events", "ws"]), Some(2));
+        assert_eq!(parse(&["pair"]), Some(2));
+        assert_eq!(parse(&["pair", "--server", "http://h", "--json"]), None);
+        assert_eq!(parse(&["device", "approve", "ws", "CODE"]), Some(2));
+        assert_eq!(
+            parse(&["device", "approve", "ws", "CODE", "--profile", "main"]),
+            None
+        );
+        assert_eq!(parse(&["scope", "begin", "ws", "--profile", "p"]), Some(2));
+        assert_eq!(parse(&["mcp-runner"]), Some(2));
+        assert_eq!(parse(&["mcp", "reconcile", "ws", "call"]), Some(2));
+        assert_eq!(parse(&["mcp", "reconcile", "ws", "call", "-"]), None);
+        assert_eq!(parse(&["mcp", "resolve", "ws", "call", "file.json"]), None);
+        assert_eq!(parse(&["mcp", "erase", "ws"]), Some(2));
+        assert_eq!(
+            parse(&[
+                "connection",
+                "receipt-policy",
+                "ws",
+                "fx",
+                "--tool",
+                "lookup"
+            ]),
+            Some(2)
+        );
+        assert_eq!(
+            parse(&[
+                "connection",
+                "receipt-policy",
+                "ws",
+                "fx",
+                "--tool",
+                "lookup",
+                "--arguments",
+                "{}"
+            ]),
+            None
+        );
+        assert_eq!(
+            parse(&[
+                "workspace",
+                "capture-policy",
+                "ws",
+                "--capture-managed-tool-results",
+                "maybe"
+            ]),
+            Some(2)
+        );
+        assert_eq!(
+            parse(&[
+                "workspace",
+                "capture-policy",
+                "ws",
+                "--capture-managed-tool-results",
+                "on"
+            ]),
+            None
+        );
+        assert_eq!(parse(&["evidence", "show", "ws"]), Some(2));
+        assert_eq!(parse(&["mcp-runner", "dir", "--profile", "laptop"]), None);
     }
 }

@@ -1,7 +1,7 @@
 //! The HTTP client for the Switchyard API under `/api/v1`.
 //!
-//! It owns the two things the environment provides — the base URL (`SWITCHYARD_URL`) and the
-//! personal API token (`SWITCHYARD_TOKEN`) — and turns every answer into either a [`Reply`]
+//! It holds the base URL and the credential [`crate::auth`] chose (a personal API token or a
+//! device credential; none for pairing) and turns every answer into either a [`Reply`]
 //! holding the server's JSON text or a [`CliError`] with the right exit code. It never retries:
 //! a request that may have reached the server is reported, not repeated.
 
@@ -14,13 +14,6 @@ use std::error::Error as _;
 use std::sync::Once;
 use std::time::Duration;
 
-/// The server used when `SWITCHYARD_URL` is not set.
-pub const DEFAULT_URL: &str = "http://127.0.0.1:8787";
-/// Environment variable naming the server's base URL.
-pub const URL_VAR: &str = "SWITCHYARD_URL";
-/// Environment variable holding the personal API token.
-pub const TOKEN_VAR: &str = "SWITCHYARD_TOKEN";
-
 /// Discovery may take the server up to 20 s; leave room beyond that.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,7 +22,29 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Client {
     http: reqwest::Client,
     base: Url,
-    auth: HeaderValue,
+    /// `Authorization` header; `None` for the unauthenticated pairing requests.
+    auth: Option<HeaderValue>,
+}
+
+/// Where a base URL came from, named in errors about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UrlOrigin {
+    /// `SWITCHYARD_URL`.
+    Env,
+    /// `switchyard pair --server`.
+    ServerFlag,
+    /// A saved device identity.
+    Profile,
+}
+
+impl UrlOrigin {
+    fn name(self) -> &'static str {
+        match self {
+            UrlOrigin::Env => "SWITCHYARD_URL",
+            UrlOrigin::ServerFlag => "--server",
+            UrlOrigin::Profile => "the paired device's server URL",
+        }
+    }
 }
 
 /// A request body.
@@ -89,23 +104,34 @@ struct WireError {
 }
 
 impl Client {
-    /// A client configured from `SWITCHYARD_URL` and `SWITCHYARD_TOKEN`.
+    /// A client for the server and credential the environment selects (see [`crate::auth`]):
+    /// `SWITCHYARD_TOKEN` when set, otherwise the paired device identity.
     pub fn from_env() -> Result<Client, CliError> {
-        let base = std::env::var(URL_VAR).unwrap_or_else(|_| DEFAULT_URL.to_owned());
-        let token = std::env::var(TOKEN_VAR)
-            .ok()
-            .filter(|t| !t.is_empty())
-            .ok_or(CliError::NoToken)?;
-        Client::new(&base, &token)
+        let auth = crate::auth::from_env()?;
+        Client::build(auth.base, Some(&auth.token))
     }
 
-    /// A client for the server at `base`, authenticating with `token`.
-    pub fn new(base: &str, token: &str) -> Result<Client, CliError> {
-        let base = parse_base(base)?;
-        let mut auth =
-            HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| CliError::BadToken)?;
-        // Keeps the token out of any debug output of the request.
-        auth.set_sensitive(true);
+    /// A client for `server` (given with `--server`) that sends no credential: for pairing.
+    pub fn anonymous(server: &str) -> Result<Client, CliError> {
+        Client::build(parse_base(server, UrlOrigin::ServerFlag)?, None)
+    }
+
+    /// The server's base URL without a trailing slash, e.g. `http://127.0.0.1:8787`.
+    pub fn server_url(&self) -> String {
+        self.base.as_str().trim_end_matches('/').to_owned()
+    }
+
+    fn build(base: Url, token: Option<&str>) -> Result<Client, CliError> {
+        let auth = match token {
+            None => None,
+            Some(token) => {
+                let mut auth = HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| CliError::BadToken)?;
+                // Keeps the token out of any debug output of the request.
+                auth.set_sensitive(true);
+                Some(auth)
+            }
+        };
         install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
@@ -126,6 +152,11 @@ impl Client {
     /// `POST /api/v1/<segments…>` with `body`.
     pub async fn post(&self, segments: &[&str], body: Body) -> Result<Reply, CliError> {
         self.send(Method::POST, segments, body).await
+    }
+
+    /// `PUT /api/v1/<segments…>` with `body`.
+    pub async fn put(&self, segments: &[&str], body: Body) -> Result<Reply, CliError> {
+        self.send(Method::PUT, segments, body).await
     }
 
     /// The URL of `/api/v1/<segments…>`, each segment percent-encoded.
@@ -150,8 +181,10 @@ impl Client {
         let mut request = self
             .http
             .request(method, url.clone())
-            .header(AUTHORIZATION, self.auth.clone())
             .header(ACCEPT, "application/json");
+        if let Some(auth) = &self.auth {
+            request = request.header(AUTHORIZATION, auth.clone());
+        }
         if let Body::Json(bytes) = body {
             request = request.header(CONTENT_TYPE, "application/json").body(bytes);
         }
@@ -174,9 +207,10 @@ impl Client {
     }
 }
 
-/// Parses and checks the base URL.
-fn parse_base(base: &str) -> Result<Url, CliError> {
+/// Parses and checks a base URL taken from `origin`.
+pub fn parse_base(base: &str, origin: UrlOrigin) -> Result<Url, CliError> {
     let bad = |reason: &str| CliError::BadUrl {
+        origin: origin.name(),
         url: base.to_owned(),
         reason: reason.to_owned(),
     };
@@ -190,6 +224,11 @@ fn parse_base(base: &str) -> Result<Url, CliError> {
         ));
     }
     Ok(url)
+}
+
+/// Whether two base URLs name the same server (a trailing slash does not matter).
+pub fn same_server(a: &Url, b: &Url) -> bool {
+    a.as_str().trim_end_matches('/') == b.as_str().trim_end_matches('/')
 }
 
 /// Sorts an answer into a [`Reply`] or the error its status means.
@@ -263,7 +302,11 @@ mod tests {
     use super::*;
 
     fn client(base: &str) -> Client {
-        Client::new(base, "t0ken").expect("client")
+        Client::build(
+            parse_base(base, UrlOrigin::Env).expect("url"),
+            Some("t0ken"),
+        )
+        .expect("client")
     }
 
     #[test]
@@ -295,9 +338,20 @@ mod tests {
     #[test]
     fn unusable_base_urls_are_usage_errors() {
         for base in ["not a url", "ftp://host", "mailto:x@y", "http://h/?q=1"] {
-            let err = Client::new(base, "t").err().expect(base);
+            let err = Client::anonymous(base).err().expect(base);
             assert_eq!(err.exit_code(), 2, "{base}");
+            assert!(err.to_string().contains("--server"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_trailing_slash_names_the_same_server() {
+        let url = |s: &str| parse_base(s, UrlOrigin::Env).expect("url");
+        assert!(same_server(&url("http://h:8787"), &url("http://h:8787/")));
+        assert!(same_server(&url("HTTP://H:80/x/"), &url("http://h/x")));
+        assert!(!same_server(&url("http://h:8787"), &url("http://h:8788")));
+        assert!(!same_server(&url("http://h/a"), &url("http://h/b")));
+        assert_eq!(client("http://h:1/").server_url(), "http://h:1");
     }
 
     #[test]

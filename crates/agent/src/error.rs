@@ -4,6 +4,8 @@
 //! existing one never changes its code.
 
 use std::io;
+use std::path::PathBuf;
+use switchyard_mcp_runner::identity::IdentityError;
 use switchyard_protocol::{CallId, CallState};
 
 /// An error that ends the CLI, with a stable exit code.
@@ -11,12 +13,13 @@ use switchyard_protocol::{CallId, CallState};
 /// | code | meaning |
 /// |---|---|
 /// | 0 | success |
-/// | 2 | usage or local input error: bad flags, unreadable or invalid file, bad `SWITCHYARD_URL` |
-/// | 3 | not authenticated: no `SWITCHYARD_TOKEN`, or the server answered 401 |
-/// | 4 | refused by the server: any other 4xx, printed as `error[<code>]: <message>` |
+/// | 2 | usage or local input error: bad flags, unreadable or invalid file, bad `SWITCHYARD_URL`, a device identity that cannot be stored, a missing runner helper |
+/// | 3 | not authenticated: no `SWITCHYARD_TOKEN` and no usable paired device, or the server answered 401 (e.g. `device_revoked`) |
+/// | 4 | refused by the server: any other 4xx, printed as `error[<code>]: <message>`; also a pairing code that expired (`pairing_expired`) |
 /// | 5 | server unreachable, or it answered 5xx or something unreadable |
 /// | 6 | `mcp call --wait` finished but the call did not succeed (`tool_error`, `failed`, `cancelled`, `expired`) |
 /// | 7 | `mcp call --wait` ended with the call `unknown` (or `resolved` from unknown): the effect may or may not have happened — never retry blindly |
+/// | 130 | interrupted (Ctrl-C) while `pair` was waiting for approval |
 ///
 /// Usage errors found by clap itself also exit 2 (clap's own convention).
 #[derive(Debug, thiserror::Error)]
@@ -48,9 +51,11 @@ pub enum CliError {
         /// What was found instead (`an array`, `a string`, …).
         found: &'static str,
     },
-    /// `SWITCHYARD_URL` cannot be used as the API's base URL (exit 2).
-    #[error("error: SWITCHYARD_URL `{url}` is not usable: {reason}")]
+    /// A server URL (`SWITCHYARD_URL`, `--server`) cannot be used as the API's base URL (exit 2).
+    #[error("error: {origin} `{url}` is not usable: {reason}")]
     BadUrl {
+        /// Where the URL came from.
+        origin: &'static str,
         /// The value as given.
         url: String,
         /// What is wrong with it.
@@ -59,12 +64,81 @@ pub enum CliError {
     /// The HTTP client could not be set up on this machine (exit 2).
     #[error("error: cannot set up the HTTP client: {0}")]
     HttpClient(#[source] reqwest::Error),
-    /// No `SWITCHYARD_TOKEN` in the environment (exit 3).
+    /// No `SWITCHYARD_TOKEN` in the environment and no device paired under the profile (exit 3).
     #[error(
-        "error: SWITCHYARD_TOKEN is not set: export a personal API token \
-         (an operator creates one with `switchyard-server admin create-user`)"
+        "error: SWITCHYARD_TOKEN is not set and no device is paired under profile `{profile}`: \
+         export a personal API token (an operator creates one with \
+         `switchyard-server admin create-user`), or pair this machine with \
+         `switchyard pair --server URL`"
     )]
-    NoToken,
+    NoToken {
+        /// The device profile that was looked up.
+        profile: String,
+    },
+    /// The paired device identity cannot be used (exit 3).
+    #[error("error: cannot use the paired device identity: {0}")]
+    DeviceIdentity(#[source] IdentityError),
+    /// `SWITCHYARD_URL` names another server than the one the device profile is paired with
+    /// (exit 3).
+    #[error(
+        "error: SWITCHYARD_URL is {url} but device profile `{profile}` is paired with {paired}; \
+         unset SWITCHYARD_URL, or select another profile with SWITCHYARD_DEVICE_PROFILE"
+    )]
+    ServerMismatch {
+        /// `SWITCHYARD_URL`.
+        url: String,
+        /// The device profile.
+        profile: String,
+        /// The server the profile is paired with.
+        paired: String,
+    },
+    /// A device identity could not be stored, or the store is unusable (exit 2).
+    #[error("error: {0}")]
+    IdentityStore(#[source] IdentityError),
+    /// The pairing code expired before anyone approved it (exit 4).
+    #[error(
+        "error[pairing_expired]: pairing code {code} expired before it was approved; run \
+         `switchyard pair` again for a new code"
+    )]
+    PairingExpired {
+        /// The code.
+        code: String,
+    },
+    /// The pairing was approved but its credential had already been collected (exit 4).
+    #[error(
+        "error[pairing_collected]: pairing code {code} was approved, but its device credential \
+         was already collected by another request; revoke device {device} and pair again"
+    )]
+    PairingCollected {
+        /// The code.
+        code: String,
+        /// The approved device.
+        device: String,
+    },
+    /// The user interrupted the command (exit 130).
+    #[error("error: interrupted{detail}")]
+    Interrupted {
+        /// What was left undone, e.g. `; the device was not paired`.
+        detail: &'static str,
+    },
+    /// The runner helper is not installed next to `switchyard` (exit 2).
+    #[error(
+        "error: the device runner helper is missing: {} does not exist; install \
+         switchyard-mcp-runner in the same directory as switchyard",
+        path.display()
+    )]
+    HelperMissing {
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// The runner helper could not be started (exit 2).
+    #[error("error: cannot run {}: {source}", path.display())]
+    HelperExec {
+        /// The helper.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
     /// `SWITCHYARD_TOKEN` cannot be sent as an HTTP header (exit 3).
     #[error("error: SWITCHYARD_TOKEN is not a valid token (it must be printable ASCII)")]
     BadToken,
@@ -147,14 +221,24 @@ impl CliError {
             | CliError::InvalidJson { .. }
             | CliError::NotAnObject { .. }
             | CliError::BadUrl { .. }
-            | CliError::HttpClient(_) => 2,
-            CliError::NoToken | CliError::BadToken | CliError::Unauthenticated { .. } => 3,
-            CliError::Refused { .. } => 4,
+            | CliError::HttpClient(_)
+            | CliError::IdentityStore(_)
+            | CliError::HelperMissing { .. }
+            | CliError::HelperExec { .. } => 2,
+            CliError::NoToken { .. }
+            | CliError::BadToken
+            | CliError::Unauthenticated { .. }
+            | CliError::DeviceIdentity(_)
+            | CliError::ServerMismatch { .. } => 3,
+            CliError::Refused { .. }
+            | CliError::PairingExpired { .. }
+            | CliError::PairingCollected { .. } => 4,
             CliError::Unreachable { .. }
             | CliError::Server { .. }
             | CliError::BadResponse { .. } => 5,
             CliError::CallNotSucceeded { .. } => 6,
             CliError::CallUncertain { .. } => 7,
+            CliError::Interrupted { .. } => 130,
         }
     }
 }

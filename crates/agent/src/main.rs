@@ -3,6 +3,7 @@
 //! `main` only parses the command line, runs it and turns the outcome into a stable exit code
 //! (see `EXIT_CODES.md` and [`error::CliError`]). Errors go to stderr, results to stdout.
 
+mod auth;
 mod cli;
 mod client;
 mod commands;

@@ -1,1 +1,208 @@
-fn main() {}
+//! `switchyard-mcp-runner DIR [--profile NAME] [--server URL]`: the device companion runner.
+//!
+//! Runs MCP tool calls placed on this device, as the device paired by `switchyard pair`, with
+//! its receipt outbox in `DIR`. Usually started by `switchyard mcp-runner DIR`. Stops on SIGINT
+//! or SIGTERM once running calls have finished and reported; a second signal stops at once
+//! (calls cut off are reported `unknown` at the next start).
+//!
+//! Environment: `SWITCHYARD_DEVICE_PROFILE` (the profile when `--profile` is not given),
+//! `SWITCHYARD_URL` (like `--server`), `SWITCHYARD_MCP_CREDENTIALS_FILE` (the credential bindings
+//! file), `SWITCHYARD_CONFIG_DIR` (where identities are), `SWITCHYARD_LOG` (log filter, default
+//! `info`). Logs go to stderr.
+//!
+//! Exit codes (stable):
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | stopped by SIGINT/SIGTERM after running calls finished and the lease was released |
+//! | 1 | internal failure: the outbox failed during recovery, the runtime could not start, or a second signal forced the stop |
+//! | 2 | usage or local setup: bad flags, no such device profile, `--server`/`SWITCHYARD_URL` differs from the profile's server, outbox directory refused (permissions, owner, another device, in use) |
+//! | 3 | the server refused the device credential (`device_revoked`): pair again |
+//! | 4 | the server refused the runner lease for another reason |
+
+use clap::Parser;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use switchyard_mcp_runner::credentials::{CredentialResolver, NoKeyring, OsKeyring, SecretStore};
+use switchyard_mcp_runner::device::{self, Credential, DeviceConfig, RunError};
+use switchyard_mcp_runner::executor::{ExecutorConfig, LaunchResolver};
+use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
+use switchyard_mcp_runner::outbox::Outbox;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+/// The credential bindings file variable.
+const CREDENTIALS_FILE_VAR: &str = "SWITCHYARD_MCP_CREDENTIALS_FILE";
+
+/// Command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "switchyard-mcp-runner",
+    version,
+    about = "The Switchyard device companion runner"
+)]
+struct Args {
+    /// The receipt outbox directory: created with mode 0700 if missing; one per device.
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    /// The device profile to run as [default: $SWITCHYARD_DEVICE_PROFILE, else `default`].
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// The server the device must be paired with; the runner refuses to start if the profile
+    /// names another.
+    #[arg(long, value_name = "URL", env = "SWITCHYARD_URL")]
+    server: Option<String>,
+}
+
+/// Why the runner exits with a failure.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// Exit 1.
+    #[error("{0}")]
+    Internal(String),
+    /// Exit 2.
+    #[error("{0}")]
+    Setup(String),
+    /// Exit 1, 3 or 4.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+impl Failure {
+    fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Internal(_) => 1,
+            Failure::Setup(_) => 2,
+            Failure::Run(RunError::Revoked { .. }) => 3,
+            Failure::Run(RunError::Refused(_)) => 4,
+            Failure::Run(RunError::Outbox(_) | RunError::Client(_)) => 1,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging();
+    // reqwest is built without a TLS provider: install ring before any client exists.
+    device::install_tls_provider();
+    let result = tokio::runtime::Runtime::new()
+        .map_err(|error| Failure::Internal(format!("cannot start the runtime: {error}")))
+        .and_then(|runtime| runtime.block_on(run(args)));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("switchyard-mcp-runner: {failure}");
+            ExitCode::from(failure.exit_code())
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Failure> {
+    let profile = select_profile(args.profile.as_deref()).map_err(setup)?;
+    let store = IdentityStore::open(
+        IdentityStore::default_location(),
+        KeyringChoice::from_env().map_err(setup)?,
+    )
+    .map_err(setup)?;
+    let identity = store.load(&profile).map_err(setup)?.ok_or_else(|| {
+        Failure::Setup(format!(
+            "no device profile `{profile}`: pair this device first with `switchyard pair`"
+        ))
+    })?;
+    if let Some(server) = args.server.filter(|server| !server.is_empty())
+        && !same_server(&server, &identity.server_url)
+    {
+        return Err(Failure::Setup(format!(
+            "device profile `{profile}` is paired with {}, not {server} (from --server or \
+             SWITCHYARD_URL); use the profile paired with that server, or pair again",
+            identity.server_url
+        )));
+    }
+    let outbox = Outbox::open(&args.dir, identity.device_id).map_err(setup)?;
+
+    let shutdown = CancellationToken::new();
+    watch_signals(shutdown.clone())?;
+    let config = DeviceConfig {
+        server_url: identity.server_url.trim_end_matches('/').to_owned(),
+        device_id: identity.device_id,
+        credential: Credential::new(identity.credential),
+        resolver: launch_resolver(),
+        executor: ExecutorConfig::default(),
+    };
+    device::run(config, outbox, shutdown).await?;
+    Ok(())
+}
+
+/// Resolves credentials from the bindings file in `SWITCHYARD_MCP_CREDENTIALS_FILE`, with the OS
+/// keyring for `os_store` references when it can be used.
+fn launch_resolver() -> LaunchResolver {
+    let bindings = std::env::var_os(CREDENTIALS_FILE_VAR)
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from);
+    let store: Arc<dyn SecretStore> = match OsKeyring::new() {
+        Ok(keyring) => Arc::new(keyring),
+        Err(error) => {
+            tracing::info!(%error, "no OS keyring; os_store credential references will fail");
+            Arc::new(NoKeyring)
+        }
+    };
+    let resolver = CredentialResolver::new(bindings, store);
+    Arc::new(move |call| resolver.launch_for(call))
+}
+
+/// Cancels `shutdown` at the first SIGINT or SIGTERM; exits at once at the second.
+fn watch_signals(shutdown: CancellationToken) -> Result<(), Failure> {
+    let listen = |kind| {
+        signal(kind)
+            .map_err(|error| Failure::Internal(format!("cannot listen for signals: {error}")))
+    };
+    let mut interrupt = listen(SignalKind::interrupt())?;
+    let mut terminate = listen(SignalKind::terminate())?;
+    tokio::spawn(async move {
+        let mut first = true;
+        loop {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            if first {
+                tracing::info!(
+                    "stop requested: running calls finish and report, then the lease is \
+                     released (signal again to stop at once)"
+                );
+                shutdown.cancel();
+                first = false;
+            } else {
+                // Everything started is in the outbox; the next start reports it.
+                eprintln!(
+                    "switchyard-mcp-runner: stopped at once; cut-off calls are reported unknown at the next start"
+                );
+                std::process::exit(1);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Whether two server URLs name the same server (ignoring a trailing slash).
+fn same_server(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
+fn setup(error: impl std::fmt::Display) -> Failure {
+    Failure::Setup(error.to_string())
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter =
+        EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        // Colours only for a person watching; logs piped to a file stay plain text.
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

@@ -9,6 +9,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::reconcile::*;
+
 /// Default `timeout_seconds` of a call.
 pub const DEFAULT_TIMEOUT_SECONDS: u32 = 300;
 /// Largest accepted `timeout_seconds`.
@@ -370,6 +372,32 @@ pub struct CallView {
     /// When retention erased the call's inputs and results; reads then show only this minimal
     /// disposition (state, error code, times).
     pub retention_expired_at: Option<DateTime<Utc>>,
+    /// An ordinary tool call, or a receipt lookup run for `parent_call_id`.
+    #[serde(default)]
+    pub kind: CallKind,
+    /// For a lookup: the unknown call it looks up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_call_id: Option<CallId>,
+    /// For a `resolved` call: the outcome it was settled with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution_outcome: Option<ResolutionOutcome>,
+    /// The attempt that was started (at most one), as it was recorded. Shown when reading one
+    /// call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<AttemptView>,
+    /// What receipt lookups and late receipts reported, oldest first. Shown when reading one
+    /// call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observations: Vec<ObservationView>,
+    /// How the call was settled, if it was. Shown when reading one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<ResolutionView>,
+    /// Lookups, receipts and evidence linked to the call. Shown when reading one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<LineageView>,
+    /// When the call's evidence was erased; only the minimal disposition remains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erased_at: Option<DateTime<Utc>>,
 }
 
 /// `GET /api/v1/workspaces/{ws}/calls` answer.

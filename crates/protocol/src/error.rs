@@ -58,6 +58,37 @@ pub enum ErrorCode {
     McpRequestConflict,
     /// The request_id's inputs or result have expired.
     McpReplayExpired,
+    /// No pending pairing matches (unknown, expired or already used code, or a wrong poll
+    /// secret): one answer for all, so the code space cannot be probed.
+    PairingNotFound,
+    /// No such device in this workspace.
+    DeviceNotFound,
+    /// The device credential belongs to a revoked device.
+    DeviceRevoked,
+    /// The runner's lease epoch is stale: another process owns the runner now.
+    RunnerFenced,
+    /// A device submitted a call without an `operation_id`.
+    OperationRequired,
+    /// No such operation in this workspace (for a device: under its profile).
+    OperationNotFound,
+    /// The call's profile or environment differs from its operation's.
+    OperationMismatch,
+    /// The connection's configuration (revision, command, URL, runner or credential binding)
+    /// changed since the unknown call ran: a lookup would ask another target.
+    McpReconcileConfigChanged,
+    /// Only an `unknown` call can be reconciled or resolved.
+    McpReconcileNotUnknown,
+    /// The connection has no approved receipt policy to look receipts up with.
+    ReceiptPolicyMissing,
+    /// No readable evidence record with this id in this workspace (unknown, another
+    /// workspace's, or erased).
+    EvidenceNotFound,
+    /// A resolution's explanation is longer than 2,000 characters.
+    ExplanationTooLong,
+    /// The call's evidence was erased: it can no longer be reconciled or resolved.
+    CallErased,
+    /// The call is still queued, leased or running: wait until it finishes or is unknown.
+    CallActive,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -90,6 +121,20 @@ impl ErrorCode {
             ErrorCode::DiscoveryFailed => "discovery_failed",
             ErrorCode::McpRequestConflict => "mcp_request_conflict",
             ErrorCode::McpReplayExpired => "mcp_replay_expired",
+            ErrorCode::PairingNotFound => "pairing_not_found",
+            ErrorCode::DeviceNotFound => "device_not_found",
+            ErrorCode::DeviceRevoked => "device_revoked",
+            ErrorCode::RunnerFenced => "runner_fenced",
+            ErrorCode::OperationRequired => "operation_required",
+            ErrorCode::OperationNotFound => "operation_not_found",
+            ErrorCode::OperationMismatch => "operation_mismatch",
+            ErrorCode::McpReconcileConfigChanged => "mcp_reconcile_config_changed",
+            ErrorCode::McpReconcileNotUnknown => "mcp_reconcile_not_unknown",
+            ErrorCode::ReceiptPolicyMissing => "receipt_policy_missing",
+            ErrorCode::EvidenceNotFound => "evidence_not_found",
+            ErrorCode::ExplanationTooLong => "explanation_too_long",
+            ErrorCode::CallErased => "call_erased",
+            ErrorCode::CallActive => "call_active",
             ErrorCode::Internal => "internal",
         }
     }
@@ -102,8 +147,9 @@ impl ErrorCode {
             | ErrorCode::InvalidName
             | ErrorCode::InvalidArguments
             | ErrorCode::InvalidTimeout
-            | ErrorCode::InvalidConnector => 400,
-            ErrorCode::Unauthenticated => 401,
+            | ErrorCode::InvalidConnector
+            | ErrorCode::ExplanationTooLong => 400,
+            ErrorCode::Unauthenticated | ErrorCode::DeviceRevoked => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::WorkspaceNotFound
             | ErrorCode::EnvironmentNotFound
@@ -112,12 +158,25 @@ impl ErrorCode {
             | ErrorCode::ProfileNotFound
             | ErrorCode::UserNotFound
             | ErrorCode::CallNotFound
-            | ErrorCode::ToolNotFound => 404,
-            ErrorCode::AmbiguousName | ErrorCode::AlreadyExists | ErrorCode::ConnectorNotApproved => 409,
-            ErrorCode::McpReplayExpired => 410,
+            | ErrorCode::ToolNotFound
+            | ErrorCode::PairingNotFound
+            | ErrorCode::DeviceNotFound
+            | ErrorCode::OperationNotFound
+            | ErrorCode::EvidenceNotFound => 404,
+            ErrorCode::AmbiguousName
+            | ErrorCode::AlreadyExists
+            | ErrorCode::ConnectorNotApproved
+            | ErrorCode::RunnerFenced
+            | ErrorCode::McpReconcileConfigChanged
+            | ErrorCode::McpReconcileNotUnknown
+            | ErrorCode::ReceiptPolicyMissing
+            | ErrorCode::CallActive => 409,
+            ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
             ErrorCode::ConnectionNotInProfile
             | ErrorCode::EnvironmentMismatch
-            | ErrorCode::McpRequestConflict => 422,
+            | ErrorCode::McpRequestConflict
+            | ErrorCode::OperationRequired
+            | ErrorCode::OperationMismatch => 422,
             ErrorCode::DiscoveryFailed => 502,
             ErrorCode::Internal => 500,
         }

@@ -67,4 +67,8 @@ id_type! {
     DeviceId,
     /// An operation: the immutable scope device calls run under.
     OperationId,
+    /// A retained evidence record (a `source_version_id` a resolution cites).
+    EvidenceId,
+    /// An observation recorded beside an unknown call (a lookup's answer or a late receipt).
+    ObservationId,
 }

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod error;
 pub mod ids;
+pub mod reconcile;
 pub mod runner;
 pub mod state;
 

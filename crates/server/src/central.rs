@@ -4,7 +4,6 @@
 //! the control plane directly on the datastore.
 
 use crate::app::{App, CompletionRecorded};
-use crate::db::LeasedRow;
 use sqlx::postgres::PgListener;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +11,7 @@ use switchyard_mcp_runner::control::{ControlError, ControlPlane, StartDecision};
 use switchyard_mcp_runner::executor::{Executor, ExecutorConfig};
 use switchyard_mcp_runner::handle::ExecutorHandle;
 use switchyard_protocol::api::CENTRAL_RUNNER;
-use switchyard_protocol::runner::{Completion, ConnectionTarget, Epoch, LeasedCall, LifecycleEvent};
+use switchyard_protocol::runner::{Completion, Epoch, LeasedCall, LifecycleEvent};
 use switchyard_protocol::CallId;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -186,38 +185,8 @@ impl CentralControl {
         Ok(Self { app, epoch, listener: Mutex::new(listener) })
     }
 
-    /// Turns a leased row into the runner's work item; a call whose connector may no longer
-    /// run is failed here, before anything is sent.
-    async fn prepare(&self, row: LeasedRow) -> Result<Option<LeasedCall>, sqlx::Error> {
-        let db = self.app.db();
-        let connection = db.connection_get(row.connection_id).await?;
-        let connector = db.connector_get(connection.connector_id).await?;
-        if !connector.is_runnable() {
-            db.call_fail_leased(row.id, self.epoch.0, "connector_not_approved", "the connector's command is no longer approved")
-                .await?;
-            return Ok(None);
-        }
-        Ok(Some(LeasedCall {
-            call_id: row.id.into(),
-            request_id: row.request_id.into(),
-            epoch: self.epoch,
-            connection: ConnectionTarget { connection_id: row.connection_id.into(), revision: connection.revision, spec: connector.spec() },
-            tool_name: row.tool_name,
-            arguments: row.arguments.map(|a| a.0).unwrap_or_else(|| serde_json::json!({})),
-            timeout_seconds: u32::try_from(row.timeout_seconds).unwrap_or(1),
-            client_session_id: row.client_session_id,
-        }))
-    }
-
     async fn lease_now(&self, max: usize) -> Result<Vec<LeasedCall>, sqlx::Error> {
-        let rows = self.app.db().call_lease(CENTRAL_RUNNER, self.epoch.0, i64::try_from(max).unwrap_or(i64::MAX)).await?;
-        let mut calls = Vec::with_capacity(rows.len());
-        for row in rows {
-            if let Some(call) = self.prepare(row).await? {
-                calls.push(call);
-            }
-        }
-        Ok(calls)
+        self.app.lease_calls(CENTRAL_RUNNER, self.epoch, max).await
     }
 }
 

@@ -4,7 +4,8 @@
 //! placed on the `central` runner.
 //!
 //! Layers: `http` (thin handlers) → `app` (operations and authorization) → `db` (every SQL
-//! statement). `central` is the runner inside the server.
+//! statement). `central` is the runner inside the server; `web` is the call inspector, a web UI
+//! over the same app layer.
 
 pub mod app;
 pub mod central;
@@ -13,3 +14,4 @@ pub mod error;
 pub mod http;
 pub mod serve;
 pub mod sweeper;
+pub mod web;

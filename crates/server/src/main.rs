@@ -13,6 +13,7 @@ use switchyard_server::central::CentralConfig;
 use switchyard_server::db::{Datastore, MIGRATOR};
 use switchyard_server::serve::{serve, ServeConfig};
 use switchyard_server::sweeper::SweeperConfig;
+use switchyard_server::web::WebConfig;
 use tokio_util::sync::CancellationToken;
 
 /// The Switchyard control plane.
@@ -33,7 +34,7 @@ enum Command {
         /// Address to listen on.
         #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:8787")]
         listen: SocketAddr,
-        /// Length of the central runner's lease, in seconds.
+        /// Length of runner leases (the central runner's and devices'), in seconds.
         #[arg(long, env = "SWITCHYARD_LEASE_TTL_SECONDS", default_value_t = 30)]
         lease_ttl_seconds: u64,
         /// Warm MCP sessions idle this many seconds are closed.
@@ -52,6 +53,10 @@ enum Command {
         /// Deadline for tool discovery, in seconds.
         #[arg(long, env = "SWITCHYARD_DISCOVERY_DEADLINE_SECONDS", default_value_t = 20)]
         discovery_deadline_seconds: u64,
+        /// Mark the web UI's cookies `Secure`: set this when users reach the server over https
+        /// (through a proxy that terminates TLS).
+        #[arg(long, env = "SWITCHYARD_SECURE_COOKIES")]
+        secure_cookies: bool,
     },
     /// Apply database migrations.
     Migrate,
@@ -138,6 +143,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             result_retention_seconds,
             mcp_credentials_file,
             discovery_deadline_seconds,
+            secure_cookies,
         } => {
             Datastore::new(pool.clone()).readiness().await?;
             if let Some(path) = &mcp_credentials_file {
@@ -153,6 +159,8 @@ async fn run(cli: Cli) -> Result<(), String> {
                 app: AppConfig {
                     discovery_deadline: Duration::from_secs(discovery_deadline_seconds),
                     credentials_file: mcp_credentials_file,
+                    runner_lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)),
+                    ..AppConfig::default()
                 },
                 central: CentralConfig {
                     lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)),
@@ -166,6 +174,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     retention: Duration::from_secs(result_retention_seconds),
                     ..SweeperConfig::default()
                 },
+                web: WebConfig { secure_cookies, ..WebConfig::default() },
             };
             let shutdown = CancellationToken::new();
             tokio::spawn(stop_on_signal(shutdown.clone()));

@@ -1,9 +1,10 @@
 //! Running the server: the HTTP listener and the central runner, until shutdown.
 
-use crate::app::{App, AppConfig};
+use crate::app::{App, AppConfig, WakeupFeed};
 use crate::central::{self, CentralConfig};
 use crate::db::Datastore;
 use crate::sweeper::{self, SweeperConfig};
+use crate::web::{self, WebConfig};
 use sqlx::PgPool;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -21,6 +22,8 @@ pub struct ServeConfig {
     pub central: CentralConfig,
     /// Sweeper settings.
     pub sweeper: SweeperConfig,
+    /// Web UI settings.
+    pub web: WebConfig,
 }
 
 /// A started server.
@@ -42,7 +45,10 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
     let shutdown = CancellationToken::new();
     let runner = tokio::spawn(central::run(app.clone(), config.central, shutdown.clone()));
     let sweeper = tokio::spawn(sweeper::run(app.db().clone(), config.sweeper, shutdown.clone()));
-    let router = crate::http::router(app);
+    // Listening before the first request is served: a device long-poll never waits on a
+    // listener that is not there yet.
+    let wakeups = tokio::spawn(WakeupFeed::connect(app.clone()).await.run(shutdown.clone()));
+    let router = crate::http::router(app.clone()).merge(web::router(app, config.web, shutdown.clone()));
     let http_shutdown = shutdown.clone();
     let done = tokio::spawn(async move {
         let served = axum::serve(listener, router)
@@ -53,6 +59,7 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
         }
         let _ = runner.await;
         let _ = sweeper.await;
+        let _ = wakeups.await;
     });
     Ok(Running { addr, shutdown, done })
 }

@@ -1,6 +1,9 @@
 //! The sweeper: a small idempotent reconciler every replica runs. Each pass settles calls held
-//! under expired runner leases, expires calls queued too long and erases inputs and results
-//! past retention. Every change is a guarded update, so replicas sweeping at once is harmless.
+//! under expired runner leases, expires calls queued too long, erases inputs and results
+//! (and observation outputs) past retention, removes old resolution explanations, publishes
+//! pending evidence (retrying failures at most 60 s apart until their deadline) and deletes
+//! expired web sessions. Every change is a guarded update, so replicas sweeping at once is
+//! harmless.
 
 use crate::db::Datastore;
 use std::time::Duration;
@@ -15,6 +18,8 @@ pub struct SweeperConfig {
     pub queue_expiry: Duration,
     /// Inputs and results are erased this long after a call finished.
     pub retention: Duration,
+    /// Resolution explanations are removed this long after they were recorded.
+    pub explanation_ttl: Duration,
 }
 
 impl Default for SweeperConfig {
@@ -23,6 +28,7 @@ impl Default for SweeperConfig {
             interval: Duration::from_secs(1),
             queue_expiry: Duration::from_secs(600),
             retention: Duration::from_secs(3600),
+            explanation_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -53,6 +59,30 @@ pub async fn sweep_once(db: &Datastore, config: &SweeperConfig) -> Result<(), sq
     let erased = db.call_sweep_retention(config.retention).await?;
     if erased > 0 {
         tracing::debug!(erased, "erased inputs and results past retention");
+    }
+    let device_mail = db.device_sweep(crate::app::RELEASE_TTL).await?;
+    if device_mail > 0 {
+        tracing::debug!(device_mail, "deleted stale session releases and pairing attempts");
+    }
+    let outputs = db.observation_sweep_retention(config.retention).await?;
+    if outputs > 0 {
+        tracing::debug!(outputs, "erased observation outputs past retention");
+    }
+    let explanations = db.resolution_sweep_explanations(config.explanation_ttl).await?;
+    if explanations > 0 {
+        tracing::debug!(explanations, "removed resolution explanations past their time");
+    }
+    let (published, failed) = db.evidence_publish_due().await?;
+    if published + failed > 0 {
+        tracing::debug!(published, failed, "published pending evidence");
+    }
+    let given_up = db.evidence_expire_pending().await?;
+    if given_up > 0 {
+        tracing::warn!(given_up, "gave up pending evidence not published within its deadline");
+    }
+    let sessions = db.web_session_sweep().await?;
+    if sessions > 0 {
+        tracing::debug!(sessions, "deleted expired web sessions");
     }
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! `switchyard connection create|list|discover|tools|events`: connectors placed in a workspace.
+//! `switchyard connection create|list|discover|tools|events|receipt-policy`: connectors placed in
+//! a workspace.
 
 use crate::cli::ConnectionCommand;
 use crate::client::{Body, Client};
@@ -6,7 +7,8 @@ use crate::error::CliError;
 use crate::output::{Output, Table, time};
 use serde_json::Value;
 use switchyard_protocol::api::{
-    ConnectionEventView, ConnectionView, CreateConnection, DiscoveryView, ToolView,
+    ConnectionEventView, ConnectionView, CreateConnection, DiscoveryView, ReceiptPolicyView,
+    SetReceiptPolicy, ToolView,
 };
 
 /// Runs a `connection` subcommand.
@@ -134,6 +136,44 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
                     ]);
                 }
                 table.render_or("no events")
+            })
+        }
+        ConnectionCommand::ReceiptPolicy {
+            workspace,
+            connection,
+            tool,
+            arguments,
+        } => {
+            let path = [
+                "workspaces",
+                workspace.as_str(),
+                "connections",
+                connection.as_str(),
+                "receipt-policy",
+            ];
+            let reply = match (tool, arguments) {
+                (Some(tool), Some(arguments)) => {
+                    let arguments =
+                        serde_json::from_str::<Value>(&arguments).map_err(|source| {
+                            CliError::InvalidJson {
+                                name: "--arguments".to_owned(),
+                                source,
+                            }
+                        })?;
+                    client
+                        .put(&path, Body::of(&SetReceiptPolicy { tool, arguments }))
+                        .await?
+                }
+                // clap requires both or neither.
+                _ => client.get(&path).await?,
+            };
+            out.reply(&reply, |p: ReceiptPolicyView| {
+                format!(
+                    "receipt policy of connection {connection}: tool {} with arguments {} (approved {})",
+                    p.tool,
+                    p.arguments,
+                    time(&p.approved_at)
+                )
             })
         }
     }

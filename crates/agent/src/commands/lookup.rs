@@ -3,8 +3,8 @@
 use crate::client::Client;
 use crate::error::CliError;
 use std::collections::HashMap;
-use switchyard_protocol::api::{ConnectionView, EnvironmentView};
-use switchyard_protocol::{ConnectionId, EnvironmentId};
+use switchyard_protocol::api::{ConnectionView, EnvironmentView, ProfileView};
+use switchyard_protocol::{ConnectionId, EnvironmentId, ProfileId};
 
 /// Names of a workspace's connections, by id.
 pub async fn connection_names(
@@ -28,6 +28,18 @@ pub async fn environment_names(
         .await?
         .parse()?;
     Ok(list.into_iter().map(|e| (e.id, e.name)).collect())
+}
+
+/// Names of a workspace's profiles, by id.
+pub async fn profile_names(
+    client: &Client,
+    workspace: &str,
+) -> Result<HashMap<ProfileId, String>, CliError> {
+    let list: Vec<ProfileView> = client
+        .get(&["workspaces", workspace, "profiles"])
+        .await?
+        .parse()?;
+    Ok(list.into_iter().map(|p| (p.id, p.name)).collect())
 }
 
 /// The name for `id`, or the id itself when it is not in `names`.

@@ -1,15 +1,21 @@
 //! One module per command group; [`run`] dispatches a parsed command line to it.
 //!
 //! Each command sends one or a few API requests through [`Client`] and prints the answer
-//! through [`Output`]. Later groups (`pair`, `device …`, `mcp-runner DIR`) get their own
-//! module here; `mcp reconcile|resolve` go under [`mcp`].
+//! through [`Output`]. `pair` talks to the server it is given, unauthenticated, and
+//! `mcp-runner` hands over to the runner helper; every other command authenticates as
+//! [`crate::auth`] decides. `mcp reconcile|resolve` go under [`mcp`].
 
 mod connection;
 mod connector;
+mod device;
 mod environment;
+mod evidence;
 mod lookup;
 mod mcp;
+mod pair;
 mod profile;
+mod runner;
+mod scope;
 mod workspace;
 
 use crate::cli::{Cli, Command};
@@ -24,13 +30,19 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     } else {
         Format::Human
     });
-    let client = Client::from_env()?;
+    // Made per command: `pair` and `mcp-runner` need no credential, and must work without one.
+    let client = Client::from_env;
     match cli.command {
-        Command::Workspace(cmd) => workspace::run(&client, out, cmd).await,
-        Command::Environment(cmd) => environment::run(&client, out, cmd).await,
-        Command::Connector(cmd) => connector::run(&client, out, cmd).await,
-        Command::Connection(cmd) => connection::run(&client, out, cmd).await,
-        Command::Profile(cmd) => profile::run(&client, out, cmd).await,
-        Command::Mcp(cmd) => mcp::run(&client, out, cmd).await,
+        Command::Workspace(cmd) => workspace::run(&client()?, out, cmd).await,
+        Command::Environment(cmd) => environment::run(&client()?, out, cmd).await,
+        Command::Connector(cmd) => connector::run(&client()?, out, cmd).await,
+        Command::Connection(cmd) => connection::run(&client()?, out, cmd).await,
+        Command::Profile(cmd) => profile::run(&client()?, out, cmd).await,
+        Command::Mcp(cmd) => mcp::run(&client()?, out, cmd).await,
+        Command::Device(cmd) => device::run(&client()?, out, cmd).await,
+        Command::Scope(cmd) => scope::run(&client()?, out, cmd).await,
+        Command::Evidence(cmd) => evidence::run(&client()?, out, cmd).await,
+        Command::Pair(args) => pair::run(out, args).await,
+        Command::McpRunner(args) => runner::run(args),
     }
 }

@@ -1,10 +1,13 @@
-//! `switchyard workspace create|list|member add`.
+//! `switchyard workspace create|list|member add|capture-policy`.
 
-use crate::cli::{MemberCommand, WorkspaceCommand};
+use crate::cli::{MemberCommand, Switch, WorkspaceCommand};
 use crate::client::{Body, Client};
 use crate::error::CliError;
 use crate::output::{Output, Table, time};
-use switchyard_protocol::api::{AddMember, CreateWorkspace, MemberRole, MemberView, WorkspaceView};
+use switchyard_protocol::api::{
+    AddMember, CapturePolicyView, CreateWorkspace, MemberRole, MemberView, SetCapturePolicy,
+    WorkspaceView,
+};
 
 /// Runs a `workspace` subcommand.
 pub async fn run(client: &Client, out: Output, cmd: WorkspaceCommand) -> Result<(), CliError> {
@@ -52,7 +55,39 @@ pub async fn run(client: &Client, out: Output, cmd: WorkspaceCommand) -> Result<
                 )
             })
         }
+        WorkspaceCommand::CapturePolicy {
+            workspace,
+            capture_managed_tool_results,
+        } => {
+            let path = ["workspaces", workspace.as_str(), "capture-policy"];
+            let reply = match capture_managed_tool_results {
+                Some(switch) => {
+                    let body = SetCapturePolicy {
+                        capture_managed_tool_results: switch == Switch::On,
+                    };
+                    client.put(&path, Body::of(&body)).await?
+                }
+                None => client.get(&path).await?,
+            };
+            out.reply(&reply, |p: CapturePolicyView| capture_text(&p))
+        }
     }
+}
+
+/// A capture policy for people.
+fn capture_text(p: &CapturePolicyView) -> String {
+    format!(
+        "capture of managed tool results: {}; pending evidence: {} ({} bytes); dropped when full: {}; given up: {}",
+        if p.capture_managed_tool_results {
+            "on"
+        } else {
+            "off"
+        },
+        p.pending_records,
+        p.pending_bytes,
+        p.dropped,
+        p.expired
+    )
 }
 
 /// The role's wire name.

@@ -132,10 +132,7 @@ impl Server {
 
     /// `switchyard` pointed at this server, as alice.
     pub fn cli(&self) -> Switchyard {
-        Switchyard {
-            url: self.url.clone(),
-            token: Some(self.token.clone()),
-        }
+        Switchyard::new(&self.url, Some(&self.token))
     }
 
     /// The server's stderr so far, for failure messages.
@@ -177,25 +174,75 @@ fn server_admin(database_url: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
-/// How to run the `switchyard` binary: server URL and token.
+/// How to run the `switchyard` binary: server URL, token and where device identities live.
+///
+/// Runs are hermetic: the configuration directory is always set (by default to one that does
+/// not exist), device credentials go to files (`SWITCHYARD_DEVICE_KEYRING=off`) and no device
+/// profile is inherited from the test's environment.
 #[derive(Clone)]
 pub struct Switchyard {
-    url: String,
+    url: Option<String>,
     token: Option<String>,
+    config_dir: PathBuf,
 }
 
 impl Switchyard {
     /// A CLI for `url` with `token` (`None`: no SWITCHYARD_TOKEN at all).
     pub fn new(url: &str, token: Option<&str>) -> Switchyard {
         Switchyard {
-            url: url.to_owned(),
+            url: Some(url.to_owned()),
             token: token.map(str::to_owned),
+            config_dir: Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join("switchyard-agent-it")
+                .join("no-config"),
         }
     }
 
     /// The same CLI with another token, or none.
     pub fn with_token(&self, token: Option<&str>) -> Switchyard {
-        Switchyard::new(&self.url, token)
+        Switchyard {
+            token: token.map(str::to_owned),
+            ..self.clone()
+        }
+    }
+
+    /// The same CLI with another SWITCHYARD_URL, or none.
+    pub fn with_url(&self, url: Option<&str>) -> Switchyard {
+        Switchyard {
+            url: url.map(str::to_owned),
+            ..self.clone()
+        }
+    }
+
+    /// The same CLI without a token, using the device identities under `config_dir`.
+    pub fn as_device(&self, config_dir: &Path) -> Switchyard {
+        Switchyard {
+            token: None,
+            config_dir: config_dir.to_owned(),
+            ..self.clone()
+        }
+    }
+
+    /// `switchyard ARGS` set up with this CLI's environment, stdio piped, not started.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        command
+            .args(args)
+            .env_remove("SWITCHYARD_URL")
+            .env_remove("SWITCHYARD_TOKEN")
+            .env_remove("SWITCHYARD_DEVICE_PROFILE")
+            .env("SWITCHYARD_CONFIG_DIR", &self.config_dir)
+            .env("SWITCHYARD_DEVICE_KEYRING", "off")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(url) = &self.url {
+            command.env("SWITCHYARD_URL", url);
+        }
+        if let Some(token) = &self.token {
+            command.env("SWITCHYARD_TOKEN", token);
+        }
+        command
     }
 
     /// Runs `switchyard ARGS` with empty stdin.
@@ -207,18 +254,7 @@ impl Switchyard {
     /// Runs `switchyard ARGS` with `stdin` as standard input, within the deadline.
     #[track_caller]
     pub fn run_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Run {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
-        command
-            .args(args)
-            .env("SWITCHYARD_URL", &self.url)
-            .env_remove("SWITCHYARD_TOKEN")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(token) = &self.token {
-            command.env("SWITCHYARD_TOKEN", token);
-        }
-        let mut child = command.spawn().expect("spawn switchyard");
+        let mut child = self.command(args).spawn().expect("spawn switchyard");
         let mut input = child.stdin.take().expect("stdin");
         let stdin = stdin.to_vec();
         // Write from a thread: a child that does not read stdin must not block the test.
@@ -227,24 +263,112 @@ impl Switchyard {
         });
         let stdout = drain(child.stdout.take().expect("stdout"));
         let stderr = drain(child.stderr.take().expect("stderr"));
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for switchyard") {
-                break status;
-            }
-            if started.elapsed() > DEADLINE {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("switchyard {args:?} did not finish within {DEADLINE:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let code = wait_within_deadline(&mut child, args);
         Run {
             args: args.iter().map(|a| (*a).to_owned()).collect(),
-            code: status.code(),
+            code,
             stdout: stdout.recv().unwrap_or_default(),
             stderr: stderr.recv().unwrap_or_default(),
         }
+    }
+
+    /// Starts `switchyard ARGS` in the background, reading its stdout line by line.
+    #[track_caller]
+    pub fn start(&self, args: &[&str]) -> Running {
+        let mut child = self.command(args).spawn().expect("spawn switchyard");
+        drop(child.stdin.take());
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = drain(child.stderr.take().expect("stderr"));
+        Running {
+            child: Some(child),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            lines,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+}
+
+/// A `switchyard` process started with [`Switchyard::start`]; killed if dropped unfinished.
+pub struct Running {
+    child: Option<Child>,
+    args: Vec<String>,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Running {
+    /// The process id, e.g. to signal it.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).expect("still running")
+    }
+
+    /// The next stdout line, within the deadline.
+    #[track_caller]
+    pub fn next_line(&mut self) -> String {
+        match self.lines.recv_timeout(DEADLINE) {
+            Ok(line) => {
+                self.seen.push(line.clone());
+                line
+            }
+            Err(_) => panic!(
+                "switchyard {:?} printed no further line within {DEADLINE:?}; so far: {:?}",
+                self.args, self.seen
+            ),
+        }
+    }
+
+    /// Waits for the process to end (within the deadline); the run's stdout holds every line
+    /// it printed, including those already read.
+    #[track_caller]
+    pub fn finish(mut self) -> Run {
+        let mut child = self.child.take().expect("not finished yet");
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let code = wait_within_deadline(&mut child, &args);
+        // The pipe is closed now, so the reader thread ends and the channel drains.
+        self.seen.extend(self.lines.iter());
+        Run {
+            args: self.args.clone(),
+            code,
+            stdout: self.seen.join("\n"),
+            stderr: self.stderr.recv().unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Waits for `child` to exit within the deadline (killing it and failing the test if not);
+/// returns its exit code (`None` if a signal ended it).
+#[track_caller]
+fn wait_within_deadline(child: &mut Child, args: &[&str]) -> Option<i32> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for switchyard") {
+            return status.code();
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("switchyard {args:?} did not finish within {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

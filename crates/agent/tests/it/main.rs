@@ -3,9 +3,14 @@
 //!
 //! Needs `DATABASE_URL` (a role allowed to create databases) and the server and fixture
 //! binaries built next to this test (`cargo build -p switchyard-server -p switchyard-fixture`).
+//! Device identities are kept in files under per-test directories
+//! (`SWITCHYARD_DEVICE_KEYRING=off`), never in the machine's real configuration.
 
 mod calls;
+mod devices;
 mod errors;
 mod harness;
+mod reconcile;
+mod runner;
 mod sessions;
 mod tour;

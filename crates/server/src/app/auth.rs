@@ -38,8 +38,15 @@ pub(crate) struct Membership {
 }
 
 impl App {
-    /// Authenticates a bearer token.
+    /// Authenticates a bearer token. A device credential is refused: users' endpoints are not
+    /// a device's (see [`App::authenticate_principal`] for those both may call).
     pub async fn authenticate(&self, token: &str) -> AppResult<Actor> {
+        if token.starts_with(super::principal::DEVICE_CREDENTIAL_PREFIX) {
+            return Err(AppError::refused(
+                ErrorCode::Unauthenticated,
+                "a device credential cannot be used here (only on the runner API and for a device's own calls and operations); use a personal API token",
+            ));
+        }
         match self.db.user_by_token_hash(&hash_token(token)).await? {
             Some(user) => Ok(Actor { user }),
             None => Err(AppError::refused(

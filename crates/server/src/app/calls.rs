@@ -3,8 +3,9 @@
 
 use super::names::digest;
 use super::results::{bound_result, RESULT_LIMIT};
+use super::principal::Principal;
 use super::{views, Actor, App};
-use crate::db::{CallRow, NewCall, StoredCompletion};
+use crate::db::{CallOrigin, CallRow, NewCall, StoredCompletion};
 use crate::error::{AppError, AppResult};
 use serde_json::json;
 use switchyard_protocol::api::*;
@@ -17,11 +18,13 @@ const LIST_LIMIT: i64 = 100;
 /// What happened to a reported completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CompletionRecorded {
-    /// Stored; the call moved to its new state.
+    /// Stored; the call moved to its new state (for a late receipt: it settled the unknown
+    /// call, recorded beside the original attempt).
     Recorded,
-    /// The epoch is stale: the report was recorded nowhere.
+    /// The epoch is stale, or the call's evidence was erased: the report was recorded nowhere.
     Fenced,
-    /// The call had already moved on (e.g. cancelled); the report was not applied.
+    /// The call had already moved on (e.g. cancelled); the report was not applied (a late
+    /// receipt that settles nothing is kept as an observation).
     Superseded,
 }
 
@@ -29,8 +32,13 @@ impl App {
     /// Submits a call, or returns the existing one for a retried request_id. The bool is true
     /// when the call was created by this request.
     pub async fn call_submit(&self, actor: &Actor, ws: &str, req: SubmitCall) -> AppResult<(CallView, bool)> {
-        let membership = self.membership(actor, ws).await?;
-        let workspace = membership.workspace.id;
+        self.call_submit_as(&Principal::User(actor.clone()), ws, req).await
+    }
+
+    /// [`App::call_submit`] for a user or a device. A device submits under its bound profile
+    /// only, and every call it submits names an operation of that profile.
+    pub async fn call_submit_as(&self, principal: &Principal, ws: &str, req: SubmitCall) -> AppResult<(CallView, bool)> {
+        let workspace = self.principal_workspace(principal, ws).await?.id;
         if !req.arguments.is_object() {
             return Err(AppError::refused(
                 ErrorCode::InvalidArguments,
@@ -53,10 +61,11 @@ impl App {
             Some(key) => self.find_environment(workspace, key).await?.id,
             None => profile.environment_id,
         };
-        self.require_use(actor, &profile).await?;
+        self.require_use_by(principal, &profile).await?;
+        let operation = self.call_operation(principal, workspace, req.operation_id, &profile, environment).await?;
 
         // The canonical payload, after names are resolved to ids and defaults applied.
-        let payload = json!({
+        let mut payload = json!({
             "profile_id": profile.id,
             "connection_id": connection.id,
             "environment_id": environment,
@@ -65,6 +74,10 @@ impl App {
             "client_session_id": req.client_session_id,
             "timeout_seconds": timeout,
         });
+        // Only when present, so digests of calls without an operation stay as they were.
+        if let Some(operation) = operation {
+            payload["operation_id"] = json!(operation);
+        }
         let payload_digest = digest(&payload);
         if let Some(existing) = self.db.call_find_by_request(workspace, req.request_id.0).await? {
             return replay(existing, &payload_digest).map(|view| (view, false));
@@ -86,8 +99,12 @@ impl App {
         if !connector.is_runnable() {
             return Err(super::connections::not_approved(&connector.name));
         }
+        self.require_runner_available(&connection).await?;
         match self.db.tool_find(connection.id, &req.tool_name).await? {
             Some(tool) if tool.available => {}
+            // The server cannot discover a device's connections (their servers run there), so
+            // their catalog is empty and the device's MCP server judges the tool name.
+            None if connection.runner_ref != CENTRAL_RUNNER => {}
             Some(_) => {
                 return Err(AppError::refused(
                     ErrorCode::ToolNotFound,
@@ -118,9 +135,20 @@ impl App {
             client_session_id: req.client_session_id,
             timeout_seconds: i32::try_from(timeout).unwrap_or(DEFAULT_TIMEOUT_SECONDS as i32),
             runner_ref: connection.runner_ref.clone(),
-            created_by: actor.user.id,
+            // A device's calls are accounted to the user who approved it.
+            created_by: match principal {
+                Principal::User(actor) => actor.user.id,
+                Principal::Device(device) => device.device.approved_by,
+            },
         };
-        match self.db.call_insert(&new_call).await? {
+        let origin = CallOrigin {
+            operation_id: operation,
+            device_id: match principal {
+                Principal::User(_) => None,
+                Principal::Device(device) => Some(device.device.id),
+            },
+        };
+        match self.db.call_insert_from(&new_call, origin).await? {
             Some(row) => Ok((views::call(&row), true)),
             // A concurrent submission with the same request_id won the insert.
             None => match self.db.call_find_by_request(workspace, new_call.request_id).await? {
@@ -132,16 +160,23 @@ impl App {
 
     /// One call, for a reader who holds Use on its profile right now.
     pub async fn call_get(&self, actor: &Actor, ws: &str, call: &str) -> AppResult<CallView> {
-        let membership = self.membership(actor, ws).await?;
+        self.call_get_as(&Principal::User(actor.clone()), ws, call).await
+    }
+
+    /// [`App::call_get`] for a user or a device (which may read the calls of its profile).
+    pub async fn call_get_as(&self, principal: &Principal, ws: &str, call: &str) -> AppResult<CallView> {
+        let workspace = self.principal_workspace(principal, ws).await?;
         let id = super::sessions::parse_call_id(call)?;
         let row = self
             .db
-            .call_get(membership.workspace.id, id.0)
+            .call_get(workspace.id, id.0)
             .await?
             .ok_or_else(|| AppError::refused(ErrorCode::CallNotFound, format!("no call `{call}` in this workspace")))?;
         let profile = self.db.profile_get(row.profile_id).await?;
-        self.require_use(actor, &profile).await?;
-        Ok(views::call(&row))
+        self.require_use_by(principal, &profile).await?;
+        // One call is shown with everything recorded beside it (attempt, observations,
+        // resolution, lineage).
+        self.call_view_full(&row).await
     }
 
     /// The newest calls the actor may read.
@@ -165,8 +200,17 @@ impl App {
             .into_iter()
             .filter(|s| s.can_transition_to(stored.state))
             .collect();
-        if self.db.call_complete(call.0, runner_ref, epoch.0, &from, &stored).await? {
+        // The state change and what it implies (a lookup's observation on its unknown call,
+        // captured evidence) are recorded in one transaction.
+        let effects = self.completion_effects(&stored);
+        if let Some(completed) = self.db.call_complete_with_effects(call.0, runner_ref, epoch.0, &from, &stored, effects).await? {
+            self.note_completed(&completed);
             return Ok(CompletionRecorded::Recorded);
+        }
+        // A report about a call already unknown: a valid late receipt is recorded beside it
+        // (and settles it when certain); a call whose evidence was erased fences it.
+        if let Some(recorded) = self.record_late_receipt(runner_ref, call, epoch, &stored).await? {
+            return Ok(recorded);
         }
         if self.db.runner_lease_is_current(runner_ref, epoch.0).await? {
             Ok(CompletionRecorded::Superseded)
@@ -218,5 +262,70 @@ fn stored_completion(completion: Completion) -> StoredCompletion {
         Completion::ToolError { result } => finished(CallState::ToolError, result),
         Completion::Failed { error } => errored(CallState::Failed, error),
         Completion::Unknown { error } => errored(CallState::Unknown, error),
+    }
+}
+
+/// One page of the calls list.
+#[derive(Clone, Debug)]
+pub struct CallPage {
+    /// The calls, newest first.
+    pub calls: Vec<CallView>,
+    /// Start of the next older page, if there is one.
+    pub older: Option<CallId>,
+    /// Start of the next newer page, if there is one.
+    pub newer: Option<CallId>,
+}
+
+/// What a page of the calls list shows: a filter (connection by id or name) and where to start.
+#[derive(Clone, Debug, Default)]
+pub struct CallQuery {
+    /// Only calls in this state.
+    pub state: Option<CallState>,
+    /// Only calls on this connection (id or name).
+    pub connection: Option<String>,
+    /// Only calls placed on this runner.
+    pub runner: Option<String>,
+    /// Only calls submitted at or after this time.
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only calls submitted before this time.
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Where the page starts.
+    pub from: crate::db::PageFrom,
+}
+
+/// Largest page of the calls list.
+pub const MAX_PAGE: u32 = 200;
+
+impl App {
+    /// A filtered, keyset-paginated page of the calls the actor may read (current Use on their
+    /// profile), newest first; at most `limit` (1–[`MAX_PAGE`]) calls.
+    pub async fn call_page(&self, actor: &Actor, ws: &str, query: CallQuery, limit: u32) -> AppResult<CallPage> {
+        use crate::db::{CallFilter, PageFrom};
+        let membership = self.membership(actor, ws).await?;
+        let workspace = membership.workspace.id;
+        let connection = match &query.connection {
+            Some(key) => Some(self.find_connection(workspace, key).await?.id),
+            None => None,
+        };
+        let filter = CallFilter { state: query.state, connection, runner: query.runner, since: query.since, until: query.until };
+        let limit = limit.clamp(1, MAX_PAGE);
+        // One more than asked tells whether another page follows in the direction of travel.
+        let mut rows = self.db.call_list_page(workspace, actor.user.id, &filter, query.from, i64::from(limit) + 1).await?;
+        let more = rows.len() > limit as usize;
+        if more {
+            match query.from {
+                // Newer pages are read oldest first and reversed: the extra row is the newest.
+                PageFrom::After(_) => drop(rows.remove(0)),
+                PageFrom::Newest | PageFrom::Before(_) => rows.truncate(limit as usize),
+            }
+        }
+        let first = rows.first().map(|r| CallId(r.id));
+        let last = rows.last().map(|r| CallId(r.id));
+        let (older, newer) = match query.from {
+            PageFrom::Newest => (if more { last } else { None }, None),
+            PageFrom::Before(_) => (if more { last } else { None }, first),
+            PageFrom::After(_) => (last, if more { first } else { None }),
+        };
+        Ok(CallPage { calls: rows.iter().map(views::call).collect(), older, newer })
     }
 }

@@ -11,21 +11,16 @@ use switchyard_mcp_runner::redact::Redactor;
 use uuid::Uuid;
 
 impl App {
-    /// Places a connector in a workspace (workspace admins only).
+    /// Places a connector in a workspace (workspace admins only), on the central runner or a
+    /// paired device of the workspace.
     pub async fn connection_create(&self, actor: &Actor, ws: &str, req: CreateConnection) -> AppResult<ConnectionView> {
         let membership = self.admin_membership(actor, ws).await?;
         validate_name("connection", &req.name)?;
-        let runner = req.runner.as_deref().unwrap_or(CENTRAL_RUNNER);
-        if runner != CENTRAL_RUNNER {
-            return Err(AppError::refused(
-                ErrorCode::InvalidRequest,
-                format!("runner `{runner}` is not available; use `central`"),
-            ));
-        }
+        let runner = self.connection_runner(membership.workspace.id, req.runner.as_deref()).await?;
         let connector = self.find_connector(&req.connector).await?;
         let row = self
             .db
-            .connection_create(membership.workspace.id, &req.name, connector.id, runner)
+            .connection_create(membership.workspace.id, &req.name, connector.id, &runner)
             .await
             .map_err(|e| already_exists(e, "connection", &req.name))?;
         Ok(views::connection(&row))
@@ -55,6 +50,17 @@ impl App {
     pub async fn connection_discover(&self, actor: &Actor, ws: &str, key: &str) -> AppResult<DiscoveryView> {
         let membership = self.admin_membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
+        if connection.runner_ref != CENTRAL_RUNNER {
+            // Its server runs on the device, with the device's credentials: the server cannot
+            // start or reach it. Nothing is recorded, the cached catalog stays as it was.
+            return Err(AppError::refused(
+                ErrorCode::DiscoveryFailed,
+                format!(
+                    "connection `{}` runs on {}: discovery of device connections runs on the device, not on the server",
+                    connection.name, connection.runner_ref
+                ),
+            ));
+        }
         let connector = self.db.connector_get(connection.connector_id).await?;
         if !connector.is_runnable() {
             return Err(not_approved(&connector.name));

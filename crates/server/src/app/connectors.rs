@@ -72,7 +72,7 @@ fn invalid(name: &str, why: impl std::fmt::Display) -> AppError {
     AppError::refused(ErrorCode::InvalidConnector, format!("connector `{name}`: {why}"))
 }
 
-fn validate_spec(name: &str, spec: &ConnectorSpec) -> AppResult<()> {
+pub(super) fn validate_spec(name: &str, spec: &ConnectorSpec) -> AppResult<()> {
     match spec {
         ConnectorSpec::Stdio { command, args, env } => {
             if command.trim().is_empty() {
@@ -160,6 +160,128 @@ fn parse_mcp_servers(document: &Value) -> AppResult<(Vec<(String, ConnectorSpec)
     Ok((connectors, warnings))
 }
 
+/// The format of a connector import document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImportFormat {
+    /// `{"mcpServers": {...}}`.
+    Json,
+    /// `[mcp_servers.NAME]` or `[mcpServers.NAME]` tables.
+    Toml,
+    /// An `mcpServers:` (or `mcp_servers:`) mapping.
+    Yaml,
+}
+
+/// The most tools an inspection lists, and the longest description it keeps: an inspection is
+/// a bounded look, not a catalog.
+const INSPECT_MAX_TOOLS: usize = 50;
+const INSPECT_MAX_DESCRIPTION: usize = 300;
+
+/// What an HTTP connector's server said about itself when inspected.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnectorInspection {
+    /// The first tools it lists (at most 50), descriptions cut to 300 characters.
+    pub tools: Vec<InspectedTool>,
+    /// How many tools it lists in all.
+    pub total_tools: usize,
+}
+
+/// One tool seen by an inspection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InspectedTool {
+    /// Tool name.
+    pub name: String,
+    /// Description, possibly cut.
+    pub description: Option<String>,
+}
+
+impl App {
+    /// Imports connectors from a JSON, TOML or YAML document (owners only): the document is
+    /// read into the JSON `mcpServers` shape, then imported as [`App::connector_import`] does.
+    pub async fn connector_import_text(&self, actor: &Actor, format: ImportFormat, text: &str) -> AppResult<ImportReport> {
+        self.require_owner(actor)?;
+        self.connector_import(actor, parse_import_document(format, text)?).await
+    }
+
+    /// Inspects an HTTP connector (owners only): initialize and list its tools within the
+    /// discovery deadline, with no credentials, calling no tool and storing nothing. Stdio
+    /// connectors are refused: looking at one means starting its command, which only an
+    /// approved connection's discovery does.
+    pub async fn connector_inspect(&self, actor: &Actor, key: &str) -> AppResult<ConnectorInspection> {
+        self.require_owner(actor)?;
+        let connector = self.find_connector(key).await?;
+        let spec = connector.spec();
+        if !matches!(spec, ConnectorSpec::Http { .. }) {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!("connector `{}` is a stdio command; discover it through a connection instead", connector.name),
+            ));
+        }
+        let launch = switchyard_mcp_runner::launch::SessionLaunch { spec, env: Vec::new(), headers: Vec::new() };
+        let tools = switchyard_mcp_runner::session::discover(&launch, self.config.discovery_deadline)
+            .await
+            .map_err(|e| AppError::refused(ErrorCode::DiscoveryFailed, format!("inspecting `{}` failed: {e}", connector.name)))?;
+        Ok(ConnectorInspection {
+            total_tools: tools.len(),
+            tools: tools
+                .into_iter()
+                .take(INSPECT_MAX_TOOLS)
+                .map(|t| InspectedTool {
+                    name: t.name,
+                    description: t.description.map(|d| cut_chars(&d, INSPECT_MAX_DESCRIPTION)),
+                })
+                .collect(),
+        })
+    }
+}
+
+fn cut_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// Reads an import document into the JSON `{"mcpServers": {...}}` shape. Syntax errors name
+/// the line and column only: the text around them may hold an environment value.
+fn parse_import_document(format: ImportFormat, text: &str) -> AppResult<Value> {
+    let syntax = |kind: &str, line: usize, column: usize, what: &str| {
+        AppError::refused(ErrorCode::InvalidRequest, format!("the {kind} document has an error at line {line}, column {column} ({what})"))
+    };
+    let mut document: Value = match format {
+        ImportFormat::Json => serde_json::from_str(text).map_err(|e| {
+            let what = match e.classify() {
+                serde_json::error::Category::Eof => "it ends too early",
+                _ => "invalid JSON",
+            };
+            syntax("JSON", e.line(), e.column(), what)
+        })?,
+        ImportFormat::Toml => toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map(|span| line_column(text, span.start)).unwrap_or((1, 1));
+            syntax("TOML", line, column, "invalid TOML")
+        })?,
+        ImportFormat::Yaml => serde_norway::from_str(text).map_err(|e| {
+            let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
+            syntax("YAML", line, column, "invalid YAML")
+        })?,
+    };
+    // TOML and YAML configurations commonly spell the table `mcp_servers`.
+    if let Some(map) = document.as_object_mut()
+        && !map.contains_key("mcpServers")
+        && let Some(servers) = map.remove("mcp_servers")
+    {
+        map.insert("mcpServers".to_owned(), servers);
+    }
+    Ok(document)
+}
+
+/// 1-based line and column of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..text.floor_char_boundary(offset.min(text.len()))];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +308,33 @@ mod tests {
     fn import_rejects_bad_shapes() {
         for doc in [json!({}), json!({"mcpServers": {}}), json!({"mcpServers": {"x": {"args": []}}}), json!({"mcpServers": {"x": {"command": "a", "args": [1]}}})] {
             assert!(parse_mcp_servers(&doc).is_err(), "{doc}");
+        }
+    }
+    #[test]
+    fn toml_and_yaml_read_into_the_json_shape() {
+        let toml = "[mcp_servers.files]\ncommand = \"npx\"\nargs = [\"-y\", \"server\"]\nenv = { TOKEN = \"hunter22\" }\n\n[mcp_servers.remote]\nurl = \"https://example.test/mcp\"\n";
+        let yaml = "mcpServers:\n  files:\n    command: npx\n    args: [\"-y\", \"server\"]\n    env:\n      TOKEN: hunter22\n  remote:\n    url: https://example.test/mcp\n";
+        for (format, text) in [(ImportFormat::Toml, toml), (ImportFormat::Yaml, yaml)] {
+            let document = parse_import_document(format, text).unwrap();
+            let (connectors, warnings) = parse_mcp_servers(&document).unwrap();
+            assert_eq!(connectors.len(), 2, "{format:?}");
+            assert!(connectors.iter().any(|(name, spec)| name == "files"
+                && *spec == ConnectorSpec::Stdio { command: "npx".into(), args: vec!["-y".into(), "server".into()], env: vec!["TOKEN".into()] }));
+            assert!(connectors.iter().any(|(name, spec)| name == "remote" && *spec == ConnectorSpec::Http { url: "https://example.test/mcp".into() }));
+            assert!(!warnings.concat().contains("hunter22"));
+        }
+    }
+
+    #[test]
+    fn syntax_errors_give_a_position_and_never_the_text() {
+        for (format, text) in [
+            (ImportFormat::Toml, "[mcp_servers.x]\nenv = { K = \"hunter22\" \n"),
+            (ImportFormat::Yaml, "mcpServers:\n  x: {env: {K: hunter22}\n"),
+            (ImportFormat::Json, "{\"mcpServers\": {\"x\": {\"env\": {\"K\": \"hunter22\"}}"),
+        ] {
+            let message = parse_import_document(format, text).unwrap_err().to_string();
+            assert!(message.contains("line "), "{message}");
+            assert!(!message.contains("hunter22"), "{message}");
         }
     }
 }

@@ -4,16 +4,34 @@
 mod auth;
 mod calls;
 mod connections;
+mod connector_edit;
 mod connectors;
+mod devices;
+mod evidence;
+mod leasing;
 mod names;
+mod operations;
+mod pairing;
+mod principal;
 mod profiles;
+mod reconcile;
+mod resolve;
 mod results;
+mod runner_api;
 mod sessions;
 mod views;
+mod wakeups;
+mod web_sessions;
 mod workspaces;
 
 pub use auth::{Actor, hash_token, new_token};
-pub use calls::CompletionRecorded;
+pub use principal::{device_runner_ref, DeviceActor, Principal, DEVICE_CREDENTIAL_PREFIX};
+pub use runner_api::RELEASE_TTL;
+pub use wakeups::WakeupFeed;
+pub use calls::{CallPage, CallQuery, CompletionRecorded, MAX_PAGE};
+pub use connectors::{ConnectorInspection, ImportFormat, InspectedTool};
+pub use evidence::ERASURE_NOTICE;
+pub use web_sessions::{random_secret, NewWebSession, WebSession};
 
 /// The view of an authenticated user.
 pub fn views_user(actor: &Actor) -> switchyard_protocol::api::UserView {
@@ -33,11 +51,21 @@ pub struct AppConfig {
     pub discovery_deadline: Duration,
     /// The central runner's credential bindings file (references only), if any.
     pub credentials_file: Option<PathBuf>,
+    /// Length of device runners' leases (the central runner's is set on its own, normally to
+    /// the same value).
+    pub runner_lease_ttl: Duration,
+    /// Bounds of each workspace's pending-evidence queue.
+    pub evidence_queue: crate::db::QueueBounds,
 }
 
 impl Default for AppConfig {
     fn default() -> Self {
-        Self { discovery_deadline: Duration::from_secs(20), credentials_file: None }
+        Self {
+            discovery_deadline: Duration::from_secs(20),
+            credentials_file: None,
+            runner_lease_ttl: Duration::from_secs(30),
+            evidence_queue: crate::db::QueueBounds::default(),
+        }
     }
 }
 
@@ -48,6 +76,7 @@ pub struct App {
     db: Datastore,
     credentials: Arc<CredentialResolver>,
     config: AppConfig,
+    wakeups: Arc<wakeups::Wakeups>,
 }
 
 impl std::fmt::Debug for App {
@@ -68,7 +97,7 @@ impl App {
             }
         };
         let credentials = Arc::new(CredentialResolver::new(config.credentials_file.clone(), store));
-        Self { db, credentials, config }
+        Self { db, credentials, config, wakeups: Arc::default() }
     }
 
     /// The central runner's credential resolver.

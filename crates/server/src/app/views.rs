@@ -100,6 +100,112 @@ pub(crate) fn call(row: &CallRow) -> CallView {
         finished_at: row.finished_at,
         cancel_requested_at: row.cancel_requested_at,
         retention_expired_at: row.retention_expired_at,
+        kind: if row.kind == CallKind::Lookup.as_str() { CallKind::Lookup } else { CallKind::Tool },
+        parent_call_id: row.parent_call_id.map(Into::into),
+        resolution_outcome: row.resolution_outcome.as_deref().and_then(ResolutionOutcome::parse),
+        attempts: Vec::new(),
+        observations: Vec::new(),
+        resolution: None,
+        lineage: None,
+        erased_at: row.evidence_erased_at,
+    }
+}
+
+/// The attempt a call made, if it was ever started.
+pub(crate) fn attempt(row: &CallRow) -> Option<AttemptView> {
+    row.started_at?;
+    Some(AttemptView {
+        runner: row.runner_ref.clone(),
+        epoch: row.lease_epoch,
+        connector_revision: row.connector_revision,
+        leased_at: row.leased_at,
+        started_at: row.started_at,
+        finished_at: row.finished_at,
+        error: row.error_code.as_ref().map(|code| CallError {
+            code: code.clone(),
+            message: row.error_message.clone().unwrap_or_default(),
+        }),
+    })
+}
+
+pub(crate) fn observation(row: &crate::db::ObservationRow) -> ObservationView {
+    ObservationView {
+        id: row.id.into(),
+        source: if row.source == "lookup" { ObservationSource::Lookup } else { ObservationSource::LateReceipt },
+        // The column's CHECK constraint admits only known names.
+        reported: Reported::parse(&row.reported).unwrap_or(Reported::Unknown),
+        lookup_call_id: row.lookup_call_id.map(Into::into),
+        runner: row.runner_ref.clone(),
+        epoch: row.epoch,
+        output: row.output.as_ref().map(|o| o.0.clone()),
+        recorded_at: row.recorded_at,
+        erased_at: row.erased_at,
+    }
+}
+
+pub(crate) fn resolution(row: &crate::db::ResolutionRow) -> ResolutionView {
+    ResolutionView {
+        // The column's CHECK constraint admits only known names.
+        outcome: ResolutionOutcome::parse(&row.outcome).unwrap_or(ResolutionOutcome::Failed),
+        source: if row.source == "caller" { ResolutionSource::Caller } else { ResolutionSource::Observation },
+        observation_id: row.observation_id.map(Into::into),
+        source_version_id: row.evidence_id.map(Into::into),
+        explanation: row.explanation.clone(),
+        explanation_removed_at: row.explanation_removed_at,
+        resolved_by: row.resolved_by.map(Into::into),
+        request_id: row.request_id.map(Into::into),
+        resolved_at: row.resolved_at,
+    }
+}
+
+pub(crate) fn receipt_policy(row: &crate::db::ReceiptPolicyRow) -> ReceiptPolicyView {
+    ReceiptPolicyView {
+        connection_id: row.connection_id.into(),
+        tool: row.tool_name.clone(),
+        arguments: row.arguments.0.clone(),
+        approved_by: row.approved_by.into(),
+        approved_at: row.approved_at,
+    }
+}
+
+/// A workspace's capture policy; no row means it was never set (off, empty queue).
+pub(crate) fn capture_policy(workspace: uuid::Uuid, row: Option<&crate::db::CapturePolicyRow>) -> CapturePolicyView {
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    CapturePolicyView {
+        workspace_id: workspace.into(),
+        capture_managed_tool_results: row.is_some_and(|r| r.capture_managed_tool_results),
+        pending_records: row.map_or(0, |r| count(i64::from(r.pending_records))),
+        pending_bytes: row.map_or(0, |r| count(r.pending_bytes)),
+        dropped: row.map_or(0, |r| count(r.dropped)),
+        expired: row.map_or(0, |r| count(r.expired)),
+        updated_at: row.and_then(|r| r.updated_at),
+    }
+}
+
+pub(crate) fn evidence(row: &crate::db::EvidenceRow) -> EvidenceView {
+    EvidenceView {
+        id: row.id.into(),
+        workspace_id: row.workspace_id.into(),
+        call_id: row.call_id.into(),
+        request_id: row.request_id.into(),
+        kind: if row.kind == CallKind::Lookup.as_str() { CallKind::Lookup } else { CallKind::Tool },
+        profile_id: row.profile_id.into(),
+        environment_id: row.environment_id.into(),
+        operation_id: row.operation_id.map(Into::into),
+        tool_name: row.tool_name.clone(),
+        connection_id: row.connection_id.into(),
+        connector_id: row.connector_id.map(Into::into),
+        connector_revision: row.connector_revision,
+        runner: row.runner_ref.clone(),
+        // The column's CHECK constraint admits only succeeded, tool_error and resolved.
+        outcome: row.outcome.parse().unwrap_or(CallState::Resolved),
+        resolution_outcome: row.resolution_outcome.as_deref().and_then(ResolutionOutcome::parse),
+        output: row.output.as_ref().map(|o| o.0.clone()),
+        output_truncated: row.output_truncated,
+        lineage: row.lineage.0.clone(),
+        captured_at: row.captured_at,
+        published_at: row.published_at,
+        erased_at: row.erased_at,
     }
 }
 
@@ -111,5 +217,31 @@ pub(crate) fn event(row: &crate::db::EventRow) -> ConnectionEventView {
         detail: row.detail.0.clone(),
         runner: row.runner_ref.clone(),
         at: row.at,
+    }
+}
+
+pub(crate) fn device(row: &crate::db::DeviceRow) -> DeviceView {
+    DeviceView {
+        id: row.id.into(),
+        workspace_id: row.workspace_id.into(),
+        name: row.name.clone(),
+        runner: super::principal::device_runner_ref(row.id),
+        profile_id: row.profile_id.into(),
+        approved_by: row.approved_by.into(),
+        created_at: row.created_at,
+        last_seen_at: row.last_seen_at,
+        revoked_at: row.revoked_at,
+    }
+}
+
+pub(crate) fn operation(row: &crate::db::OperationRow) -> OperationView {
+    OperationView {
+        id: row.id.into(),
+        workspace_id: row.workspace_id.into(),
+        environment_id: row.environment_id.into(),
+        profile_id: row.profile_id.into(),
+        task: row.task.clone(),
+        device_id: row.device_id.map(Into::into),
+        created_at: row.created_at,
     }
 }

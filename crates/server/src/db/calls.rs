@@ -63,6 +63,16 @@ pub struct CallRow {
     pub cancel_requested_at: Option<DateTime<Utc>>,
     /// When retention erased inputs and results.
     pub retention_expired_at: Option<DateTime<Utc>>,
+    /// `tool`, or `lookup` for a receipt lookup run for `parent_call_id`.
+    pub kind: String,
+    /// For a lookup: the unknown call it looks up.
+    pub parent_call_id: Option<Uuid>,
+    /// The connector revision the call was dispatched to (recorded when leased).
+    pub connector_revision: Option<i64>,
+    /// For a `resolved` call: `succeeded`, `not_applied` or `failed`.
+    pub resolution_outcome: Option<String>,
+    /// When the call's evidence was erased.
+    pub evidence_erased_at: Option<DateTime<Utc>>,
 }
 
 /// A call to insert.
@@ -94,6 +104,16 @@ pub struct NewCall {
     pub runner_ref: String,
     /// Submitter.
     pub created_by: Uuid,
+}
+
+/// Where a call came from beyond its submitter: the operation it runs under and the device
+/// that submitted it, when there are.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallOrigin {
+    /// The operation.
+    pub operation_id: Option<Uuid>,
+    /// The submitting device.
+    pub device_id: Option<Uuid>,
 }
 
 /// A call just leased, with what the runner needs to run it.
@@ -135,11 +155,17 @@ impl Datastore {
     /// inserted row, or `None` when the request_id was taken (by an earlier or concurrent
     /// submission).
     pub async fn call_insert(&self, call: &NewCall) -> Result<Option<CallRow>, sqlx::Error> {
+        self.call_insert_from(call, CallOrigin::default()).await
+    }
+
+    /// [`Datastore::call_insert`], recording the operation the call runs under and the device
+    /// that submitted it.
+    pub async fn call_insert_from(&self, call: &NewCall, origin: CallOrigin) -> Result<Option<CallRow>, sqlx::Error> {
         let row: Option<CallRow> = sqlx::query_as(
             "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
                  connection_revision, environment_id, tool_name, arguments, client_session_id,
-                 timeout_seconds, state, runner_ref, created_by)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14)
+                 timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $16)
              ON CONFLICT (workspace_id, request_id) DO NOTHING
              RETURNING *",
         )
@@ -157,6 +183,8 @@ impl Datastore {
         .bind(call.timeout_seconds)
         .bind(&call.runner_ref)
         .bind(call.created_by)
+        .bind(origin.operation_id)
+        .bind(origin.device_id)
         .fetch_optional(&self.pool)
         .await?;
         if row.is_some() {
@@ -244,22 +272,24 @@ impl Datastore {
     }
 
     /// Records a completion reported under `epoch`, moving the call from one of `from` to
-    /// `completion.state`. Returns whether it won; a stale epoch or a call that moved on
-    /// records nothing.
-    pub async fn call_complete(
-        &self,
+    /// `completion.state`, on `conn` (inside the caller's transaction, which records what
+    /// the completion implies beside it). Returns the updated call, or `None` when a stale
+    /// epoch or a call that moved on recorded nothing.
+    pub(super) async fn call_complete_on(
+        conn: &mut sqlx::PgConnection,
         id: Uuid,
         runner_ref: &str,
         epoch: i64,
         from: &[CallState],
         completion: &StoredCompletion,
-    ) -> Result<bool, sqlx::Error> {
+    ) -> Result<Option<CallRow>, sqlx::Error> {
         let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
-        let done = sqlx::query(
+        sqlx::query_as(
             "UPDATE calls SET state = $5, result = $6, result_truncated = $7, error_code = $8,
                  error_message = $9, finished_at = now()
              WHERE id = $1 AND runner_ref = $2 AND lease_epoch = $3 AND state = ANY($4)
-               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3)",
+               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3)
+             RETURNING *",
         )
         .bind(id)
         .bind(runner_ref)
@@ -270,9 +300,8 @@ impl Datastore {
         .bind(completion.result_truncated)
         .bind(&completion.error_code)
         .bind(&completion.error_message)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        .fetch_optional(conn)
+        .await
     }
 
     /// Fails a call that was leased but can certainly not run (e.g. its connector lost its
@@ -402,5 +431,124 @@ impl Datastore {
         .bind(runner_ref)
         .fetch_all(&self.pool)
         .await
+    }
+}
+
+/// Which calls a page of the calls list shows (all conditions must hold).
+#[derive(Clone, Debug, Default)]
+pub struct CallFilter {
+    /// Only calls in this state.
+    pub state: Option<CallState>,
+    /// Only calls on this connection.
+    pub connection: Option<Uuid>,
+    /// Only calls placed on this runner.
+    pub runner: Option<String>,
+    /// Only calls submitted at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Only calls submitted before this time.
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// Where a page of calls starts (keyset pagination on `(created_at, id)`, newest first).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PageFrom {
+    /// The newest calls.
+    #[default]
+    Newest,
+    /// Calls older than this one.
+    Before(Uuid),
+    /// Calls newer than this one.
+    After(Uuid),
+}
+
+/// The filtered calls of a workspace on profiles the user holds Use on, then `$8`-cursor
+/// condition and order appended.
+macro_rules! select_call_page {
+    ($cursor:literal) => {
+        concat!(
+            "SELECT c.* FROM calls c WHERE c.workspace_id = $1 AND EXISTS (
+                 SELECT 1 FROM profile_grants g
+                 WHERE g.profile_id = c.profile_id AND g.user_id = $2 AND g.grant_kind = 'use')
+               AND ($3::text IS NULL OR c.state = $3)
+               AND ($4::uuid IS NULL OR c.connection_id = $4)
+               AND ($5::text IS NULL OR c.runner_ref = $5)
+               AND ($6::timestamptz IS NULL OR c.created_at >= $6)
+               AND ($7::timestamptz IS NULL OR c.created_at < $7) ",
+            $cursor
+        )
+    };
+}
+
+impl Datastore {
+    /// Up to `limit` calls matching `filter` from `from`, newest first, among those the user
+    /// may read (current Use on their profile). A cursor that names no call of the workspace
+    /// gives an empty page.
+    pub async fn call_list_page(
+        &self,
+        workspace: Uuid,
+        user: Uuid,
+        filter: &CallFilter,
+        from: PageFrom,
+        limit: i64,
+    ) -> Result<Vec<CallRow>, sqlx::Error> {
+        let (sql, cursor) = match from {
+            // $8 (the cursor) is bound as NULL here so that every variant takes the same parameters.
+            PageFrom::Newest => (select_call_page!("AND $8::uuid IS NULL ORDER BY c.created_at DESC, c.id DESC LIMIT $9"), None),
+            PageFrom::Before(id) => (
+                select_call_page!(
+                    "AND (c.created_at, c.id) < (SELECT created_at, id FROM calls WHERE id = $8 AND workspace_id = $1)
+                     ORDER BY c.created_at DESC, c.id DESC LIMIT $9"
+                ),
+                Some(id),
+            ),
+            PageFrom::After(id) => (
+                select_call_page!(
+                    "AND (c.created_at, c.id) > (SELECT created_at, id FROM calls WHERE id = $8 AND workspace_id = $1)
+                     ORDER BY c.created_at ASC, c.id ASC LIMIT $9"
+                ),
+                Some(id),
+            ),
+        };
+        let mut rows: Vec<CallRow> = sqlx::query_as(sql)
+            .bind(workspace)
+            .bind(user)
+            .bind(filter.state.map(CallState::as_str))
+            .bind(filter.connection)
+            .bind(&filter.runner)
+            .bind(filter.since)
+            .bind(filter.until)
+            .bind(cursor)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        if matches!(from, PageFrom::After(_)) {
+            rows.reverse();
+        }
+        Ok(rows)
+    }
+}
+
+impl Datastore {
+    /// Puts back in the queue the calls leased to a runner under `epoch` that it no longer
+    /// holds (not in `held`) and leased more than `grace` ago: a restarted device process
+    /// resumes its lease but not the calls its predecessor leased and never started, and a
+    /// lease answer can be lost on the way. Nothing was sent for a leased call, and a late
+    /// start for one requeued here is refused. Returns how many.
+    pub async fn call_requeue_unheld(&self, runner_ref: &str, epoch: i64, held: &[Uuid], grace: std::time::Duration) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE calls SET state = 'queued', lease_epoch = NULL, leased_at = NULL
+             WHERE runner_ref = $1 AND state = 'leased' AND lease_epoch = $2 AND NOT (id = ANY($3))
+               AND leased_at < now() - make_interval(secs => $4)",
+        )
+        .bind(runner_ref)
+        .bind(epoch)
+        .bind(held)
+        .bind(grace.as_secs_f64())
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() > 0 {
+            sqlx::query("SELECT pg_notify('switchyard_calls', $1)").bind(runner_ref).execute(&self.pool).await?;
+        }
+        Ok(done.rows_affected())
     }
 }

@@ -199,8 +199,13 @@ impl Datastore {
         .await
     }
 
-    /// Tells the runner of a connection to drain its sessions with this key.
+    /// Tells the runner of a connection to drain its sessions with this key. The central
+    /// runner hears it through `NOTIFY`; a device runner takes it from `session_releases` with
+    /// its next heartbeat.
     pub async fn session_release_notify(&self, runner: &str, connection: Uuid, client_session_id: &str) -> Result<(), sqlx::Error> {
+        if runner != switchyard_protocol::api::CENTRAL_RUNNER {
+            self.session_release_store(runner, connection, client_session_id).await?;
+        }
         let payload = serde_json::json!({"runner": runner, "connection_id": connection, "client_session_id": client_session_id});
         sqlx::query("SELECT pg_notify('switchyard_release', $1)")
             .bind(payload.to_string())

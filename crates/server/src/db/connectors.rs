@@ -115,4 +115,25 @@ impl Datastore {
         .fetch_one(&self.pool)
         .await
     }
+
+    /// Replaces a connector's transport and target. The revision is bumped, so a stdio
+    /// connector needs a new approval before it runs again.
+    pub async fn connector_update(&self, id: Uuid, spec: &ConnectorSpec) -> Result<ConnectorRow, sqlx::Error> {
+        let (transport, command, args, env, url) = match spec {
+            ConnectorSpec::Stdio { command, args, env } => ("stdio", Some(command.as_str()), args.clone(), env.clone(), None),
+            ConnectorSpec::Http { url } => ("http", None, Vec::new(), Vec::new(), Some(url.as_str())),
+        };
+        sqlx::query_as(
+            "UPDATE connectors SET transport = $2, command = $3, args = $4, env_names = $5, url = $6, revision = revision + 1
+             WHERE id = $1 RETURNING *",
+        )
+        .bind(id)
+        .bind(transport)
+        .bind(command)
+        .bind(Json(args))
+        .bind(Json(env))
+        .bind(url)
+        .fetch_one(&self.pool)
+        .await
+    }
 }

@@ -5,19 +5,37 @@
 mod calls;
 mod connections;
 mod connectors;
+mod devices;
 mod events;
+mod evidence;
+mod observations;
+mod operations;
+mod pairings;
 mod profiles;
+mod receipt_policies;
+mod receipts;
+mod resolutions;
 mod runner_leases;
 mod users;
+mod web_sessions;
 mod workspaces;
 
-pub use calls::{CallRow, CancelEffect, LeasedRow, NewCall, StoredCompletion};
+pub use calls::{CallFilter, CallOrigin, CallRow, CancelEffect, LeasedRow, NewCall, PageFrom, StoredCompletion};
+pub use devices::DeviceRow;
+pub use operations::{OperationOwner, OperationRow};
+pub use pairings::PairingRow;
+pub use receipts::{NewReceipt, ReceiptRow};
 pub use events::{EventRow, EVENTS_KEPT};
 pub use connections::{ConnectionRow, ToolRow};
 pub use connectors::ConnectorRow;
 pub use profiles::{Grants, ProfileRow};
 pub use users::UserRow;
+pub use web_sessions::{SessionTimes, WebSessionRow};
 pub use workspaces::{EnvironmentRow, MemberRow, WorkspaceRow};
+pub use evidence::{CapturePolicyRow, Captured, EraseRefusal, Erased, EvidenceRow, QueueBounds};
+pub use observations::{Completed, CompletionEffects, LateReceipt, ObservationRow};
+pub use receipt_policies::ReceiptPolicyRow;
+pub use resolutions::{NewResolution, ResolutionRow};
 
 use sqlx::PgPool;
 use uuid::Uuid;

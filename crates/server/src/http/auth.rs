@@ -1,30 +1,49 @@
-//! Authentication at the edge: `Authorization: Bearer <token>` becomes an [`Actor`].
+//! Authentication at the edge: `Authorization: Bearer <token>` becomes an [`Actor`] (a user:
+//! device credentials refused), a [`DeviceActor`] (a device: user tokens refused, for the
+//! runner API) or a [`Principal`] (either, for calls and operations).
 
 use super::error::ApiError;
 use super::AppState;
-use crate::app::Actor;
+use crate::app::{Actor, DeviceActor, Principal};
 use crate::error::AppError;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use switchyard_protocol::ErrorCode;
 
+/// The bearer token of a request, or `unauthenticated` saying what to send.
+fn bearer<'a>(parts: &'a Parts, what: &str) -> Result<&'a str, ApiError> {
+    parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError(AppError::refused(ErrorCode::Unauthenticated, format!("send {what} as `Authorization: Bearer <token>`"))))
+}
+
+const USER_TOKEN: &str = "your personal API token (SWITCHYARD_TOKEN for the CLI)";
+
 impl FromRequestParts<AppState> for Actor {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let token = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                ApiError(AppError::refused(
-                    ErrorCode::Unauthenticated,
-                    "send your personal API token as `Authorization: Bearer <token>` (SWITCHYARD_TOKEN for the CLI)",
-                ))
-            })?;
-        Ok(state.app.authenticate(token).await?)
+        Ok(state.app.authenticate(bearer(parts, USER_TOKEN)?).await?)
+    }
+}
+
+impl FromRequestParts<AppState> for DeviceActor {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        Ok(state.app.authenticate_device(bearer(parts, "the device credential from `switchyard pair`")?).await?)
+    }
+}
+
+impl FromRequestParts<AppState> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        Ok(state.app.authenticate_principal(bearer(parts, USER_TOKEN)?).await?)
     }
 }

@@ -2,7 +2,7 @@
 
 use super::error::{ApiError, ApiJson};
 use super::AppState;
-use crate::app::{views_user, Actor};
+use crate::app::{views_user, Actor, Principal};
 use crate::error::AppError;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -137,9 +137,15 @@ pub(super) async fn profile_grant(
     Ok(Json(s.app.profile_grant(&actor, &ws, &p, req).await?))
 }
 
-/// 201 for a new call, 200 when a retried request_id returns the existing one.
-pub(super) async fn call_submit(State(s): State<AppState>, actor: Actor, Path(ws): Path<String>, ApiJson(req): ApiJson<SubmitCall>) -> Created<CallView> {
-    let (call, is_new) = s.app.call_submit(&actor, &ws, req).await?;
+/// 201 for a new call, 200 when a retried request_id returns the existing one. A user or a
+/// device may submit.
+pub(super) async fn call_submit(
+    State(s): State<AppState>,
+    principal: Principal,
+    Path(ws): Path<String>,
+    ApiJson(req): ApiJson<SubmitCall>,
+) -> Created<CallView> {
+    let (call, is_new) = s.app.call_submit_as(&principal, &ws, req).await?;
     Ok((if is_new { StatusCode::CREATED } else { StatusCode::OK }, Json(call)))
 }
 
@@ -147,8 +153,9 @@ pub(super) async fn call_list(State(s): State<AppState>, actor: Actor, Path(ws):
     Ok(Json(s.app.call_list(&actor, &ws).await?))
 }
 
-pub(super) async fn call_get(State(s): State<AppState>, actor: Actor, Path((ws, call)): Path<(String, String)>) -> Answer<CallView> {
-    Ok(Json(s.app.call_get(&actor, &ws, &call).await?))
+/// A user, or a device reading a call of its profile.
+pub(super) async fn call_get(State(s): State<AppState>, principal: Principal, Path((ws, call)): Path<(String, String)>) -> Answer<CallView> {
+    Ok(Json(s.app.call_get_as(&principal, &ws, &call).await?))
 }
 
 pub(super) async fn call_cancel(State(s): State<AppState>, actor: Actor, Path((ws, call)): Path<(String, String)>) -> Answer<CancelAnswer> {

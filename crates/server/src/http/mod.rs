@@ -2,8 +2,11 @@
 //! and return its view. Routes are listed in docs/API.md.
 
 mod auth;
+mod devices;
 mod error;
 mod handlers;
+mod reconcile;
+mod runner;
 
 pub use error::{ApiError, ApiJson};
 
@@ -29,7 +32,7 @@ pub fn router(app: App) -> Router {
         .route("/workspaces/{ws}/environments", post(environment_create).get(environment_list))
         .route("/connectors", post(connector_create).get(connector_list))
         .route("/connectors/import", post(connector_import))
-        .route("/connectors/{connector}", get(connector_get))
+        .route("/connectors/{connector}", get(connector_get).patch(reconcile::connector_update))
         .route("/connectors/{connector}/approve", post(connector_approve))
         .route("/workspaces/{ws}/connections", post(connection_create).get(connection_list))
         .route("/workspaces/{ws}/connections/{connection}", get(connection_get))
@@ -43,6 +46,9 @@ pub fn router(app: App) -> Router {
         .route("/workspaces/{ws}/calls/{call}/cancel", post(call_cancel))
         .route("/workspaces/{ws}/sessions/{session}/release", post(session_release))
         .route("/workspaces/{ws}/connections/{connection}/events", get(connection_events))
+        .merge(devices::routes())
+        .merge(runner::routes())
+        .merge(reconcile::routes())
         .fallback(not_found);
     Router::new()
         .route("/healthz", get(healthz))

@@ -12,6 +12,7 @@ use switchyard_server::central::CentralConfig;
 use switchyard_server::db::Datastore;
 use switchyard_server::serve::{start, Running, ServeConfig};
 use switchyard_server::sweeper::SweeperConfig;
+use switchyard_server::web::WebConfig;
 
 /// A built binary of this workspace (tests run from target/debug/deps).
 #[track_caller]
@@ -49,6 +50,7 @@ impl TestServer {
             app: AppConfig::default(),
             central: CentralConfig { lease_ttl: Duration::from_secs(5), ..CentralConfig::default() },
             sweeper: SweeperConfig { interval: Duration::from_millis(100), ..SweeperConfig::default() },
+            web: WebConfig::default(),
         };
         tweak(&mut config);
         let running = start(pool.clone(), config).await.expect("server starts");
@@ -66,6 +68,7 @@ impl TestServer {
             app: AppConfig::default(),
             central: CentralConfig { lease_ttl: Duration::from_secs(5), ..CentralConfig::default() },
             sweeper: SweeperConfig { interval: Duration::from_millis(100), ..SweeperConfig::default() },
+            web: WebConfig::default(),
         };
         let running = start(first.pool.clone(), config).await.expect("replica starts");
         let owner = Client { base: format!("http://{}", running.addr), ..first.owner.clone() };
@@ -142,6 +145,12 @@ impl Answer {
 impl Client {
     fn new(addr: SocketAddr, token: &str) -> Self {
         Client::at(&format!("http://{addr}"), token)
+    }
+
+    /// The personal API token this client sends (what a user pastes into the web UI).
+    #[track_caller]
+    pub fn token(&self) -> &str {
+        self.token.as_deref().expect("a client with a token")
     }
 
     /// A client for a server at `base` (e.g. `http://127.0.0.1:1234`).

@@ -2,7 +2,10 @@
 //! test, real MCP servers as child processes.
 
 mod bad_input;
+mod browser;
 mod calls;
+mod devices;
+mod evidence;
 mod harness;
 mod health;
 mod http_transport;
@@ -10,5 +13,9 @@ mod idempotency;
 mod interop;
 mod leases;
 mod lifecycle;
+mod reconcile;
+mod runner_api;
 mod sessions;
 mod setup;
+mod web;
+mod web_http;

@@ -55,12 +55,16 @@ pub async fn run(
     let reply = client
         .post(&["workspaces", workspace, "calls"], Body::Json(body))
         .await
-        .inspect_err(|err| {
-            if matches!(err, CliError::Unreachable { .. }) {
-                eprintln!(
-                    "note: resubmitting the same file is safe: its request_id prevents a second run"
-                );
-            }
+        .inspect_err(|err| match err {
+            CliError::Unreachable { .. } => eprintln!(
+                "note: resubmitting the same file is safe: its request_id prevents a second run"
+            ),
+            CliError::Refused { code, .. } if code == "operation_required" => eprintln!(
+                "note: a device's calls run under an operation: begin one with `switchyard scope \
+                 begin {workspace} --environment ENV --profile PROFILE --task TEXT` and add its id \
+                 to the file as \"operation_id\""
+            ),
+            _ => {}
         })?;
     let call: CallView = reply.parse()?;
     if !wait {

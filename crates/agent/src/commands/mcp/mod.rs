@@ -4,9 +4,14 @@
 
 mod call;
 mod cancel;
+mod erase;
+mod reconcile;
 mod release;
+mod resolve;
 mod status;
 mod view;
+
+pub use view::result_text;
 
 use crate::cli::McpCommand;
 use crate::client::Client;
@@ -35,5 +40,16 @@ pub async fn run(client: &Client, out: Output, cmd: McpCommand) -> Result<(), Cl
             session,
             connection,
         } => release::run(client, out, &workspace, &session, connection).await,
+        McpCommand::Reconcile {
+            workspace,
+            call,
+            file,
+        } => reconcile::run(client, out, &workspace, &call, &file).await,
+        McpCommand::Resolve {
+            workspace,
+            call,
+            file,
+        } => resolve::run(client, out, &workspace, &call, &file).await,
+        McpCommand::Erase { workspace, call } => erase::run(client, out, &workspace, &call).await,
     }
 }

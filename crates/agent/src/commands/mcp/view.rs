@@ -6,7 +6,9 @@
 
 use crate::output::{fields, opt_time, time};
 use serde_json::Value;
-use switchyard_protocol::api::CallView;
+use switchyard_protocol::api::{
+    CallKind, CallView, ObservationSource, ObservationView, ResolutionSource,
+};
 
 /// Aligned details of one call; `connection` is the connection's display name.
 pub fn details(call: &CallView, connection: &str) -> String {
@@ -25,6 +27,15 @@ pub fn details(call: &CallView, connection: &str) -> String {
     if let Some(at) = &call.cancel_requested_at {
         pairs.push(("cancel requested at", time(at)));
     }
+    if let (CallKind::Lookup, Some(parent)) = (call.kind, call.parent_call_id) {
+        pairs.push(("receipt lookup for", parent.to_string()));
+    }
+    if let Some(outcome) = call.resolution_outcome {
+        pairs.push(("resolved as", outcome.as_str().to_owned()));
+    }
+    if let Some(at) = &call.erased_at {
+        pairs.push(("evidence erased", time(at)));
+    }
     if let Some(error) = &call.error {
         // Retention erases the message and keeps the code.
         let shown = if error.message.is_empty() {
@@ -35,6 +46,7 @@ pub fn details(call: &CallView, connection: &str) -> String {
         pairs.push(("error", shown));
     }
     let mut text = fields(&pairs);
+    text.push_str(&settlement(call));
     if let Some(at) = &call.retention_expired_at {
         text.push_str(&format!(
             "inputs and result expired at {} (minimal disposition)\n",
@@ -57,6 +69,121 @@ pub fn details(call: &CallView, connection: &str) -> String {
         None => {}
     }
     text
+}
+
+/// What was recorded beside an unknown call: observations, its resolution and its lineage.
+/// Empty for a call with none of them.
+fn settlement(call: &CallView) -> String {
+    let mut text = String::new();
+    if !call.observations.is_empty() {
+        text.push_str("observations:\n");
+        for observation in &call.observations {
+            text.push_str(&format!(
+                "  {}  {}\n",
+                time(&observation.recorded_at),
+                observation_line(observation)
+            ));
+        }
+    }
+    if let Some(resolution) = &call.resolution {
+        let by = match (
+            resolution.source,
+            resolution.resolved_by,
+            resolution.observation_id,
+        ) {
+            (ResolutionSource::Caller, Some(user), _) => format!("by user {user}"),
+            (_, _, Some(observation)) => format!("by observation {observation}"),
+            _ => "by observation".to_owned(),
+        };
+        text.push_str(&format!(
+            "resolution: {} {by} at {}",
+            resolution.outcome.as_str(),
+            time(&resolution.resolved_at)
+        ));
+        if let Some(evidence) = resolution.source_version_id {
+            text.push_str(&format!(", citing evidence {evidence}"));
+        }
+        text.push('\n');
+        match (&resolution.explanation, &resolution.explanation_removed_at) {
+            (Some(explanation), _) => text.push_str(&format!("explanation: {explanation}\n")),
+            (None, Some(at)) => text.push_str(&format!("explanation: removed at {}\n", time(at))),
+            (None, None) => {}
+        }
+    }
+    if let Some(lineage) = &call.lineage {
+        let join = |ids: Vec<String>| {
+            if ids.is_empty() {
+                "-".to_owned()
+            } else {
+                ids.join(", ")
+            }
+        };
+        let lines = [
+            (
+                "lookups",
+                join(
+                    lineage
+                        .lookup_call_ids
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
+                ),
+            ),
+            (
+                "receipts",
+                join(
+                    lineage
+                        .receipt_ids
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
+                ),
+            ),
+            (
+                "evidence",
+                join(
+                    lineage
+                        .evidence_ids
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
+                ),
+            ),
+        ];
+        if lines.iter().any(|(_, ids)| ids != "-") {
+            text.push_str("lineage:\n");
+            for (kind, ids) in lines {
+                text.push_str(&format!("  {kind}: {ids}\n"));
+            }
+        }
+    }
+    text
+}
+
+/// One observation on one line, e.g. `lookup 0192…: applied` or
+/// `late receipt from device:… (epoch 3): applied`; an erased one says so.
+pub fn observation_line(observation: &ObservationView) -> String {
+    let source = match (observation.source, observation.lookup_call_id) {
+        (ObservationSource::Lookup, Some(lookup)) => format!("lookup {lookup}"),
+        (ObservationSource::Lookup, None) => "lookup".to_owned(),
+        (ObservationSource::LateReceipt, _) => format!(
+            "late receipt from {}{}",
+            observation.runner,
+            observation
+                .epoch
+                .map(|e| format!(" (epoch {e})"))
+                .unwrap_or_default()
+        ),
+    };
+    let erased = if observation.erased_at.is_some() {
+        " (output erased)"
+    } else {
+        ""
+    };
+    format!(
+        "{source}: {}{erased}",
+        observation.reported.as_str().replace('_', " ")
+    )
 }
 
 /// The text of a `CallToolResult`: text contents joined by newlines, other contents summarized.
@@ -132,7 +259,7 @@ mod tests {
     use super::*;
     use serde_json::json;
     use switchyard_protocol::CallState;
-    use switchyard_protocol::api::CallError;
+    use switchyard_protocol::api::{CallError, LineageView, ResolutionOutcome};
 
     /// A finished call as the server would show it, from its JSON form.
     fn finished_call() -> CallView {
@@ -197,6 +324,69 @@ mod tests {
         );
         assert!(text.lines().any(|l| l.ends_with(" [tool_error]")), "{text}");
         assert!(!text.contains("not retained"), "{text}");
+    }
+
+    #[test]
+    fn a_resolved_call_shows_its_observations_resolution_and_lineage() {
+        let mut call = finished_call();
+        call.state = CallState::Resolved;
+        call.result = None;
+        call.error = Some(CallError {
+            code: "transport_closed".into(),
+            message: "the server went away".into(),
+        });
+        call.resolution_outcome = Some(ResolutionOutcome::Succeeded);
+        call.observations = vec![
+            serde_json::from_value(json!({
+                "id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d70", "source": "lookup",
+                "reported": "applied", "lookup_call_id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d71",
+                "runner": "central", "epoch": 4, "output": null,
+                "recorded_at": "2025-01-02T03:05:00Z", "erased_at": null
+            }))
+            .expect("an ObservationView"),
+        ];
+        call.resolution = Some(
+            serde_json::from_value(json!({
+                "outcome": "succeeded", "source": "observation",
+                "observation_id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d70", "source_version_id": null,
+                "explanation": null, "explanation_removed_at": null, "resolved_by": null,
+                "request_id": null, "resolved_at": "2025-01-02T03:05:00Z"
+            }))
+            .expect("a ResolutionView"),
+        );
+        call.lineage = Some(LineageView {
+            lookup_call_ids: vec!["0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d71".parse().expect("id")],
+            ..LineageView::default()
+        });
+        let text = details(&call, "fx");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("resolved as") && l.ends_with(" succeeded")),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "observations:\n  2025-01-02T03:05:00Z  lookup 0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d71: applied\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "resolution: succeeded by observation 0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d70 at 2025-01-02T03:05:00Z\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "lineage:\n  lookups: 0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d71\n  receipts: -\n  evidence: -\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.lines().any(|l| l.starts_with("error")
+                && l.ends_with("[transport_closed] the server went away")),
+            "{text}"
+        );
     }
 
     #[test]

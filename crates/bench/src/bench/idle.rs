@@ -1,0 +1,187 @@
+//! Idle scale: many paired devices whose runners hold a lease, heartbeat at the real cadence
+//! and keep a lease long-poll open — with nothing to do. Measures the server's memory and how
+//! much the database works while they wait.
+
+use crate::api::Api;
+use crate::error::{Error, Result};
+use crate::pg::{self, Counters};
+use crate::procs::rss_bytes;
+use crate::stack::{Stack, note, pair};
+use futures::StreamExt;
+use serde::Serialize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use switchyard_protocol::runner::{AcquireAnswer, AcquireLease, Epoch, Heartbeat, LeaseRequest};
+use tokio_util::sync::CancellationToken;
+
+/// How many pairings or acquisitions run at once while setting up.
+const SETUP_CONCURRENCY: usize = 32;
+
+/// What idle runners cost.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Idle {
+    /// Runners holding a lease and a long-poll.
+    pub count: usize,
+    /// Server VmRSS before the devices were paired.
+    pub server_rss_before_bytes: u64,
+    /// Highest server VmRSS seen while they idled.
+    pub server_rss_bytes: u64,
+    /// Pairing (start, approve, collect) plus lease acquisition, per second.
+    pub setup_devices_per_s: f64,
+    /// The measured idle window.
+    pub window_s: f64,
+    /// How long each long-poll asked to wait.
+    pub long_poll_ms: u64,
+    /// How often each runner heartbeats.
+    pub heartbeat_every_ms: u64,
+    /// Long-polls answered (empty) during the window.
+    pub polls_answered: u64,
+    /// Heartbeats sent during the window.
+    pub heartbeats: u64,
+    /// What the database did during the window.
+    pub db: Counters,
+    /// Commits per second during the window (every autocommit statement counts).
+    pub commits_per_s: f64,
+    /// Rows written per second during the window (heartbeats and `last_seen_at` included).
+    pub rows_written_per_s: f64,
+    /// Commits per answered long-poll, heartbeats included.
+    pub commits_per_poll: f64,
+    /// Rows written per answered long-poll, heartbeats included.
+    pub rows_written_per_poll: f64,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// One simulated device runner.
+struct SimRunner {
+    api: Api,
+    epoch: Epoch,
+}
+
+/// Pairs `count` devices, gives each a runner lease, keeps them idle for `window` while
+/// measuring, then stops them (their leases are left to expire).
+/// Each long-poll asks to wait `long_poll` (a real runner asks for 25 s, the server's cap).
+pub async fn idle_runners(stack: &Stack, count: usize, window: Duration, long_poll: Duration, heartbeat_every: Duration) -> Result<Idle> {
+    let server_pid = stack.server_pid(0).ok_or_else(|| Error::Setup("replica 0 is not running".into()))?;
+    let server_rss_before_bytes = rss_bytes(server_pid).unwrap_or(0);
+    stack.profile("idle-bound", &[]).await?;
+    // A client of its own with room for every long-poll's connection.
+    let base = Api::with_idle_pool(&stack.url(0), Some(&stack.token), count * 2 + 64)?;
+    let started = Instant::now();
+    let runners: Vec<Result<SimRunner>> = futures::stream::iter(0..count)
+        .map(|i| {
+            let base = base.clone();
+            async move {
+                let (_, _, credential) = pair(&base, &format!("idle-{i}"), "idle-bound").await?;
+                let api = base.with_token(Some(&credential));
+                let answer = api.post("/runner/lease/acquire", &AcquireLease { holder: uuid::Uuid::now_v7() }).await?;
+                match crate::api::from_json(answer, "acquire")? {
+                    AcquireAnswer::Acquired { epoch, .. } => Ok(SimRunner { api, epoch }),
+                    other => Err(Error::Setup(format!("idle runner {i} did not get its lease: {other:?}"))),
+                }
+            }
+        })
+        .buffer_unordered(SETUP_CONCURRENCY)
+        .collect()
+        .await;
+    let runners: Vec<SimRunner> = runners.into_iter().collect::<Result<_>>()?;
+    let setup_devices_per_s = count as f64 / started.elapsed().as_secs_f64();
+    note(&format!("idle: {count} devices paired with leases ({setup_devices_per_s:.0}/s); opening long-polls"));
+
+    let stop = CancellationToken::new();
+    let polls_open = Arc::new(AtomicU64::new(0));
+    let polls_answered = Arc::new(AtomicU64::new(0));
+    let heartbeats = Arc::new(AtomicU64::new(0));
+    let failures = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::with_capacity(count * 2);
+    for (i, runner) in runners.into_iter().enumerate() {
+        let runner = Arc::new(runner);
+        let (r, stop2, open, answered, failed) = (runner.clone(), stop.clone(), polls_open.clone(), polls_answered.clone(), failures.clone());
+        tasks.push(tokio::spawn(async move {
+            let request = LeaseRequest { epoch: r.epoch, max: 1, wait_ms: millis(long_poll) };
+            let mut first = true;
+            while !stop2.is_cancelled() {
+                if first {
+                    open.fetch_add(1, Ordering::Relaxed);
+                    first = false;
+                }
+                let answer = tokio::select! {
+                    () = stop2.cancelled() => return,
+                    answer = r.api.try_post("/runner/lease", &request) => answer,
+                };
+                match answer {
+                    Ok(a) if a.status == 200 => answered.fetch_add(1, Ordering::Relaxed),
+                    _ => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        0
+                    }
+                };
+            }
+        }));
+        let (stop2, beats, failed) = (stop.clone(), heartbeats.clone(), failures.clone());
+        // Real runners started at different moments: spread the heartbeats over the period.
+        let offset = heartbeat_every.mul_f64(i as f64 / count.max(1) as f64);
+        tasks.push(tokio::spawn(async move {
+            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + offset, heartbeat_every);
+            let beat = Heartbeat { epoch: runner.epoch, active: Vec::new() };
+            loop {
+                tokio::select! {
+                    () = stop2.cancelled() => return,
+                    _ = ticker.tick() => {}
+                }
+                match runner.api.try_post("/runner/heartbeat", &beat).await {
+                    Ok(a) if a.status == 200 => beats.fetch_add(1, Ordering::Relaxed),
+                    _ => failed.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+        }));
+    }
+    // Every long-poll sent, and a moment for the server to take them in.
+    while polls_open.load(Ordering::Relaxed) < count as u64 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let before = pg::counters(&stack.pool).await?;
+    let (answered0, beats0) = (polls_answered.load(Ordering::Relaxed), heartbeats.load(Ordering::Relaxed));
+    let window_start = Instant::now();
+    let mut server_rss_bytes = rss_bytes(server_pid).unwrap_or(0);
+    while window_start.elapsed() < window {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        server_rss_bytes = server_rss_bytes.max(rss_bytes(server_pid).unwrap_or(0));
+    }
+    let after = pg::counters(&stack.pool).await?;
+    let window_s = window_start.elapsed().as_secs_f64();
+    let answered = polls_answered.load(Ordering::Relaxed) - answered0;
+    let beats = heartbeats.load(Ordering::Relaxed) - beats0;
+    stop.cancel();
+    for task in tasks {
+        let _ = task.await;
+    }
+    let failed = failures.load(Ordering::Relaxed);
+    if failed > 0 {
+        return Err(Error::Setup(format!("{failed} idle-runner requests failed")));
+    }
+    let db = after.since(&before);
+    let per_poll = |n: i64| if answered == 0 { 0.0 } else { n as f64 / answered as f64 };
+    Ok(Idle {
+        count,
+        server_rss_before_bytes,
+        server_rss_bytes,
+        setup_devices_per_s,
+        window_s,
+        long_poll_ms: millis(long_poll),
+        heartbeat_every_ms: millis(heartbeat_every),
+        polls_answered: answered,
+        heartbeats: beats,
+        db,
+        commits_per_s: db.xact_commit as f64 / window_s,
+        rows_written_per_s: db.rows_written as f64 / window_s,
+        commits_per_poll: per_poll(db.xact_commit),
+        rows_written_per_poll: per_poll(db.rows_written),
+    })
+}

@@ -1,0 +1,244 @@
+//! The benchmark: every figure measured side by side with its baseline in the same run, on a
+//! stack the driver builds itself (see [`crate::stack`]).
+
+pub mod idle;
+pub mod latency;
+pub mod load;
+pub mod replay;
+pub mod report;
+pub mod soak;
+
+use crate::direct::DirectFixture;
+use crate::error::Result;
+use crate::procs::{Binaries, rss_bytes};
+use crate::stack::{Stack, note};
+use crate::stats::Summary;
+use crate::pg;
+use report::{Placement, Results, Steady, Throughput};
+use std::path::Path;
+use std::time::Duration;
+
+/// How much of the benchmark to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Everything at full size (about 15 minutes with the default 10-minute soak).
+    Full,
+    /// A reduced run, under two minutes.
+    Quick,
+    /// A few seconds: checks that everything runs and the JSON is written, measures nothing
+    /// worth quoting.
+    Smoke,
+}
+
+impl Mode {
+    /// The mode's name in the results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::Quick => "quick",
+            Mode::Smoke => "smoke",
+        }
+    }
+}
+
+/// The sizes of one run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Which mode.
+    pub mode: Mode,
+    /// Unmeasured calls before each latency series.
+    pub warmup: usize,
+    /// Measured calls per latency series (baseline, central, device).
+    pub latency_samples: usize,
+    /// How often the caller reads a call while waiting for it.
+    pub poll: Duration,
+    /// Sequential duplicate submissions.
+    pub replay_samples: usize,
+    /// Identical submissions sent at once.
+    pub concurrent_duplicates: usize,
+    /// Closed-loop warmup and measurement.
+    pub throughput_warmup: Duration,
+    /// Closed-loop measurement window.
+    pub throughput_measure: Duration,
+    /// Concurrent submitting clients in the closed loop.
+    pub submitters: usize,
+    /// Calls kept in flight in the closed loop.
+    pub window: i64,
+    /// The steady open-loop rate.
+    pub steady_rate: f64,
+    /// How long the steady rate is offered.
+    pub steady_duration: Duration,
+    /// Idle runners.
+    pub idle_count: usize,
+    /// The measured idle window.
+    pub idle_window: Duration,
+    /// How long an idle runner's long-poll waits.
+    pub idle_long_poll: Duration,
+    /// How often an idle runner heartbeats (a third of the 30 s lease, like the real runner).
+    pub heartbeat_every: Duration,
+    /// The soak's rate.
+    pub soak_rate: f64,
+    /// The soak's length (three phases).
+    pub soak_duration: Duration,
+}
+
+impl Plan {
+    /// The plan of `mode`; `soak` overrides the soak's length.
+    pub fn for_mode(mode: Mode, soak: Option<Duration>) -> Plan {
+        let s = Duration::from_secs;
+        let mut plan = match mode {
+            Mode::Full => Plan {
+                mode,
+                warmup: 200,
+                latency_samples: 2000,
+                poll: Duration::from_micros(500),
+                replay_samples: 2000,
+                concurrent_duplicates: 64,
+                throughput_warmup: s(5),
+                throughput_measure: s(30),
+                submitters: 32,
+                window: 256,
+                steady_rate: 500.0,
+                steady_duration: s(30),
+                idle_count: 10_000,
+                idle_window: s(30),
+                idle_long_poll: s(25),
+                heartbeat_every: s(10),
+                soak_rate: 500.0,
+                soak_duration: s(600),
+            },
+            Mode::Quick => Plan {
+                mode,
+                warmup: 50,
+                latency_samples: 300,
+                poll: Duration::from_micros(500),
+                replay_samples: 300,
+                concurrent_duplicates: 64,
+                throughput_warmup: s(2),
+                throughput_measure: s(8),
+                submitters: 32,
+                window: 256,
+                steady_rate: 500.0,
+                steady_duration: s(8),
+                idle_count: 2_000,
+                idle_window: s(12),
+                idle_long_poll: s(5),
+                heartbeat_every: s(10),
+                soak_rate: 500.0,
+                soak_duration: s(24),
+            },
+            Mode::Smoke => Plan {
+                mode,
+                warmup: 5,
+                latency_samples: 20,
+                poll: Duration::from_millis(1),
+                replay_samples: 20,
+                concurrent_duplicates: 64,
+                throughput_warmup: Duration::from_millis(300),
+                throughput_measure: s(1),
+                submitters: 4,
+                window: 32,
+                steady_rate: 100.0,
+                steady_duration: s(1),
+                idle_count: 20,
+                idle_window: s(2),
+                idle_long_poll: s(1),
+                heartbeat_every: s(1),
+                soak_rate: 100.0,
+                soak_duration: s(3),
+            },
+        };
+        if let Some(soak) = soak {
+            plan.soak_duration = soak;
+        }
+        plan
+    }
+}
+
+/// Runs the whole benchmark on a fresh database at `database_url`, with binaries from `bins`,
+/// scratch files under `dir`.
+pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) -> Result<Results> {
+    let started_at = chrono::Utc::now();
+    note("starting the server on a fresh database");
+    let mut stack = Stack::start(bins.clone(), database_url, dir, &[]).await?;
+    let durability = pg::durability(&stack.pool).await?;
+    if !durability.is_durable() {
+        note("WARNING: PostgreSQL is not running with fsync=on and synchronous_commit=on; the figures are not durable ones");
+    }
+
+    note("baseline: direct rmcp calls to a warm fixture over stdio");
+    let direct = DirectFixture::start(&bins.fixture).await?;
+    let baseline = Summary::of(&direct.sample(plan.warmup, plan.latency_samples).await?);
+    direct.close().await;
+
+    note("added latency: central placement");
+    let central = Summary::of(&latency::end_to_end(&stack.api, &stack.central, plan.warmup, plan.latency_samples, plan.poll).await?);
+
+    note("pairing a device and starting switchyard-mcp-runner");
+    let device = stack.pair_device("laptop", &stack.url(0)).await?;
+    let outbox = dir.join("laptop").join("outbox");
+    let mut runner = stack.start_runner(&device, &outbox, &dir.join("runner.log"), &[]).await?;
+    note("added latency: device placement");
+    let on_device = Summary::of(&latency::end_to_end(&stack.api, &device.target, plan.warmup, plan.latency_samples, plan.poll).await?);
+
+    note("idempotent replay");
+    let replay = replay::replay(&stack.api, &stack.pool, &stack.central, plan.replay_samples, plan.concurrent_duplicates).await?;
+
+    note("throughput: closed loop, central placement");
+    let per_call = load::saturate(
+        &stack.api,
+        &stack.pool,
+        &stack.central,
+        "central",
+        plan.submitters,
+        plan.window,
+        plan.throughput_warmup,
+        plan.throughput_measure,
+    )
+    .await?;
+
+    note(&format!("steady load: {} calls/s open loop", plan.steady_rate));
+    let timed = load::open_loop(&stack.api, &stack.pool, &stack.central, "central", plan.steady_rate, plan.steady_duration).await?;
+    let e2e: Vec<f64> = timed.iter().filter_map(load::Timed::end_to_end_ms).collect();
+    let wait: Vec<f64> = timed.iter().filter_map(load::Timed::lease_wait_ms).collect();
+    let end_to_end = Summary::of(&e2e);
+    let steady = Steady {
+        rate_calls_per_s: plan.steady_rate,
+        duration_s: plan.steady_duration.as_secs_f64(),
+        calls: timed.len(),
+        lease_wait_ms: Summary::of(&wait),
+        added_latency_ms: end_to_end.minus(&baseline),
+        end_to_end_ms: end_to_end,
+        not_succeeded: load::not_succeeded(&timed),
+    };
+
+    let companion_rss_bytes = runner.pid().and_then(rss_bytes).unwrap_or(0);
+    note(&format!("idle scale: {} runners", plan.idle_count));
+    let mut idle = idle::idle_runners(&stack, plan.idle_count, plan.idle_window, plan.idle_long_poll, plan.heartbeat_every).await?;
+    idle.count = plan.idle_count;
+
+    note(&format!("soak: {:?} at {} calls/s", plan.soak_duration, plan.soak_rate));
+    let soak = soak::soak(&stack.api, &stack.pool, &stack.database_url, &stack.central, "central", plan.soak_rate, plan.soak_duration).await?;
+
+    runner.signal(nix::sys::signal::Signal::SIGTERM)?;
+    let _ = runner.wait_exit(Duration::from_secs(30)).await;
+    for index in 0..stack.servers.len() {
+        stack.stop_server(index, Duration::from_secs(10)).await;
+    }
+
+    Ok(Results {
+        mode: plan.mode.name(),
+        started_at,
+        machine: report::Machine::this(),
+        postgres: durability,
+        baseline_direct_ms: baseline,
+        end_to_end_ms: Placement { central, device: on_device },
+        added_latency_ms: Placement { central: central.minus(&baseline), device: on_device.minus(&baseline) },
+        throughput_calls_per_s: Throughput { per_call, batched: None },
+        steady_load: steady,
+        replay_ms: replay.duplicate_ms,
+        replay,
+        idle_runners: report::IdleReport { idle, companion_rss_bytes },
+        soak,
+    })
+}

@@ -1,0 +1,100 @@
+//! The soak: a steady open-loop rate for a long time, in three equal phases — normal, with
+//! another transaction holding the xmin horizon (so VACUUM can remove nothing that dies
+//! meanwhile), and after it ends. A queue that keeps its finished rows in the hot path slows
+//! down in the second phase; the figures say whether this one does.
+
+use super::load::{Timed, open_loop};
+use crate::api::Api;
+use crate::error::Result;
+use crate::pg::{self, TableHealth, XminHolder};
+use crate::stack::{Target, note};
+use crate::stats::Summary;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+use std::time::Duration;
+
+/// One phase of the soak.
+#[derive(Clone, Debug, Serialize)]
+pub struct Phase {
+    /// `normal`, `xmin_held` or `after`.
+    pub name: &'static str,
+    /// Calls completed per second within the phase.
+    pub throughput_calls_per_s: f64,
+    /// Submit (client) → settled (server) of the calls submitted in the phase.
+    pub end_to_end_ms: Summary,
+    /// Queue wait of those calls.
+    pub lease_wait_ms: Summary,
+    /// The `calls` table at the end of the phase.
+    pub calls_table: TableHealth,
+}
+
+/// The soak's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Soak {
+    /// Offered rate.
+    pub rate_calls_per_s: f64,
+    /// Total length.
+    pub duration_s: f64,
+    /// The phases, in order.
+    pub phases: Vec<Phase>,
+    /// Throughput with the horizon held ÷ before (1.0 = no drop).
+    pub throughput_ratio: f64,
+    /// End-to-end p99 with the horizon held ÷ before.
+    pub p99_ratio: f64,
+    /// Calls that did not succeed.
+    pub not_succeeded: usize,
+}
+
+/// Runs the soak at `rate` for `duration` (three equal phases).
+pub async fn soak(api: &Api, pool: &PgPool, database_url: &str, target: &Target, runner_ref: &str, rate: f64, duration: Duration) -> Result<Soak> {
+    let phase = duration / 3;
+    let start = Utc::now();
+    let load = open_loop(api, pool, target, runner_ref, rate, duration);
+    let control = async {
+        let mut health = Vec::new();
+        tokio::time::sleep(phase).await;
+        health.push(pg::calls_health(pool).await?);
+        note("soak: holding the xmin horizon");
+        let holder = XminHolder::begin(database_url).await?;
+        tokio::time::sleep(phase).await;
+        health.push(pg::calls_health(pool).await?);
+        holder.release().await?;
+        note("soak: horizon released");
+        tokio::time::sleep(phase).await;
+        health.push(pg::calls_health(pool).await?);
+        Ok::<_, crate::error::Error>(health)
+    };
+    let (timed, health) = tokio::join!(load, control);
+    let (timed, health) = (timed?, health?);
+    let names = ["normal", "xmin_held", "after"];
+    let mut phases = Vec::new();
+    for (i, name) in names.into_iter().enumerate() {
+        let from = start + chrono::Duration::from_std(phase * i as u32).unwrap_or_default();
+        let to = from + chrono::Duration::from_std(phase).unwrap_or_default();
+        phases.push(summarize(name, &timed, from, to, phase, health.get(i).copied().unwrap_or_default()));
+    }
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    Ok(Soak {
+        rate_calls_per_s: rate,
+        duration_s: duration.as_secs_f64(),
+        throughput_ratio: ratio(phases[1].throughput_calls_per_s, phases[0].throughput_calls_per_s),
+        p99_ratio: ratio(phases[1].end_to_end_ms.p99, phases[0].end_to_end_ms.p99),
+        not_succeeded: timed.iter().filter(|t| t.times.state != "succeeded").count(),
+        phases,
+    })
+}
+
+fn summarize(name: &'static str, timed: &[Timed], from: DateTime<Utc>, to: DateTime<Utc>, length: Duration, calls_table: TableHealth) -> Phase {
+    let finished = timed.iter().filter(|t| t.times.finished_at.is_some_and(|f| f >= from && f < to)).count();
+    let submitted: Vec<&Timed> = timed.iter().filter(|t| t.submitted >= from && t.submitted < to).collect();
+    let e2e: Vec<f64> = submitted.iter().filter_map(|t| t.end_to_end_ms()).collect();
+    let wait: Vec<f64> = submitted.iter().filter_map(|t| t.lease_wait_ms()).collect();
+    Phase {
+        name,
+        throughput_calls_per_s: finished as f64 / length.as_secs_f64(),
+        end_to_end_ms: Summary::of(&e2e),
+        lease_wait_ms: Summary::of(&wait),
+        calls_table,
+    }
+}

@@ -1,0 +1,1 @@
+//! The chaos suite (being written).

@@ -1,0 +1,161 @@
+//! What the driver reads from PostgreSQL directly: the durability settings in force, counters
+//! that show how much the database worked (commits, WAL bytes, rows written), call timings
+//! recorded by the server, and a transaction that holds the xmin horizon back. The driver never
+//! writes call state.
+
+use crate::error::Result;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{Connection, PgConnection, PgPool};
+
+/// The settings that make commits durable, as the server reports them.
+#[derive(Clone, Debug, Serialize)]
+pub struct Durability {
+    /// `fsync`.
+    pub fsync: String,
+    /// `synchronous_commit`.
+    pub synchronous_commit: String,
+    /// `wal_sync_method`.
+    pub wal_sync_method: String,
+    /// `full_page_writes`.
+    pub full_page_writes: String,
+    /// `server_version`.
+    pub server_version: String,
+}
+
+impl Durability {
+    /// Whether commits wait for the WAL to be flushed to disk.
+    pub fn is_durable(&self) -> bool {
+        self.fsync == "on" && self.synchronous_commit == "on"
+    }
+}
+
+/// Reads the durability settings.
+pub async fn durability(pool: &PgPool) -> Result<Durability> {
+    let show = |name: &'static str| async move {
+        sqlx::query_scalar::<_, String>("SELECT current_setting($1)").bind(name).fetch_one(pool).await
+    };
+    Ok(Durability {
+        fsync: show("fsync").await?,
+        synchronous_commit: show("synchronous_commit").await?,
+        wal_sync_method: show("wal_sync_method").await?,
+        full_page_writes: show("full_page_writes").await?,
+        server_version: show("server_version").await?,
+    })
+}
+
+/// Cumulative counters of the database; subtract two to see what happened in between.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Counters {
+    /// Committed transactions (every autocommit statement counts, reads included).
+    pub xact_commit: i64,
+    /// Rows inserted, updated or deleted in user tables.
+    pub rows_written: i64,
+    /// WAL generated, in bytes.
+    pub wal_bytes: i64,
+}
+
+impl Counters {
+    /// `self - earlier`.
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            xact_commit: self.xact_commit - earlier.xact_commit,
+            rows_written: self.rows_written - earlier.rows_written,
+            wal_bytes: self.wal_bytes - earlier.wal_bytes,
+        }
+    }
+}
+
+/// The counters now. Statistics reach the views about once a second, so compare snapshots
+/// taken over several seconds.
+pub async fn counters(pool: &PgPool) -> Result<Counters> {
+    let (xact_commit, rows_written, wal_bytes): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),
+                (SELECT COALESCE(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables),
+                pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(Counters { xact_commit, rows_written, wal_bytes })
+}
+
+/// The size of the `calls` table and its dead rows.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct TableHealth {
+    /// Live rows.
+    pub live_rows: i64,
+    /// Dead rows not yet vacuumed.
+    pub dead_rows: i64,
+    /// Table plus indexes, in bytes.
+    pub total_bytes: i64,
+}
+
+/// The health of the `calls` table.
+pub async fn calls_health(pool: &PgPool) -> Result<TableHealth> {
+    let (live_rows, dead_rows, total_bytes): (i64, i64, i64) = sqlx::query_as(
+        "SELECT n_live_tup, n_dead_tup, pg_total_relation_size('calls') FROM pg_stat_user_tables WHERE relname = 'calls'",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(TableHealth { live_rows, dead_rows, total_bytes })
+}
+
+/// The server's timestamps of one call.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct CallTimes {
+    /// The call.
+    pub id: uuid::Uuid,
+    /// State now.
+    pub state: String,
+    /// Submitted (the insert's transaction time).
+    pub created_at: DateTime<Utc>,
+    /// Leased.
+    pub leased_at: Option<DateTime<Utc>>,
+    /// Start acknowledged.
+    pub started_at: Option<DateTime<Utc>>,
+    /// Settled.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// The timings of the calls with these ids.
+pub async fn call_times(pool: &PgPool, ids: &[uuid::Uuid]) -> Result<Vec<CallTimes>> {
+    Ok(sqlx::query_as("SELECT id, state, created_at, leased_at, started_at, finished_at FROM calls WHERE id = ANY($1)")
+        .bind(ids)
+        .fetch_all(pool)
+        .await?)
+}
+
+/// How many calls of runner `runner_ref` are not settled yet (queued, leased or running).
+pub async fn unsettled(pool: &PgPool, runner_ref: &str) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM calls WHERE runner_ref = $1 AND state = 'queued')
+              + (SELECT count(*) FROM calls WHERE runner_ref = $1 AND state IN ('leased', 'running'))",
+    )
+    .bind(runner_ref)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// A transaction that holds a snapshot open, so that VACUUM cannot remove any row version
+/// that died after it began (the xmin horizon stays put) — what a long report query or a
+/// forgotten `BEGIN` in a psql session does to a production database.
+pub struct XminHolder {
+    connection: PgConnection,
+}
+
+impl XminHolder {
+    /// Opens its own connection and begins the snapshot.
+    pub async fn begin(database_url: &str) -> Result<XminHolder> {
+        let mut connection = PgConnection::connect(database_url).await?;
+        sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ").execute(&mut connection).await?;
+        // The snapshot is taken by the first statement.
+        sqlx::query("SELECT count(*) FROM calls WHERE false").execute(&mut connection).await?;
+        Ok(XminHolder { connection })
+    }
+
+    /// Ends the transaction: the horizon may advance again.
+    pub async fn release(mut self) -> Result<()> {
+        sqlx::query("COMMIT").execute(&mut self.connection).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,332 @@
+//! A Switchyard deployment under test, built the way an operator builds one: a migrated
+//! database, an installation owner, one or more `switchyard-server` replicas, and through the
+//! API a workspace with the fixture MCP server as a central connection and, when asked, a
+//! paired device with its own connection and a running `switchyard-mcp-runner`.
+
+use crate::api::{Api, from_json};
+use crate::error::{Error, Result};
+use crate::procs::{Binaries, RunnerProcess, ServerConfig, ServerProcess, server_admin};
+use serde_json::{Value, json};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{AssertSqlSafe, ConnectOptions, PgPool};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+use switchyard_mcp_runner::identity::{DeviceIdentity, IdentityStore, KeyringChoice};
+use switchyard_protocol::api::{
+    ApproveDevice, CallView, ConnectorSpec, CreateConnection, CreateConnector, CreateProfile, CreateWorkspace, GrantRequest,
+    PairingStarted, PairingStatus, PollPairing, StartPairing, SubmitCall,
+};
+use switchyard_protocol::{CallState, DeviceId, RequestId, WorkspaceId};
+
+/// The workspace every run works in.
+pub const WORKSPACE: &str = "bench";
+/// The installation owner the stack creates.
+pub const OWNER: &str = "bench";
+
+/// Creates an empty database `name` on the server of `admin_url` (dropping a leftover one) and
+/// returns its URL.
+pub async fn fresh_database(admin_url: &str, name: &str) -> Result<String> {
+    // The name is spliced into DDL (which takes no parameters): allow only a plain identifier.
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+        return Err(Error::Setup(format!("database name `{name}` must be lowercase letters, digits and _")));
+    }
+    let options = PgConnectOptions::from_str(admin_url)?;
+    let mut admin = options.connect().await?;
+    sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))).execute(&mut admin).await?;
+    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&mut admin).await?;
+    Ok(options.database(name).to_url_lossy().to_string())
+}
+
+/// Where a call goes: a profile and a connection on it.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Profile name.
+    pub profile: String,
+    /// Connection name.
+    pub connection: String,
+}
+
+impl Target {
+    /// A `SubmitCall` for `tool` with `arguments` under a fresh request_id.
+    pub fn call(&self, tool: &str, arguments: Value) -> SubmitCall {
+        SubmitCall {
+            request_id: RequestId::new(),
+            profile_id: self.profile.clone(),
+            connection_id: self.connection.clone(),
+            tool_name: tool.to_owned(),
+            arguments,
+            environment_id: None,
+            client_session_id: None,
+            timeout_seconds: Some(30),
+            operation_id: None,
+        }
+    }
+}
+
+/// A paired device: its identity saved under `config_dir`, its connection and profile.
+#[derive(Clone, Debug)]
+pub struct Device {
+    /// The device.
+    pub device_id: DeviceId,
+    /// Its workspace.
+    pub workspace_id: WorkspaceId,
+    /// Its credential (kept in memory only; saved to a 0600 file for the runner).
+    pub credential: String,
+    /// Where its identity is saved (`SWITCHYARD_CONFIG_DIR` for the runner).
+    pub config_dir: PathBuf,
+    /// Calls placed on it.
+    pub target: Target,
+}
+
+/// The deployment: database, server replicas and the owner's API.
+pub struct Stack {
+    /// The binaries.
+    pub bins: Binaries,
+    /// The database URL every replica uses.
+    pub database_url: String,
+    /// The driver's own connections, for statistics and invariants (never call state).
+    pub pool: PgPool,
+    /// Scratch directory for logs, outboxes and the fixture's count file.
+    pub dir: PathBuf,
+    /// Server replicas; `None` while one is down.
+    pub servers: Vec<Option<ServerProcess>>,
+    /// Their addresses (kept across restarts).
+    pub addrs: Vec<SocketAddr>,
+    server_env: Vec<(String, String)>,
+    /// The owner's API on replica 0.
+    pub api: Api,
+    /// The owner's token.
+    pub token: String,
+    /// The fixture's count file (one line per executed `count` call).
+    pub count_file: PathBuf,
+    /// The central connection's target.
+    pub central: Target,
+}
+
+impl Stack {
+    /// Migrates the (empty) database, creates the owner, starts one replica with `server_env`
+    /// and sets up workspace `bench`: connector `fixture` (the fixture over stdio, counting
+    /// into `count_file`), central connection `fx` with its tools discovered, and profile
+    /// `central` on which the owner holds Use.
+    pub async fn start(bins: Binaries, database_url: &str, dir: &Path, server_env: &[(&str, &str)]) -> Result<Stack> {
+        std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        server_admin(&bins, database_url, &["migrate"]).await?;
+        let token = server_admin(&bins, database_url, &["admin", "create-owner", "--name", OWNER]).await?;
+        let pool = PgPoolOptions::new().max_connections(4).connect(database_url).await?;
+        let server_env: Vec<(String, String)> = server_env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let config = ServerConfig {
+            database_url: database_url.to_owned(),
+            listen: "127.0.0.1:0".parse().map_err(|_| Error::Setup("bad listen address".into()))?,
+            env: server_env.clone(),
+            log: dir.join("server-0.log"),
+        };
+        let server = ServerProcess::start(&bins, &config).await?;
+        let api = Api::new(&server.url, Some(&token))?;
+        let count_file = dir.join("count.jsonl");
+        let mut stack = Stack {
+            bins,
+            database_url: database_url.to_owned(),
+            pool,
+            dir: dir.to_owned(),
+            addrs: vec![server.addr],
+            servers: vec![Some(server)],
+            server_env,
+            api,
+            token,
+            count_file,
+            central: Target { profile: "central".into(), connection: "fx".into() },
+        };
+        stack.set_up_workspace().await?;
+        Ok(stack)
+    }
+
+    async fn set_up_workspace(&mut self) -> Result<()> {
+        let api = &self.api;
+        api.post("/workspaces", &CreateWorkspace { name: WORKSPACE.into() }).await?;
+        let spec = ConnectorSpec::Stdio {
+            command: self.bins.fixture.display().to_string(),
+            args: vec!["stdio".into(), "--count-file".into(), self.count_file.display().to_string()],
+            env: Vec::new(),
+        };
+        let connector = api.post("/connectors", &CreateConnector { name: "fixture".into(), spec }).await?;
+        let id = connector["id"].as_str().ok_or_else(|| Error::Setup(format!("no connector id: {connector}")))?;
+        api.post(&format!("/connectors/{id}/approve"), &json!({})).await?;
+        let ws = format!("/workspaces/{WORKSPACE}");
+        api.post(&format!("{ws}/connections"), &CreateConnection { name: "fx".into(), connector: "fixture".into(), runner: None })
+            .await?;
+        api.post(&format!("{ws}/connections/fx/discover"), &json!({})).await?;
+        self.profile("central", &["fx"]).await
+    }
+
+    /// Creates profile `name` with `connections`; the owner gets Use on it.
+    pub async fn profile(&self, name: &str, connections: &[&str]) -> Result<()> {
+        let ws = format!("/workspaces/{WORKSPACE}");
+        let connections = connections.iter().map(|c| (*c).to_owned()).collect();
+        self.api.post(&format!("{ws}/profiles"), &CreateProfile { name: name.into(), environment: None, connections }).await?;
+        let grant = GrantRequest { user: OWNER.into(), use_: true, manage: false, share: false };
+        self.api.post(&format!("{ws}/profiles/{name}/grants"), &grant).await?;
+        Ok(())
+    }
+
+    /// The server log of replica `index`.
+    pub fn server_log(&self, index: usize) -> PathBuf {
+        self.dir.join(format!("server-{index}.log"))
+    }
+
+    /// Starts another replica on a free port; returns its index.
+    pub async fn add_replica(&mut self) -> Result<usize> {
+        let index = self.servers.len();
+        let config = self.server_config(index, "127.0.0.1:0".parse().map_err(|_| Error::Setup("bad address".into()))?);
+        let server = ServerProcess::start(&self.bins, &config).await?;
+        self.addrs.push(server.addr);
+        self.servers.push(Some(server));
+        Ok(index)
+    }
+
+    fn server_config(&self, index: usize, listen: SocketAddr) -> ServerConfig {
+        ServerConfig {
+            database_url: self.database_url.clone(),
+            listen,
+            env: self.server_env.clone(),
+            log: self.server_log(index),
+        }
+    }
+
+    /// Replica `index`'s URL.
+    pub fn url(&self, index: usize) -> String {
+        format!("http://{}", self.addrs[index])
+    }
+
+    /// SIGKILLs replica `index` (a crash).
+    pub async fn crash_server(&mut self, index: usize) {
+        if let Some(mut server) = self.servers[index].take() {
+            server.kill().await;
+        }
+    }
+
+    /// Stops replica `index` gracefully (SIGTERM; SIGKILL after `grace`).
+    pub async fn stop_server(&mut self, index: usize, grace: Duration) {
+        if let Some(mut server) = self.servers[index].take() {
+            server.stop(grace).await;
+        }
+    }
+
+    /// Starts replica `index` again on its old address (retrying while the port is busy).
+    pub async fn restart_server(&mut self, index: usize) -> Result<()> {
+        let config = self.server_config(index, self.addrs[index]);
+        let started = Instant::now();
+        loop {
+            match ServerProcess::start(&self.bins, &config).await {
+                Ok(server) => {
+                    self.servers[index] = Some(server);
+                    return Ok(());
+                }
+                Err(e) if started.elapsed() < Duration::from_secs(20) => {
+                    note(&format!("restarting replica {index}: {e}; retrying"));
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The pid of replica `index`, while it runs.
+    pub fn server_pid(&self, index: usize) -> Option<u32> {
+        self.servers[index].as_ref().and_then(ServerProcess::pid)
+    }
+
+    /// Pairs a device named `name` through the API: a bound profile `<name>-bound`, the
+    /// pairing (start, approve, collect), a connection `<name>-fx` on the device (the same
+    /// fixture connector) and a profile `<name>` with it. The identity is saved under
+    /// `<dir>/<name>/config` with `server_url` (e.g. a proxy in front of the server).
+    pub async fn pair_device(&self, name: &str, server_url: &str) -> Result<Device> {
+        let bound = format!("{name}-bound");
+        self.profile(&bound, &[]).await?;
+        let (device_id, workspace_id, credential) = pair(&self.api, name, &bound).await?;
+        let connection = format!("{name}-fx");
+        let ws = format!("/workspaces/{WORKSPACE}");
+        let runner = Some(format!("device:{device_id}"));
+        self.api.post(&format!("{ws}/connections"), &CreateConnection { name: connection.clone(), connector: "fixture".into(), runner }).await?;
+        self.profile(name, &[&connection]).await?;
+        let config_dir = self.dir.join(name).join("config");
+        let store = IdentityStore::open(config_dir.clone(), KeyringChoice::Off).map_err(|e| Error::Setup(format!("identity store: {e}")))?;
+        store
+            .save(&DeviceIdentity {
+                profile: "default".into(),
+                server_url: server_url.to_owned(),
+                device_id,
+                workspace_id,
+                credential: credential.clone(),
+            })
+            .map_err(|e| Error::Setup(format!("saving the device identity: {e}")))?;
+        Ok(Device { device_id, workspace_id, credential, config_dir, target: Target { profile: name.into(), connection } })
+    }
+
+    /// Starts `switchyard-mcp-runner` for `device` with outbox `outbox` and waits until it holds
+    /// its lease. `env` is added to its (otherwise clean) environment.
+    pub async fn start_runner(&self, device: &Device, outbox: &Path, log: &Path, env: &[(&str, &str)]) -> Result<RunnerProcess> {
+        let before = std::fs::read_to_string(log).map(|t| t.matches("lease epoch").count()).unwrap_or(0);
+        let mut runner = RunnerProcess::start(&self.bins, outbox, &device.config_dir, log, env)?;
+        runner.wait_for_log("lease epoch", before + 1, Duration::from_secs(60)).await?;
+        Ok(runner)
+    }
+}
+
+/// Pairs one device through the API (anonymous start, approval as the owner, collection) and
+/// binds it to `profile`. Returns its id, workspace and credential.
+pub async fn pair(owner: &Api, name: &str, profile: &str) -> Result<(DeviceId, WorkspaceId, String)> {
+    let anonymous = owner.with_token(None);
+    let started: PairingStarted = from_json(anonymous.post("/pairing", &StartPairing { device_name: name.into() }).await?, "pairing")?;
+    owner
+        .post(&format!("/workspaces/{WORKSPACE}/devices/approve"), &ApproveDevice { code: started.code, profile: profile.into() })
+        .await?;
+    let status = anonymous.post(&format!("/pairing/{}/poll", started.pairing_id), &PollPairing { poll_secret: started.poll_secret }).await?;
+    let status: PairingStatus = from_json(status, "pairing poll")?;
+    match status {
+        PairingStatus::Approved { device_id, workspace_id, credential: Some(credential) } => Ok((device_id, workspace_id, credential)),
+        other => Err(Error::Setup(format!("pairing {name} did not hand out a credential: {other:?}"))),
+    }
+}
+
+/// Submits a call; returns the HTTP status (201 new, 200 replay) and the call.
+pub async fn submit(api: &Api, call: &SubmitCall) -> Result<(u16, CallView)> {
+    let path = format!("/workspaces/{WORKSPACE}/calls");
+    let answer = api.try_post(&path, call).await?;
+    if !(200..300).contains(&answer.status) {
+        return Err(Error::Api { what: format!("POST {path}"), status: answer.status, body: answer.body.to_string() });
+    }
+    Ok((answer.status, answer.parse("a submitted call")?))
+}
+
+/// Reads a call.
+pub async fn read_call(api: &Api, id: &str) -> Result<CallView> {
+    let body = api.get(&format!("/workspaces/{WORKSPACE}/calls/{id}")).await?;
+    from_json(body, "a call")
+}
+
+/// Whether a call has reached a terminal state or `unknown` (what `mcp call --wait` waits for).
+pub fn settled(state: CallState) -> bool {
+    !matches!(state, CallState::Queued | CallState::Leased | CallState::Running)
+}
+
+/// Polls a call every `every` until it is settled, within `deadline`.
+pub async fn wait_settled(api: &Api, id: &str, every: Duration, deadline: Duration) -> Result<CallView> {
+    let started = Instant::now();
+    loop {
+        let call = read_call(api, id).await?;
+        if settled(call.state) {
+            return Ok(call);
+        }
+        if started.elapsed() > deadline {
+            return Err(Error::Setup(format!("call {id} is still {} after {deadline:?}", call.state)));
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// A progress note on stderr (the driver's stdout is its report).
+pub fn note(message: &str) {
+    eprintln!("[{}] {message}", chrono::Utc::now().format("%H:%M:%S%.3f"));
+}

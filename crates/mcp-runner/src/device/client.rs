@@ -1,0 +1,244 @@
+//! The device runner API over HTTP: one method per `/api/v1/runner/...` route, authenticated
+//! with the device credential, each answer sorted into what the runner must do about it.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::fmt;
+use std::time::Duration;
+use switchyard_protocol::CallId;
+use switchyard_protocol::runner::{
+    AcquireAnswer, AcquireLease, CompleteAnswer, CompleteRequest, Epoch, Heartbeat,
+    HeartbeatAnswer, LeaseAnswer, LeaseRequest, LifecycleEvent, ReceiptCheck, ReceiptCheckAnswer,
+    StartAnswer, StartRequest,
+};
+
+/// How long to wait for a TCP/TLS connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an ordinary request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much longer than its own wait a long poll may take before it counts as lost.
+const LONG_POLL_SLACK: Duration = Duration::from_secs(15);
+
+/// The error code of a stale epoch or a lost lease (HTTP 409).
+const RUNNER_FENCED: &str = "runner_fenced";
+
+/// Installs the process-wide TLS crypto provider (ring). reqwest is built without one, so this
+/// must run before the first HTTP client is built; calling it again is harmless.
+pub fn install_tls_provider() {
+    // Err only means a provider is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Why a runner API request did not get the answer it asked for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ApiFailure {
+    /// 401: the device credential is refused (`device_revoked`, or not valid at all). Nothing
+    /// this runner sends will be accepted again.
+    #[error("the server refused the device credential ({code}): {message}")]
+    Revoked {
+        /// The error code (`device_revoked`, `unauthenticated`).
+        code: String,
+        /// The server's message.
+        message: String,
+    },
+    /// 409 `runner_fenced`: this runner's epoch is stale or its lease is lost.
+    #[error("the runner lease was lost ({RUNNER_FENCED}): {message}")]
+    Fenced {
+        /// The server's message.
+        message: String,
+    },
+    /// Any other 4xx: the server understood and refused this request.
+    #[error("the server refused the request (HTTP {status}, {code}): {message}")]
+    Refused {
+        /// HTTP status.
+        status: u16,
+        /// The error code.
+        code: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The server could not be reached, failed (5xx) or answered something unreadable; asking
+    /// again later may work.
+    #[error("the server is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// The body of `POST /runner/lease/release`.
+#[derive(Serialize)]
+struct ReleaseLease {
+    epoch: Epoch,
+}
+
+/// A device credential: sent as a bearer token, never printed.
+#[derive(Clone)]
+pub struct Credential(String);
+
+impl Credential {
+    /// Wraps a credential (`sy_dev_…`).
+    pub fn new(value: String) -> Self {
+        Self(value)
+    }
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Credential(<redacted>)")
+    }
+}
+
+/// A client of one server's device runner API.
+#[derive(Clone, Debug)]
+pub struct RunnerClient {
+    http: reqwest::Client,
+    /// `<server>/api/v1/runner`.
+    base: String,
+    credential: Credential,
+}
+
+impl RunnerClient {
+    /// A client for the server at `server_url`. [`install_tls_provider`] must have run.
+    pub fn new(server_url: &str, credential: Credential) -> Result<Self, ApiFailure> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            // The runner API never redirects; following one could send the credential to
+            // another server than the identity's.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|error| {
+                ApiFailure::Unavailable(format!("cannot build the HTTP client: {error}"))
+            })?;
+        Ok(Self {
+            http,
+            base: format!("{}/api/v1/runner", server_url.trim_end_matches('/')),
+            credential,
+        })
+    }
+
+    /// Takes (or, for the same holder, resumes) the device's runner lease.
+    pub async fn acquire(&self, holder: uuid::Uuid) -> Result<AcquireAnswer, ApiFailure> {
+        self.post("lease/acquire", &AcquireLease { holder }, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// Renews the lease; learns what to cancel and release.
+    pub async fn heartbeat(&self, beat: &Heartbeat) -> Result<HeartbeatAnswer, ApiFailure> {
+        self.post("heartbeat", beat, REQUEST_TIMEOUT).await
+    }
+
+    /// Long-polls for work.
+    pub async fn lease(&self, request: &LeaseRequest) -> Result<LeaseAnswer, ApiFailure> {
+        let timeout = Duration::from_millis(request.wait_ms) + LONG_POLL_SLACK;
+        self.post("lease", request, timeout).await
+    }
+
+    /// Asks to start a leased call.
+    pub async fn start(&self, call: CallId, epoch: Epoch) -> Result<StartAnswer, ApiFailure> {
+        let path = format!("calls/{call}/start");
+        self.post(&path, &StartRequest { epoch }, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// Uploads a receipt.
+    pub async fn complete(
+        &self,
+        call: CallId,
+        request: &CompleteRequest,
+    ) -> Result<CompleteAnswer, ApiFailure> {
+        let path = format!("calls/{call}/complete");
+        self.post(&path, request, REQUEST_TIMEOUT).await
+    }
+
+    /// Asks which of these receipts must stay quarantined.
+    pub async fn check_receipts(
+        &self,
+        check: &ReceiptCheck,
+    ) -> Result<ReceiptCheckAnswer, ApiFailure> {
+        self.post("receipts/check", check, REQUEST_TIMEOUT).await
+    }
+
+    /// Records a session lifecycle event.
+    pub async fn event(&self, event: &LifecycleEvent) -> Result<(), ApiFailure> {
+        self.post_no_content("events", event).await
+    }
+
+    /// Gives the lease up, so the next runner need not wait for it to expire.
+    pub async fn release(&self, epoch: Epoch) -> Result<(), ApiFailure> {
+        self.post_no_content("lease/release", &ReleaseLease { epoch })
+            .await
+    }
+
+    async fn post<B: Serialize + ?Sized, A: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<A, ApiFailure> {
+        let response = self.send(path, body, timeout).await?;
+        response.json::<A>().await.map_err(|error| {
+            ApiFailure::Unavailable(format!("unreadable answer from /runner/{path}: {error}"))
+        })
+    }
+
+    async fn post_no_content<B: Serialize + ?Sized>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<(), ApiFailure> {
+        self.send(path, body, REQUEST_TIMEOUT).await.map(drop)
+    }
+
+    /// Sends one request; a success status comes back as the response, anything else as a
+    /// sorted failure.
+    async fn send<B: Serialize + ?Sized>(
+        &self,
+        path: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<reqwest::Response, ApiFailure> {
+        let response = self
+            .http
+            .post(format!("{}/{path}", self.base))
+            .bearer_auth(&self.credential.0)
+            .timeout(timeout)
+            .json(body)
+            .send()
+            .await
+            // Without the URL: reqwest's message is enough, and shorter in logs.
+            .map_err(|error| {
+                ApiFailure::Unavailable(format!("/runner/{path}: {}", error.without_url()))
+            })?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let (code, message) = error_body(response).await;
+        Err(match status.as_u16() {
+            401 => ApiFailure::Revoked { code, message },
+            409 if code == RUNNER_FENCED => ApiFailure::Fenced { message },
+            status @ 400..=499 => ApiFailure::Refused {
+                status,
+                code,
+                message,
+            },
+            status => ApiFailure::Unavailable(format!(
+                "/runner/{path} answered HTTP {status} ({code}): {message}"
+            )),
+        })
+    }
+}
+
+/// The code and message of an error answer (`{"error":{"code":…,"message":…}}`), read loosely
+/// so that a code this build does not know still comes through.
+async fn error_body(response: reqwest::Response) -> (String, String) {
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    let field = |name: &str| {
+        body.pointer(&format!("/error/{name}"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    (
+        field("code").unwrap_or_else(|| "unknown".to_owned()),
+        field("message").unwrap_or_else(|| status.to_string()),
+    )
+}

@@ -1,0 +1,429 @@
+//! [`DeviceControl`]: the device runner's [`ControlPlane`], over the server's runner API, with
+//! every start and completion recorded in the outbox first.
+//!
+//! - `lease` long-polls for at most as many calls as both the executor and the outbox have room
+//!   for; while admission is paused it waits a moment and returns nothing.
+//! - `start` asks the server, and on `proceed` records the start ack in the outbox before the
+//!   executor may send the request. If that record fails, the request is not sent: the call is
+//!   reported `failed` with code `outbox_unavailable` (the server has marked it running, and
+//!   `failed` is the truth — nothing was sent) and the executor is told to abandon it.
+//! - `complete` records the receipt, uploads it, then records the acknowledgement (or the
+//!   quarantine, when the server refuses the receipt for good). If the receipt cannot be
+//!   recorded it is still uploaded, from memory, and admission pauses.
+//! - A refused device credential or a fenced epoch ends the lease term (see [`super::state`]).
+
+use super::client::{ApiFailure, RunnerClient};
+use super::retry::until_answered;
+use super::state::{ActiveCalls, Admission, Halt, Pause, Stop};
+use crate::control::{ControlError, ControlPlane, StartDecision};
+use crate::outbox::{Capacity, Outbox, OutboxError, Receipt};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use switchyard_protocol::CallId;
+use switchyard_protocol::api::CallError;
+use switchyard_protocol::runner::{
+    CompleteAnswer, CompleteRequest, Completion, Epoch, LeaseRequest, LeasedCall, LifecycleEvent,
+    StartAnswer,
+};
+
+/// How long `lease` waits before answering "nothing" while admission is paused.
+const PAUSED_WAIT: Duration = Duration::from_secs(1);
+/// The error code of a call the server does not know (erased, or never this device's).
+const CALL_NOT_FOUND: &str = "call_not_found";
+/// The error code a call is failed with when its start ack could not be recorded.
+const OUTBOX_UNAVAILABLE: &str = "outbox_unavailable";
+
+/// The device runner's control plane for one lease term (one epoch).
+pub(crate) struct DeviceControl {
+    client: RunnerClient,
+    outbox: Arc<Outbox>,
+    epoch: Epoch,
+    /// The executor's `max_concurrent`: how many leased calls may be in flight at once.
+    max_concurrent: usize,
+    admission: Arc<Admission>,
+    halt: Arc<Halt>,
+    active: Arc<ActiveCalls>,
+    /// Receipts the outbox could not record, kept so that a retried report uploads the same
+    /// receipt id.
+    unsaved: Mutex<HashMap<CallId, Receipt>>,
+}
+
+/// Where a receipt upload left the receipt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// The server took it (applied, or kept as a late receipt).
+    Acknowledged,
+    /// The server does not know the call; kept in quarantine.
+    Quarantined,
+    /// The server fenced the receipt's epoch (it is not the runner's current lease); kept in
+    /// quarantine. Uploading it again would get the same answer.
+    Fenced,
+}
+
+impl DeviceControl {
+    /// A control plane for the lease term under `epoch`.
+    pub(crate) fn new(
+        client: RunnerClient,
+        outbox: Arc<Outbox>,
+        epoch: Epoch,
+        max_concurrent: usize,
+        admission: Arc<Admission>,
+        halt: Arc<Halt>,
+        active: Arc<ActiveCalls>,
+    ) -> Self {
+        Self {
+            client,
+            outbox,
+            epoch,
+            max_concurrent: max_concurrent.max(1),
+            admission,
+            halt,
+            active,
+            unsaved: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// How many more calls the outbox has room for; pauses or resumes admission accordingly.
+    async fn outbox_room(&self) -> usize {
+        let retry_storage = self.admission.storage_failed();
+        let capacity = on_outbox(&self.outbox, move |outbox| {
+            // After a storage failure, only a successful write proves storage works again.
+            if retry_storage {
+                outbox.probe()?;
+            }
+            outbox.capacity()
+        })
+        .await;
+        match capacity {
+            Ok(Capacity::Open { free }) => {
+                self.admission.resume();
+                free
+            }
+            Ok(Capacity::Full { live }) => {
+                self.admission.pause(Pause::Full { live });
+                0
+            }
+            Ok(Capacity::Stale {
+                unacknowledged,
+                oldest,
+            }) => {
+                self.admission.pause(Pause::Stale {
+                    unacknowledged,
+                    oldest,
+                });
+                0
+            }
+            Err(error) => {
+                self.admission.pause(Pause::Storage {
+                    error: error.to_string(),
+                });
+                0
+            }
+        }
+    }
+
+    /// Sorts a failure of the server into the executor's terms, ending the lease term when the
+    /// credential is refused or the epoch fenced.
+    fn failure(&self, failure: ApiFailure) -> ControlError {
+        match failure {
+            ApiFailure::Revoked { code, message } => {
+                self.halt.halt(Stop::Revoked { code, message });
+                ControlError::Fenced(self.epoch)
+            }
+            ApiFailure::Fenced { message } => {
+                self.halt.halt(Stop::Fenced { reason: message });
+                ControlError::Fenced(self.epoch)
+            }
+            refused @ ApiFailure::Refused { .. } => ControlError::Unavailable(refused.to_string()),
+            ApiFailure::Unavailable(reason) => ControlError::Unavailable(reason),
+        }
+    }
+
+    /// Ends the lease term after the server fenced a receipt of this term's epoch: the epoch
+    /// is not the runner's current lease any more.
+    fn fenced_receipt(&self) -> ControlError {
+        self.halt.halt(Stop::Fenced {
+            reason: format!(
+                "the server refused a receipt of epoch {}: it is no longer this runner's lease",
+                self.epoch.0
+            ),
+        });
+        ControlError::Fenced(self.epoch)
+    }
+
+    /// The call's receipt: recorded in the outbox (or found there, for a retried report); from
+    /// memory when the outbox cannot record it.
+    async fn receipt(&self, call_id: CallId, epoch: Epoch, completion: Completion) -> Receipt {
+        if let Some(receipt) = self.unsaved_receipt(call_id) {
+            return receipt;
+        }
+        let stored = completion.clone();
+        match on_outbox(&self.outbox, move |outbox| {
+            outbox.record_receipt(call_id, epoch, &stored)
+        })
+        .await
+        {
+            Ok(receipt) => receipt,
+            Err(error) => {
+                tracing::error!(
+                    %call_id,
+                    %error,
+                    "cannot record the receipt in the outbox; uploading it from memory"
+                );
+                self.admission.pause(Pause::Storage {
+                    error: error.to_string(),
+                });
+                let receipt = Receipt {
+                    receipt_id: uuid::Uuid::new_v4(),
+                    call_id,
+                    epoch,
+                    completion,
+                };
+                self.unsaved
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(call_id, receipt.clone());
+                receipt
+            }
+        }
+    }
+
+    fn unsaved_receipt(&self, call_id: CallId) -> Option<Receipt> {
+        self.unsaved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&call_id)
+            .cloned()
+    }
+
+    /// Uploads `receipt` once and records what the server said about it.
+    async fn upload(&self, receipt: Receipt) -> Result<Settled, ApiFailure> {
+        let settled = upload(&self.client, &self.outbox, &receipt).await?;
+        self.unsaved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&receipt.call_id);
+        self.active.remove(receipt.call_id);
+        Ok(settled)
+    }
+
+    /// Reports a call whose start the server acknowledged but whose start ack the outbox could
+    /// not record: nothing was sent, so it is `failed`. Retries an unavailable server until the
+    /// report is taken or the lease term ends; then the executor is told to abandon the call.
+    async fn fail_unrecorded_start(
+        &self,
+        call_id: CallId,
+        epoch: Epoch,
+        error: OutboxError,
+    ) -> Result<StartDecision, ControlError> {
+        tracing::error!(
+            %call_id,
+            %error,
+            "cannot record the start ack in the outbox; the request is not sent"
+        );
+        self.admission.pause(match &error {
+            OutboxError::Full { live } => Pause::Full { live: *live },
+            error => Pause::Storage {
+                error: error.to_string(),
+            },
+        });
+        let completion = Completion::Failed {
+            error: CallError {
+                code: OUTBOX_UNAVAILABLE.to_owned(),
+                message: format!(
+                    "the device runner could not record the start in its receipt outbox \
+                     ({error}); the request was not sent"
+                ),
+            },
+        };
+        let receipt = self.receipt(call_id, epoch, completion).await;
+        let answered = until_answered(self.halt.token(), "report the unsent call", || {
+            self.upload(receipt.clone())
+        })
+        .await;
+        match answered {
+            Some(Ok(Settled::Acknowledged | Settled::Quarantined)) | None => {
+                Ok(StartDecision::Abandon {
+                    reason: format!("the start ack could not be recorded: {error}"),
+                })
+            }
+            Some(Ok(Settled::Fenced)) => Err(self.fenced_receipt()),
+            Some(Err(failure)) => Err(self.failure(failure)),
+        }
+    }
+}
+
+impl ControlPlane for DeviceControl {
+    async fn lease(&self, max: usize, wait: Duration) -> Result<Vec<LeasedCall>, ControlError> {
+        // Each call in flight may still need an entry, and each leased call needs one.
+        let in_flight = self.max_concurrent.saturating_sub(max);
+        let room = self.outbox_room().await.saturating_sub(in_flight);
+        let max = max.min(room);
+        if max == 0 || self.halt.is_halted() {
+            tokio::select! {
+                () = tokio::time::sleep(PAUSED_WAIT) => {}
+                () = self.halt.token().cancelled() => {}
+            }
+            return Ok(Vec::new());
+        }
+        let request = LeaseRequest {
+            epoch: self.epoch,
+            max: u32::try_from(max).unwrap_or(u32::MAX),
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        };
+        let answer = self
+            .client
+            .lease(&request)
+            .await
+            .map_err(|failure| self.failure(failure))?;
+        self.active
+            .add(answer.calls.iter().map(|call| call.call_id));
+        Ok(answer.calls)
+    }
+
+    async fn start(&self, call_id: CallId, epoch: Epoch) -> Result<StartDecision, ControlError> {
+        // A call this outbox already holds was started (or reported) by this runner before:
+        // it is never started twice.
+        match on_outbox(&self.outbox, move |outbox| outbox.entry_state(call_id)).await {
+            Ok(None) => {}
+            Ok(Some(state)) => {
+                self.active.remove(call_id);
+                return Ok(StartDecision::Abandon {
+                    reason: format!("the outbox already holds this call ({state:?})"),
+                });
+            }
+            Err(error) => {
+                // Nothing asked, nothing sent: the call's lease expires and it is queued again.
+                self.admission.pause(Pause::Storage {
+                    error: error.to_string(),
+                });
+                self.active.remove(call_id);
+                return Ok(StartDecision::Abandon {
+                    reason: format!("the receipt outbox is unavailable: {error}"),
+                });
+            }
+        }
+        let answer = match self.client.start(call_id, epoch).await {
+            Ok(answer) => answer,
+            Err(ApiFailure::Refused {
+                status: 404,
+                code,
+                message,
+            }) => {
+                self.active.remove(call_id);
+                return Ok(StartDecision::Abandon {
+                    reason: format!("{code}: {message}"),
+                });
+            }
+            Err(failure) => return Err(self.failure(failure)),
+        };
+        match answer {
+            StartAnswer::Proceed => {
+                match on_outbox(&self.outbox, move |outbox| {
+                    outbox.record_start(call_id, epoch)
+                })
+                .await
+                {
+                    Ok(()) => Ok(StartDecision::Proceed),
+                    // Started here before, a moment ago: that start goes on and reports.
+                    Err(OutboxError::AlreadyRecorded(_)) => Ok(StartDecision::Abandon {
+                        reason: "this runner has started the call already".to_owned(),
+                    }),
+                    Err(error) => self.fail_unrecorded_start(call_id, epoch, error).await,
+                }
+            }
+            StartAnswer::Abandon { reason } => {
+                self.active.remove(call_id);
+                Ok(StartDecision::Abandon { reason })
+            }
+        }
+    }
+
+    async fn complete(
+        &self,
+        call_id: CallId,
+        epoch: Epoch,
+        completion: Completion,
+    ) -> Result<(), ControlError> {
+        let receipt = self.receipt(call_id, epoch, completion).await;
+        match self.upload(receipt).await {
+            Ok(Settled::Acknowledged | Settled::Quarantined) => Ok(()),
+            Ok(Settled::Fenced) => Err(self.fenced_receipt()),
+            Err(failure) => Err(self.failure(failure)),
+        }
+    }
+
+    async fn report_event(&self, event: LifecycleEvent) {
+        match self.client.event(&event).await {
+            Ok(()) => {}
+            Err(ApiFailure::Revoked { code, message }) => {
+                self.halt.halt(Stop::Revoked { code, message });
+            }
+            Err(failure) => {
+                tracing::warn!(%failure, "a session lifecycle event could not be delivered");
+            }
+        }
+    }
+}
+
+/// Uploads `receipt` once; records the server's acknowledgement in the outbox, or the
+/// quarantine when the server refuses the receipt for good (its epoch fenced, or a call it does
+/// not know).
+pub(crate) async fn upload(
+    client: &RunnerClient,
+    outbox: &Arc<Outbox>,
+    receipt: &Receipt,
+) -> Result<Settled, ApiFailure> {
+    let request = CompleteRequest {
+        receipt_id: receipt.receipt_id,
+        epoch: receipt.epoch,
+        completion: receipt.completion.clone(),
+    };
+    let settled = match client.complete(receipt.call_id, &request).await {
+        Ok(CompleteAnswer::Recorded | CompleteAnswer::Superseded) => Settled::Acknowledged,
+        // The server answers a fenced receipt with 409 `runner_fenced` (and the same again for
+        // a repeated upload); the answer body form means the same.
+        Ok(CompleteAnswer::Fenced) | Err(ApiFailure::Fenced { .. }) => Settled::Fenced,
+        Err(ApiFailure::Refused { code, .. }) if code == CALL_NOT_FOUND => Settled::Quarantined,
+        Err(failure) => return Err(failure),
+    };
+    let receipt_id = receipt.receipt_id;
+    let recorded = if settled == Settled::Acknowledged {
+        on_outbox(outbox, move |outbox| outbox.acknowledge(receipt_id)).await
+    } else {
+        tracing::warn!(
+            call_id = %receipt.call_id,
+            %receipt_id,
+            epoch = receipt.epoch.0,
+            ?settled,
+            "the server refused the receipt for good; it stays quarantined in the outbox"
+        );
+        on_outbox(outbox, move |outbox| outbox.quarantine(receipt_id)).await
+    };
+    match recorded {
+        Ok(()) => {}
+        // Uploaded from memory: the outbox never held it.
+        Err(OutboxError::NoSuchReceipt(_)) => {}
+        // The server has its answer stored; at the next start the receipt is offered again
+        // and gets the same answer.
+        Err(error) => tracing::warn!(
+            %receipt_id,
+            %error,
+            "the server answered the receipt but the outbox could not record that"
+        ),
+    }
+    Ok(settled)
+}
+
+/// Runs an outbox operation on a blocking thread: every commit waits for the disk.
+pub(crate) async fn on_outbox<T, F>(outbox: &Arc<Outbox>, operation: F) -> Result<T, OutboxError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Outbox) -> Result<T, OutboxError> + Send + 'static,
+{
+    let outbox = Arc::clone(outbox);
+    tokio::task::spawn_blocking(move || operation(&outbox))
+        .await
+        .unwrap_or_else(|error| Err(OutboxError::Interrupted(error.to_string())))
+}

@@ -1,0 +1,28 @@
+//! The device companion runner: the executor run against the server's device runner API
+//! (`/api/v1/runner/...`) over authenticated HTTP, with every start and completion recorded in
+//! the receipt outbox ([`crate::outbox`]) first.
+//!
+//! A run is a series of lease terms. Each term: take the device's runner lease (waiting while
+//! another runner holds it), start the heartbeat, recover the outbox (cut-off calls become
+//! `unknown`, unacknowledged receipts are checked and uploaded), then lease and run calls until
+//! shutdown or fencing. Fencing ends a term: admission stops, running calls finish and report,
+//! and the lease is taken again. Shutdown ends the run after the lease is released. A refused
+//! device credential ends the run with [`RunError::Revoked`].
+//!
+//! Guarantees:
+//! - No request is sent before its start ack is recorded in the outbox; no receipt is uploaded
+//!   before it is recorded (unless the outbox cannot record it, which pauses admission).
+//! - No call is leased while the outbox is full, stale or failing.
+//! - A call cut off by a crash is reported `unknown`, never run again.
+//! - The credential is sent only to the identity's server and never logged.
+
+mod client;
+mod control;
+mod heartbeat;
+mod recovery;
+mod retry;
+mod runner;
+mod state;
+
+pub use client::{ApiFailure, Credential, install_tls_provider};
+pub use runner::{DeviceConfig, RunError, run};

@@ -1,0 +1,427 @@
+//! The receipt outbox: a private SQLite database in which a device runner records, per call and
+//! in this order, the start acknowledgement (before the request is sent), the completion receipt
+//! (before it is uploaded) and the upload acknowledgement. After a crash it says which calls
+//! were started but never finished and which receipts the server has not acknowledged.
+//!
+//! Guarantees:
+//! - The directory is created with mode 0700, and refused when it is wider, owned by someone
+//!   else, bound to another device, or locked by another process. Its files are 0600.
+//! - Every write is one transaction, committed in WAL mode with `synchronous=FULL`: when a
+//!   method returns `Ok`, what it recorded survives a crash or power loss.
+//! - At most [`CAPACITY`] entries live (started, recorded but unacknowledged, or quarantined);
+//!   a start beyond that is refused with [`OutboxError::Full`]. A receipt is never refused and
+//!   never dropped before the server has acknowledged it. Acknowledged entries are pruned, and
+//!   quarantined ones after [`RETENTION`].
+//! - Each call has at most one entry: a call can be started at most once through one outbox.
+
+mod dir;
+mod error;
+mod schema;
+
+pub use error::OutboxError;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use switchyard_protocol::runner::{Completion, Epoch};
+use switchyard_protocol::{CallId, DeviceId};
+use uuid::Uuid;
+
+/// Most entries alive at once.
+pub const CAPACITY: usize = 64;
+/// How long a quarantined receipt is kept, and how old an unacknowledged receipt may grow
+/// before admission pauses.
+pub const RETENTION: Duration = Duration::from_secs(60 * 60);
+
+/// The database file inside the outbox directory.
+const DATABASE_FILE: &str = "outbox.sqlite3";
+
+/// An open, locked outbox. Methods block on disk I/O (each commit is fsync'd): call them from
+/// blocking threads in async code.
+#[derive(Debug)]
+pub struct Outbox {
+    dir: PathBuf,
+    device_id: DeviceId,
+    holder: Uuid,
+    db: Mutex<Connection>,
+    // Declared last so that it is released after the database is closed.
+    _lock: dir::DirLock,
+}
+
+/// A completion receipt: what the runner reports for one call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Receipt {
+    /// The receipt's id; uploading it twice records it once.
+    pub receipt_id: Uuid,
+    /// The call.
+    pub call_id: CallId,
+    /// The epoch the call was started (or, if never started, leased) under.
+    pub epoch: Epoch,
+    /// How the call ended, already redacted.
+    pub completion: Completion,
+}
+
+/// A call whose start was acknowledged but whose receipt was never recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartedCall {
+    /// The call.
+    pub call_id: CallId,
+    /// The epoch it was started under.
+    pub epoch: Epoch,
+}
+
+/// Where one call's entry stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryState {
+    /// The start was acknowledged; the request may have been sent.
+    Started,
+    /// The receipt is recorded and not yet acknowledged by the server.
+    Recorded,
+    /// The server acknowledged the receipt; the entry goes at the next prune.
+    Acknowledged,
+    /// The server refused the receipt for good (stale epoch, erased call); kept, never
+    /// uploaded, until it expires.
+    Quarantined,
+}
+
+/// Whether the outbox can take another start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capacity {
+    /// Room for `free` more starts.
+    Open {
+        /// Free entries.
+        free: usize,
+    },
+    /// [`CAPACITY`] entries live: no start until some are acknowledged or expire.
+    Full {
+        /// Entries alive.
+        live: usize,
+    },
+    /// A receipt has waited longer than [`RETENTION`] for its acknowledgement: the server is
+    /// not taking receipts, so no new work starts until it does.
+    Stale {
+        /// Receipts waiting.
+        unacknowledged: usize,
+        /// Age of the oldest.
+        oldest: Duration,
+    },
+}
+
+impl Outbox {
+    /// Opens the outbox in `dir` for `device_id`: creates the directory (0700) if missing,
+    /// refuses one that is too open, not ours, in use by another process or bound to another
+    /// device, and binds a new one to `device_id`.
+    pub fn open(dir: impl AsRef<Path>, device_id: DeviceId) -> Result<Outbox, OutboxError> {
+        let dir = dir.as_ref().to_owned();
+        dir::prepare(&dir)?;
+        let lock = dir::lock(&dir)?;
+        let path = dir.join(DATABASE_FILE);
+        // Created here with 0600 so SQLite never creates it with its default mode; the
+        // write-ahead log and shared-memory files copy the database file's mode.
+        drop(dir::create_private_file(&path)?);
+        for suffix in ["-wal", "-shm"] {
+            let mut name = path.clone().into_os_string();
+            name.push(suffix);
+            dir::restrict_if_present(Path::new(&name))?;
+        }
+        let mut connection = schema::open(&path)?;
+        let holder = schema::bind(&mut connection, &dir, device_id, now_ms())?;
+        Ok(Outbox {
+            dir,
+            device_id,
+            holder,
+            db: Mutex::new(connection),
+            _lock: lock,
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The device this outbox is bound to.
+    pub fn device_id(&self) -> DeviceId {
+        self.device_id
+    }
+
+    /// The runner's holder id for its runner lease, the same every time this directory is
+    /// opened, so a restarted runner resumes its own lease.
+    pub fn holder(&self) -> Uuid {
+        self.holder
+    }
+
+    /// Prunes acknowledged and expired entries, then says whether another start fits.
+    pub fn capacity(&self) -> Result<Capacity, OutboxError> {
+        let now = now_ms();
+        let mut db = self.db();
+        let transaction = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        transaction.execute("DELETE FROM entries WHERE state = 'acknowledged'", [])?;
+        transaction.execute(
+            "DELETE FROM entries WHERE state = 'quarantined' AND settled_at_ms <= ?1",
+            params![now - retention_ms()],
+        )?;
+        let live = count(&transaction, "SELECT COUNT(*) FROM entries")?;
+        let (unacknowledged, oldest): (i64, Option<i64>) = transaction.query_row(
+            "SELECT COUNT(*), MIN(recorded_at_ms) FROM entries WHERE state = 'recorded'",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        transaction.commit()?;
+        if live >= CAPACITY {
+            return Ok(Capacity::Full { live });
+        }
+        if let Some(oldest) = oldest
+            && now - oldest > retention_ms()
+        {
+            return Ok(Capacity::Stale {
+                unacknowledged: usize::try_from(unacknowledged).unwrap_or(usize::MAX),
+                oldest: Duration::from_millis(u64::try_from(now - oldest).unwrap_or(0)),
+            });
+        }
+        Ok(Capacity::Open {
+            free: CAPACITY - live,
+        })
+    }
+
+    /// Writes and syncs a small change, to learn whether storage works again after a failure.
+    pub fn probe(&self) -> Result<(), OutboxError> {
+        self.db().execute(
+            "UPDATE binding SET checked_at_ms = ?1 WHERE singleton = 1",
+            params![now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// Records that the server acknowledged the start of `call_id` under `epoch`. Must return
+    /// `Ok` before the request is sent. Refused when the outbox is full or the call already has
+    /// an entry.
+    pub fn record_start(&self, call_id: CallId, epoch: Epoch) -> Result<(), OutboxError> {
+        let mut db = self.db();
+        let transaction = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if entry_state(&transaction, call_id)?.is_some() {
+            return Err(OutboxError::AlreadyRecorded(call_id));
+        }
+        let live = count(&transaction, "SELECT COUNT(*) FROM entries")?;
+        if live >= CAPACITY {
+            return Err(OutboxError::Full { live });
+        }
+        transaction.execute(
+            "INSERT INTO entries (call_id, epoch, state, started_at_ms)
+             VALUES (?1, ?2, 'started', ?3)",
+            params![call_id.to_string(), epoch.0, now_ms()],
+        )?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// Records the receipt for `call_id` — to be done before it is uploaded. A started call's
+    /// entry moves to `recorded`; a call failed before its start gets a new entry (never refused,
+    /// even when full). If the call already has a receipt, that receipt is returned unchanged,
+    /// so a retried report uploads the same receipt.
+    pub fn record_receipt(
+        &self,
+        call_id: CallId,
+        epoch: Epoch,
+        completion: &Completion,
+    ) -> Result<Receipt, OutboxError> {
+        let now = now_ms();
+        let mut db = self.db();
+        let transaction = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let existing: Option<(i64, Option<String>, Option<String>)> = transaction
+            .query_row(
+                "SELECT epoch, receipt_id, completion FROM entries WHERE call_id = ?1",
+                params![call_id.to_string()],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()?;
+        let receipt = match existing {
+            Some((stored_epoch, Some(receipt_id), Some(completion))) => Receipt {
+                receipt_id: schema::parse_uuid("receipt id", &receipt_id)?,
+                call_id,
+                epoch: Epoch(stored_epoch),
+                completion: parse_completion(&completion)?,
+            },
+            Some((started_epoch, _, _)) => {
+                let receipt = Receipt {
+                    receipt_id: Uuid::new_v4(),
+                    call_id,
+                    epoch: Epoch(started_epoch),
+                    completion: completion.clone(),
+                };
+                transaction.execute(
+                    "UPDATE entries SET state = 'recorded', receipt_id = ?2, completion = ?3,
+                         recorded_at_ms = ?4
+                     WHERE call_id = ?1 AND state = 'started'",
+                    params![
+                        call_id.to_string(),
+                        receipt.receipt_id.to_string(),
+                        completion_json(completion)?,
+                        now
+                    ],
+                )?;
+                receipt
+            }
+            None => {
+                let receipt = Receipt {
+                    receipt_id: Uuid::new_v4(),
+                    call_id,
+                    epoch,
+                    completion: completion.clone(),
+                };
+                transaction.execute(
+                    "INSERT INTO entries (call_id, epoch, state, receipt_id, completion,
+                         recorded_at_ms)
+                     VALUES (?1, ?2, 'recorded', ?3, ?4, ?5)",
+                    params![
+                        call_id.to_string(),
+                        epoch.0,
+                        receipt.receipt_id.to_string(),
+                        completion_json(completion)?,
+                        now
+                    ],
+                )?;
+                receipt
+            }
+        };
+        transaction.commit()?;
+        Ok(receipt)
+    }
+
+    /// Records that the server acknowledged `receipt_id` (applied it, or kept it as a late
+    /// receipt). Acknowledging twice is fine.
+    pub fn acknowledge(&self, receipt_id: Uuid) -> Result<(), OutboxError> {
+        self.settle(receipt_id, "acknowledged")
+    }
+
+    /// Quarantines `receipt_id`: the server refused it for good, so it is never uploaded again;
+    /// it is kept until it expires, for inspection.
+    pub fn quarantine(&self, receipt_id: Uuid) -> Result<(), OutboxError> {
+        self.settle(receipt_id, "quarantined")
+    }
+
+    fn settle(&self, receipt_id: Uuid, state: &'static str) -> Result<(), OutboxError> {
+        let changed = self.db().execute(
+            "UPDATE entries SET state = ?2, settled_at_ms = ?3
+             WHERE receipt_id = ?1 AND state IN ('recorded', ?2)",
+            params![receipt_id.to_string(), state, now_ms()],
+        )?;
+        if changed == 0 {
+            return Err(OutboxError::NoSuchReceipt(receipt_id));
+        }
+        Ok(())
+    }
+
+    /// Calls started but without a receipt, oldest first: after a restart, these were cut off
+    /// mid-call.
+    pub fn unfinished(&self) -> Result<Vec<StartedCall>, OutboxError> {
+        let db = self.db();
+        let mut statement =
+            db.prepare("SELECT call_id, epoch FROM entries WHERE state = 'started' ORDER BY seq")?;
+        let rows = statement.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+        })?;
+        let mut calls = Vec::new();
+        for row in rows {
+            let (call_id, epoch) = row?;
+            calls.push(StartedCall {
+                call_id: schema::parse_uuid("call id", &call_id)?.into(),
+                epoch: Epoch(epoch),
+            });
+        }
+        Ok(calls)
+    }
+
+    /// Receipts recorded but not acknowledged (nor quarantined), oldest first.
+    pub fn unacknowledged(&self) -> Result<Vec<Receipt>, OutboxError> {
+        let db = self.db();
+        let mut statement = db.prepare(
+            "SELECT receipt_id, call_id, epoch, completion FROM entries
+             WHERE state = 'recorded' ORDER BY seq",
+        )?;
+        let rows = statement.query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, i64>(2)?,
+                row.get::<_, String>(3)?,
+            ))
+        })?;
+        let mut receipts = Vec::new();
+        for row in rows {
+            let (receipt_id, call_id, epoch, completion) = row?;
+            receipts.push(Receipt {
+                receipt_id: schema::parse_uuid("receipt id", &receipt_id)?,
+                call_id: schema::parse_uuid("call id", &call_id)?.into(),
+                epoch: Epoch(epoch),
+                completion: parse_completion(&completion)?,
+            });
+        }
+        Ok(receipts)
+    }
+
+    /// Where `call_id`'s entry stands; `None` when it has none (never started here, or pruned).
+    pub fn entry_state(&self, call_id: CallId) -> Result<Option<EntryState>, OutboxError> {
+        entry_state(&self.db(), call_id)
+    }
+
+    fn db(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave the database half-written: every change
+        // is one transaction, rolled back when dropped uncommitted.
+        self.db.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn entry_state(db: &Connection, call_id: CallId) -> Result<Option<EntryState>, OutboxError> {
+    let state: Option<String> = db
+        .query_row(
+            "SELECT state FROM entries WHERE call_id = ?1",
+            params![call_id.to_string()],
+            |row| row.get(0),
+        )
+        .optional()?;
+    state
+        .map(|state| match state.as_str() {
+            "started" => Ok(EntryState::Started),
+            "recorded" => Ok(EntryState::Recorded),
+            "acknowledged" => Ok(EntryState::Acknowledged),
+            "quarantined" => Ok(EntryState::Quarantined),
+            other => Err(OutboxError::Corrupt {
+                what: "entry state",
+                detail: format!("unknown state `{other}`"),
+            }),
+        })
+        .transpose()
+}
+
+fn count(db: &Connection, query: &str) -> Result<usize, OutboxError> {
+    let count: i64 = db.query_row(query, [], |row| row.get(0))?;
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
+fn completion_json(completion: &Completion) -> Result<String, OutboxError> {
+    serde_json::to_string(completion).map_err(|error| OutboxError::Corrupt {
+        what: "completion",
+        detail: error.to_string(),
+    })
+}
+
+fn parse_completion(text: &str) -> Result<Completion, OutboxError> {
+    serde_json::from_str(text).map_err(|error| OutboxError::Corrupt {
+        what: "completion",
+        detail: error.to_string(),
+    })
+}
+
+fn retention_ms() -> i64 {
+    i64::try_from(RETENTION.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Milliseconds since the Unix epoch (0 for a clock set before 1970).
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

@@ -1,0 +1,595 @@
+//! The `switchyard-mcp-runner` binary end to end: device calls with credentials and redaction,
+//! a crash mid-call, receipts left by a crash, a second runner for the same device, shutdown,
+//! revocation, and the local checks made before anything is sent.
+
+use crate::harness::{DEADLINE, Paired, Runner, Server, fixture_spec, scratch};
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Instant;
+use switchyard_mcp_runner::identity::{DeviceIdentity, IdentityStore, KeyringChoice};
+use switchyard_mcp_runner::outbox::{CAPACITY, Capacity, EntryState, Outbox};
+use switchyard_protocol::runner::{
+    AcquireAnswer, AcquireLease, Completion, Epoch, LeaseAnswer, LeaseRequest, StartAnswer,
+    StartRequest,
+};
+use switchyard_protocol::{CallId, DeviceId, WorkspaceId};
+
+/// How many `tools/call` requests the fixture behind `stdin_copy` received.
+fn tool_calls(stdin_copy: &Path) -> usize {
+    std::fs::read_to_string(stdin_copy)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains("\"tools/call\""))
+        .count()
+}
+
+/// Waits until the fixture behind `stdin_copy` has received `count` tool calls.
+async fn wait_for_tool_calls(stdin_copy: &Path, count: usize) {
+    let started = Instant::now();
+    while tool_calls(stdin_copy) < count {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the MCP server did not receive {count} tool calls within {DEADLINE:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The text of a call's first result content.
+fn result_text(call: &Value) -> &str {
+    call["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text result: {call}"))
+}
+
+/// Every byte of every file in `dir`, as lossy text.
+fn all_file_text(dir: &Path) -> String {
+    std::fs::read_dir(dir)
+        .expect("list the directory")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.is_file())
+        .map(|path| String::from_utf8_lossy(&std::fs::read(&path).expect("read")).into_owned())
+        .collect()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_device_call_uses_a_credential_from_the_environment_and_its_result_is_redacted(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "redacted");
+    let copy = scratch("redacted-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "redacted", fixture_spec(&copy, &["API_TOKEN"])).await;
+    let bindings = paired.dir.join("device.mcp-bindings.json");
+    let mut by_connection = serde_json::Map::new();
+    by_connection.insert(
+        paired.connection_id.clone(),
+        json!({ "env": { "API_TOKEN": { "provider": "environment", "name": "DEVICE_TEST_SECRET" } } }),
+    );
+    let binding = json!({ "bindings": by_connection });
+    std::fs::write(&bindings, binding.to_string()).expect("write the bindings");
+    std::fs::set_permissions(&bindings, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let secret = "device-secret-7f3a9c";
+    let outbox = paired.dir.join("outbox");
+    let bindings_path = bindings.display().to_string();
+    let mut runner = paired.runner(
+        &outbox,
+        "runner.log",
+        &[
+            ("SWITCHYARD_MCP_CREDENTIALS_FILE", bindings_path.as_str()),
+            ("DEVICE_TEST_SECRET", secret),
+        ],
+    );
+    runner.wait_for_log("lease epoch").await;
+    let status = runner.log_text();
+    assert!(
+        status.contains(&format!(
+            "runner for device {} on {}: lease epoch",
+            paired.device_id, paired.server_url
+        )) && status.contains(&format!("outbox {}", outbox.display())),
+        "{status}"
+    );
+
+    let call = paired
+        .submit("env", json!({ "name": "API_TOKEN" }), 30)
+        .await;
+    let view = paired.wait_for_state(&call, "succeeded").await;
+
+    assert_eq!(view["runner"], format!("device:{}", paired.device_id));
+    assert_eq!(result_text(&view), "[REDACTED]", "{view}");
+    assert!(!view.to_string().contains(secret), "{view}");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+    assert_eq!(crate::harness::mode(&outbox), 0o700);
+    assert!(
+        !all_file_text(&outbox).contains(secret),
+        "the outbox holds the secret"
+    );
+    assert!(
+        !runner.log_text().contains(secret),
+        "the runner logged the secret"
+    );
+    assert!(
+        !server.log_text().contains(secret),
+        "the server logged the secret"
+    );
+    assert!(
+        !runner.log_text().contains(&paired.credential),
+        "the runner logged its device credential"
+    );
+}
+
+/// A keyring entry (service `switchyard-mcp`) set by this test process, as an operator would set
+/// it from their shell, and deleted when dropped.
+struct KeyringEntry(keyring_core::Entry);
+
+impl KeyringEntry {
+    #[track_caller]
+    fn set(account: &str, value: &str) -> Self {
+        use linux_keyutils::{KeyRing, KeyRingIdentifier};
+        // Like any process setting entries, this thread needs a session keyring of its own.
+        KeyRing::from_special_id(KeyRingIdentifier::Session, true).expect("join a session keyring");
+        let store: std::sync::Arc<keyring_core::CredentialStore> =
+            linux_keyutils_keyring_store::Store::new().expect("keyutils store");
+        let entry = keyring_core::Entry::new_in_store(
+            &store,
+            switchyard_mcp_runner::credentials::KEYRING_SERVICE,
+            account,
+        )
+        .expect("keyring entry");
+        entry.set_password(value).expect("set the keyring entry");
+        Self(entry)
+    }
+}
+
+impl Drop for KeyringEntry {
+    fn drop(&mut self) {
+        let _ = self.0.delete_credential();
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_device_call_uses_a_credential_from_the_os_keyring(_: PgPoolOptions, db: PgConnectOptions) {
+    let server = Server::start(&db, "keyring");
+    let copy = scratch("keyring-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "keyring", fixture_spec(&copy, &["API_TOKEN"])).await;
+    let secret = "keyring-secret-51c0de9a";
+    let account = format!("device-test-{}", paired.device_id);
+    let _entry = KeyringEntry::set(&account, secret);
+    let bindings = paired.dir.join("device.mcp-bindings.json");
+    let mut by_connection = serde_json::Map::new();
+    by_connection.insert(
+        paired.connection_id.clone(),
+        json!({ "env": { "API_TOKEN": { "provider": "os_store", "account": account } } }),
+    );
+    std::fs::write(&bindings, json!({ "bindings": by_connection }).to_string()).expect("write the bindings");
+    std::fs::set_permissions(&bindings, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let outbox = paired.dir.join("outbox");
+    let bindings_path = bindings.display().to_string();
+    let mut runner = paired.runner(&outbox, "runner.log", &[("SWITCHYARD_MCP_CREDENTIALS_FILE", bindings_path.as_str())]);
+    runner.wait_for_log("lease epoch").await;
+
+    let call = paired.submit("env", json!({ "name": "API_TOKEN" }), 30).await;
+    let view = paired.wait_for_state(&call, "succeeded").await;
+    // The value reached the MCP server (it echoed it) and was redacted from what was kept.
+    assert_eq!(result_text(&view), "[REDACTED]", "{view}");
+    assert!(!view.to_string().contains(secret), "{view}");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+    assert!(!all_file_text(&outbox).contains(secret), "the outbox holds the secret");
+    assert!(!runner.log_text().contains(secret), "the runner logged the secret");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_call_cut_off_by_sigkill_is_reported_unknown_and_never_sent_again(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "sigkill");
+    let copy = scratch("sigkill-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "sigkill", fixture_spec(&copy, &[])).await;
+    let outbox = paired.dir.join("outbox");
+    let mut first = paired.runner(&outbox, "first.log", &[]);
+    first.wait_for_log("lease epoch").await;
+
+    let call = paired.submit("slow", json!({ "seconds": 60 }), 120).await;
+    paired.wait_for_state(&call, "running").await;
+    wait_for_tool_calls(&copy, 1).await;
+    first.signal(Signal::SIGKILL);
+    assert_eq!(first.wait_exit().await, None, "killed by the signal");
+
+    let mut second = paired.runner(&outbox, "second.log", &[]);
+    let view = paired.wait_for_state(&call, "unknown").await;
+
+    assert_eq!(view["error"]["code"], "runner_restarted", "{view}");
+    second.wait_for_log("unknown=1").await;
+    // Admitting new work again: a fresh call runs through the restarted runner.
+    let echo = paired.submit("echo", json!({ "text": "after" }), 30).await;
+    let echoed = paired.wait_for_state(&echo, "succeeded").await;
+    assert_eq!(result_text(&echoed), "after");
+    second.signal(Signal::SIGTERM);
+    assert_eq!(second.wait_exit().await, Some(0), "{}", second.log_text());
+    let copied = std::fs::read_to_string(&copy).expect("the stdin copy");
+    let slow_calls = copied
+        .lines()
+        .filter(|line| line.contains("\"tools/call\"") && line.contains("\"slow\""))
+        .count();
+    assert_eq!(slow_calls, 1, "the cut-off call was sent again:\n{copied}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_receipt_left_unacknowledged_by_a_crash_is_uploaded_once_after_a_restart(
+    pool: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "unacked");
+    let copy = scratch("unacked-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "unacked", fixture_spec(&copy, &[])).await;
+    let outbox_dir = paired.dir.join("outbox");
+    let call = paired
+        .submit("echo", json!({ "text": "never sent" }), 30)
+        .await;
+
+    // A runner that leased and started the call, recorded its receipt, and crashed before
+    // uploading it: played here with the device API and the outbox itself.
+    let outbox = Outbox::open(&outbox_dir, paired.device_id).expect("open the outbox");
+    let device = paired.api.with_token(&paired.credential);
+    let acquired = device
+        .post(
+            "/runner/lease/acquire",
+            &AcquireLease {
+                holder: outbox.holder(),
+            },
+        )
+        .await;
+    let AcquireAnswer::Acquired { epoch, .. } =
+        serde_json::from_value(acquired).expect("an acquire answer")
+    else {
+        panic!("the lease is held by someone else");
+    };
+    let leased = device
+        .post(
+            "/runner/lease",
+            &LeaseRequest {
+                epoch,
+                max: 1,
+                wait_ms: 5_000,
+            },
+        )
+        .await;
+    let leased: LeaseAnswer = serde_json::from_value(leased).expect("a lease answer");
+    assert_eq!(leased.calls.len(), 1, "{leased:?}");
+    let call_id: CallId = call.parse().expect("call id");
+    assert_eq!(leased.calls[0].call_id, call_id);
+    let start = device
+        .post(
+            &format!("/runner/calls/{call}/start"),
+            &StartRequest { epoch },
+        )
+        .await;
+    assert_eq!(
+        serde_json::from_value::<StartAnswer>(start).expect("a start answer"),
+        StartAnswer::Proceed
+    );
+    outbox.record_start(call_id, epoch).expect("start ack");
+    let completion = Completion::Succeeded {
+        result: json!({ "content": [{ "type": "text", "text": "done before the crash" }], "isError": false }),
+    };
+    let receipt = outbox
+        .record_receipt(call_id, epoch, &completion)
+        .expect("receipt");
+    drop(outbox);
+
+    let mut runner = paired.runner(&outbox_dir, "first.log", &[]);
+    let view = paired.wait_for_state(&call, "succeeded").await;
+
+    assert_eq!(result_text(&view), "done before the crash");
+    runner.wait_for_log("uploaded=1").await;
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+    let outbox = Outbox::open(&outbox_dir, paired.device_id).expect("reopen the outbox");
+    assert!(outbox.unacknowledged().expect("unacknowledged").is_empty());
+    drop(outbox);
+
+    // Another start uploads nothing again.
+    let mut again = paired.runner(&outbox_dir, "second.log", &[]);
+    again.wait_for_log("uploaded=0").await;
+    again.signal(Signal::SIGTERM);
+    assert_eq!(again.wait_exit().await, Some(0), "{}", again.log_text());
+    let database = pool.connect_with(db).await.expect("connect");
+    let receipts: Vec<(uuid::Uuid, String, bool)> =
+        sqlx::query_as("SELECT receipt_id, answer, applied FROM receipts WHERE call_id = $1")
+            .bind(call_id.0)
+            .fetch_all(&database)
+            .await
+            .expect("receipts");
+    assert_eq!(
+        receipts,
+        vec![(receipt.receipt_id, "recorded".to_owned(), true)]
+    );
+    assert_eq!(tool_calls(&copy), 0, "the call was sent by the runner");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_second_runner_for_the_same_device_waits_until_the_first_stops(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "second");
+    let copy = scratch("second-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "second", fixture_spec(&copy, &[])).await;
+    let mut first = paired.runner(&paired.dir.join("outbox-a"), "first.log", &[]);
+    first.wait_for_log("lease epoch").await;
+
+    let mut second = paired.runner(&paired.dir.join("outbox-b"), "second.log", &[]);
+    second
+        .wait_for_log("another runner for this device is active")
+        .await;
+    let call = paired.submit("echo", json!({ "text": "one" }), 30).await;
+    paired.wait_for_state(&call, "succeeded").await;
+    assert!(
+        !second.log_text().contains("lease epoch"),
+        "{}",
+        second.log_text()
+    );
+
+    first.signal(Signal::SIGTERM);
+    assert_eq!(first.wait_exit().await, Some(0), "{}", first.log_text());
+    second.wait_for_log("lease epoch").await;
+    let call = paired.submit("echo", json!({ "text": "two" }), 30).await;
+    let view = paired.wait_for_state(&call, "succeeded").await;
+
+    assert_eq!(result_text(&view), "two");
+    let epoch = |log: &str| -> i64 {
+        let after = log.split("lease epoch ").nth(1).expect("a status line");
+        after
+            .split(',')
+            .next()
+            .and_then(|n| n.trim().parse().ok())
+            .expect("an epoch")
+    };
+    assert!(epoch(&second.log_text()) > epoch(&first.log_text()));
+    second.signal(Signal::SIGTERM);
+    assert_eq!(second.wait_exit().await, Some(0), "{}", second.log_text());
+}
+
+#[sqlx::test(migrations = false)]
+async fn sigterm_lets_the_running_call_finish_then_releases_the_lease(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "drain");
+    let copy = scratch("drain-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "drain", fixture_spec(&copy, &[])).await;
+    let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
+    runner.wait_for_log("lease epoch").await;
+    let call = paired.submit("slow", json!({ "seconds": 2 }), 30).await;
+    wait_for_tool_calls(&copy, 1).await;
+
+    runner.signal(Signal::SIGTERM);
+
+    assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+    let view = paired.call(&call).await;
+    assert_eq!(view["state"], "succeeded", "{view}");
+    assert!(
+        runner.log_text().contains("runner lease released"),
+        "{}",
+        runner.log_text()
+    );
+    // Released, not left to expire: the next runner takes the lease at once.
+    let next = paired.runner(&paired.dir.join("outbox-next"), "next.log", &[]);
+    next.wait_for_log("lease epoch").await;
+    assert!(
+        !next.log_text().contains("another runner"),
+        "{}",
+        next.log_text()
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_revoked_device_stops_its_runner_with_exit_code_3(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "revoked");
+    let copy = scratch("revoked-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "revoked", fixture_spec(&copy, &[])).await;
+    let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
+    runner.wait_for_log("lease epoch").await;
+
+    paired
+        .api
+        .post(
+            &format!("/workspaces/demo/devices/{}/revoke", paired.device_id),
+            &json!({}),
+        )
+        .await;
+
+    assert_eq!(runner.wait_exit().await, Some(3), "{}", runner.log_text());
+    let log = runner.log_text();
+    assert!(log.contains("device_revoked"), "{log}");
+    assert!(log.contains("switchyard pair"), "{log}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_fenced_runner_stops_admitting_then_takes_its_lease_again(
+    pool: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "fenced");
+    let copy = scratch("fenced-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "fenced", fixture_spec(&copy, &[])).await;
+    let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
+    runner.wait_for_log("lease epoch 1,").await;
+
+    // The epoch moves on behind the runner's back, as when another process took the lease.
+    let database = pool.connect_with(db).await.expect("connect");
+    let moved = sqlx::query("UPDATE runner_leases SET epoch = epoch + 1 WHERE runner_ref = $1")
+        .bind(format!("device:{}", paired.device_id))
+        .execute(&database)
+        .await
+        .expect("move the epoch");
+    assert_eq!(moved.rows_affected(), 1);
+
+    runner.wait_for_log("runner lease lost").await;
+    runner.wait_for_log("lease epoch 2,").await;
+    let call = paired
+        .submit("echo", json!({ "text": "fenced no more" }), 30)
+        .await;
+    let view = paired.wait_for_state(&call, "succeeded").await;
+    assert_eq!(result_text(&view), "fenced no more");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_full_outbox_pauses_admission_and_drops_no_receipt(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "full");
+    let copy = scratch("full-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "full", fixture_spec(&copy, &[])).await;
+    let outbox_dir = paired.dir.join("outbox");
+    // Receipts for calls the server does not know: at the start they are checked, found
+    // fenced and quarantined, and quarantined receipts are kept (and counted) for an hour.
+    let outbox = Outbox::open(&outbox_dir, paired.device_id).expect("open the outbox");
+    let strangers: Vec<CallId> = (0..CAPACITY).map(|_| CallId::new()).collect();
+    for call in &strangers {
+        outbox
+            .record_receipt(
+                *call,
+                Epoch(1),
+                &Completion::Succeeded {
+                    result: json!({ "content": [], "isError": false }),
+                },
+            )
+            .expect("receipt");
+    }
+    drop(outbox);
+    let call = paired.submit("echo", json!({ "text": "waits" }), 30).await;
+
+    let mut runner = paired.runner(&outbox_dir, "runner.log", &[]);
+    runner.wait_for_log("quarantined=64").await;
+    runner.wait_for_log("admission paused").await;
+
+    assert!(
+        runner.log_text().contains("the receipt outbox is full"),
+        "{}",
+        runner.log_text()
+    );
+    // Nothing is leased while paused: the call stays queued.
+    let watched = Instant::now();
+    while watched.elapsed() < std::time::Duration::from_secs(3) {
+        assert_eq!(paired.call(&call).await["state"], "queued");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+    let outbox = Outbox::open(&outbox_dir, paired.device_id).expect("reopen the outbox");
+    for call in &strangers {
+        assert_eq!(
+            outbox.entry_state(*call).expect("state"),
+            Some(EntryState::Quarantined)
+        );
+    }
+    assert_eq!(
+        outbox.capacity().expect("capacity"),
+        Capacity::Full { live: CAPACITY }
+    );
+}
+
+/// Saves a device identity for a server nothing listens on; returns the config directory.
+fn unreachable_identity(test: &str) -> std::path::PathBuf {
+    let config = scratch(test).join("config");
+    IdentityStore::open(config.clone(), KeyringChoice::Off)
+        .expect("open the identity store")
+        .save(&DeviceIdentity {
+            profile: "default".to_owned(),
+            // Port 9 (discard): connections are refused.
+            server_url: "http://127.0.0.1:9".to_owned(),
+            device_id: DeviceId::new(),
+            workspace_id: WorkspaceId::new(),
+            credential: "sy_dev_not-a-real-credential".to_owned(),
+        })
+        .expect("save the identity");
+    config
+}
+
+#[tokio::test]
+async fn local_setup_problems_exit_2_before_anything_is_sent() {
+    let config = unreachable_identity("local-setup");
+    let dir = scratch("local-setup-dirs");
+
+    let open = dir.join("open");
+    std::fs::create_dir(&open).expect("create");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut runner = Runner::start(&config, &open, &dir.join("open.log"), &[]);
+    assert_eq!(runner.wait_exit().await, Some(2), "{}", runner.log_text());
+    assert!(
+        runner
+            .log_text()
+            .contains(&format!("run `chmod 700 {}`", open.display())),
+        "{}",
+        runner.log_text()
+    );
+
+    let private = dir.join("private");
+    let mut other_server = Runner::start(
+        &config,
+        &private,
+        &dir.join("server.log"),
+        &[("SWITCHYARD_URL", "http://switchyard.example")],
+    );
+    assert_eq!(other_server.wait_exit().await, Some(2));
+    assert!(
+        other_server
+            .log_text()
+            .contains("is paired with http://127.0.0.1:9, not http://switchyard.example"),
+        "{}",
+        other_server.log_text()
+    );
+
+    let mut no_profile = Runner::start(
+        &config,
+        &private,
+        &dir.join("profile.log"),
+        &[("SWITCHYARD_DEVICE_PROFILE", "laptop")],
+    );
+    assert_eq!(no_profile.wait_exit().await, Some(2));
+    assert!(
+        no_profile
+            .log_text()
+            .contains("no device profile `laptop`: pair this device first"),
+        "{}",
+        no_profile.log_text()
+    );
+    assert!(!private.exists(), "nothing was created for a refused start");
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_outbox_is_refused() {
+    let config = unreachable_identity("same-outbox");
+    let dir = scratch("same-outbox-dirs");
+    let outbox = dir.join("outbox");
+    // The server is unreachable: the first keeps trying to take its lease, holding the outbox.
+    let mut first = Runner::start(&config, &outbox, &dir.join("first.log"), &[]);
+    first.wait_for_log("cannot take the runner lease").await;
+
+    let mut second = Runner::start(&config, &outbox, &dir.join("second.log"), &[]);
+
+    assert_eq!(second.wait_exit().await, Some(2), "{}", second.log_text());
+    assert!(
+        second
+            .log_text()
+            .contains("is in use by another runner process"),
+        "{}",
+        second.log_text()
+    );
+    // Stopping while waiting for the lease is a clean stop.
+    first.signal(Signal::SIGTERM);
+    assert_eq!(first.wait_exit().await, Some(0), "{}", first.log_text());
+}

@@ -1,0 +1,23 @@
+//! Changing a connector's transport or target (installation owners). Every change bumps the
+//! connector's revision, so a stdio connector is inert again until an owner approves the new
+//! command, and calls dispatched to the old target can no longer be reconciled by lookup.
+
+use super::{views, Actor, App};
+use crate::error::AppResult;
+use switchyard_protocol::api::*;
+
+impl App {
+    /// Replaces a connector's transport and target (owners only). The same spec again changes
+    /// nothing.
+    pub async fn connector_update(&self, actor: &Actor, key: &str, spec: ConnectorSpec) -> AppResult<ConnectorView> {
+        self.require_owner(actor)?;
+        let connector = self.find_connector(key).await?;
+        super::connectors::validate_spec(&connector.name, &spec)?;
+        if connector.spec() == spec {
+            return Ok(views::connector(&connector));
+        }
+        let row = self.db.connector_update(connector.id, &spec).await?;
+        tracing::info!(connector = %row.name, revision = row.revision, "connector changed; it needs approval again if it runs a command");
+        Ok(views::connector(&row))
+    }
+}

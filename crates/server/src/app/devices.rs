@@ -1,0 +1,91 @@
+//! Paired devices of a workspace: listing and revocation. A revoked device keeps its row (so
+//! its credential is answered `device_revoked`, not "unknown") and its runner lease ends at
+//! once, so the sweeper settles what it held.
+
+use super::principal::device_runner_ref;
+use super::{views, Actor, App};
+use crate::db::{ConnectionRow, DeviceRow};
+use crate::error::{AppError, AppResult};
+use switchyard_protocol::api::*;
+use switchyard_protocol::ErrorCode;
+use uuid::Uuid;
+
+impl App {
+    /// The devices of a workspace, revoked ones included (any member).
+    pub async fn device_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<DeviceView>> {
+        let membership = self.membership(actor, ws).await?;
+        Ok(self.db.device_list(membership.workspace.id).await?.iter().map(views::device).collect())
+    }
+
+    /// Revokes a device (a workspace admin, or the user who approved it).
+    pub async fn device_revoke(&self, actor: &Actor, ws: &str, device: &str) -> AppResult<DeviceView> {
+        let membership = self.membership(actor, ws).await?;
+        let workspace = membership.workspace.id;
+        let row = self.find_device(workspace, device).await?;
+        if !membership.is_admin && row.approved_by != actor.user.id {
+            return Err(AppError::refused(
+                ErrorCode::Forbidden,
+                format!("only a workspace admin or the user who approved device `{}` may revoke it", row.name),
+            ));
+        }
+        let revoked = self
+            .db
+            .device_revoke(workspace, row.id, actor.user.id, &device_runner_ref(row.id))
+            .await?
+            .ok_or_else(|| device_not_found(device))?;
+        Ok(views::device(&revoked))
+    }
+
+    /// The runner a new connection is placed on: `central` when none is named, or
+    /// `device:<id>` naming an unrevoked device of the workspace.
+    pub(crate) async fn connection_runner(&self, workspace: Uuid, requested: Option<&str>) -> AppResult<String> {
+        let requested = requested.unwrap_or(CENTRAL_RUNNER);
+        if requested == CENTRAL_RUNNER {
+            return Ok(CENTRAL_RUNNER.to_owned());
+        }
+        let device = match requested.strip_prefix("device:").map(Uuid::parse_str) {
+            Some(Ok(id)) => self.db.device_get(workspace, id).await?,
+            _ => None,
+        };
+        match device {
+            Some(device) if device.revoked_at.is_none() => Ok(device_runner_ref(device.id)),
+            Some(device) => Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!("device `{}` ({requested}) was revoked; pair a device again or use `central`", device.name),
+            )),
+            None => Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!("runner `{requested}` is not available; use `central` or `device:<id>` of a paired device of this workspace (GET /api/v1/workspaces/{{ws}}/devices)"),
+            )),
+        }
+    }
+
+    /// Refuses a call on a connection placed on a device that was revoked (or is gone): its
+    /// calls could only wait in the queue until they expire.
+    pub(crate) async fn require_runner_available(&self, connection: &ConnectionRow) -> AppResult<()> {
+        let Some(device) = connection.runner_ref.strip_prefix("device:") else {
+            return Ok(());
+        };
+        let row = match Uuid::parse_str(device) {
+            Ok(id) => self.db.device_get(connection.workspace_id, id).await?,
+            Err(_) => None,
+        };
+        match row {
+            Some(row) if row.revoked_at.is_none() => Ok(()),
+            _ => Err(AppError::refused(
+                ErrorCode::DeviceNotFound,
+                format!("connection `{}` is placed on {}, which was revoked; place the connector on another runner", connection.name, connection.runner_ref),
+            )),
+        }
+    }
+
+    /// A device of a workspace by id (or `device:<id>`).
+    pub(crate) async fn find_device(&self, workspace: Uuid, key: &str) -> AppResult<DeviceRow> {
+        let id = Uuid::parse_str(key.strip_prefix("device:").unwrap_or(key)).map_err(|_| device_not_found(key))?;
+        self.db.device_get(workspace, id).await?.ok_or_else(|| device_not_found(key))
+    }
+}
+
+fn device_not_found(key: &str) -> AppError {
+    AppError::refused(ErrorCode::DeviceNotFound, format!("no device `{key}` in this workspace"))
+}

@@ -1,0 +1,86 @@
+//! Evidence capture, evidence records, erasure, and the one view of a call with everything
+//! recorded beside it (attempt, observations, resolution, lineage).
+//!
+//! Evidence records are readable by every member of the workspace: that is what capture is
+//! for, and an admin turns it on deliberately. It never grants Use: a call's own result, through
+//! the calls API, still needs Use on its profile.
+
+use super::{views, Actor, App};
+use crate::db::{CallRow, EraseRefusal};
+use crate::error::{AppError, AppResult};
+use switchyard_protocol::api::*;
+use switchyard_protocol::{ErrorCode, EvidenceId};
+
+/// What every erasure answer says about what erasure cannot do.
+pub const ERASURE_NOTICE: &str = "Erasure removed Switchyard's retained evidence of this call (its result, observation outputs, evidence records, pending evidence and explanations) and fences receipts that arrive for it later. It does not undo whatever the tool did outside Switchyard: an effect that happened still happened.";
+
+impl App {
+    /// A workspace's capture policy and queue (any member). Off unless an admin turned it on.
+    pub async fn capture_policy_get(&self, actor: &Actor, ws: &str) -> AppResult<CapturePolicyView> {
+        let workspace = self.membership(actor, ws).await?.workspace.id;
+        let row = self.db.capture_policy_get(workspace).await?;
+        Ok(views::capture_policy(workspace, row.as_ref()))
+    }
+
+    /// Turns capture of completed managed tool results on or off (workspace admins). Turning
+    /// it on captures completions from now on only; it grants no Use.
+    pub async fn capture_policy_set(&self, actor: &Actor, ws: &str, req: SetCapturePolicy) -> AppResult<CapturePolicyView> {
+        let workspace = self.admin_membership(actor, ws).await?.workspace.id;
+        let row = self.db.capture_policy_set(workspace, req.capture_managed_tool_results, actor.user.id).await?;
+        Ok(views::capture_policy(workspace, Some(&row)))
+    }
+
+    /// An evidence record (any member of its workspace); an erased one shows only its
+    /// minimal disposition.
+    pub async fn evidence_get(&self, actor: &Actor, ws: &str, id: &str) -> AppResult<EvidenceView> {
+        let workspace = self.membership(actor, ws).await?.workspace.id;
+        let not_found = || AppError::refused(ErrorCode::EvidenceNotFound, format!("no evidence record `{id}` in this workspace"));
+        let id: EvidenceId = id.parse().map_err(|_| not_found())?;
+        match self.db.evidence_get(workspace, id.0).await? {
+            Some(row) => Ok(views::evidence(&row)),
+            None => Err(not_found()),
+        }
+    }
+
+    /// Erases a finished or unknown call's evidence (workspace admins): see
+    /// [`crate::db::Datastore::call_erase`]. Receipts that arrive for it later are fenced.
+    pub async fn call_erase(&self, actor: &Actor, ws: &str, call: &str) -> AppResult<EraseAnswer> {
+        let workspace = self.admin_membership(actor, ws).await?.workspace.id;
+        let row = self.call_row(workspace, call).await?;
+        let erased = match self.db.call_erase(workspace, row.id).await? {
+            Ok(erased) => erased,
+            Err(EraseRefusal::NotFound) => {
+                return Err(AppError::refused(ErrorCode::CallNotFound, format!("no call `{call}` in this workspace")));
+            }
+            Err(EraseRefusal::Active) => {
+                return Err(AppError::refused(
+                    ErrorCode::CallActive,
+                    format!("call {} is still {}; cancel it or wait until it finishes (or becomes unknown), then erase", row.id, row.state),
+                ));
+            }
+        };
+        tracing::info!(call = %row.id, by = %actor.user.id, ?erased, "erased a call's evidence");
+        Ok(EraseAnswer {
+            call: self.call_view_full(&self.call_row(workspace, call).await?).await?,
+            observations_erased: erased.observations,
+            evidence_erased: erased.evidence,
+            pending_evidence_dropped: erased.pending,
+            notice: ERASURE_NOTICE.to_owned(),
+        })
+    }
+
+    /// A call with everything recorded beside it: its attempt, observations, resolution and
+    /// lineage. Authorization is the caller's business.
+    pub(crate) async fn call_view_full(&self, row: &CallRow) -> AppResult<CallView> {
+        let mut view = views::call(row);
+        view.attempts = views::attempt(row).into_iter().collect();
+        view.observations = self.db.observation_list(row.id).await?.iter().map(views::observation).collect();
+        view.resolution = self.db.resolution_of_call(row.id).await?.as_ref().map(views::resolution);
+        view.lineage = Some(LineageView {
+            lookup_call_ids: self.db.call_lookup_ids(row.id).await?.into_iter().map(Into::into).collect(),
+            receipt_ids: self.db.call_receipt_ids(row.id).await?,
+            evidence_ids: self.db.evidence_ids_of_call(row.id).await?.into_iter().map(Into::into).collect(),
+        });
+        Ok(view)
+    }
+}

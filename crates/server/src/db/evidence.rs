@@ -1,0 +1,419 @@
+//! Evidence: workspace capture policies, the bounded pending-evidence queue (filled in the
+//! completion's own transaction, published by the sweeper), published evidence records, and
+//! erasure of a call's evidence.
+//!
+//! The queue's counters live on the capture policy row and change only in the transactions
+//! that change the queue, each as a guarded update, so a full queue is decided without a race:
+//! a completion that finds it full counts a drop and captures nothing, and never touches the
+//! evidence already waiting.
+
+use super::Datastore;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use sqlx::PgConnection;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// How long pending evidence is retried before it is given up.
+pub const PENDING_DEADLINE: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The longest wait between two publication attempts of one pending record.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+/// How long captured evidence waits before its first publication: a device's completion is
+/// recorded before the runner API stores the receipt that carried it, and the published
+/// lineage should name that receipt.
+const FIRST_ATTEMPT_DELAY: Duration = Duration::from_secs(1);
+/// The most pending records one publication pass takes.
+const PUBLISH_BATCH: i64 = 100;
+
+/// The bounds of one workspace's pending-evidence queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueBounds {
+    /// Most records waiting.
+    pub max_records: i32,
+    /// Most bytes of output waiting.
+    pub max_bytes: i64,
+}
+
+impl Default for QueueBounds {
+    fn default() -> Self {
+        Self { max_records: 1000, max_bytes: 64 * 1024 * 1024 }
+    }
+}
+
+/// A row of `capture_policies`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct CapturePolicyRow {
+    /// The workspace.
+    pub workspace_id: Uuid,
+    /// Whether completed results are captured.
+    pub capture_managed_tool_results: bool,
+    /// Records waiting.
+    pub pending_records: i32,
+    /// Their bytes.
+    pub pending_bytes: i64,
+    /// Evidence not captured because the queue was full.
+    pub dropped: i64,
+    /// Pending evidence given up at its deadline.
+    pub expired: i64,
+    /// When the policy last changed.
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+/// A row of `evidence_records`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct EvidenceRow {
+    /// Id (the `source_version_id`).
+    pub id: Uuid,
+    /// Workspace.
+    pub workspace_id: Uuid,
+    /// The call captured.
+    pub call_id: Uuid,
+    /// Its request id.
+    pub request_id: Uuid,
+    /// Its kind.
+    pub kind: String,
+    /// Its parent, for a lookup.
+    pub parent_call_id: Option<Uuid>,
+    /// The observation it came with, for a late receipt.
+    pub observation_id: Option<Uuid>,
+    /// Profile.
+    pub profile_id: Uuid,
+    /// Environment.
+    pub environment_id: Uuid,
+    /// Operation.
+    pub operation_id: Option<Uuid>,
+    /// Tool.
+    pub tool_name: String,
+    /// Connection.
+    pub connection_id: Uuid,
+    /// Connector dispatched to.
+    pub connector_id: Option<Uuid>,
+    /// Its revision then.
+    pub connector_revision: Option<i64>,
+    /// Runner.
+    pub runner_ref: String,
+    /// `succeeded`, `tool_error` or `resolved`.
+    pub outcome: String,
+    /// For `resolved`: the outcome.
+    pub resolution_outcome: Option<String>,
+    /// Retained output, until erased.
+    pub output: Option<Json<Value>>,
+    /// Whether it was cut.
+    pub output_truncated: bool,
+    /// Receipt lineage.
+    pub lineage: Json<Value>,
+    /// When it was captured.
+    pub captured_at: DateTime<Utc>,
+    /// When it was published.
+    pub published_at: DateTime<Utc>,
+    /// When it was erased.
+    pub erased_at: Option<DateTime<Utc>>,
+}
+
+/// What became of evidence offered with a completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Captured {
+    /// The workspace does not capture.
+    Off,
+    /// Queued for publication under this evidence id.
+    Queued(Uuid),
+    /// The queue was full: not captured, counted as a drop.
+    Dropped,
+}
+
+/// Evidence to capture with a completion: the call (its scope, identity and target are read
+/// from its row in the same transaction) and the output it reported.
+#[derive(Clone, Copy, Debug)]
+pub struct EvidenceOffer<'a> {
+    /// The call.
+    pub call: Uuid,
+    /// Its workspace.
+    pub workspace: Uuid,
+    /// The output (already redacted and bounded).
+    pub output: Option<&'a Value>,
+    /// Whether the output was cut.
+    pub output_truncated: bool,
+    /// The observation it came with, for a late receipt.
+    pub observation: Option<Uuid>,
+}
+
+/// What erasing a call's evidence changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Erased {
+    /// Observations whose output was removed.
+    pub observations: u64,
+    /// Evidence records whose output was removed.
+    pub evidence: u64,
+    /// Pending evidence dropped.
+    pub pending: u64,
+}
+
+/// Why a call's evidence could not be erased.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EraseRefusal {
+    /// No such call in the workspace.
+    NotFound,
+    /// The call is queued, leased or running.
+    Active,
+}
+
+impl Datastore {
+    /// Offers evidence for capture on `conn`, inside the completion's transaction: queued when
+    /// the workspace captures and its queue has room, else counted as dropped.
+    pub(super) async fn evidence_capture_on(conn: &mut PgConnection, offer: EvidenceOffer<'_>, bounds: QueueBounds) -> Result<Captured, sqlx::Error> {
+        let size = offer.output.map_or(0, |o| o.to_string().len());
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        let slot: Option<Uuid> = sqlx::query_scalar(
+            "UPDATE capture_policies SET pending_records = pending_records + 1, pending_bytes = pending_bytes + $2
+             WHERE workspace_id = $1 AND capture_managed_tool_results
+               AND pending_records < $3 AND pending_bytes + $2 <= $4
+             RETURNING workspace_id",
+        )
+        .bind(offer.workspace)
+        .bind(size)
+        .bind(bounds.max_records)
+        .bind(bounds.max_bytes)
+        .fetch_optional(&mut *conn)
+        .await?;
+        if slot.is_none() {
+            let full: Option<Uuid> = sqlx::query_scalar(
+                "UPDATE capture_policies SET dropped = dropped + 1
+                 WHERE workspace_id = $1 AND capture_managed_tool_results RETURNING workspace_id",
+            )
+            .bind(offer.workspace)
+            .fetch_optional(&mut *conn)
+            .await?;
+            return Ok(if full.is_some() { Captured::Dropped } else { Captured::Off });
+        }
+        let id = Uuid::now_v7();
+        sqlx::query(
+            "INSERT INTO pending_evidence (id, workspace_id, call_id, request_id, kind, parent_call_id, observation_id,
+                 profile_id, environment_id, operation_id, tool_name, connection_id, connector_id, connector_revision,
+                 runner_ref, outcome, resolution_outcome, output, output_truncated, size_bytes, deadline_at,
+                 next_attempt_at)
+             SELECT $2, workspace_id, id, request_id, kind, parent_call_id, $3, profile_id, environment_id, operation_id,
+                 tool_name, connection_id, connector_id, connector_revision, runner_ref, state, resolution_outcome,
+                 $4, $5, $6, now() + make_interval(secs => $7), now() + make_interval(secs => $8)
+             FROM calls WHERE id = $1",
+        )
+        .bind(offer.call)
+        .bind(id)
+        .bind(offer.observation)
+        .bind(offer.output.map(Json))
+        .bind(offer.output_truncated)
+        .bind(size)
+        .bind(PENDING_DEADLINE.as_secs_f64())
+        .bind(FIRST_ATTEMPT_DELAY.as_secs_f64())
+        .execute(&mut *conn)
+        .await?;
+        Ok(Captured::Queued(id))
+    }
+
+    /// A workspace's capture policy row, if it was ever set.
+    pub async fn capture_policy_get(&self, workspace: Uuid) -> Result<Option<CapturePolicyRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT workspace_id, capture_managed_tool_results, pending_records, pending_bytes, dropped, expired, updated_at
+             FROM capture_policies WHERE workspace_id = $1",
+        )
+        .bind(workspace)
+        .fetch_optional(&self.pool)
+        .await
+    }
+
+    /// Turns capture on or off. Evidence already pending is published either way.
+    pub async fn capture_policy_set(&self, workspace: Uuid, capture: bool, by: Uuid) -> Result<CapturePolicyRow, sqlx::Error> {
+        sqlx::query_as(
+            "INSERT INTO capture_policies (workspace_id, capture_managed_tool_results, updated_by, updated_at)
+             VALUES ($1, $2, $3, now())
+             ON CONFLICT (workspace_id) DO UPDATE SET capture_managed_tool_results = EXCLUDED.capture_managed_tool_results,
+                 updated_by = EXCLUDED.updated_by, updated_at = now()
+             RETURNING workspace_id, capture_managed_tool_results, pending_records, pending_bytes, dropped, expired, updated_at",
+        )
+        .bind(workspace)
+        .bind(capture)
+        .bind(by)
+        .fetch_one(&self.pool)
+        .await
+    }
+
+    /// Publishes pending evidence that is due, oldest first: each record moves into
+    /// `evidence_records` with its receipt lineage as it is now, in one statement. A record
+    /// that fails is retried later, at most [`MAX_RETRY_DELAY`] apart. Returns (published,
+    /// failed).
+    pub async fn evidence_publish_due(&self) -> Result<(u64, u64), sqlx::Error> {
+        let due: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT id FROM pending_evidence WHERE next_attempt_at <= now() ORDER BY captured_at, id LIMIT $1",
+        )
+        .bind(PUBLISH_BATCH)
+        .fetch_all(&self.pool)
+        .await?;
+        let (mut published, mut failed) = (0, 0);
+        for id in due {
+            match self.evidence_publish_one(id).await {
+                Ok(n) => published += n,
+                Err(e) => {
+                    failed += 1;
+                    tracing::warn!(evidence = %id, error = %e, "publishing evidence failed; retrying later");
+                    sqlx::query(
+                        "UPDATE pending_evidence SET attempts = attempts + 1, last_error = $2,
+                             next_attempt_at = now() + make_interval(secs => LEAST($3, power(2, LEAST(attempts, 16))))
+                         WHERE id = $1",
+                    )
+                    .bind(id)
+                    .bind(e.to_string())
+                    .bind(MAX_RETRY_DELAY.as_secs_f64())
+                    .execute(&self.pool)
+                    .await?;
+                }
+            }
+        }
+        Ok((published, failed))
+    }
+
+    /// Moves one pending record into `evidence_records` and releases its room in the queue.
+    /// A record another replica took first changes nothing.
+    async fn evidence_publish_one(&self, id: Uuid) -> Result<u64, sqlx::Error> {
+        sqlx::query_scalar(
+            "WITH due AS (DELETE FROM pending_evidence WHERE id = $1 RETURNING *),
+             published AS (
+                 INSERT INTO evidence_records (id, workspace_id, call_id, request_id, kind, parent_call_id, observation_id,
+                     profile_id, environment_id, operation_id, tool_name, connection_id, connector_id, connector_revision,
+                     runner_ref, outcome, resolution_outcome, output, output_truncated, lineage, captured_at)
+                 SELECT d.id, d.workspace_id, d.call_id, d.request_id, d.kind, d.parent_call_id, d.observation_id,
+                     d.profile_id, d.environment_id, d.operation_id, d.tool_name, d.connection_id, d.connector_id,
+                     d.connector_revision, d.runner_ref, d.outcome, d.resolution_outcome, d.output, d.output_truncated,
+                     jsonb_build_object(
+                         'parent_call_id', d.parent_call_id,
+                         'observation_id', d.observation_id,
+                         'lookup_call_ids', COALESCE((SELECT jsonb_agg(l.id ORDER BY l.created_at, l.id)
+                                                      FROM calls l WHERE l.parent_call_id = d.call_id), '[]'::jsonb),
+                         'receipt_ids', COALESCE((SELECT jsonb_agg(r.receipt_id ORDER BY r.received_at, r.receipt_id)
+                                                  FROM receipts r WHERE r.call_id = d.call_id), '[]'::jsonb)),
+                     d.captured_at
+                 FROM due d
+                 ON CONFLICT (id) DO NOTHING
+                 RETURNING id),
+             released AS (
+                 UPDATE capture_policies c SET pending_records = c.pending_records - 1, pending_bytes = c.pending_bytes - d.size_bytes
+                 FROM due d WHERE c.workspace_id = d.workspace_id RETURNING 1)
+             SELECT count(*)::bigint FROM published",
+        )
+        .bind(id)
+        .fetch_one(&self.pool)
+        .await
+        .map(|n: i64| u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Gives up pending evidence past its deadline, counting it per workspace. Returns how many.
+    pub async fn evidence_expire_pending(&self) -> Result<u64, sqlx::Error> {
+        let expired: Vec<i64> = sqlx::query_scalar(
+            "WITH gone AS (DELETE FROM pending_evidence WHERE deadline_at <= now() RETURNING workspace_id, size_bytes),
+             per AS (SELECT workspace_id, count(*) AS n, sum(size_bytes) AS b FROM gone GROUP BY workspace_id)
+             UPDATE capture_policies c SET pending_records = c.pending_records - per.n,
+                 pending_bytes = c.pending_bytes - per.b, expired = c.expired + per.n
+             FROM per WHERE c.workspace_id = per.workspace_id RETURNING per.n",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(expired.into_iter().map(|n| u64::try_from(n).unwrap_or(0)).sum())
+    }
+
+    /// An evidence record of a workspace (erased ones included).
+    pub async fn evidence_get(&self, workspace: Uuid, id: Uuid) -> Result<Option<EvidenceRow>, sqlx::Error> {
+        sqlx::query_as("SELECT * FROM evidence_records WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
+    /// The ids of the evidence records captured from a call, oldest first.
+    pub async fn evidence_ids_of_call(&self, call: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
+        sqlx::query_scalar("SELECT id FROM evidence_records WHERE call_id = $1 ORDER BY captured_at, id")
+            .bind(call)
+            .fetch_all(&self.pool)
+            .await
+    }
+
+    /// Whether a call's evidence was erased: its receipts are fenced.
+    pub async fn call_is_erased(&self, call: Uuid) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM calls WHERE id = $1 AND evidence_erased_at IS NOT NULL)")
+            .bind(call)
+            .fetch_one(&self.pool)
+            .await
+    }
+
+    /// Erases a finished or unknown call's evidence in one transaction: its retained inputs and
+    /// result, its lookups' (queued ones are cancelled), its observations' outputs, its
+    /// evidence records' outputs, its pending evidence, and the explanations of resolutions of
+    /// it or citing its evidence. Ids, times, states and outcomes remain. Erasing again
+    /// changes nothing.
+    pub async fn call_erase(&self, workspace: Uuid, call: Uuid) -> Result<Result<Erased, EraseRefusal>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let found: Option<(String, Option<DateTime<Utc>>)> =
+            sqlx::query_as("SELECT state, evidence_erased_at FROM calls WHERE workspace_id = $1 AND id = $2 FOR UPDATE")
+                .bind(workspace)
+                .bind(call)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((state, erased_at)) = found else { return Ok(Err(EraseRefusal::NotFound)) };
+        if matches!(state.as_str(), "queued" | "leased" | "running") {
+            return Ok(Err(EraseRefusal::Active));
+        }
+        if erased_at.is_some() {
+            return Ok(Ok(Erased::default()));
+        }
+        sqlx::query(
+            "UPDATE calls SET state = 'cancelled', finished_at = now(), error_code = 'cancelled'
+             WHERE parent_call_id = $1 AND state IN ('queued', 'leased')",
+        )
+        .bind(call)
+        .execute(&mut *tx)
+        .await?;
+        let erased: Vec<Uuid> = sqlx::query_scalar(
+            "UPDATE calls SET evidence_erased_at = now(), arguments = NULL, result = NULL, error_message = NULL
+             WHERE id = $1 OR parent_call_id = $1 RETURNING id",
+        )
+        .bind(call)
+        .fetch_all(&mut *tx)
+        .await?;
+        let observations = sqlx::query("UPDATE observations SET output = NULL, erased_at = now() WHERE call_id = $1 AND erased_at IS NULL")
+            .bind(call)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        let evidence = sqlx::query(
+            "UPDATE evidence_records SET output = NULL, erased_at = now() WHERE call_id = ANY($1) AND erased_at IS NULL",
+        )
+        .bind(&erased)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let pending: Option<(i64, i64)> = sqlx::query_as(
+            "WITH gone AS (DELETE FROM pending_evidence WHERE call_id = ANY($1) RETURNING size_bytes),
+             per AS (SELECT count(*) AS n, COALESCE(sum(size_bytes), 0)::bigint AS b FROM gone)
+             UPDATE capture_policies c SET pending_records = c.pending_records - per.n, pending_bytes = c.pending_bytes - per.b
+             FROM per WHERE c.workspace_id = $2 AND per.n > 0 RETURNING per.n, per.b",
+        )
+        .bind(&erased)
+        .bind(workspace)
+        .fetch_optional(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE resolutions SET explanation = NULL, explanation_removed_at = now()
+             WHERE explanation IS NOT NULL
+               AND (call_id = $1 OR evidence_id IN (SELECT id FROM evidence_records WHERE call_id = ANY($2)))",
+        )
+        .bind(call)
+        .bind(&erased)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Ok(Erased {
+            observations,
+            evidence,
+            pending: pending.map_or(0, |(n, _)| u64::try_from(n).unwrap_or(0)),
+        }))
+    }
+}

@@ -1,0 +1,362 @@
+//! Observations, and the transactions that record what a completion implies beside the call:
+//! a lookup's answer on its unknown parent (settling it when the answer is certain), a late
+//! receipt on an unknown call, and the evidence either one captures. The original attempt is
+//! never overwritten: observations and resolutions are rows beside it.
+
+use super::evidence::{Captured, EvidenceOffer, QueueBounds};
+use super::{CallRow, Datastore, NewCall, StoredCompletion};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use sqlx::PgConnection;
+use switchyard_protocol::api::{Reported, ResolutionOutcome};
+use switchyard_protocol::CallState;
+use uuid::Uuid;
+
+/// A row of `observations`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct ObservationRow {
+    /// Id.
+    pub id: Uuid,
+    /// The unknown call it is about.
+    pub call_id: Uuid,
+    /// `lookup` or `late_receipt`.
+    pub source: String,
+    /// The lookup call, for `lookup`.
+    pub lookup_call_id: Option<Uuid>,
+    /// The runner that answered.
+    pub runner_ref: String,
+    /// The epoch of a late receipt (or of the lookup's lease).
+    pub epoch: Option<i64>,
+    /// `applied`, `not_applied`, `failed` or `unknown`.
+    pub reported: String,
+    /// Retained output.
+    pub output: Option<Json<Value>>,
+    /// When it was recorded.
+    pub recorded_at: DateTime<Utc>,
+    /// When retention removed the output.
+    pub output_expired_at: Option<DateTime<Utc>>,
+    /// When erasure removed the output.
+    pub erased_at: Option<DateTime<Utc>>,
+}
+
+/// What a completion implies beside its state change, decided by the app layer.
+#[derive(Clone, Copy, Debug)]
+pub struct CompletionEffects {
+    /// What the completion reports if the call is a receipt lookup.
+    pub lookup_reports: Reported,
+    /// The bounds of the workspace's pending-evidence queue.
+    pub bounds: QueueBounds,
+}
+
+/// A completion as applied.
+#[derive(Clone, Debug)]
+pub struct Completed {
+    /// The call after the completion.
+    pub call: CallRow,
+    /// Whether the call's parent was settled by this (lookup) completion.
+    pub settled_parent: Option<ResolutionOutcome>,
+    /// What became of the evidence it offered.
+    pub captured: Captured,
+}
+
+/// What became of a report about a call that was already `unknown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LateReceipt {
+    /// Not a valid late receipt: the call is not unknown under this runner and epoch, or the
+    /// epoch is no longer the runner's.
+    NotLate,
+    /// The call's evidence was erased: the receipt is fenced.
+    Erased,
+    /// Recorded as an observation; it settled nothing.
+    Observed,
+    /// Recorded, and it settled the call with this outcome.
+    Settled(ResolutionOutcome),
+}
+
+impl Datastore {
+    /// Inserts a receipt lookup for `parent` unless the request_id was taken. Inserted as a
+    /// lookup from the start, so no runner ever sees it as anything else.
+    pub async fn call_insert_lookup(&self, call: &NewCall, parent: Uuid) -> Result<Option<CallRow>, sqlx::Error> {
+        let row: Option<CallRow> = sqlx::query_as(
+            "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+                 connection_revision, environment_id, tool_name, arguments, client_session_id,
+                 timeout_seconds, state, runner_ref, created_by, kind, parent_call_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14, 'lookup', $15)
+             ON CONFLICT (workspace_id, request_id) DO NOTHING
+             RETURNING *",
+        )
+        .bind(Uuid::now_v7())
+        .bind(call.workspace_id)
+        .bind(call.request_id)
+        .bind(&call.payload_digest)
+        .bind(call.profile_id)
+        .bind(call.connection_id)
+        .bind(call.connection_revision)
+        .bind(call.environment_id)
+        .bind(&call.tool_name)
+        .bind(Json(&call.arguments))
+        .bind(&call.client_session_id)
+        .bind(call.timeout_seconds)
+        .bind(&call.runner_ref)
+        .bind(call.created_by)
+        .bind(parent)
+        .fetch_optional(&self.pool)
+        .await?;
+        if row.is_some() {
+            sqlx::query("SELECT pg_notify('switchyard_calls', $1)").bind(&call.runner_ref).execute(&self.pool).await?;
+        }
+        Ok(row)
+    }
+
+    /// Records the target a leased call is about to be dispatched to (its connector, revision
+    /// and target digest). Returns the call's parent (`Some(None)` for an ordinary call), or
+    /// `None` when the call is no longer leased under `epoch`.
+    pub async fn call_note_target(
+        &self,
+        id: Uuid,
+        epoch: i64,
+        connector: Uuid,
+        connector_revision: i64,
+        digest: &[u8],
+    ) -> Result<Option<Option<Uuid>>, sqlx::Error> {
+        sqlx::query_scalar(
+            "UPDATE calls SET connector_id = $3, connector_revision = $4, target_digest = $5
+             WHERE id = $1 AND state = 'leased' AND lease_epoch = $2 RETURNING parent_call_id",
+        )
+        .bind(id)
+        .bind(epoch)
+        .bind(connector)
+        .bind(connector_revision)
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await
+    }
+
+    /// The state, target digest and erasure time of a call: what a lookup for it checks.
+    pub async fn call_target_of(&self, id: Uuid) -> Result<Option<(String, Option<Vec<u8>>, Option<DateTime<Utc>>)>, sqlx::Error> {
+        sqlx::query_as("SELECT state, target_digest, evidence_erased_at FROM calls WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
+    /// Records a completion and what it implies, in one transaction: the state change (as one
+    /// guarded update under the runner's epoch); for a lookup, an observation on its parent,
+    /// which a certain answer settles (`unknown` → `resolved`); and the evidence it offers.
+    /// `None` when the report was stale or the call had moved on: nothing was recorded.
+    pub async fn call_complete_with_effects(
+        &self,
+        id: Uuid,
+        runner_ref: &str,
+        epoch: i64,
+        from: &[CallState],
+        completion: &StoredCompletion,
+        effects: CompletionEffects,
+    ) -> Result<Option<Completed>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let Some(call) = Datastore::call_complete_on(&mut tx, id, runner_ref, epoch, from, completion).await? else {
+            return Ok(None);
+        };
+        if call.evidence_erased_at.is_some() {
+            // A lookup still running when its parent was erased: keep nothing it answered.
+            sqlx::query("UPDATE calls SET result = NULL WHERE id = $1").bind(id).execute(&mut *tx).await?;
+            tx.commit().await?;
+            return Ok(Some(Completed { call, settled_parent: None, captured: Captured::Off }));
+        }
+        let mut settled_parent = None;
+        if let Some(parent) = call.parent_call_id {
+            let observation = NewObservation {
+                call: parent,
+                source: "lookup",
+                lookup_call: Some(id),
+                runner_ref,
+                epoch: Some(epoch),
+                reported: effects.lookup_reports,
+                output: completion.result.as_ref(),
+            };
+            settled_parent = observe_and_settle(&mut tx, &observation).await?;
+        }
+        let captured = if matches!(completion.state, CallState::Succeeded | CallState::ToolError) {
+            let offer = EvidenceOffer {
+                call: id,
+                workspace: call.workspace_id,
+                output: completion.result.as_ref(),
+                output_truncated: completion.result_truncated,
+                observation: None,
+            };
+            Datastore::evidence_capture_on(&mut tx, offer, effects.bounds).await?
+        } else {
+            Captured::Off
+        };
+        tx.commit().await?;
+        Ok(Some(Completed { call, settled_parent, captured }))
+    }
+
+    /// Records a report about a tool call that is already `unknown`, made by the runner that
+    /// started it under the epoch it was started under, while that epoch is still the
+    /// runner's. (A lookup answering late settles nothing: run another lookup.) It becomes a `late_receipt` observation; a certain one settles the call and
+    /// offers its output as evidence. A call whose evidence was erased records nothing.
+    pub async fn call_record_late_receipt(
+        &self,
+        id: Uuid,
+        runner_ref: &str,
+        epoch: i64,
+        reported: Reported,
+        completion: &StoredCompletion,
+        bounds: QueueBounds,
+    ) -> Result<(LateReceipt, Captured), sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let call: Option<(Uuid, Option<DateTime<Utc>>)> = sqlx::query_as(
+            "SELECT workspace_id, evidence_erased_at FROM calls
+             WHERE id = $1 AND runner_ref = $2 AND lease_epoch = $3 AND state = 'unknown' AND kind = 'tool'
+               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3)
+             FOR UPDATE",
+        )
+        .bind(id)
+        .bind(runner_ref)
+        .bind(epoch)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((workspace, erased_at)) = call else { return Ok((LateReceipt::NotLate, Captured::Off)) };
+        if erased_at.is_some() {
+            return Ok((LateReceipt::Erased, Captured::Off));
+        }
+        let observation = NewObservation {
+            call: id,
+            source: "late_receipt",
+            lookup_call: None,
+            runner_ref,
+            epoch: Some(epoch),
+            reported,
+            output: completion.result.as_ref(),
+        };
+        let observation_id = Uuid::now_v7();
+        let settled = observe_and_settle_as(&mut tx, observation_id, &observation).await?;
+        let captured = match (settled, completion.result.as_ref()) {
+            (Some(_), Some(output)) => {
+                let offer = EvidenceOffer {
+                    call: id,
+                    workspace,
+                    output: Some(output),
+                    output_truncated: completion.result_truncated,
+                    observation: Some(observation_id),
+                };
+                Datastore::evidence_capture_on(&mut tx, offer, bounds).await?
+            }
+            _ => Captured::Off,
+        };
+        tx.commit().await?;
+        let late = match settled {
+            Some(outcome) => LateReceipt::Settled(outcome),
+            None => LateReceipt::Observed,
+        };
+        Ok((late, captured))
+    }
+
+    /// The observations of a call, oldest first.
+    pub async fn observation_list(&self, call: Uuid) -> Result<Vec<ObservationRow>, sqlx::Error> {
+        sqlx::query_as("SELECT * FROM observations WHERE call_id = $1 ORDER BY recorded_at, id")
+            .bind(call)
+            .fetch_all(&self.pool)
+            .await
+    }
+
+    /// Removes observation outputs recorded longer than `retention` ago, like call results.
+    /// Returns how many.
+    pub async fn observation_sweep_retention(&self, retention: std::time::Duration) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE observations SET output = NULL, output_expired_at = now()
+             WHERE output IS NOT NULL AND recorded_at < now() - make_interval(secs => $1)",
+        )
+        .bind(retention.as_secs_f64())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// The receipt lookups run for a call, oldest first.
+    pub async fn call_lookup_ids(&self, call: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
+        sqlx::query_scalar("SELECT id FROM calls WHERE parent_call_id = $1 ORDER BY created_at, id")
+            .bind(call)
+            .fetch_all(&self.pool)
+            .await
+    }
+
+    /// The receipts runners uploaded for a call, oldest first.
+    pub async fn call_receipt_ids(&self, call: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
+        sqlx::query_scalar("SELECT receipt_id FROM receipts WHERE call_id = $1 ORDER BY received_at, receipt_id")
+            .bind(call)
+            .fetch_all(&self.pool)
+            .await
+    }
+}
+
+/// An observation to record.
+struct NewObservation<'a> {
+    call: Uuid,
+    source: &'static str,
+    lookup_call: Option<Uuid>,
+    runner_ref: &'a str,
+    epoch: Option<i64>,
+    reported: Reported,
+    output: Option<&'a Value>,
+}
+
+/// Records an observation on a call unless the call's evidence was erased, and settles the
+/// call when the report is certain and the call is still unknown. Returns the outcome it was
+/// settled with.
+async fn observe_and_settle(conn: &mut PgConnection, observation: &NewObservation<'_>) -> Result<Option<ResolutionOutcome>, sqlx::Error> {
+    let erased: Option<Option<DateTime<Utc>>> =
+        sqlx::query_scalar("SELECT evidence_erased_at FROM calls WHERE id = $1 FOR UPDATE")
+            .bind(observation.call)
+            .fetch_optional(&mut *conn)
+            .await?;
+    match erased {
+        Some(None) => observe_and_settle_as(conn, Uuid::now_v7(), observation).await,
+        // Erased (or gone): nothing about it is published any more.
+        _ => Ok(None),
+    }
+}
+
+/// [`observe_and_settle`] for a call already locked and known not erased, under a chosen id.
+async fn observe_and_settle_as(conn: &mut PgConnection, id: Uuid, observation: &NewObservation<'_>) -> Result<Option<ResolutionOutcome>, sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO observations (id, call_id, source, lookup_call_id, runner_ref, epoch, reported, output)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(id)
+    .bind(observation.call)
+    .bind(observation.source)
+    .bind(observation.lookup_call)
+    .bind(observation.runner_ref)
+    .bind(observation.epoch)
+    .bind(observation.reported.as_str())
+    .bind(observation.output.map(Json))
+    .execute(&mut *conn)
+    .await?;
+    let Some(outcome) = observation.reported.settles() else { return Ok(None) };
+    let settled = sqlx::query(
+        "UPDATE calls SET state = 'resolved', resolution_outcome = $2
+         WHERE id = $1 AND state = 'unknown' AND evidence_erased_at IS NULL",
+    )
+    .bind(observation.call)
+    .bind(outcome.as_str())
+    .execute(&mut *conn)
+    .await?;
+    if settled.rows_affected() == 0 {
+        // Settled before (by another observation or a caller): this one is kept as recorded.
+        return Ok(None);
+    }
+    sqlx::query(
+        "INSERT INTO resolutions (id, call_id, workspace_id, source, outcome, observation_id)
+         SELECT $1, id, workspace_id, 'observation', $3, $2 FROM calls WHERE id = $4",
+    )
+    .bind(Uuid::now_v7())
+    .bind(id)
+    .bind(outcome.as_str())
+    .bind(observation.call)
+    .execute(&mut *conn)
+    .await?;
+    Ok(Some(outcome))
+}

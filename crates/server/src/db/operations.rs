@@ -1,0 +1,75 @@
+//! Operations: immutable scopes (workspace, environment, profile, task) that device calls run
+//! under. Created once, never updated.
+
+use super::Datastore;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// A row of `operations`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct OperationRow {
+    /// Id.
+    pub id: Uuid,
+    /// Workspace.
+    pub workspace_id: Uuid,
+    /// Environment.
+    pub environment_id: Uuid,
+    /// Profile.
+    pub profile_id: Uuid,
+    /// Task label.
+    pub task: String,
+    /// The device that began it, if a device did.
+    pub device_id: Option<Uuid>,
+    /// The user who began it, if a user did.
+    pub created_by: Option<Uuid>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Who begins an operation: exactly one of a user and a device.
+#[derive(Clone, Copy, Debug)]
+pub enum OperationOwner {
+    /// A user.
+    User(Uuid),
+    /// A paired device.
+    Device(Uuid),
+}
+
+impl Datastore {
+    /// Creates an operation.
+    pub async fn operation_create(
+        &self,
+        workspace: Uuid,
+        environment: Uuid,
+        profile: Uuid,
+        task: &str,
+        owner: OperationOwner,
+    ) -> Result<OperationRow, sqlx::Error> {
+        let (user, device) = match owner {
+            OperationOwner::User(user) => (Some(user), None),
+            OperationOwner::Device(device) => (None, Some(device)),
+        };
+        sqlx::query_as(
+            "INSERT INTO operations (id, workspace_id, environment_id, profile_id, task, device_id, created_by)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *",
+        )
+        .bind(Uuid::now_v7())
+        .bind(workspace)
+        .bind(environment)
+        .bind(profile)
+        .bind(task)
+        .bind(device)
+        .bind(user)
+        .fetch_one(&self.pool)
+        .await
+    }
+
+    /// An operation of a workspace.
+    pub async fn operation_get(&self, workspace: Uuid, id: Uuid) -> Result<Option<OperationRow>, sqlx::Error> {
+        sqlx::query_as("SELECT * FROM operations WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+    }
+}

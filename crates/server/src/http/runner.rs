@@ -1,0 +1,73 @@
+//! The device runner API (`/api/v1/runner/...`): authenticated with a device credential only;
+//! every route calls one app function under the device's runner reference.
+
+use super::error::{ApiError, ApiJson};
+use super::AppState;
+use crate::app::DeviceActor;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::Deserialize;
+use switchyard_protocol::runner::*;
+
+/// The runner routes (relative to `/api/v1`).
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/runner/lease/acquire", post(acquire))
+        .route("/runner/lease/release", post(release))
+        .route("/runner/heartbeat", post(heartbeat))
+        .route("/runner/lease", post(lease))
+        .route("/runner/calls/{call}/start", post(start))
+        .route("/runner/calls/{call}/complete", post(complete))
+        .route("/runner/receipts/check", post(check_receipts))
+        .route("/runner/events", post(event))
+}
+
+type Answer<T> = Result<Json<T>, ApiError>;
+
+async fn acquire(State(s): State<AppState>, device: DeviceActor, ApiJson(req): ApiJson<AcquireLease>) -> Answer<AcquireAnswer> {
+    Ok(Json(s.app.runner_acquire(&device, req).await?))
+}
+
+/// `{"epoch": n}`: the lease to give up.
+#[derive(Debug, Deserialize)]
+struct ReleaseLease {
+    epoch: Epoch,
+}
+
+async fn release(State(s): State<AppState>, device: DeviceActor, ApiJson(req): ApiJson<ReleaseLease>) -> Result<StatusCode, ApiError> {
+    s.app.runner_release(&device, req.epoch).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn heartbeat(State(s): State<AppState>, device: DeviceActor, ApiJson(req): ApiJson<Heartbeat>) -> Answer<HeartbeatAnswer> {
+    Ok(Json(s.app.runner_heartbeat(&device, req).await?))
+}
+
+/// A long-poll: answers when work arrives or the (capped) wait ends.
+async fn lease(State(s): State<AppState>, device: DeviceActor, ApiJson(req): ApiJson<LeaseRequest>) -> Answer<LeaseAnswer> {
+    Ok(Json(s.app.runner_lease(&device, req).await?))
+}
+
+async fn start(State(s): State<AppState>, device: DeviceActor, Path(call): Path<String>, ApiJson(req): ApiJson<StartRequest>) -> Answer<StartAnswer> {
+    Ok(Json(s.app.runner_start(&device, &call, req).await?))
+}
+
+async fn complete(
+    State(s): State<AppState>,
+    device: DeviceActor,
+    Path(call): Path<String>,
+    ApiJson(req): ApiJson<CompleteRequest>,
+) -> Answer<CompleteAnswer> {
+    Ok(Json(s.app.runner_complete(&device, &call, req).await?))
+}
+
+async fn check_receipts(State(s): State<AppState>, device: DeviceActor, ApiJson(req): ApiJson<ReceiptCheck>) -> Answer<ReceiptCheckAnswer> {
+    Ok(Json(s.app.runner_check_receipts(&device, req).await?))
+}
+
+async fn event(State(s): State<AppState>, device: DeviceActor, ApiJson(event): ApiJson<LifecycleEvent>) -> Result<StatusCode, ApiError> {
+    s.app.runner_event(&device, event).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

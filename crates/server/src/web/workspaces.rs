@@ -1,0 +1,298 @@
+//! Workspaces, their connections (status, runner, revision, discovery, lifecycle events) and
+//! profiles (environment, connections, grants).
+
+use super::error::{WebError, WebResult};
+use super::page::{html, when, Chrome, NoticeQuery};
+use super::session::{CsrfOnly, Protected, SignedIn};
+use super::WebState;
+use crate::app::Actor;
+use crate::error::AppError;
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::response::{Html, Redirect};
+use std::collections::HashMap;
+use switchyard_protocol::api::{ConnectionView, ConnectorSpec, GrantView, ProfileView, WorkspaceView};
+use switchyard_protocol::ErrorCode;
+
+#[derive(Template)]
+#[template(path = "workspaces.html")]
+struct WorkspacesPage {
+    chrome: Chrome,
+    workspaces: Vec<WorkspaceRow>,
+}
+
+struct WorkspaceRow {
+    name: String,
+    created: String,
+}
+
+/// `GET /workspaces`.
+pub(super) async fn list(State(s): State<WebState>, signed_in: SignedIn) -> WebResult<Html<String>> {
+    let workspaces = s.app.workspace_list(&signed_in.session.actor).await?;
+    html(&WorkspacesPage {
+        chrome: Chrome::new(&signed_in, "workspaces"),
+        workspaces: workspaces.iter().map(|w: &WorkspaceView| WorkspaceRow { name: w.name.clone(), created: when(&w.created_at) }).collect(),
+    })
+}
+
+/// A connection as the tables show it.
+struct ConnectionRow {
+    name: String,
+    connector: String,
+    status: Status,
+    runner: String,
+    revision: i64,
+    last_discovery: String,
+}
+
+/// A connection's status, from its connector's approval and its last discovery.
+struct Status {
+    label: &'static str,
+    /// CSS class: `ok`, `warn`, `bad` or `muted`.
+    tone: &'static str,
+}
+
+fn status(connection: &ConnectionView, connector_approved: bool) -> Status {
+    if !connector_approved {
+        Status { label: "connector not approved", tone: "warn" }
+    } else if connection.last_discovery_error.is_some() {
+        Status { label: "discovery failed", tone: "bad" }
+    } else if connection.last_discovery_at.is_none() {
+        Status { label: "not discovered", tone: "muted" }
+    } else {
+        Status { label: "ready", tone: "ok" }
+    }
+}
+
+async fn connector_approval(s: &WebState, actor: &Actor) -> WebResult<HashMap<String, bool>> {
+    Ok(s.app.connector_list(actor).await?.into_iter().map(|c| (c.id.to_string(), c.approved)).collect())
+}
+
+fn connection_row(c: &ConnectionView, approval: &HashMap<String, bool>) -> ConnectionRow {
+    ConnectionRow {
+        name: c.name.clone(),
+        connector: c.connector_name.clone(),
+        status: status(c, approval.get(&c.connector_id.to_string()).copied().unwrap_or(false)),
+        runner: c.runner.clone(),
+        revision: c.revision,
+        last_discovery: c.last_discovery_at.as_ref().map(when).unwrap_or_else(|| "never".to_owned()),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "connections.html")]
+struct ConnectionsPage {
+    chrome: Chrome,
+    ws: String,
+    connections: Vec<ConnectionRow>,
+}
+
+/// `GET /workspaces/{ws}`: the workspace's connections.
+pub(super) async fn connections(State(s): State<WebState>, signed_in: SignedIn, Path(ws): Path<String>, Query(q): Query<NoticeQuery>) -> WebResult<Html<String>> {
+    let actor = &signed_in.session.actor;
+    let workspace = s.app.workspace_get(actor, &ws).await?;
+    let approval = connector_approval(&s, actor).await?;
+    let connections = s.app.connection_list(actor, &ws).await?;
+    html(&ConnectionsPage {
+        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "connections").with_notice(q.notice.as_deref()),
+        ws: workspace.name,
+        connections: connections.iter().map(|c| connection_row(c, &approval)).collect(),
+    })
+}
+
+/// One principal's grants, as words.
+struct GrantRow {
+    user: String,
+    grants: String,
+}
+
+fn grant_words(g: &GrantView) -> String {
+    let words: Vec<&str> = [("Use", g.use_), ("Manage", g.manage), ("Share", g.share)]
+        .into_iter()
+        .filter_map(|(word, held)| held.then_some(word))
+        .collect();
+    if words.is_empty() { "none".to_owned() } else { words.join(", ") }
+}
+
+/// A profile that includes a connection, with the viewer's own grants.
+struct ProfileLink {
+    name: String,
+    environment: String,
+    mine: String,
+}
+
+struct EventRow {
+    at: String,
+    kind: String,
+    runner: String,
+    detail: String,
+}
+
+#[derive(Template)]
+#[template(path = "connection.html")]
+struct ConnectionPage {
+    chrome: Chrome,
+    ws: String,
+    row: ConnectionRow,
+    target: String,
+    connector_revision: i64,
+    discovery_error: Option<String>,
+    is_admin: bool,
+    profiles: Vec<ProfileLink>,
+    events: Vec<EventRow>,
+}
+
+/// The connector's target, as one line.
+pub(super) fn target_line(spec: &ConnectorSpec) -> String {
+    match spec {
+        ConnectorSpec::Stdio { command, args, .. } => std::iter::once(command.as_str()).chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" "),
+        ConnectorSpec::Http { url } => url.clone(),
+    }
+}
+
+async fn is_admin(s: &WebState, actor: &Actor, ws: &str) -> WebResult<bool> {
+    Ok(s.app
+        .member_list(actor, ws)
+        .await?
+        .iter()
+        .any(|m| m.user_id.0 == actor.user.id && m.role == switchyard_protocol::api::MemberRole::Admin))
+}
+
+async fn environment_names(s: &WebState, actor: &Actor, ws: &str) -> WebResult<HashMap<String, String>> {
+    Ok(s.app.environment_list(actor, ws).await?.into_iter().map(|e| (e.id.to_string(), e.name)).collect())
+}
+
+fn my_grants(profile: &ProfileView, actor: &Actor) -> String {
+    profile.grants.iter().find(|g| g.user_id.0 == actor.user.id).map(grant_words).unwrap_or_else(|| "none".to_owned())
+}
+
+/// `GET /workspaces/{ws}/connections/{connection}`.
+pub(super) async fn connection(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+    Path((ws, key)): Path<(String, String)>,
+    Query(q): Query<NoticeQuery>,
+) -> WebResult<Html<String>> {
+    let actor = &signed_in.session.actor;
+    let workspace = s.app.workspace_get(actor, &ws).await?;
+    let connection = s.app.connection_get(actor, &ws, &key).await?;
+    let connector = s.app.connector_get(actor, &connection.connector_id.to_string()).await?;
+    let environments = environment_names(&s, actor, &ws).await?;
+    let profiles = s
+        .app
+        .profile_list(actor, &ws)
+        .await?
+        .into_iter()
+        .filter(|p| p.connection_ids.contains(&connection.id))
+        .map(|p| ProfileLink {
+            environment: environments.get(&p.environment_id.to_string()).cloned().unwrap_or_default(),
+            mine: my_grants(&p, actor),
+            name: p.name,
+        })
+        .collect();
+    let events = s
+        .app
+        .connection_events(actor, &ws, &key)
+        .await?
+        .into_iter()
+        .map(|e| EventRow {
+            at: when(&e.at),
+            kind: e.kind,
+            runner: e.runner.unwrap_or_else(|| "server".to_owned()),
+            detail: e.detail.to_string(),
+        })
+        .collect();
+    let approval = HashMap::from([(connector.id.to_string(), connector.approved)]);
+    html(&ConnectionPage {
+        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "connections").with_notice(q.notice.as_deref()),
+        is_admin: is_admin(&s, actor, &ws).await?,
+        ws: workspace.name,
+        row: connection_row(&connection, &approval),
+        target: target_line(&connector.spec),
+        connector_revision: connector.revision,
+        discovery_error: connection.last_discovery_error,
+        profiles,
+        events,
+    })
+}
+
+/// `POST /workspaces/{ws}/connections/{connection}/discover`: a failed discovery is recorded on
+/// the connection, so both outcomes go back to its page.
+pub(super) async fn discover(State(s): State<WebState>, Path((ws, key)): Path<(String, String)>, protected: Protected<CsrfOnly>) -> WebResult<Redirect> {
+    let actor = &protected.signed_in.session.actor;
+    let connection = s.app.connection_get(actor, &ws, &key).await?;
+    let back = format!("/workspaces/{ws}/connections/{}", connection.name);
+    match s.app.connection_discover(actor, &ws, &key).await {
+        Ok(_) => Ok(Redirect::to(&format!("{back}?notice=discovered"))),
+        Err(AppError::Refused { code: ErrorCode::DiscoveryFailed, .. }) => Ok(Redirect::to(&back)),
+        Err(e) => Err(WebError(e)),
+    }
+}
+
+struct ProfileRow {
+    name: String,
+    environment: String,
+    connections: String,
+    grants: Vec<GrantRow>,
+}
+
+#[derive(Template)]
+#[template(path = "profiles.html")]
+struct ProfilesPage {
+    chrome: Chrome,
+    ws: String,
+    profiles: Vec<ProfileRow>,
+}
+
+async fn connection_names(s: &WebState, actor: &Actor, ws: &str) -> WebResult<HashMap<String, String>> {
+    Ok(s.app.connection_list(actor, ws).await?.into_iter().map(|c| (c.id.to_string(), c.name)).collect())
+}
+
+fn profile_row(p: &ProfileView, environments: &HashMap<String, String>, connections: &HashMap<String, String>) -> ProfileRow {
+    ProfileRow {
+        name: p.name.clone(),
+        environment: environments.get(&p.environment_id.to_string()).cloned().unwrap_or_default(),
+        connections: p.connection_ids.iter().filter_map(|id| connections.get(&id.to_string()).cloned()).collect::<Vec<_>>().join(", "),
+        grants: p.grants.iter().map(|g| GrantRow { user: g.user_name.clone(), grants: grant_words(g) }).collect(),
+    }
+}
+
+/// `GET /workspaces/{ws}/profiles`.
+pub(super) async fn profiles(State(s): State<WebState>, signed_in: SignedIn, Path(ws): Path<String>) -> WebResult<Html<String>> {
+    let actor = &signed_in.session.actor;
+    let workspace = s.app.workspace_get(actor, &ws).await?;
+    let environments = environment_names(&s, actor, &ws).await?;
+    let connections = connection_names(&s, actor, &ws).await?;
+    let profiles = s.app.profile_list(actor, &ws).await?;
+    html(&ProfilesPage {
+        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "profiles"),
+        ws: workspace.name,
+        profiles: profiles.iter().map(|p| profile_row(p, &environments, &connections)).collect(),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "profile.html")]
+struct ProfilePage {
+    chrome: Chrome,
+    ws: String,
+    profile: ProfileRow,
+    connections: Vec<String>,
+    can_use: bool,
+}
+
+/// `GET /workspaces/{ws}/profiles/{profile}`.
+pub(super) async fn profile(State(s): State<WebState>, signed_in: SignedIn, Path((ws, key)): Path<(String, String)>) -> WebResult<Html<String>> {
+    let actor = &signed_in.session.actor;
+    let workspace = s.app.workspace_get(actor, &ws).await?;
+    let environments = environment_names(&s, actor, &ws).await?;
+    let names = connection_names(&s, actor, &ws).await?;
+    let profile = s.app.profile_get(actor, &ws, &key).await?;
+    html(&ProfilePage {
+        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "profiles"),
+        ws: workspace.name,
+        connections: profile.connection_ids.iter().filter_map(|id| names.get(&id.to_string()).cloned()).collect(),
+        can_use: profile.grants.iter().any(|g| g.user_id.0 == actor.user.id && g.use_),
+        profile: profile_row(&profile, &environments, &names),
+    })
+}
