@@ -76,6 +76,7 @@ CREATE TABLE evidence_records (
     erased_at           timestamptz
 );
 CREATE INDEX evidence_records_call ON evidence_records (call_id);
+CREATE INDEX evidence_records_parent ON evidence_records (parent_call_id) WHERE parent_call_id IS NOT NULL;
 
 -- Who settled an unknown call and how: one per call. Explanations are removed one hour after
 -- recording or when their evidence is erased; who, when and the outcome remain.

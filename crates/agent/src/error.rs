@@ -18,7 +18,7 @@ use switchyard_protocol::{CallId, CallState};
 /// | 4 | refused by the server: any other 4xx, printed as `error[<code>]: <message>`; also a pairing code that expired (`pairing_expired`) |
 /// | 5 | server unreachable, or it answered 5xx or something unreadable |
 /// | 6 | `mcp call --wait` finished but the call did not succeed (`tool_error`, `failed`, `cancelled`, `expired`) |
-/// | 7 | `mcp call --wait` ended with the call `unknown` (or `resolved` from unknown): the effect may or may not have happened — never retry blindly |
+/// | 7 | `mcp call --wait` ended with the call `unknown` (or `resolved` from unknown), or `mcp reconcile` left it `unknown`: the effect may or may not have happened — never retry blindly |
 /// | 130 | interrupted (Ctrl-C) while `pair` was waiting for approval |
 ///
 /// Usage errors found by clap itself also exit 2 (clap's own convention).

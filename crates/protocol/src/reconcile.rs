@@ -213,7 +213,7 @@ pub struct LineageView {
     /// Receipts runners uploaded for this call.
     #[serde(default)]
     pub receipt_ids: Vec<uuid::Uuid>,
-    /// Evidence records captured from this call (erased ones included).
+    /// Evidence records captured from this call or its lookups (erased ones included).
     #[serde(default)]
     pub evidence_ids: Vec<EvidenceId>,
 }

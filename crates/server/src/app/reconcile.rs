@@ -8,6 +8,7 @@
 //! when it is requested and again when it is leased). Its completion records an observation
 //! on the unknown call in the same transaction, and a certain answer settles it.
 
+use super::calls::CompletionRecorded;
 use super::names::digest;
 use super::{views, Actor, App};
 use crate::db::{Captured, CallRow, Completed, CompletionEffects, ConnectionRow, ConnectorRow, LateReceipt, NewCall, StoredCompletion};
@@ -17,8 +18,6 @@ use switchyard_protocol::api::*;
 use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{CallId, CallState, ErrorCode};
 use uuid::Uuid;
-
-use super::calls::CompletionRecorded;
 
 /// The timeout of a receipt lookup: it is a read, and nothing waits on a slow one.
 const LOOKUP_TIMEOUT_SECONDS: i32 = 60;

@@ -328,9 +328,10 @@ impl Datastore {
             .await
     }
 
-    /// The ids of the evidence records captured from a call, oldest first.
+    /// The ids of the evidence records captured from a call or from its receipt lookups,
+    /// oldest first.
     pub async fn evidence_ids_of_call(&self, call: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
-        sqlx::query_scalar("SELECT id FROM evidence_records WHERE call_id = $1 ORDER BY captured_at, id")
+        sqlx::query_scalar("SELECT id FROM evidence_records WHERE call_id = $1 OR parent_call_id = $1 ORDER BY captured_at, id")
             .bind(call)
             .fetch_all(&self.pool)
             .await
@@ -378,8 +379,12 @@ impl Datastore {
         .bind(call)
         .fetch_all(&mut *tx)
         .await?;
-        let observations = sqlx::query("UPDATE observations SET output = NULL, erased_at = now() WHERE call_id = $1 AND erased_at IS NULL")
-            .bind(call)
+        // Its own observations, and (when a lookup is erased) the observation it produced.
+        let observations = sqlx::query(
+            "UPDATE observations SET output = NULL, erased_at = now()
+             WHERE (call_id = $1 OR lookup_call_id = $1) AND erased_at IS NULL",
+        )
+        .bind(call)
             .execute(&mut *tx)
             .await?
             .rows_affected();

@@ -143,6 +143,8 @@ async fn erasure_removes_evidence_keeps_the_disposition_and_says_what_it_cannot_
     assert!(settled["observations"][0]["output"].is_object());
     let lookup_view = wait_for(&server.owner, ws, lookup_id, |c| !evidence_ids(c).is_empty()).await;
     let lookup_evidence = evidence_ids(&lookup_view)[0].clone();
+    // The unknown call's lineage names the evidence its lookup captured.
+    assert_eq!(evidence_ids(&call_view(&server.owner, ws, id).await), vec![lookup_evidence.clone()]);
 
     // Only an admin erases, and never a call still on its way.
     let bob = server.user("bob").await;
