@@ -6,7 +6,10 @@
 #   .data/owner-token    the owner's API token (0600)
 #   .data/bootstrapped   present once the demo objects exist
 #   .data/server.log     this run's server output
-# Ctrl-C stops the server and the cluster this script started, nothing else.
+#   .data/device/        the paired local runner's identity (config dir; credential file 0600)
+#   .data/runner/        the local runner's outbox (0700)
+#   .data/runner.log     this run's local runner output
+# Ctrl-C stops the runner, the server and the cluster this script started, nothing else.
 # Delete .data/ (after stopping) to start from scratch.
 set -euo pipefail
 shopt -s inherit_errexit
@@ -22,6 +25,11 @@ readonly CLUSTER_DIR="$DATA_DIR/postgres"
 readonly TOKEN_FILE="$DATA_DIR/owner-token"
 readonly BOOTSTRAPPED_FILE="$DATA_DIR/bootstrapped"
 readonly SERVER_LOG="$DATA_DIR/server.log"
+readonly DEVICE_CONFIG_DIR="$DATA_DIR/device"
+readonly DEVICE_PROFILE=local
+readonly DEVICE_BOOTSTRAPPED_FILE="$DATA_DIR/device-bootstrapped"
+readonly RUNNER_DIR="$DATA_DIR/runner"
+readonly RUNNER_LOG="$DATA_DIR/runner.log"
 readonly PG_PREFERRED_PORT=54329
 readonly READY_TIMEOUT_SECONDS=60
 
@@ -37,6 +45,7 @@ section() {
 
 # Only what this run started is stopped on exit.
 server_pid=""
+runner_pid=""
 cluster_started=false
 cleanup() {
     local status=$?
@@ -44,6 +53,13 @@ cleanup() {
     # stdout (`dev.sh | tee log`, where Ctrl-C kills tee first) must not cut it short.
     set +e
     trap '' INT TERM PIPE
+    if [[ -n $runner_pid ]]; then
+        # SIGTERM: the runner stops leasing, lets active calls finish and releases its lease.
+        echo "Stopping the local runner (pid $runner_pid)" >&2
+        kill -s TERM "$runner_pid" 2>/dev/null
+        wait_for_exit "$runner_pid" 15 || kill -s KILL "$runner_pid" 2>/dev/null
+        wait "$runner_pid" 2>/dev/null
+    fi
     if [[ -n $server_pid ]]; then
         stop_server
     fi
@@ -175,6 +191,56 @@ if [[ ! -f $BOOTSTRAPPED_FILE ]]; then
     touch "$BOOTSTRAPPED_FILE"
 fi
 
+# The paired local runner: this machine pairs itself as a device of the demo workspace (the
+# same `switchyard pair` / `device approve` a user would run), gets a connection placed on it,
+# and runs `switchyard mcp-runner`. The credential is kept in a 0600 file under .data/device.
+export SWITCHYARD_CONFIG_DIR=$DEVICE_CONFIG_DIR SWITCHYARD_DEVICE_KEYRING=off
+if [[ ! -f $DEVICE_CONFIG_DIR/devices/$DEVICE_PROFILE.json ]]; then
+    section "Pairing the local runner"
+    pair_out=$(mktemp "$DATA_DIR/pair.XXXXXX")
+    "$CLI_BIN" pair --server "$url" --profile "$DEVICE_PROFILE" --name "$(hostname)-dev" --json \
+        >"$pair_out" 2>&1 &
+    pair_pid=$!
+    code=""
+    deadline=$((SECONDS + 30))
+    until [[ -n $code ]]; do
+        code=$(sed -n 's/.*"code":"\([^"]*\)".*/\1/p' "$pair_out" | head -n 1)
+        if [[ -z $code ]] && { ! kill -0 "$pair_pid" 2>/dev/null || ((SECONDS >= deadline)); }; then
+            echo "error: pairing did not start:" >&2
+            cat "$pair_out" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    cli_step "approve pairing code $code" device approve demo "$code" --profile demo
+    wait "$pair_pid"
+    rm -f "$pair_out" "$DEVICE_BOOTSTRAPPED_FILE"
+fi
+device_id=$(sed -n 's/.*"device_id"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' \
+    "$DEVICE_CONFIG_DIR/devices/$DEVICE_PROFILE.json" | head -n 1)
+if [[ ! -f $DEVICE_BOOTSTRAPPED_FILE ]]; then
+    section "Local placement"
+    cli_step "connection fixture-local on device $device_id" \
+        connection create demo fixture-local --connector fixture --runner "device:$device_id"
+    cli_step "profile local" profile create demo local --connection fixture-local
+    cli_step "grant owner Use on profile local" profile grant demo local --user owner --use
+    touch "$DEVICE_BOOTSTRAPPED_FILE"
+fi
+
+section "Local runner"
+"$CLI_BIN" mcp-runner "$RUNNER_DIR" --profile "$DEVICE_PROFILE" >"$RUNNER_LOG" 2>&1 &
+runner_pid=$!
+deadline=$((SECONDS + READY_TIMEOUT_SECONDS))
+until grep -q 'lease epoch' "$RUNNER_LOG" 2>/dev/null; do
+    if ! kill -0 "$runner_pid" 2>/dev/null || ((SECONDS >= deadline)); then
+        echo "error: the local runner did not start; last lines of its log:" >&2
+        tail -n 20 "$RUNNER_LOG" >&2
+        exit 1
+    fi
+    sleep 0.2
+done
+echo "Started the local runner for device $device_id (pid $runner_pid, log: ${RUNNER_LOG#"$repo_root"/})"
+
 # A request_id is the call's idempotency key: a fresh one per printed example.
 request_id=$(cat /proc/sys/kernel/random/uuid)
 # Show the CLI as the user can type it from where they started this script.
@@ -182,12 +248,15 @@ cli_shown=$CLI_BIN
 if [[ $invocation_dir == "$repo_root" ]]; then
     cli_shown=${CLI_BIN#"$repo_root"/}
 fi
+local_request_id=$(cat /proc/sys/kernel/random/uuid)
 cat <<MESSAGE
 
-Switchyard is running at $url
-Owner token: $owner_token
+Switchyard is running at $url — open it in a browser (the call inspector) and sign in
+with the owner token:
 
-Call the fixture's echo tool:
+  $owner_token
+
+Call the fixture's echo tool on the central runner:
 
 SWITCHYARD_URL=$url SWITCHYARD_TOKEN=$owner_token $cli_shown mcp call demo - --wait <<'EOF'
 {
@@ -199,10 +268,22 @@ SWITCHYARD_URL=$url SWITCHYARD_TOKEN=$owner_token $cli_shown mcp call demo - --w
 }
 EOF
 
+The same tool on this machine's paired runner (local placement):
+
+SWITCHYARD_URL=$url SWITCHYARD_TOKEN=$owner_token $cli_shown mcp call demo - --wait <<'EOF'
+{
+  "request_id": "$local_request_id",
+  "profile_id": "local",
+  "connection_id": "fixture-local",
+  "tool_name": "echo",
+  "arguments": {"text": "hello from this device"}
+}
+EOF
+
 The request_id is an idempotency key: sending it again returns the same call. Change it
 for a new call (cat /proc/sys/kernel/random/uuid prints a fresh one).
 
-Press Ctrl-C to stop the server and the database this script started.
+Press Ctrl-C to stop the runner, the server and the database this script started.
 MESSAGE
 
 # Stay in the foreground until the server exits or we are interrupted.

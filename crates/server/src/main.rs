@@ -85,7 +85,7 @@ enum AdminCommand {
 
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if std::env::var("SWITCHYARD_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().init();
