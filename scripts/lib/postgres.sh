@@ -6,6 +6,9 @@
 #   DATABASE_URL=$(pg_start_cluster DIR PORT)   # initdb if needed, start, print the URL
 #   pg_stop_cluster DIR                         # stop it again (no-op if not running)
 #
+# PG_CLUSTER_OPTIONS, when set, is added to the server's command line (e.g.
+# "-c fsync=on -c synchronous_commit=on" for the benchmark's durable cluster).
+#
 # A cluster listens on 127.0.0.1 only, trusts every local connection for the superuser `app`,
 # and keeps its Unix socket in a private directory under /tmp. Progress goes to stderr; the
 # only thing printed on stdout is the DATABASE_URL, so command substitution works.
@@ -143,7 +146,7 @@ pg_start_cluster() {
     # $(pg_start_cluster ...) would wait for the server to exit.
     echo "Starting PostgreSQL on 127.0.0.1:$port (log: $dir/server.log)" >&2
     if ! pg_as_owner "$bindir/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 \
-        -o "-p $port -k $sockdir -c listen_addresses=127.0.0.1" start >/dev/null; then
+        -o "-p $port -k $sockdir -c listen_addresses=127.0.0.1 ${PG_CLUSTER_OPTIONS:-}" start >/dev/null; then
         tail -n 20 "$dir/server.log" >&2 || true
         rm -rf "$sockdir"
         echo "error: PostgreSQL did not start in $dir" >&2

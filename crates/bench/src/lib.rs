@@ -11,6 +11,7 @@
 pub mod api;
 pub mod bench;
 pub mod chaos;
+pub mod cpu;
 pub mod direct;
 pub mod error;
 pub mod limits;

@@ -53,6 +53,8 @@ pub struct Counters {
     pub rows_written: i64,
     /// WAL generated, in bytes.
     pub wal_bytes: i64,
+    /// WAL flushes to disk (cluster-wide: the benchmark's cluster is private).
+    pub wal_syncs: i64,
 }
 
 impl Counters {
@@ -62,6 +64,7 @@ impl Counters {
             xact_commit: self.xact_commit - earlier.xact_commit,
             rows_written: self.rows_written - earlier.rows_written,
             wal_bytes: self.wal_bytes - earlier.wal_bytes,
+            wal_syncs: self.wal_syncs - earlier.wal_syncs,
         }
     }
 }
@@ -69,14 +72,15 @@ impl Counters {
 /// The counters now. Statistics reach the views about once a second, so compare snapshots
 /// taken over several seconds.
 pub async fn counters(pool: &PgPool) -> Result<Counters> {
-    let (xact_commit, rows_written, wal_bytes): (i64, i64, i64) = sqlx::query_as(
+    let (xact_commit, rows_written, wal_bytes, wal_syncs): (i64, i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),
                 (SELECT COALESCE(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables),
-                pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint",
+                pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
+                (SELECT wal_sync FROM pg_stat_wal)",
     )
     .fetch_one(pool)
     .await?;
-    Ok(Counters { xact_commit, rows_written, wal_bytes })
+    Ok(Counters { xact_commit, rows_written, wal_bytes, wal_syncs })
 }
 
 /// The size of the `calls` table and its dead rows.

@@ -22,6 +22,8 @@ use switchyard_protocol::{CallState, DeviceId, RequestId, WorkspaceId};
 
 /// The workspace every run works in.
 pub const WORKSPACE: &str = "bench";
+/// The `application_name` of the driver's own database connections.
+pub const DRIVER_APPLICATION: &str = "switchyard-bench";
 /// The installation owner the stack creates.
 pub const OWNER: &str = "bench";
 
@@ -114,7 +116,9 @@ impl Stack {
         std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
         server_admin(&bins, database_url, &["migrate"]).await?;
         let token = server_admin(&bins, database_url, &["admin", "create-owner", "--name", OWNER]).await?;
-        let pool = PgPoolOptions::new().max_connections(4).connect(database_url).await?;
+        // Named, so that the chaos suite can terminate every backend but the driver's.
+        let options = PgConnectOptions::from_str(database_url)?.application_name(DRIVER_APPLICATION);
+        let pool = PgPoolOptions::new().max_connections(4).connect_with(options).await?;
         let server_env: Vec<(String, String)> = server_env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         let config = ServerConfig {
             database_url: database_url.to_owned(),
@@ -143,16 +147,10 @@ impl Stack {
     }
 
     async fn set_up_workspace(&mut self) -> Result<()> {
+        self.api.post("/workspaces", &CreateWorkspace { name: WORKSPACE.into() }).await?;
+        let fixture = self.bins.fixture.display().to_string();
+        self.connector("fixture", &fixture, &["stdio".into(), "--count-file".into(), self.count_file.display().to_string()]).await?;
         let api = &self.api;
-        api.post("/workspaces", &CreateWorkspace { name: WORKSPACE.into() }).await?;
-        let spec = ConnectorSpec::Stdio {
-            command: self.bins.fixture.display().to_string(),
-            args: vec!["stdio".into(), "--count-file".into(), self.count_file.display().to_string()],
-            env: Vec::new(),
-        };
-        let connector = api.post("/connectors", &CreateConnector { name: "fixture".into(), spec }).await?;
-        let id = connector["id"].as_str().ok_or_else(|| Error::Setup(format!("no connector id: {connector}")))?;
-        api.post(&format!("/connectors/{id}/approve"), &json!({})).await?;
         let ws = format!("/workspaces/{WORKSPACE}");
         api.post(&format!("{ws}/connections"), &CreateConnection { name: "fx".into(), connector: "fixture".into(), runner: None })
             .await?;
@@ -242,13 +240,27 @@ impl Stack {
     /// fixture connector) and a profile `<name>` with it. The identity is saved under
     /// `<dir>/<name>/config` with `server_url` (e.g. a proxy in front of the server).
     pub async fn pair_device(&self, name: &str, server_url: &str) -> Result<Device> {
+        self.pair_device_on(name, server_url, "fixture").await
+    }
+
+    /// Registers and approves a stdio connector `name` running `command args`.
+    pub async fn connector(&self, name: &str, command: &str, args: &[String]) -> Result<()> {
+        let spec = ConnectorSpec::Stdio { command: command.to_owned(), args: args.to_vec(), env: Vec::new() };
+        let connector = self.api.post("/connectors", &CreateConnector { name: name.into(), spec }).await?;
+        let id = connector["id"].as_str().ok_or_else(|| Error::Setup(format!("no connector id: {connector}")))?;
+        self.api.post(&format!("/connectors/{id}/approve"), &json!({})).await?;
+        Ok(())
+    }
+
+    /// [`Stack::pair_device`] with the device's connection on `connector`.
+    pub async fn pair_device_on(&self, name: &str, server_url: &str, connector: &str) -> Result<Device> {
         let bound = format!("{name}-bound");
         self.profile(&bound, &[]).await?;
         let (device_id, workspace_id, credential) = pair(&self.api, name, &bound).await?;
         let connection = format!("{name}-fx");
         let ws = format!("/workspaces/{WORKSPACE}");
         let runner = Some(format!("device:{device_id}"));
-        self.api.post(&format!("{ws}/connections"), &CreateConnection { name: connection.clone(), connector: "fixture".into(), runner }).await?;
+        self.api.post(&format!("{ws}/connections"), &CreateConnection { name: connection.clone(), connector: connector.into(), runner }).await?;
         self.profile(name, &[&connection]).await?;
         let config_dir = self.dir.join(name).join("config");
         let store = IdentityStore::open(config_dir.clone(), KeyringChoice::Off).map_err(|e| Error::Setup(format!("identity store: {e}")))?;
@@ -311,18 +323,25 @@ pub fn settled(state: CallState) -> bool {
     !matches!(state, CallState::Queued | CallState::Leased | CallState::Running)
 }
 
-/// Polls a call every `every` until it is settled, within `deadline`.
-pub async fn wait_settled(api: &Api, id: &str, every: Duration, deadline: Duration) -> Result<CallView> {
+/// Reads a call, letting the server wait up to `wait` for it to settle (`?wait_ms=`).
+pub async fn read_call_waiting(api: &Api, id: &str, wait: Duration) -> Result<CallView> {
+    let body = api.get(&format!("/workspaces/{WORKSPACE}/calls/{id}?wait_ms={}", wait.as_millis())).await?;
+    from_json(body, "a call")
+}
+
+/// Waits until a call is settled, within `deadline`, with waiting reads: the server answers
+/// the moment the completion is recorded, as `switchyard mcp call --wait` would see it.
+pub async fn wait_settled(api: &Api, id: &str, deadline: Duration) -> Result<CallView> {
     let started = Instant::now();
     loop {
-        let call = read_call(api, id).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let call = read_call_waiting(api, id, left.min(Duration::from_secs(25))).await?;
         if settled(call.state) {
             return Ok(call);
         }
-        if started.elapsed() > deadline {
+        if started.elapsed() >= deadline {
             return Err(Error::Setup(format!("call {id} is still {} after {deadline:?}", call.state)));
         }
-        tokio::time::sleep(every).await;
     }
 }
 

@@ -5,6 +5,7 @@
 
 use crate::app::{App, CompletionRecorded};
 use sqlx::postgres::PgListener;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_mcp_runner::control::{ControlError, ControlPlane, StartDecision};
@@ -42,13 +43,18 @@ impl Default for CentralConfig {
 /// Runs the central runner until `shutdown`: take the lease (waiting while another replica
 /// holds it), run the executor under it, and on losing it stop, drain and take it again.
 pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
-    let holder = Uuid::now_v7();
     while !shutdown.is_cancelled() {
+        // A fresh holder per lease term: every term has an epoch of its own, and taking the
+        // lease settles whatever an earlier term left (leased calls requeued, started ones
+        // unknown), even one of this process.
+        let holder = Uuid::now_v7();
         let Some(epoch) = acquire(&app, holder, &config, &shutdown).await else { break };
         tracing::info!(runner = CENTRAL_RUNNER, epoch, "central runner lease acquired");
         let lease_lost = shutdown.child_token();
-        let heartbeat = tokio::spawn(heartbeat(app.clone(), holder, epoch, config.lease_ttl, lease_lost.clone()));
-        match CentralControl::new(app.clone(), Epoch(epoch)).await {
+        let held = Arc::new(Held::default());
+        let beat = Beat { app: app.clone(), holder, epoch, ttl: config.lease_ttl, held: Arc::clone(&held) };
+        let heartbeat = tokio::spawn(heartbeat(beat, lease_lost.clone()));
+        match CentralControl::new(app.clone(), Epoch(epoch), held).await {
             Ok(control) => {
                 let credentials = app.credentials().clone();
                 let resolver = Arc::new(move |call: &LeasedCall| credentials.launch_for(call));
@@ -151,15 +157,84 @@ async fn acquire(app: &App, holder: Uuid, config: &CentralConfig, shutdown: &Can
     }
 }
 
-/// Renews the lease every third of its length; cancels `lease_lost` when it cannot.
-async fn heartbeat(app: App, holder: Uuid, epoch: i64, ttl: Duration, lease_lost: CancellationToken) {
+/// The calls this term's executor holds: leased to it, or started by it, and not reported yet.
+/// A lease answer lost on the way (the database committed it, the connection broke before the
+/// rows arrived) leases calls nobody holds; the heartbeat settles those.
+#[derive(Debug, Default)]
+struct Held(std::sync::Mutex<HashSet<Uuid>>);
+
+impl Held {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Uuid>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn add(&self, calls: &[LeasedCall]) {
+        self.lock().extend(calls.iter().map(|c| c.call_id.0));
+    }
+
+    fn remove(&self, call: CallId) {
+        self.lock().remove(&call.0);
+    }
+
+    fn snapshot(&self) -> Vec<Uuid> {
+        self.lock().iter().copied().collect()
+    }
+
+    /// Forgets those of `checked` that are neither leased nor running any more (e.g. cancelled
+    /// before the executor started them, which it then drops without a report). Calls added
+    /// since `checked` was taken are kept.
+    fn forget_settled(&self, checked: &[Uuid], in_flight: &[Uuid]) {
+        let in_flight: HashSet<&Uuid> = in_flight.iter().collect();
+        let mut held = self.lock();
+        for id in checked.iter().filter(|id| !in_flight.contains(id)) {
+            held.remove(id);
+        }
+    }
+}
+
+/// What the heartbeat of one lease term works with.
+struct Beat {
+    app: App,
+    holder: Uuid,
+    epoch: i64,
+    ttl: Duration,
+    held: Arc<Held>,
+}
+
+impl Beat {
+    /// Calls leased under this epoch longer than a lease ago that the executor does not hold
+    /// go back to the queue (nothing was sent); started ones it does not hold become unknown.
+    async fn settle_unheld(&self) {
+        let db = self.app.db();
+        let held = self.held.snapshot();
+        match db.call_requeue_unheld(CENTRAL_RUNNER, self.epoch, &held, self.ttl).await {
+            Ok(0) => {}
+            Ok(requeued) => tracing::warn!(requeued, "requeued central calls whose lease answer was lost"),
+            Err(e) => tracing::warn!(error = %e, "cannot requeue unheld central calls"),
+        }
+        match db.call_unknown_unheld(CENTRAL_RUNNER, self.epoch, &held, self.ttl).await {
+            Ok(0) => {}
+            Ok(unknown) => tracing::warn!(unknown, "central calls started but no longer held are unknown"),
+            Err(e) => tracing::warn!(error = %e, "cannot settle unheld central calls"),
+        }
+        match db.call_in_flight_among(&held).await {
+            Ok(in_flight) => self.held.forget_settled(&held, &in_flight),
+            Err(e) => tracing::debug!(error = %e, "cannot prune the held calls"),
+        }
+    }
+}
+
+/// Renews the lease every third of its length, then settles calls nobody holds; cancels
+/// `lease_lost` when the lease cannot be renewed.
+async fn heartbeat(beat: Beat, lease_lost: CancellationToken) {
+    let Beat { ref app, holder, epoch, ttl, .. } = beat;
     loop {
         tokio::select! {
             _ = lease_lost.cancelled() => return,
             _ = tokio::time::sleep(ttl / 3) => {}
         }
         match app.db().runner_lease_renew(CENTRAL_RUNNER, holder, epoch, ttl).await {
-            Ok(true) => {}
+            Ok(true) => beat.settle_unheld().await,
             Ok(false) => {
                 tracing::warn!(epoch, "central runner lease expired or taken over");
                 lease_lost.cancel();
@@ -176,13 +251,14 @@ struct CentralControl {
     app: App,
     epoch: Epoch,
     listener: Mutex<PgListener>,
+    held: Arc<Held>,
 }
 
 impl CentralControl {
-    async fn new(app: App, epoch: Epoch) -> Result<Self, sqlx::Error> {
+    async fn new(app: App, epoch: Epoch, held: Arc<Held>) -> Result<Self, sqlx::Error> {
         let mut listener = PgListener::connect_with(app.db().pool()).await?;
         listener.listen(CALLS_CHANNEL).await?;
-        Ok(Self { app, epoch, listener: Mutex::new(listener) })
+        Ok(Self { app, epoch, listener: Mutex::new(listener), held })
     }
 
     async fn lease_now(&self, max: usize) -> Result<Vec<LeasedCall>, sqlx::Error> {
@@ -201,6 +277,7 @@ impl ControlPlane for CentralControl {
         loop {
             let calls = self.lease_now(max).await.map_err(unavailable)?;
             if !calls.is_empty() {
+                self.held.add(&calls);
                 return Ok(calls);
             }
             // Notifications that arrived since the last lease attempt are buffered by the
@@ -218,6 +295,8 @@ impl ControlPlane for CentralControl {
         if db.call_start(call_id.0, CENTRAL_RUNNER, epoch.0).await.map_err(unavailable)? {
             return Ok(StartDecision::Proceed);
         }
+        // Not started: the executor drops the call without a report.
+        self.held.remove(call_id);
         if db.runner_lease_is_current(CENTRAL_RUNNER, epoch.0).await.map_err(unavailable)? {
             Ok(StartDecision::Abandon { reason: "the call is no longer leased to this runner".into() })
         } else {
@@ -226,7 +305,11 @@ impl ControlPlane for CentralControl {
     }
 
     async fn complete(&self, call_id: CallId, epoch: Epoch, completion: Completion) -> Result<(), ControlError> {
-        match self.app.call_record_completion(CENTRAL_RUNNER, call_id, epoch, completion).await {
+        let recorded = self.app.call_record_completion(CENTRAL_RUNNER, call_id, epoch, completion).await;
+        if recorded.is_ok() {
+            self.held.remove(call_id);
+        }
+        match recorded {
             Ok(CompletionRecorded::Recorded) => Ok(()),
             Ok(CompletionRecorded::Superseded) => {
                 tracing::info!(call = %call_id, "completion not applied: the call had moved on");

@@ -25,6 +25,8 @@ pub struct Idle {
     pub count: usize,
     /// Server VmRSS before the devices were paired.
     pub server_rss_before_bytes: u64,
+    /// Server VmRSS once they were paired and held leases, before their long-polls.
+    pub server_rss_paired_bytes: u64,
     /// Highest server VmRSS seen while they idled.
     pub server_rss_bytes: u64,
     /// Pairing (start, approve, collect) plus lease acquisition, per second.
@@ -89,6 +91,7 @@ pub async fn idle_runners(stack: &Stack, count: usize, window: Duration, long_po
         .await;
     let runners: Vec<SimRunner> = runners.into_iter().collect::<Result<_>>()?;
     let setup_devices_per_s = count as f64 / started.elapsed().as_secs_f64();
+    let server_rss_paired_bytes = rss_bytes(server_pid).unwrap_or(0);
     note(&format!("idle: {count} devices paired with leases ({setup_devices_per_s:.0}/s); opening long-polls"));
 
     let stop = CancellationToken::new();
@@ -103,6 +106,7 @@ pub async fn idle_runners(stack: &Stack, count: usize, window: Duration, long_po
         tasks.push(tokio::spawn(async move {
             let request = LeaseRequest { epoch: r.epoch, max: 1, wait_ms: millis(long_poll) };
             let mut first = true;
+            if std::env::var_os("SYB_NO_POLL").is_some() { open.fetch_add(1, Ordering::Relaxed); stop2.cancelled().await; return; }
             while !stop2.is_cancelled() {
                 if first {
                     open.fetch_add(1, Ordering::Relaxed);
@@ -128,6 +132,7 @@ pub async fn idle_runners(stack: &Stack, count: usize, window: Duration, long_po
         tasks.push(tokio::spawn(async move {
             let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + offset, heartbeat_every);
             let beat = Heartbeat { epoch: runner.epoch, active: Vec::new() };
+            if std::env::var_os("SYB_NO_BEAT").is_some() { stop2.cancelled().await; return; }
             loop {
                 tokio::select! {
                     () = stop2.cancelled() => return,
@@ -171,6 +176,7 @@ pub async fn idle_runners(stack: &Stack, count: usize, window: Duration, long_po
     Ok(Idle {
         count,
         server_rss_before_bytes,
+        server_rss_paired_bytes,
         server_rss_bytes,
         setup_devices_per_s,
         window_s,

@@ -1,6 +1,6 @@
 //! Added latency on an idle system: one call at a time, submit → result visible to the caller
-//! (the caller reads the call until it is settled, as `switchyard mcp call --wait` does, but
-//! every `poll` instead of backing off from 50 ms).
+//! (the caller reads the call with `?wait_ms=`, so the server answers as soon as the
+//! completion is recorded).
 
 use crate::api::Api;
 use crate::error::{Error, Result};
@@ -12,12 +12,12 @@ use switchyard_protocol::CallState;
 
 /// Submits `warmup + count` noop calls one after another; returns the measured end-to-end
 /// times of the last `count`, in milliseconds. Every call must succeed.
-pub async fn end_to_end(api: &Api, target: &Target, warmup: usize, count: usize, poll: Duration) -> Result<Vec<f64>> {
+pub async fn end_to_end(api: &Api, target: &Target, warmup: usize, count: usize) -> Result<Vec<f64>> {
     let mut samples = Vec::with_capacity(count);
     for i in 0..warmup + count {
         let started = Instant::now();
         let (_, call) = submit(api, &target.call("noop", json!({}))).await?;
-        let call = wait_settled(api, &call.id.to_string(), poll, Duration::from_secs(30)).await?;
+        let call = wait_settled(api, &call.id.to_string(), Duration::from_secs(30)).await?;
         let elapsed = started.elapsed();
         if call.state != CallState::Succeeded {
             return Err(Error::Setup(format!("a noop call on {} ended {}: {:?}", target.connection, call.state, call.error)));

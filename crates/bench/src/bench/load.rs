@@ -5,10 +5,12 @@
 //! stays cheap as `calls` grows); submissions go through the API like any client's.
 
 use crate::api::Api;
+use crate::cpu::{self, CpuTimes};
 use crate::error::{Error, Result};
 use crate::pg::{self, CallTimes};
 use crate::stack::{Target, submit};
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::json;
 use sqlx::PgPool;
 use std::collections::HashMap;
@@ -22,18 +24,56 @@ use uuid::Uuid;
 /// How often the driver counts unsettled calls.
 const COUNT_EVERY: Duration = Duration::from_millis(20);
 
+/// What a closed-loop run measured.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Saturation {
+    /// Completed calls per second.
+    pub calls_per_s: f64,
+    /// What the database did per completed call (submission included).
+    pub per_call: PerCall,
+    /// CPU milliseconds per completed call, by component.
+    pub cpu_ms_per_call: CpuTimes,
+}
+
+/// Database work per completed call.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PerCall {
+    /// Commits (every autocommit statement counts, reads included).
+    pub commits: f64,
+    /// WAL flushes (fsyncs).
+    pub wal_syncs: f64,
+    /// Rows inserted, updated or deleted.
+    pub rows_written: f64,
+    /// WAL bytes.
+    pub wal_bytes: f64,
+}
+
+impl PerCall {
+    fn of(counters: &pg::Counters, calls: i64) -> PerCall {
+        let per = |n: i64| if calls > 0 { n as f64 / calls as f64 } else { 0.0 };
+        PerCall {
+            commits: per(counters.xact_commit),
+            wal_syncs: per(counters.wal_syncs),
+            rows_written: per(counters.rows_written),
+            wal_bytes: per(counters.wal_bytes),
+        }
+    }
+}
+
 /// A closed-loop run: `submitters` clients keep about `window` calls in flight for `warmup`,
-/// then the completions of the next `measure` are counted. Returns calls per second.
+/// then the completions of the next `measure` are counted.
+#[allow(clippy::too_many_arguments)]
 pub async fn saturate(
     api: &Api,
     pool: &PgPool,
+    server_pid: Option<u32>,
     target: &Target,
     runner_ref: &str,
     submitters: usize,
     window: i64,
     warmup: Duration,
     measure: Duration,
-) -> Result<f64> {
+) -> Result<Saturation> {
     let acked = Arc::new(AtomicI64::new(0));
     let in_flight = Arc::new(AtomicI64::new(0));
     let failures = Arc::new(AtomicU64::new(0));
@@ -69,14 +109,21 @@ pub async fn saturate(
         Ok::<i64, Error>(before - unsettled)
     };
     let started = Instant::now();
-    let mut first: Option<(Instant, i64)> = None;
+    let mut first: Option<(Instant, i64, pg::Counters, CpuTimes)> = None;
     let result = loop {
         let done = completed().await?;
         let elapsed = started.elapsed();
-        match first {
-            None if elapsed >= warmup => first = Some((Instant::now(), done)),
-            Some((at, base)) if at.elapsed() >= measure => {
-                break (done - base) as f64 / at.elapsed().as_secs_f64();
+        match &first {
+            None if elapsed >= warmup => first = Some((Instant::now(), done, pg::counters(pool).await?, cpu::sample(server_pid))),
+            Some((at, base, counters, cpu_before)) if at.elapsed() >= measure => {
+                let calls = done - base;
+                let work = pg::counters(pool).await?.since(counters);
+                let cpu = cpu::sample(server_pid).since(cpu_before).per_ms(calls as f64);
+                break Saturation {
+                    calls_per_s: calls as f64 / at.elapsed().as_secs_f64(),
+                    per_call: PerCall::of(&work, calls),
+                    cpu_ms_per_call: cpu,
+                };
             }
             _ => {}
         }

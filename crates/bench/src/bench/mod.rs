@@ -14,7 +14,7 @@ use crate::procs::{Binaries, rss_bytes};
 use crate::stack::{Stack, note};
 use crate::stats::Summary;
 use crate::pg;
-use report::{Placement, Results, Steady, Throughput};
+use report::{CallCost, Placement, Results, Steady, Throughput};
 use std::path::Path;
 use std::time::Duration;
 
@@ -50,8 +50,6 @@ pub struct Plan {
     pub warmup: usize,
     /// Measured calls per latency series (baseline, central, device).
     pub latency_samples: usize,
-    /// How often the caller reads a call while waiting for it.
-    pub poll: Duration,
     /// Sequential duplicate submissions.
     pub replay_samples: usize,
     /// Identical submissions sent at once.
@@ -91,7 +89,6 @@ impl Plan {
                 mode,
                 warmup: 200,
                 latency_samples: 2000,
-                poll: Duration::from_micros(500),
                 replay_samples: 2000,
                 concurrent_duplicates: 64,
                 throughput_warmup: s(5),
@@ -111,7 +108,6 @@ impl Plan {
                 mode,
                 warmup: 50,
                 latency_samples: 300,
-                poll: Duration::from_micros(500),
                 replay_samples: 300,
                 concurrent_duplicates: 64,
                 throughput_warmup: s(2),
@@ -129,23 +125,22 @@ impl Plan {
             },
             Mode::Smoke => Plan {
                 mode,
-                warmup: 5,
-                latency_samples: 20,
-                poll: Duration::from_millis(1),
-                replay_samples: 20,
+                warmup: 3,
+                latency_samples: 10,
+                replay_samples: 10,
                 concurrent_duplicates: 64,
-                throughput_warmup: Duration::from_millis(300),
-                throughput_measure: s(1),
+                throughput_warmup: Duration::from_millis(200),
+                throughput_measure: Duration::from_millis(500),
                 submitters: 4,
                 window: 32,
                 steady_rate: 100.0,
-                steady_duration: s(1),
-                idle_count: 20,
-                idle_window: s(2),
-                idle_long_poll: s(1),
+                steady_duration: Duration::from_millis(500),
+                idle_count: 10,
+                idle_window: Duration::from_millis(1200),
+                idle_long_poll: Duration::from_millis(500),
                 heartbeat_every: s(1),
                 soak_rate: 100.0,
-                soak_duration: s(3),
+                soak_duration: Duration::from_millis(1500),
             },
         };
         if let Some(soak) = soak {
@@ -155,10 +150,19 @@ impl Plan {
     }
 }
 
+/// Measures idle scale alone with `count` runners (the plan's window and cadences).
+pub async fn idle_only(plan: &Plan, count: usize, bins: Binaries, database_url: &str, dir: &Path) -> Result<idle::Idle> {
+    let mut stack = Stack::start(bins, database_url, dir, &[]).await?;
+    let idle = idle::idle_runners(&stack, count, plan.idle_window, plan.idle_long_poll, plan.heartbeat_every).await;
+    stack.stop_server(0, Duration::from_secs(10)).await;
+    idle
+}
+
 /// Runs the whole benchmark on a fresh database at `database_url`, with binaries from `bins`,
 /// scratch files under `dir`.
 pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) -> Result<Results> {
     let started_at = chrono::Utc::now();
+    let machine = report::Machine::this();
     note("starting the server on a fresh database");
     let mut stack = Stack::start(bins.clone(), database_url, dir, &[]).await?;
     let durability = pg::durability(&stack.pool).await?;
@@ -172,22 +176,23 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
     direct.close().await;
 
     note("added latency: central placement");
-    let central = Summary::of(&latency::end_to_end(&stack.api, &stack.central, plan.warmup, plan.latency_samples, plan.poll).await?);
+    let central = Summary::of(&latency::end_to_end(&stack.api, &stack.central, plan.warmup, plan.latency_samples).await?);
 
     note("pairing a device and starting switchyard-mcp-runner");
     let device = stack.pair_device("laptop", &stack.url(0)).await?;
     let outbox = dir.join("laptop").join("outbox");
     let mut runner = stack.start_runner(&device, &outbox, &dir.join("runner.log"), &[]).await?;
     note("added latency: device placement");
-    let on_device = Summary::of(&latency::end_to_end(&stack.api, &device.target, plan.warmup, plan.latency_samples, plan.poll).await?);
+    let on_device = Summary::of(&latency::end_to_end(&stack.api, &device.target, plan.warmup, plan.latency_samples).await?);
 
     note("idempotent replay");
     let replay = replay::replay(&stack.api, &stack.pool, &stack.central, plan.replay_samples, plan.concurrent_duplicates).await?;
 
     note("throughput: closed loop, central placement");
-    let per_call = load::saturate(
+    let saturation = load::saturate(
         &stack.api,
         &stack.pool,
+        stack.server_pid(0),
         &stack.central,
         "central",
         plan.submitters,
@@ -229,16 +234,18 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
     Ok(Results {
         mode: plan.mode.name(),
         started_at,
-        machine: report::Machine::this(),
+        machine,
         postgres: durability,
         baseline_direct_ms: baseline,
         end_to_end_ms: Placement { central, device: on_device },
         added_latency_ms: Placement { central: central.minus(&baseline), device: on_device.minus(&baseline) },
-        throughput_calls_per_s: Throughput { per_call, batched: None },
+        throughput_calls_per_s: Throughput { per_call: saturation.calls_per_s, batched: None },
+        cost_per_call: CallCost { per_call: report::Cost { db: saturation.per_call, cpu_ms: saturation.cpu_ms_per_call }, batched: None },
         steady_load: steady,
         replay_ms: replay.duplicate_ms,
         replay,
         idle_runners: report::IdleReport { idle, companion_rss_bytes },
         soak,
+        load_average_at_end: std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_owned(),
     })
 }

@@ -32,7 +32,7 @@ pub async fn replay(api: &Api, pool: &PgPool, target: &Target, count: usize, con
     if status != 201 {
         return Err(Error::Setup(format!("a fresh request_id answered {status}, not 201")));
     }
-    wait_settled(api, &call.id.to_string(), Duration::from_millis(2), Duration::from_secs(30)).await?;
+    wait_settled(api, &call.id.to_string(), Duration::from_secs(30)).await?;
     let mut samples = Vec::with_capacity(count);
     for _ in 0..count {
         let started = Instant::now();

@@ -2,6 +2,8 @@
 //! for people, each figure beside its baseline and its target.
 
 use super::idle::Idle;
+use super::load::PerCall;
+use crate::cpu::CpuTimes;
 use super::replay::Replay;
 use super::soak::Soak;
 use crate::pg::Durability;
@@ -27,6 +29,24 @@ pub struct Throughput {
     pub per_call: f64,
     /// Starts and completions grouped into shared commits (several calls per statement).
     pub batched: Option<f64>,
+}
+
+/// What one completed call cost, in each throughput configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct CallCost {
+    /// With per-call commits.
+    pub per_call: Cost,
+    /// With batching, when measured.
+    pub batched: Option<Cost>,
+}
+
+/// The cost of one completed call while the system was kept busy.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Cost {
+    /// Database work.
+    pub db: PerCall,
+    /// CPU milliseconds, by component.
+    pub cpu_ms: CpuTimes,
 }
 
 /// The steady open-loop load.
@@ -69,6 +89,8 @@ pub struct Machine {
     pub memory_bytes: u64,
     /// Kernel release.
     pub kernel: String,
+    /// /proc/loadavg when the run began: other work on the machine skews every figure.
+    pub load_average_at_start: String,
 }
 
 impl Machine {
@@ -90,6 +112,7 @@ impl Machine {
             cpu_model,
             memory_bytes,
             kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
+            load_average_at_start: read("/proc/loadavg").trim().to_owned(),
         }
     }
 }
@@ -113,6 +136,8 @@ pub struct Results {
     pub added_latency_ms: Placement,
     /// Closed-loop throughput.
     pub throughput_calls_per_s: Throughput,
+    /// Database work and CPU per completed call during the throughput runs.
+    pub cost_per_call: CallCost,
     /// The steady open-loop load.
     pub steady_load: Steady,
     /// Answering a duplicate request_id.
@@ -123,6 +148,8 @@ pub struct Results {
     pub idle_runners: IdleReport,
     /// The soak.
     pub soak: Soak,
+    /// /proc/loadavg when the run ended.
+    pub load_average_at_end: String,
 }
 
 /// One target and whether the run met it.
@@ -199,8 +226,15 @@ impl Results {
         };
         let _ = writeln!(
             out,
-            "Switchyard benchmark ({} mode) on {} CPUs ({}), PostgreSQL {} fsync={} synchronous_commit={}",
-            self.mode, self.machine.cpus, self.machine.cpu_model, self.postgres.server_version, self.postgres.fsync, self.postgres.synchronous_commit
+            "Switchyard benchmark ({} mode) on {} CPUs ({}), PostgreSQL {} fsync={} synchronous_commit={}\n  load average at start: {}; at end: {}",
+            self.mode,
+            self.machine.cpus,
+            self.machine.cpu_model,
+            self.postgres.server_version,
+            self.postgres.fsync,
+            self.postgres.synchronous_commit,
+            self.machine.load_average_at_start,
+            self.load_average_at_end
         );
         let _ = writeln!(out, "\n  {:<34} {:>9} {:>9} {:>9} {:>7}", "latency (ms)", "p50", "p99", "p99.9", "n");
         row(&mut out, "direct rmcp call (baseline)", &self.baseline_direct_ms);
@@ -213,7 +247,17 @@ impl Results {
         row(&mut out, &format!("{:.0}/s: lease wait", s.rate_calls_per_s), &s.lease_wait_ms);
         row(&mut out, &format!("{:.0}/s: added (submit → settled)", s.rate_calls_per_s), &s.added_latency_ms);
         let t = &self.throughput_calls_per_s;
-        let _ = writeln!(out, "\n  throughput, per-call commits       {:>9.0} calls/s", t.per_call);
+        let c = &self.cost_per_call.per_call;
+        let _ = writeln!(
+            out,
+            "\n  throughput, per-call commits       {:>9.0} calls/s   ({:.1} commits, {:.2} WAL flushes, {:.1} rows written per call)",
+            t.per_call, c.db.commits, c.db.wal_syncs, c.db.rows_written
+        );
+        let _ = writeln!(
+            out,
+            "    CPU ms per call: server {:.2}, PostgreSQL {:.2}, MCP server {:.2}, device runners {:.2}, driver (the clients) {:.2}",
+            c.cpu_ms.server, c.cpu_ms.postgres, c.cpu_ms.mcp_servers, c.cpu_ms.device_runners, c.cpu_ms.driver
+        );
         match t.batched {
             Some(b) => _ = writeln!(out, "  throughput, batched                {b:>9.0} calls/s"),
             None => _ = writeln!(out, "  throughput, batched                  not measured"),
@@ -221,10 +265,11 @@ impl Results {
         let i = &self.idle_runners;
         let _ = writeln!(
             out,
-            "\n  idle: {} runners, server RSS {:.1} MB (was {:.1} MB), {:.0} commits/s, {:.0} rows written/s, {:.2} rows/poll; companion RSS {:.1} MB",
+            "\n  idle: {} runners, server RSS {:.1} MB (before pairing {:.1} MB, paired {:.1} MB), {:.0} commits/s, {:.0} rows written/s, {:.2} rows/poll; companion RSS {:.1} MB",
             i.idle.count,
             i.idle.server_rss_bytes as f64 / 1e6,
             i.idle.server_rss_before_bytes as f64 / 1e6,
+            i.idle.server_rss_paired_bytes as f64 / 1e6,
             i.idle.commits_per_s,
             i.idle.rows_written_per_s,
             i.idle.rows_written_per_poll,

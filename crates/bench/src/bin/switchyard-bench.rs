@@ -42,6 +42,10 @@ struct Args {
     /// The soak's length in seconds [default: 600 full, 24 quick, 3 smoke].
     #[arg(long)]
     soak_seconds: Option<u64>,
+    /// Only measure idle scale with this many runners, print it as JSON and stop (for
+    /// investigating memory; writes no results file).
+    #[arg(long, value_name = "RUNNERS")]
+    idle_only: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -89,6 +93,11 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
     };
     let _ = std::fs::remove_dir_all(&args.work_dir);
     let work_dir = std::path::absolute(&args.work_dir).map_err(Error::io("resolving --work-dir"))?;
+    if let Some(count) = args.idle_only {
+        let idle = bench::idle_only(&plan, count, bins, &database_url, &work_dir).await?;
+        println!("{}", serde_json::to_string_pretty(&idle).map_err(|e| Error::Setup(e.to_string()))?);
+        return Ok(());
+    }
     let results = bench::run(&plan, bins, &database_url, &work_dir).await?;
     let mut json = serde_json::to_value(&results).map_err(|e| Error::Setup(format!("serializing the results: {e}")))?;
     json["targets"] = serde_json::to_value(results.checks()).map_err(|e| Error::Setup(e.to_string()))?;

@@ -2,6 +2,7 @@
 //! Handlers call exactly one function of this module; this module calls the datastore.
 
 mod auth;
+mod call_wait;
 mod calls;
 mod connections;
 mod connector_edit;

@@ -43,7 +43,8 @@ impl App {
 
     /// Renews the lease and tells the runner what to cancel and which sessions to release.
     /// Calls leased under this epoch that the runner does not hold any more, and that were
-    /// leased longer than a lease ago, go back to the queue (nothing was sent for them).
+    /// leased longer than a lease ago, go back to the queue (nothing was sent for them); calls
+    /// started under it that it does not hold, longer than a lease ago, become `unknown`.
     pub async fn runner_heartbeat(&self, device: &DeviceActor, req: Heartbeat) -> AppResult<HeartbeatAnswer> {
         let runner = device.runner_ref();
         let ttl = self.config.runner_lease_ttl;
@@ -54,6 +55,10 @@ impl App {
         let requeued = self.db.call_requeue_unheld(&runner, req.epoch.0, &held, ttl).await?;
         if requeued > 0 {
             tracing::info!(%runner, requeued, "requeued calls leased to the runner that it no longer holds");
+        }
+        let orphaned = self.db.call_unknown_unheld(&runner, req.epoch.0, &held, ttl).await?;
+        if orphaned > 0 {
+            tracing::warn!(%runner, orphaned, "calls started under the runner's lease that it no longer holds are unknown");
         }
         let cancel = self.db.call_cancel_requested(&runner).await?.into_iter().map(CallId).collect();
         let release = self

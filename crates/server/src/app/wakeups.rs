@@ -1,8 +1,10 @@
-//! Wake-ups for long-polling device runners. One task per server process listens on
-//! `switchyard_calls` (the payload is the runner reference of a new or requeued call, or `*`
-//! for any runner) and fans each notification out to the long-polls waiting in this process:
-//! a call submitted to any replica wakes its runner's long-poll on every replica at once, and
-//! waiting costs the database nothing.
+//! Wake-ups for long-polling device runners, and for callers waiting for a call to settle.
+//! One task per server process listens on `switchyard_calls` (the payload is the runner
+//! reference of a new or requeued call, or `*` for any runner) and on `switchyard_settled`
+//! (the id of a call a runner's report settled) and fans each notification out to the
+//! long-polls waiting in this process: a call submitted to any replica wakes its runner's
+//! long-poll on every replica at once, a completion recorded by any replica wakes the readers
+//! waiting for that call, and waiting costs the database nothing.
 //!
 //! Notifications are transient: while the listener is disconnected they are lost. After every
 //! reconnection all waiters are woken to look again, so a lost notification delays nothing
@@ -19,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 /// The channel `call_insert` and the sweeper notify.
 const CALLS_CHANNEL: &str = "switchyard_calls";
-/// The payload that wakes every runner.
+/// The channel a recorded completion notifies, with the call's id.
+const SETTLED_CHANNEL: &str = "switchyard_settled";
+/// The payload that wakes every waiter.
 const ANY_RUNNER: &str = "*";
 /// Wake-ups buffered per waiter; a waiter that falls further behind just looks again.
 const CAPACITY: usize = 256;
@@ -30,6 +34,8 @@ const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct Wakeups {
     tx: broadcast::Sender<Arc<str>>,
+    /// Calls settled, by id.
+    settled: broadcast::Sender<Arc<str>>,
     /// Cancelled when the server shuts down: waiting long-polls answer at once, so they do
     /// not hold up the graceful shutdown.
     stopping: CancellationToken,
@@ -37,7 +43,7 @@ pub struct Wakeups {
 
 impl Default for Wakeups {
     fn default() -> Self {
-        Self { tx: broadcast::channel(CAPACITY).0, stopping: CancellationToken::new() }
+        Self { tx: broadcast::channel(CAPACITY).0, settled: broadcast::channel(CAPACITY).0, stopping: CancellationToken::new() }
     }
 }
 
@@ -45,12 +51,28 @@ impl Wakeups {
     /// A waiter for `runner_ref`. Subscribe before looking for work, so that nothing
     /// announced in between is missed.
     pub(crate) fn waiter(&self, runner_ref: &str) -> Waiter {
-        Waiter { rx: self.tx.subscribe(), runner_ref: runner_ref.to_owned(), stopping: self.stopping.clone() }
+        Waiter { rx: self.tx.subscribe(), key: runner_ref.to_owned(), stopping: self.stopping.clone() }
+    }
+
+    /// A waiter for call `call` to settle. Subscribe before reading the call, so that a
+    /// completion recorded in between is not missed.
+    pub(crate) fn settled_waiter(&self, call: uuid::Uuid) -> Waiter {
+        Waiter { rx: self.settled.subscribe(), key: call.to_string(), stopping: self.stopping.clone() }
     }
 
     fn wake(&self, runner_ref: &str) {
         // No receiver means nobody is waiting: nothing to do.
         let _ = self.tx.send(Arc::from(runner_ref));
+    }
+
+    fn wake_settled(&self, call: &str) {
+        let _ = self.settled.send(Arc::from(call));
+    }
+
+    /// Every waiter looks again (after the listener reconnected).
+    fn wake_all(&self) {
+        self.wake(ANY_RUNNER);
+        self.wake_settled(ANY_RUNNER);
     }
 }
 
@@ -58,7 +80,8 @@ impl Wakeups {
 #[derive(Debug)]
 pub(crate) struct Waiter {
     rx: broadcast::Receiver<Arc<str>>,
-    runner_ref: String,
+    /// The runner reference (or call id) this waiter waits for.
+    key: String,
     stopping: CancellationToken,
 }
 
@@ -73,7 +96,7 @@ impl Waiter {
             };
             match received {
                 Err(_) => return false,
-                Ok(Ok(target)) if *target == *self.runner_ref || &*target == ANY_RUNNER => return true,
+                Ok(Ok(target)) if *target == *self.key || &*target == ANY_RUNNER => return true,
                 Ok(Ok(_)) => {}
                 // Missed some: one of them may have been ours.
                 Ok(Err(RecvError::Lagged(_))) => return true,
@@ -121,7 +144,7 @@ impl WakeupFeed {
                 match listen(&app).await {
                     Ok(connected) => {
                         listener = Some(connected);
-                        wakeups.wake(ANY_RUNNER);
+                        wakeups.wake_all();
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot listen for new calls; retrying"),
                 }
@@ -132,10 +155,11 @@ impl WakeupFeed {
                 received = active.try_recv() => received,
             };
             match received {
+                Ok(Some(notification)) if notification.channel() == SETTLED_CHANNEL => wakeups.wake_settled(notification.payload()),
                 Ok(Some(notification)) => wakeups.wake(notification.payload()),
                 // The connection was lost and is back (listening again): what was announced
                 // meanwhile is gone, so every waiter looks again.
-                Ok(None) => wakeups.wake(ANY_RUNNER),
+                Ok(None) => wakeups.wake_all(),
                 Err(e) => {
                     tracing::warn!(error = %e, "lost the listener for new calls; reconnecting");
                     listener = None;
@@ -148,6 +172,6 @@ impl WakeupFeed {
 async fn listen(app: &App) -> Result<PgListener, sqlx::Error> {
     let own = PgPoolOptions::new().max_connections(1).connect_lazy_with(app.db().pool().connect_options().as_ref().clone());
     let mut listener = PgListener::connect_with(&own).await?;
-    listener.listen(CALLS_CHANNEL).await?;
+    listener.listen_all([CALLS_CHANNEL, SETTLED_CHANNEL]).await?;
     Ok(listener)
 }

@@ -161,13 +161,17 @@ impl Datastore {
     /// [`Datastore::call_insert`], recording the operation the call runs under and the device
     /// that submitted it.
     pub async fn call_insert_from(&self, call: &NewCall, origin: CallOrigin) -> Result<Option<CallRow>, sqlx::Error> {
-        let row: Option<CallRow> = sqlx::query_as(
-            "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
-                 connection_revision, environment_id, tool_name, arguments, client_session_id,
-                 timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $16)
-             ON CONFLICT (workspace_id, request_id) DO NOTHING
-             RETURNING *",
+        // One statement, one commit: the notification that wakes the call's runner is sent
+        // when the insert commits, and only if it inserted.
+        sqlx::query_as(
+            "WITH inserted AS (
+                 INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+                     connection_revision, environment_id, tool_name, arguments, client_session_id,
+                     timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $16)
+                 ON CONFLICT (workspace_id, request_id) DO NOTHING
+                 RETURNING *)
+             SELECT inserted.*, pg_notify('switchyard_calls', inserted.runner_ref) AS wake_notice FROM inserted",
         )
         .bind(Uuid::now_v7())
         .bind(call.workspace_id)
@@ -186,15 +190,7 @@ impl Datastore {
         .bind(origin.operation_id)
         .bind(origin.device_id)
         .fetch_optional(&self.pool)
-        .await?;
-        if row.is_some() {
-            // Wake runners waiting for work; delivered when the insert is committed.
-            sqlx::query("SELECT pg_notify('switchyard_calls', $1)")
-                .bind(&call.runner_ref)
-                .execute(&self.pool)
-                .await?;
-        }
-        Ok(row)
+        .await
     }
 
     /// The call with this request_id in a workspace.
@@ -274,7 +270,8 @@ impl Datastore {
     /// Records a completion reported under `epoch`, moving the call from one of `from` to
     /// `completion.state`, on `conn` (inside the caller's transaction, which records what
     /// the completion implies beside it). Returns the updated call, or `None` when a stale
-    /// epoch or a call that moved on recorded nothing.
+    /// epoch or a call that moved on recorded nothing. Readers waiting for the call are
+    /// notified (`switchyard_settled`) when the transaction commits.
     pub(super) async fn call_complete_on(
         conn: &mut sqlx::PgConnection,
         id: Uuid,
@@ -289,7 +286,7 @@ impl Datastore {
                  error_message = $9, finished_at = now()
              WHERE id = $1 AND runner_ref = $2 AND lease_epoch = $3 AND state = ANY($4)
                AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3)
-             RETURNING *",
+             RETURNING *, pg_notify('switchyard_settled', id::text) AS settled_notice",
         )
         .bind(id)
         .bind(runner_ref)
@@ -549,6 +546,36 @@ impl Datastore {
         if done.rows_affected() > 0 {
             sqlx::query("SELECT pg_notify('switchyard_calls', $1)").bind(runner_ref).execute(&self.pool).await?;
         }
+        Ok(done.rows_affected())
+    }
+
+    /// Those of `ids` that are leased or running.
+    pub async fn call_in_flight_among(&self, ids: &[Uuid]) -> Result<Vec<Uuid>, sqlx::Error> {
+        sqlx::query_scalar("SELECT id FROM calls WHERE id = ANY($1) AND state IN ('leased', 'running')")
+            .bind(ids)
+            .fetch_all(&self.pool)
+            .await
+    }
+
+    /// Makes `unknown` the calls started under `epoch` that the runner no longer holds (not in
+    /// `held`), started more than `grace` ago: a process that resumed its predecessor's lease
+    /// knows only the starts its outbox recorded, and one acknowledged by the server but cut
+    /// off before the outbox recorded it would otherwise stay `running` for as long as the
+    /// lease lives. Nothing was sent for such a call, but the server cannot tell it from one
+    /// that was, so it is uncertain, never retried. Returns how many.
+    pub async fn call_unknown_unheld(&self, runner_ref: &str, epoch: i64, held: &[Uuid], grace: std::time::Duration) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE calls SET state = 'unknown', error_code = 'runner_restarted', finished_at = now(),
+                 error_message = 'the runner that started this call restarted without a record of it; it may or may not have run'
+             WHERE runner_ref = $1 AND state = 'running' AND lease_epoch = $2 AND NOT (id = ANY($3))
+               AND started_at < now() - make_interval(secs => $4)",
+        )
+        .bind(runner_ref)
+        .bind(epoch)
+        .bind(held)
+        .bind(grace.as_secs_f64())
+        .execute(&self.pool)
+        .await?;
         Ok(done.rows_affected())
     }
 }

@@ -14,10 +14,13 @@ impl Datastore {
     /// In the same transaction, calls the previous owner leased but never started go back to
     /// the queue (nothing was sent), and calls it started become `unknown` (they may have run).
     ///
-    /// The holder whose lease is still live resumes it under the same epoch: a restarted
-    /// device runner keeps its holder id (and its receipts, stamped with that epoch) in its
-    /// outbox, so nothing it holds is requeued or fenced. The central runner uses a fresh
-    /// holder per process, so for it a live lease always means "wait".
+    /// The last holder resumes its lease under the same epoch, live or expired, as long as no
+    /// other holder took the runner over in between: a restarted device runner keeps its
+    /// holder id (and its receipts, stamped with that epoch) in its outbox, so nothing it holds
+    /// is fenced, and the receipts of calls that turned `unknown` while it was away are late
+    /// receipts that settle them. (Its outbox records each start once, so two terms of one
+    /// holder never both send a call.) The central runner uses a fresh holder per lease term,
+    /// so for it a live lease always means "wait" and every term gets a new epoch.
     ///
     /// Returns the epoch, or `None` while another holder's lease is live.
     pub async fn runner_lease_acquire(
@@ -31,7 +34,7 @@ impl Datastore {
             "INSERT INTO runner_leases (runner_ref, epoch, holder, expires_at)
              VALUES ($1, 1, $2, now() + make_interval(secs => $3))
              ON CONFLICT (runner_ref) DO UPDATE
-                 SET epoch = CASE WHEN runner_leases.holder = EXCLUDED.holder AND runner_leases.expires_at > now()
+                 SET epoch = CASE WHEN runner_leases.holder = EXCLUDED.holder
                                   THEN runner_leases.epoch ELSE runner_leases.epoch + 1 END,
                      holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
                  WHERE runner_leases.expires_at <= now() OR runner_leases.holder = EXCLUDED.holder

@@ -154,8 +154,25 @@ pub(super) async fn call_list(State(s): State<AppState>, actor: Actor, Path(ws):
 }
 
 /// A user, or a device reading a call of its profile.
-pub(super) async fn call_get(State(s): State<AppState>, principal: Principal, Path((ws, call)): Path<(String, String)>) -> Answer<CallView> {
-    Ok(Json(s.app.call_get_as(&principal, &ws, &call).await?))
+/// `?wait_ms=N`: wait up to N ms (at most 25 s) for the call to settle before answering.
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct ReadCall {
+    wait_ms: Option<u64>,
+}
+
+pub(super) async fn call_get(
+    State(s): State<AppState>,
+    principal: Principal,
+    Path((ws, call)): Path<(String, String)>,
+    query: Result<axum::extract::Query<ReadCall>, axum::extract::rejection::QueryRejection>,
+) -> Answer<CallView> {
+    let axum::extract::Query(read) = query.map_err(|e| {
+        ApiError(AppError::refused(ErrorCode::InvalidRequest, format!("`wait_ms` must be a number of milliseconds: {e}")))
+    })?;
+    match read.wait_ms {
+        Some(wait) if wait > 0 => Ok(Json(s.app.call_wait_as(&principal, &ws, &call, std::time::Duration::from_millis(wait)).await?)),
+        _ => Ok(Json(s.app.call_get_as(&principal, &ws, &call).await?)),
+    }
 }
 
 pub(super) async fn call_cancel(State(s): State<AppState>, actor: Actor, Path((ws, call)): Path<(String, String)>) -> Answer<CancelAnswer> {

@@ -112,3 +112,26 @@ async fn many_calls_all_complete_exactly_once(pool: PgPool) {
     }
     assert_eq!(count_lines(&counter), 20);
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_read_with_wait_ms_answers_when_the_call_settles(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let setup = setup_workspace(&server, "acme", &[]).await;
+    let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
+
+    // A slow call: the read waits for it instead of answering `running` at once.
+    let slow = server.owner.post(&calls, call_body("slow", json!({"seconds": 1}))).await.ok();
+    let path = format!("{calls}/{}?wait_ms=20000", slow["id"].as_str().unwrap());
+    let started = std::time::Instant::now();
+    let done = server.owner.get(&path).await.ok();
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert!(started.elapsed() < Duration::from_secs(15), "the read waited {:?}", started.elapsed());
+
+    // A settled call answers at once; a call that does not settle in time answers as it is.
+    let again = server.owner.get(&path).await.ok();
+    assert_eq!(again["state"], "succeeded");
+    let slower = server.owner.post(&calls, call_body("slow", json!({"seconds": 30}))).await.ok();
+    let early = server.owner.get(&format!("{calls}/{}?wait_ms=300", slower["id"].as_str().unwrap())).await.ok();
+    assert!(["queued", "leased", "running"].contains(&early["state"].as_str().unwrap()), "{early}");
+    server.owner.get(&format!("{calls}/{}?wait_ms=soon", slower["id"].as_str().unwrap())).await.refused(400, "invalid_request");
+}

@@ -164,3 +164,32 @@ async fn wait_for_state(db: &Datastore, call: Uuid, want: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_central_call_whose_lease_answer_was_lost_is_queued_again_and_runs(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let db = Datastore::new(pool);
+    let call = queued_device_call(&server, &db).await;
+    let started = std::time::Instant::now();
+    let epoch = loop {
+        let epoch: Option<i64> =
+            sqlx::query_scalar("SELECT epoch FROM runner_leases WHERE runner_ref = 'central'").fetch_optional(db.pool()).await.unwrap();
+        if let Some(epoch) = epoch {
+            break epoch;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the central runner took no lease");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The database leased the call to the central runner, but the answer never reached it
+    // (the connection broke after the commit): nobody holds it.
+    sqlx::query("UPDATE calls SET runner_ref = 'central', state = 'leased', lease_epoch = $2, leased_at = now() - interval '1 hour' WHERE id = $1")
+        .bind(call)
+        .bind(epoch)
+        .execute(db.pool())
+        .await
+        .unwrap();
+    // The central heartbeat puts it back in the queue, and it runs.
+    let done = server.owner.wait_call("acme", &call.to_string(), Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["runner"], "central");
+}

@@ -229,3 +229,58 @@ async fn devices_report_events_for_their_own_connections(pool: PgPool) {
     let event = json!({"kind": "session_closed", "connection_id": central["id"], "client_session_id": null, "reason": "idle"});
     device.client.post("/api/v1/runner/events", event).await.refused(404, "connection_not_found");
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_holder_back_after_its_lease_expired_resumes_its_epoch_and_its_receipt_settles_the_lost_call(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let device = setup_device_connection(&server, &Scratch::new("back").path("count")).await;
+    let holder = Uuid::new_v4();
+    let epoch = acquired_epoch(&device, holder).await;
+    let call = submit(&server, "count").await;
+    assert_eq!(lease(&device, epoch, 0).await.len(), 1);
+    assert_eq!(device.client.post(&start_path(&call), json!({"epoch": epoch})).await.ok()["decision"], "proceed");
+
+    // The runner is lost: its lease runs out and the call becomes unknown.
+    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1").bind(&device.runner).execute(&pool).await.unwrap();
+    let started = std::time::Instant::now();
+    while state(&server, &call).await["state"] != "unknown" {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the call never became unknown");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // The same process identity comes back: nobody took over, so it resumes its epoch, and the
+    // receipt in its outbox is a late receipt that settles the call.
+    assert_eq!(acquired_epoch(&device, holder).await, epoch);
+    let receipt = Uuid::new_v4();
+    let check = json!({"receipts": [{"receipt_id": receipt, "call_id": call, "epoch": epoch}]});
+    assert_eq!(device.client.post("/api/v1/runner/receipts/check", check).await.ok()["fenced"], json!([]));
+    assert_eq!(device.client.post(&complete_path(&call), succeeded(receipt, epoch, "counted")).await.ok()["status"], "recorded");
+    let settled = state(&server, &call).await;
+    assert_eq!((settled["state"].as_str(), settled["resolution_outcome"].as_str()), (Some("resolved"), Some("succeeded")), "{settled}");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_started_call_the_resumed_runner_does_not_hold_becomes_unknown(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let device = setup_device_connection(&server, &Scratch::new("orphan").path("count")).await;
+    let holder = Uuid::new_v4();
+    let epoch = acquired_epoch(&device, holder).await;
+    let call = submit(&server, "count").await;
+    assert_eq!(lease(&device, epoch, 0).await.len(), 1);
+    // Acknowledged by the server, but the process died before its outbox recorded the start.
+    assert_eq!(device.client.post(&start_path(&call), json!({"epoch": epoch})).await.ok()["decision"], "proceed");
+    assert_eq!(acquired_epoch(&device, holder).await, epoch);
+
+    // Within a lease of its start the call is left alone (a heartbeat may race the start).
+    let beat = json!({"epoch": epoch, "active": []});
+    device.client.post("/api/v1/runner/heartbeat", beat.clone()).await.ok();
+    assert_eq!(state(&server, &call).await["state"], "running");
+    sqlx::query("UPDATE calls SET started_at = now() - interval '1 hour' WHERE id = $1")
+        .bind(Uuid::parse_str(&call).unwrap())
+        .execute(&pool)
+        .await
+        .unwrap();
+    device.client.post("/api/v1/runner/heartbeat", beat).await.ok();
+    let lost = state(&server, &call).await;
+    assert_eq!((lost["state"].as_str(), lost["error"]["code"].as_str()), (Some("unknown"), Some("runner_restarted")), "{lost}");
+}

@@ -1,0 +1,46 @@
+//! Reading a call while waiting for it to settle: `GET …/calls/{call}?wait_ms=N` answers as
+//! soon as the call is terminal or `unknown`, or once N ms (at most 25 s) have passed — so a
+//! caller learns a result the moment it is recorded, without polling.
+//!
+//! A runner's recorded completion notifies `switchyard_settled` in its own transaction, and
+//! every replica's wake-up feed passes it to the readers waiting there. Other ways a call
+//! settles (the sweeper, cancellation, resolution) do not notify: a waiting reader looks again
+//! every second, so they cost it at most that. Every look is an ordinary read, authorized
+//! afresh.
+
+use super::principal::Principal;
+use super::App;
+use crate::error::AppResult;
+use std::time::Duration;
+use switchyard_protocol::api::CallView;
+use switchyard_protocol::CallState;
+use tokio::time::Instant;
+
+/// The longest a read waits.
+pub const MAX_CALL_WAIT: Duration = Duration::from_secs(25);
+/// A waiting read looks again at least this often.
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
+
+/// Whether a call has settled: terminal, or `unknown` (what `mcp call --wait` waits for).
+pub fn is_settled(state: CallState) -> bool {
+    state.is_terminal() || state == CallState::Unknown
+}
+
+impl App {
+    /// [`App::call_get_as`], waiting up to `wait` (capped at [`MAX_CALL_WAIT`]) for the call to
+    /// settle.
+    pub async fn call_wait_as(&self, principal: &Principal, ws: &str, call: &str, wait: Duration) -> AppResult<CallView> {
+        let id = super::sessions::parse_call_id(call)?;
+        let deadline = Instant::now() + wait.min(MAX_CALL_WAIT);
+        // Subscribed before the first read: a completion recorded in between still wakes it.
+        let mut waiter = self.wakeups.settled_waiter(id.0);
+        loop {
+            let view = self.call_get_as(principal, ws, call).await?;
+            let now = Instant::now();
+            if is_settled(view.state) || now >= deadline {
+                return Ok(view);
+            }
+            waiter.wait((now + LOOK_AGAIN).min(deadline)).await;
+        }
+    }
+}

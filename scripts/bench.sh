@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The benchmark: builds in release mode, starts a private PostgreSQL cluster with durable
+# settings (fsync=on, synchronous_commit=on) on a free port, and runs switchyard-bench, which
+# starts the server, pairs a device, starts switchyard-mcp-runner and the fixture MCP server,
+# measures every figure beside its baseline, prints a table and writes
+# target/bench/results.json. See docs/BENCHMARKS.md.
+#
+#   scripts/bench.sh                 the full run (about 15 minutes: a 10-minute soak)
+#   scripts/bench.sh --soak-hour     the full run with a one-hour soak
+#   scripts/bench.sh --quick         a reduced run, under two minutes once built
+#   scripts/bench.sh --smoke         a few seconds, debug build: checks that it runs
+#
+# Extra arguments after `--` go to switchyard-bench (e.g. `-- --soak-seconds 120`).
+set -euo pipefail
+shopt -s inherit_errexit
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root"
+# shellcheck source-path=SCRIPTDIR source=lib/postgres.sh
+source "$repo_root/scripts/lib/postgres.sh"
+
+readonly PG_PREFERRED_PORT=55432
+# Durable commits are the point: every figure is measured with them.
+readonly DURABLE="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c max_connections=200"
+
+mode=()
+profile=release
+driver_args=()
+while (($#)); do
+    case $1 in
+        --quick) mode=(--quick) ;;
+        --smoke) mode=(--smoke); profile=debug ;;
+        --soak-hour) driver_args+=(--soak-seconds 3600) ;;
+        --release) profile=release ;;
+        --) shift; driver_args+=("$@"); break ;;
+        -h | --help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "error: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+section() {
+    printf '\n==> %s\n' "$*"
+}
+
+cluster=""
+# shellcheck disable=SC2317 # only called by the EXIT trap
+cleanup() {
+    local status=$?
+    set +e
+    trap '' INT TERM PIPE
+    if [[ -n $cluster ]]; then
+        pg_stop_cluster "$cluster"
+        rm -rf "$cluster"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+section "Build ($profile)"
+build=(cargo build --locked -p switchyard-server -p switchyard-mcp-runner -p switchyard-fixture -p switchyard-bench)
+[[ $profile == release ]] && build+=(--release)
+"${build[@]}"
+
+section "PostgreSQL (private, durable)"
+cluster=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-bench-pg.XXXXXX")
+fs_type=$(stat -f -c %T "$cluster")
+if [[ $fs_type == tmpfs || $fs_type == ramfs ]]; then
+    echo "warning: $cluster is on $fs_type: fsync costs nothing there, so commit figures are" \
+        "flattering; set TMPDIR to a directory on a disk" >&2
+fi
+DATABASE_URL=$(PG_CLUSTER_OPTIONS=$DURABLE pg_start_cluster "$cluster" "$PG_PREFERRED_PORT")
+echo "cluster in $cluster ($fs_type), $DATABASE_URL"
+
+section "Benchmark"
+# Thousands of idle long-polls need as many file descriptors (the driver raises its soft
+# limit to the hard one; the server it starts inherits it).
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+echo "open files: $(ulimit -n)"
+"target/$profile/switchyard-bench" --database-url "$DATABASE_URL" --create-database switchyard_bench \
+    --bin-dir "target/$profile" --out target/bench/results.json --work-dir target/bench/work \
+    "${mode[@]}" "${driver_args[@]}"
