@@ -71,7 +71,12 @@ if [[ $fs_type == tmpfs || $fs_type == ramfs ]]; then
     echo "warning: $cluster is on $fs_type: fsync costs nothing there, so commit figures are" \
         "flattering; set TMPDIR to a directory on a disk" >&2
 fi
-DATABASE_URL=$(PG_CLUSTER_OPTIONS=$DURABLE pg_start_cluster "$cluster" "$PG_PREFERRED_PORT")
+options=$DURABLE
+# pg_stat_statements, when installed, lets the driver say which statements a call costs.
+if [[ -f "$(pg_find_bindir)/../lib/pg_stat_statements.so" ]]; then
+    options+=" -c shared_preload_libraries=pg_stat_statements"
+fi
+DATABASE_URL=$(PG_CLUSTER_OPTIONS=$options pg_start_cluster "$cluster" "$PG_PREFERRED_PORT")
 echo "cluster in $cluster ($fs_type), $DATABASE_URL"
 
 section "Benchmark"

@@ -16,3 +16,14 @@ pub fn raise_open_files() -> u64 {
         Err(_) => 0,
     }
 }
+
+/// The soft open-files limit now.
+pub fn open_files() -> u64 {
+    getrlimit(Resource::RLIMIT_NOFILE).map(|(soft, _)| soft).unwrap_or(0)
+}
+
+/// Whether `count` idle runners can each keep two connections open (long-poll and heartbeat)
+/// within the open-files limit, in the driver and in the server it started.
+pub fn fits_two_connections_per_runner(count: usize) -> bool {
+    open_files() >= (count as u64) * 2 + 1024
+}

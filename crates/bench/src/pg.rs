@@ -163,3 +163,42 @@ impl XminHolder {
         Ok(())
     }
 }
+
+/// One statement's share of the work, per completed call.
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct StatementCost {
+    /// The statement (normalized by pg_stat_statements, shortened).
+    pub query: String,
+    /// Executions per completed call.
+    pub calls_per_call: f64,
+    /// Execution time per completed call, in milliseconds.
+    pub ms_per_call: f64,
+}
+
+/// Starts a statement profile: clears pg_stat_statements if the extension can be used (it
+/// needs `shared_preload_libraries=pg_stat_statements`, as scripts/bench.sh sets). Returns
+/// whether profiling is available.
+pub async fn statements_reset(pool: &PgPool) -> bool {
+    if sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").execute(pool).await.is_err() {
+        return false;
+    }
+    sqlx::query("SELECT pg_stat_statements_reset()").execute(pool).await.is_ok()
+}
+
+/// The statements run since [`statements_reset`], heaviest first, per one of `calls` completed
+/// calls (the driver's own statements excluded).
+pub async fn statements_per_call(pool: &PgPool, calls: i64, limit: i64) -> Result<Vec<StatementCost>> {
+    let calls = calls.max(1) as f64;
+    Ok(sqlx::query_as(
+        "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 160) AS query,
+                calls::float8 / $1 AS calls_per_call, total_exec_time / $1 AS ms_per_call
+         FROM pg_stat_statements
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND query NOT LIKE '%pg_stat_%' AND query NOT LIKE '%pg_current_wal_lsn%' AND query NOT LIKE '%state IN (''leased'', ''running'')))%'
+         ORDER BY total_exec_time DESC LIMIT $2",
+    )
+    .bind(calls)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}

@@ -207,14 +207,9 @@ impl Beat {
     async fn settle_unheld(&self) {
         let db = self.app.db();
         let held = self.held.snapshot();
-        match db.call_requeue_unheld(CENTRAL_RUNNER, self.epoch, &held, self.ttl).await {
-            Ok(0) => {}
-            Ok(requeued) => tracing::warn!(requeued, "requeued central calls whose lease answer was lost"),
-            Err(e) => tracing::warn!(error = %e, "cannot requeue unheld central calls"),
-        }
-        match db.call_unknown_unheld(CENTRAL_RUNNER, self.epoch, &held, self.ttl).await {
-            Ok(0) => {}
-            Ok(unknown) => tracing::warn!(unknown, "central calls started but no longer held are unknown"),
+        match db.call_settle_unheld(CENTRAL_RUNNER, self.epoch, &held, self.ttl).await {
+            Ok((0, 0)) => {}
+            Ok((requeued, unknown)) => tracing::warn!(requeued, unknown, "settled central calls the executor does not hold (a lease or start answer was lost)"),
             Err(e) => tracing::warn!(error = %e, "cannot settle unheld central calls"),
         }
         match db.call_in_flight_among(&held).await {

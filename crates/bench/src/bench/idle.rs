@@ -37,6 +37,9 @@ pub struct Idle {
     pub long_poll_ms: u64,
     /// How often each runner heartbeats.
     pub heartbeat_every_ms: u64,
+    /// Whether heartbeats kept their connection open between beats (two connections per
+    /// runner, as a real runner) or closed it after each beat (one per runner).
+    pub heartbeat_keep_alive: bool,
     /// Long-polls answered (empty) during the window.
     pub polls_answered: u64,
     /// Heartbeats sent during the window.
@@ -60,28 +63,43 @@ fn millis(d: Duration) -> u64 {
 /// One simulated device runner.
 struct SimRunner {
     api: Api,
+    /// The client its heartbeats go through (the same one, or one that closes its connection
+    /// after each heartbeat).
+    beat_api: Api,
     epoch: Epoch,
 }
 
 /// Pairs `count` devices, gives each a runner lease, keeps them idle for `window` while
 /// measuring, then stops them (their leases are left to expire).
 /// Each long-poll asks to wait `long_poll` (a real runner asks for 25 s, the server's cap).
-pub async fn idle_runners(stack: &Stack, count: usize, window: Duration, long_poll: Duration, heartbeat_every: Duration) -> Result<Idle> {
+/// With `keep_alive`, heartbeats keep their own connection open between beats, as a real
+/// runner's HTTP client does (two connections per runner); without, each heartbeat opens a
+/// connection and closes it (one connection per runner), for machines whose open-files limit
+/// cannot hold two per runner.
+pub async fn idle_runners(
+    stack: &Stack,
+    count: usize,
+    window: Duration,
+    long_poll: Duration,
+    heartbeat_every: Duration,
+    keep_alive: bool,
+) -> Result<Idle> {
     let server_pid = stack.server_pid(0).ok_or_else(|| Error::Setup("replica 0 is not running".into()))?;
     let server_rss_before_bytes = rss_bytes(server_pid).unwrap_or(0);
     stack.profile("idle-bound", &[]).await?;
     // A client of its own with room for every long-poll's connection.
     let base = Api::with_idle_pool(&stack.url(0), Some(&stack.token), count * 2 + 64)?;
+    let beat_base = if keep_alive { base.clone() } else { Api::with_idle_pool(&stack.url(0), None, 0)? };
     let started = Instant::now();
     let runners: Vec<Result<SimRunner>> = futures::stream::iter(0..count)
         .map(|i| {
-            let base = base.clone();
+            let (base, beat_base) = (base.clone(), beat_base.clone());
             async move {
                 let (_, _, credential) = pair(&base, &format!("idle-{i}"), "idle-bound").await?;
                 let api = base.with_token(Some(&credential));
                 let answer = api.post("/runner/lease/acquire", &AcquireLease { holder: uuid::Uuid::now_v7() }).await?;
                 match crate::api::from_json(answer, "acquire")? {
-                    AcquireAnswer::Acquired { epoch, .. } => Ok(SimRunner { api, epoch }),
+                    AcquireAnswer::Acquired { epoch, .. } => Ok(SimRunner { beat_api: beat_base.with_token(Some(&credential)), api, epoch }),
                     other => Err(Error::Setup(format!("idle runner {i} did not get its lease: {other:?}"))),
                 }
             }
@@ -106,7 +124,6 @@ pub async fn idle_runners(stack: &Stack, count: usize, window: Duration, long_po
         tasks.push(tokio::spawn(async move {
             let request = LeaseRequest { epoch: r.epoch, max: 1, wait_ms: millis(long_poll) };
             let mut first = true;
-            if std::env::var_os("SYB_NO_POLL").is_some() { open.fetch_add(1, Ordering::Relaxed); stop2.cancelled().await; return; }
             while !stop2.is_cancelled() {
                 if first {
                     open.fetch_add(1, Ordering::Relaxed);
@@ -132,13 +149,12 @@ pub async fn idle_runners(stack: &Stack, count: usize, window: Duration, long_po
         tasks.push(tokio::spawn(async move {
             let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + offset, heartbeat_every);
             let beat = Heartbeat { epoch: runner.epoch, active: Vec::new() };
-            if std::env::var_os("SYB_NO_BEAT").is_some() { stop2.cancelled().await; return; }
             loop {
                 tokio::select! {
                     () = stop2.cancelled() => return,
                     _ = ticker.tick() => {}
                 }
-                match runner.api.try_post("/runner/heartbeat", &beat).await {
+                match runner.beat_api.try_post("/runner/heartbeat", &beat).await {
                     Ok(a) if a.status == 200 => beats.fetch_add(1, Ordering::Relaxed),
                     _ => failed.fetch_add(1, Ordering::Relaxed),
                 };
@@ -182,6 +198,7 @@ pub async fn idle_runners(stack: &Stack, count: usize, window: Duration, long_po
         window_s,
         long_poll_ms: millis(long_poll),
         heartbeat_every_ms: millis(heartbeat_every),
+        heartbeat_keep_alive: keep_alive,
         polls_answered: answered,
         heartbeats: beats,
         db,

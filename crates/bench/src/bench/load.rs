@@ -25,7 +25,7 @@ use uuid::Uuid;
 const COUNT_EVERY: Duration = Duration::from_millis(20);
 
 /// What a closed-loop run measured.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Saturation {
     /// Completed calls per second.
     pub calls_per_s: f64,
@@ -33,6 +33,8 @@ pub struct Saturation {
     pub per_call: PerCall,
     /// CPU milliseconds per completed call, by component.
     pub cpu_ms_per_call: CpuTimes,
+    /// The heaviest statements per completed call (empty without pg_stat_statements).
+    pub statements: Vec<pg::StatementCost>,
 }
 
 /// Database work per completed call.
@@ -114,7 +116,10 @@ pub async fn saturate(
         let done = completed().await?;
         let elapsed = started.elapsed();
         match &first {
-            None if elapsed >= warmup => first = Some((Instant::now(), done, pg::counters(pool).await?, cpu::sample(server_pid))),
+            None if elapsed >= warmup => {
+                pg::statements_reset(pool).await;
+                first = Some((Instant::now(), done, pg::counters(pool).await?, cpu::sample(server_pid)));
+            }
             Some((at, base, counters, cpu_before)) if at.elapsed() >= measure => {
                 let calls = done - base;
                 let work = pg::counters(pool).await?.since(counters);
@@ -123,6 +128,7 @@ pub async fn saturate(
                     calls_per_s: calls as f64 / at.elapsed().as_secs_f64(),
                     per_call: PerCall::of(&work, calls),
                     cpu_ms_per_call: cpu,
+                    statements: pg::statements_per_call(pool, calls, 25).await.unwrap_or_default(),
                 };
             }
             _ => {}

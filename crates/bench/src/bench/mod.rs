@@ -18,6 +18,10 @@ use report::{CallCost, Placement, Results, Steady, Throughput};
 use std::path::Path;
 use std::time::Duration;
 
+/// The share of the measured closed-loop throughput the soak offers when the requested rate is
+/// more than the system sustains.
+const SUSTAINABLE: f64 = 0.6;
+
 /// How much of the benchmark to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
@@ -153,9 +157,20 @@ impl Plan {
 /// Measures idle scale alone with `count` runners (the plan's window and cadences).
 pub async fn idle_only(plan: &Plan, count: usize, bins: Binaries, database_url: &str, dir: &Path) -> Result<idle::Idle> {
     let mut stack = Stack::start(bins, database_url, dir, &[]).await?;
-    let idle = idle::idle_runners(&stack, count, plan.idle_window, plan.idle_long_poll, plan.heartbeat_every).await;
+    let keep_alive = crate::limits::fits_two_connections_per_runner(count);
+    let idle = idle::idle_runners(&stack, count, plan.idle_window, plan.idle_long_poll, plan.heartbeat_every, keep_alive).await;
     stack.stop_server(0, Duration::from_secs(10)).await;
     idle
+}
+
+/// Measures closed-loop throughput alone, with its cost per call.
+pub async fn throughput_only(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) -> Result<load::Saturation> {
+    let mut stack = Stack::start(bins, database_url, dir, &[]).await?;
+    let (warmup, measure) = (plan.throughput_warmup, plan.throughput_measure);
+    let saturation =
+        load::saturate(&stack.api, &stack.pool, stack.server_pid(0), &stack.central, "central", plan.submitters, plan.window, warmup, measure).await;
+    stack.stop_server(0, Duration::from_secs(10)).await;
+    saturation
 }
 
 /// Runs the whole benchmark on a fresh database at `database_url`, with binaries from `bins`,
@@ -219,11 +234,23 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
 
     let companion_rss_bytes = runner.pid().and_then(rss_bytes).unwrap_or(0);
     note(&format!("idle scale: {} runners", plan.idle_count));
-    let mut idle = idle::idle_runners(&stack, plan.idle_count, plan.idle_window, plan.idle_long_poll, plan.heartbeat_every).await?;
+    let mut idle = idle::idle_runners(
+        &stack,
+        plan.idle_count,
+        plan.idle_window,
+        plan.idle_long_poll,
+        plan.heartbeat_every,
+        crate::limits::fits_two_connections_per_runner(plan.idle_count),
+    )
+    .await?;
     idle.count = plan.idle_count;
 
-    note(&format!("soak: {:?} at {} calls/s", plan.soak_duration, plan.soak_rate));
-    let soak = soak::soak(&stack.api, &stack.pool, &stack.database_url, &stack.central, "central", plan.soak_rate, plan.soak_duration).await?;
+    // The soak asks whether a held xmin horizon slows the queue down, which only a rate the
+    // system sustains can show: above its capacity the backlog grows whatever the horizon.
+    let soak_rate = plan.soak_rate.min((saturation.calls_per_s * SUSTAINABLE).floor()).max(10.0);
+    note(&format!("soak: {:?} at {soak_rate} calls/s", plan.soak_duration));
+    let mut soak = soak::soak(&stack.api, &stack.pool, &stack.database_url, &stack.central, "central", soak_rate, plan.soak_duration).await?;
+    soak.requested_rate_calls_per_s = plan.soak_rate;
 
     runner.signal(nix::sys::signal::Signal::SIGTERM)?;
     let _ = runner.wait_exit(Duration::from_secs(30)).await;
@@ -240,7 +267,10 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
         end_to_end_ms: Placement { central, device: on_device },
         added_latency_ms: Placement { central: central.minus(&baseline), device: on_device.minus(&baseline) },
         throughput_calls_per_s: Throughput { per_call: saturation.calls_per_s, batched: None },
-        cost_per_call: CallCost { per_call: report::Cost { db: saturation.per_call, cpu_ms: saturation.cpu_ms_per_call }, batched: None },
+        cost_per_call: CallCost {
+            per_call: report::Cost { db: saturation.per_call, cpu_ms: saturation.cpu_ms_per_call, statements: saturation.statements.clone() },
+            batched: None,
+        },
         steady_load: steady,
         replay_ms: replay.duplicate_ms,
         replay,

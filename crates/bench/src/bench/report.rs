@@ -4,6 +4,7 @@
 use super::idle::Idle;
 use super::load::PerCall;
 use crate::cpu::CpuTimes;
+use crate::pg::StatementCost;
 use super::replay::Replay;
 use super::soak::Soak;
 use crate::pg::Durability;
@@ -41,12 +42,14 @@ pub struct CallCost {
 }
 
 /// The cost of one completed call while the system was kept busy.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Cost {
     /// Database work.
     pub db: PerCall,
     /// CPU milliseconds, by component.
     pub cpu_ms: CpuTimes,
+    /// The heaviest statements, per completed call (from pg_stat_statements, when loaded).
+    pub statements: Vec<StatementCost>,
 }
 
 /// The steady open-loop load.
@@ -213,8 +216,9 @@ impl Results {
             i.rows_written_per_poll == 0.0,
         );
         let k = &self.soak;
-        check("soak throughput with xmin held", "drop ≤ 10%", format!("{:.1}% of before", k.throughput_ratio * 100.0), k.throughput_ratio >= 0.9);
-        check("soak p99 with xmin held", "≤ 2× before", format!("{:.2}×", k.p99_ratio), k.p99_ratio <= 2.0 && k.p99_ratio > 0.0);
+        let at = format!(" at {:.0}/s", k.rate_calls_per_s);
+        check(&format!("soak throughput with xmin held{at}"), "drop ≤ 10%", format!("{:.1}% of before", k.throughput_ratio * 100.0), k.throughput_ratio >= 0.9);
+        check(&format!("soak p99 with xmin held{at}"), "≤ 2× before", format!("{:.2}×", k.p99_ratio), k.p99_ratio <= 2.0 && k.p99_ratio > 0.0);
         checks
     }
 
@@ -258,6 +262,9 @@ impl Results {
             "    CPU ms per call: server {:.2}, PostgreSQL {:.2}, MCP server {:.2}, device runners {:.2}, driver (the clients) {:.2}",
             c.cpu_ms.server, c.cpu_ms.postgres, c.cpu_ms.mcp_servers, c.cpu_ms.device_runners, c.cpu_ms.driver
         );
+        for st in c.statements.iter().take(12) {
+            let _ = writeln!(out, "      {:>5.2}×  {:>6.3} ms  {}", st.calls_per_call, st.ms_per_call, st.query.chars().take(100).collect::<String>());
+        }
         match t.batched {
             Some(b) => _ = writeln!(out, "  throughput, batched                {b:>9.0} calls/s"),
             None => _ = writeln!(out, "  throughput, batched                  not measured"),
@@ -265,8 +272,9 @@ impl Results {
         let i = &self.idle_runners;
         let _ = writeln!(
             out,
-            "\n  idle: {} runners, server RSS {:.1} MB (before pairing {:.1} MB, paired {:.1} MB), {:.0} commits/s, {:.0} rows written/s, {:.2} rows/poll; companion RSS {:.1} MB",
+            "\n  idle: {} runners ({}), server RSS {:.1} MB (before pairing {:.1} MB, paired {:.1} MB), {:.0} commits/s, {:.0} rows written/s, {:.2} rows/poll; companion RSS {:.1} MB",
             i.idle.count,
+            if i.idle.heartbeat_keep_alive { "2 connections each" } else { "1 held connection each; heartbeats reconnect" },
             i.idle.server_rss_bytes as f64 / 1e6,
             i.idle.server_rss_before_bytes as f64 / 1e6,
             i.idle.server_rss_paired_bytes as f64 / 1e6,
@@ -275,7 +283,11 @@ impl Results {
             i.idle.rows_written_per_poll,
             i.companion_rss_bytes as f64 / 1e6
         );
-        let _ = writeln!(out, "\n  soak at {:.0}/s for {:.0} s:", self.soak.rate_calls_per_s, self.soak.duration_s);
+        let _ = writeln!(
+            out,
+            "\n  soak at {:.0}/s (asked {:.0}/s) for {:.0} s:",
+            self.soak.rate_calls_per_s, self.soak.requested_rate_calls_per_s, self.soak.duration_s
+        );
         for p in &self.soak.phases {
             let _ = writeln!(
                 out,
@@ -283,7 +295,7 @@ impl Results {
                 p.name, p.throughput_calls_per_s, p.end_to_end_ms.p50, p.end_to_end_ms.p99, p.lease_wait_ms.p99, p.calls_table.dead_rows
             );
         }
-        let _ = writeln!(out, "\n  {:<46} {:<32} {:<28} {}", "target", "goal", "measured", "met");
+        let _ = writeln!(out, "\n  {:<46} {:<32} {:<28} met", "target", "goal", "measured");
         for c in self.checks() {
             let _ = writeln!(out, "  {:<46} {:<32} {:<28} {}", c.figure, c.target, c.measured, if c.met { "yes" } else { "NO" });
         }

@@ -32,7 +32,10 @@ pub struct Phase {
 /// The soak's result.
 #[derive(Clone, Debug, Serialize)]
 pub struct Soak {
-    /// Offered rate.
+    /// The rate asked for (500/s).
+    pub requested_rate_calls_per_s: f64,
+    /// The rate offered: the requested one, or 60% of the measured closed-loop throughput when
+    /// that is lower (an overloaded queue grows whatever the horizon does).
     pub rate_calls_per_s: f64,
     /// Total length.
     pub duration_s: f64,
@@ -76,6 +79,7 @@ pub async fn soak(api: &Api, pool: &PgPool, database_url: &str, target: &Target,
     }
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     Ok(Soak {
+        requested_rate_calls_per_s: rate,
         rate_calls_per_s: rate,
         duration_s: duration.as_secs_f64(),
         throughput_ratio: ratio(phases[1].throughput_calls_per_s, phases[0].throughput_calls_per_s),

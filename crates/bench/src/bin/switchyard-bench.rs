@@ -46,6 +46,9 @@ struct Args {
     /// investigating memory; writes no results file).
     #[arg(long, value_name = "RUNNERS")]
     idle_only: Option<usize>,
+    /// Only measure closed-loop throughput (with its cost per call), print it as JSON and stop.
+    #[arg(long, conflicts_with = "idle_only")]
+    throughput_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -76,8 +79,11 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
         Mode::Full
     };
     let plan = Plan::for_mode(mode, args.soak_seconds.map(Duration::from_secs));
-    if (open_files as usize) < plan.idle_count * 3 {
-        note(&format!("WARNING: only {open_files} open files allowed; {} idle runners may fail (raise `ulimit -n`)", plan.idle_count));
+    if !limits::fits_two_connections_per_runner(plan.idle_count) {
+        note(&format!(
+            "only {open_files} open files allowed: the {} idle runners close their heartbeat connection after each beat (one connection each instead of two)",
+            plan.idle_count
+        ));
     }
     let bin_dir = match args.bin_dir {
         Some(dir) => dir,
@@ -93,6 +99,11 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
     };
     let _ = std::fs::remove_dir_all(&args.work_dir);
     let work_dir = std::path::absolute(&args.work_dir).map_err(Error::io("resolving --work-dir"))?;
+    if args.throughput_only {
+        let saturation = bench::throughput_only(&plan, bins, &database_url, &work_dir).await?;
+        println!("{}", serde_json::to_string_pretty(&saturation).map_err(|e| Error::Setup(e.to_string()))?);
+        return Ok(());
+    }
     if let Some(count) = args.idle_only {
         let idle = bench::idle_only(&plan, count, bins, &database_url, &work_dir).await?;
         println!("{}", serde_json::to_string_pretty(&idle).map_err(|e| Error::Setup(e.to_string()))?);

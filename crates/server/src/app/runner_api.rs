@@ -52,11 +52,10 @@ impl App {
             return Err(fenced(req.epoch));
         }
         let held: Vec<Uuid> = req.active.iter().map(|c| c.0).collect();
-        let requeued = self.db.call_requeue_unheld(&runner, req.epoch.0, &held, ttl).await?;
+        let (requeued, orphaned) = self.db.call_settle_unheld(&runner, req.epoch.0, &held, ttl).await?;
         if requeued > 0 {
             tracing::info!(%runner, requeued, "requeued calls leased to the runner that it no longer holds");
         }
-        let orphaned = self.db.call_unknown_unheld(&runner, req.epoch.0, &held, ttl).await?;
         if orphaned > 0 {
             tracing::warn!(%runner, orphaned, "calls started under the runner's lease that it no longer holds are unknown");
         }

@@ -526,27 +526,44 @@ impl Datastore {
 }
 
 impl Datastore {
-    /// Puts back in the queue the calls leased to a runner under `epoch` that it no longer
-    /// holds (not in `held`) and leased more than `grace` ago: a restarted device process
-    /// resumes its lease but not the calls its predecessor leased and never started, and a
-    /// lease answer can be lost on the way. Nothing was sent for a leased call, and a late
-    /// start for one requeued here is refused. Returns how many.
-    pub async fn call_requeue_unheld(&self, runner_ref: &str, epoch: i64, held: &[Uuid], grace: std::time::Duration) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query(
-            "UPDATE calls SET state = 'queued', lease_epoch = NULL, leased_at = NULL
-             WHERE runner_ref = $1 AND state = 'leased' AND lease_epoch = $2 AND NOT (id = ANY($3))
-               AND leased_at < now() - make_interval(secs => $4)",
+    /// Settles the calls a runner holds under `epoch` in the database but no longer holds
+    /// itself (not in `held`), in one statement. Calls leased more than `grace` ago go back to
+    /// the queue: a restarted device process resumes its lease but not the calls its
+    /// predecessor leased and never started, and a lease answer can be lost on the way;
+    /// nothing was sent for a leased call, and a late start for one requeued here is refused.
+    /// Calls started more than `grace` ago become `unknown`: a process that resumed its
+    /// predecessor's lease knows only the starts its outbox recorded, and one acknowledged by
+    /// the server but cut off before the outbox recorded it would otherwise stay `running` for
+    /// as long as the lease lives; the server cannot tell whether it was sent, so it is
+    /// uncertain, never retried. The grace covers a lease or start answer still on its way.
+    /// Returns (requeued, unknown).
+    pub async fn call_settle_unheld(&self, runner_ref: &str, epoch: i64, held: &[Uuid], grace: std::time::Duration) -> Result<(u64, u64), sqlx::Error> {
+        // SET expressions read the row as it was; RETURNING reads it as it became.
+        let requeued: Vec<bool> = sqlx::query_scalar(
+            "UPDATE calls SET
+                 state = CASE WHEN state = 'leased' THEN 'queued' ELSE 'unknown' END,
+                 lease_epoch = CASE WHEN state = 'leased' THEN NULL ELSE lease_epoch END,
+                 leased_at = CASE WHEN state = 'leased' THEN NULL ELSE leased_at END,
+                 finished_at = CASE WHEN state = 'leased' THEN finished_at ELSE now() END,
+                 error_code = CASE WHEN state = 'leased' THEN error_code ELSE 'runner_restarted' END,
+                 error_message = CASE WHEN state = 'leased' THEN error_message
+                     ELSE 'the runner that started this call restarted without a record of it; it may or may not have run' END
+             WHERE runner_ref = $1 AND lease_epoch = $2 AND state IN ('leased', 'running') AND NOT (id = ANY($3))
+               AND ((state = 'leased' AND leased_at < now() - make_interval(secs => $4))
+                 OR (state = 'running' AND started_at < now() - make_interval(secs => $4)))
+             RETURNING state = 'queued'",
         )
         .bind(runner_ref)
         .bind(epoch)
         .bind(held)
         .bind(grace.as_secs_f64())
-        .execute(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        if done.rows_affected() > 0 {
+        let queued = requeued.iter().filter(|q| **q).count() as u64;
+        if queued > 0 {
             sqlx::query("SELECT pg_notify('switchyard_calls', $1)").bind(runner_ref).execute(&self.pool).await?;
         }
-        Ok(done.rows_affected())
+        Ok((queued, requeued.len() as u64 - queued))
     }
 
     /// Those of `ids` that are leased or running.
@@ -555,27 +572,5 @@ impl Datastore {
             .bind(ids)
             .fetch_all(&self.pool)
             .await
-    }
-
-    /// Makes `unknown` the calls started under `epoch` that the runner no longer holds (not in
-    /// `held`), started more than `grace` ago: a process that resumed its predecessor's lease
-    /// knows only the starts its outbox recorded, and one acknowledged by the server but cut
-    /// off before the outbox recorded it would otherwise stay `running` for as long as the
-    /// lease lives. Nothing was sent for such a call, but the server cannot tell it from one
-    /// that was, so it is uncertain, never retried. Returns how many.
-    pub async fn call_unknown_unheld(&self, runner_ref: &str, epoch: i64, held: &[Uuid], grace: std::time::Duration) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query(
-            "UPDATE calls SET state = 'unknown', error_code = 'runner_restarted', finished_at = now(),
-                 error_message = 'the runner that started this call restarted without a record of it; it may or may not have run'
-             WHERE runner_ref = $1 AND state = 'running' AND lease_epoch = $2 AND NOT (id = ANY($3))
-               AND started_at < now() - make_interval(secs => $4)",
-        )
-        .bind(runner_ref)
-        .bind(epoch)
-        .bind(held)
-        .bind(grace.as_secs_f64())
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
     }
 }
