@@ -16,8 +16,8 @@ shopt -s inherit_errexit
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
-# shellcheck source-path=SCRIPTDIR source=lib/postgres.sh
-source "$repo_root/scripts/lib/postgres.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/stack.sh
+source "$repo_root/scripts/lib/stack.sh"
 
 readonly PG_PREFERRED_PORT=55432
 # Durable commits are the point: every figure is measured with them.
@@ -39,51 +39,26 @@ while (($#)); do
     shift
 done
 
-section() {
-    printf '\n==> %s\n' "$*"
-}
-
-cluster=""
-# shellcheck disable=SC2317 # only called by the EXIT trap
-cleanup() {
-    local status=$?
-    set +e
-    trap '' INT TERM PIPE
-    if [[ -n $cluster ]]; then
-        pg_stop_cluster "$cluster"
-        rm -rf "$cluster"
-    fi
-    exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-section "Build ($profile)"
-build=(cargo build --locked -p switchyard-server -p switchyard-mcp-runner -p switchyard-fixture -p switchyard-bench)
-[[ $profile == release ]] && build+=(--release)
-"${build[@]}"
+stack_trap_exit
+stack_build "$profile"
 
 section "PostgreSQL (private, durable)"
-cluster=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-bench-pg.XXXXXX")
-fs_type=$(stat -f -c %T "$cluster")
-if [[ $fs_type == tmpfs || $fs_type == ramfs ]]; then
-    echo "warning: $cluster is on $fs_type: fsync costs nothing there, so commit figures are" \
-        "flattering; set TMPDIR to a directory on a disk" >&2
-fi
 options=$DURABLE
 # pg_stat_statements, when installed, lets the driver say which statements a call costs.
 if [[ -f "$(pg_find_bindir)/../lib/pg_stat_statements.so" ]]; then
     options+=" -c shared_preload_libraries=pg_stat_statements"
 fi
-DATABASE_URL=$(PG_CLUSTER_OPTIONS=$options pg_start_cluster "$cluster" "$PG_PREFERRED_PORT")
-echo "cluster in $cluster ($fs_type), $DATABASE_URL"
+stack_start_cluster bench "$PG_PREFERRED_PORT" "$options"
+fs_type=$(stat -f -c %T "$STACK_CLUSTER")
+if [[ $fs_type == tmpfs || $fs_type == ramfs ]]; then
+    echo "warning: $STACK_CLUSTER is on $fs_type: fsync costs nothing there, so commit figures" \
+        "are flattering; set TMPDIR to a directory on a disk" >&2
+fi
 
 section "Benchmark"
 # Thousands of idle long-polls need as many file descriptors (the driver raises its soft
 # limit to the hard one; the server it starts inherits it).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 echo "open files: $(ulimit -n)"
-"target/$profile/switchyard-bench" --database-url "$DATABASE_URL" --create-database switchyard_bench \
-    --bin-dir "target/$profile" --out target/bench/results.json --work-dir target/bench/work \
+stack_run_driver "$profile" switchyard-bench bench --create-database switchyard_bench \
     "${mode[@]}" "${driver_args[@]}"

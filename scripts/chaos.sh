@@ -19,8 +19,8 @@ shopt -s inherit_errexit
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
-# shellcheck source-path=SCRIPTDIR source=lib/postgres.sh
-source "$repo_root/scripts/lib/postgres.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/stack.sh
+source "$repo_root/scripts/lib/stack.sh"
 
 readonly PG_PREFERRED_PORT=55532
 
@@ -40,38 +40,12 @@ while (($#)); do
     shift
 done
 
-section() {
-    printf '\n==> %s\n' "$*"
-}
-
-cluster=""
-# shellcheck disable=SC2317 # only called by the EXIT trap
-cleanup() {
-    local status=$?
-    set +e
-    trap '' INT TERM PIPE
-    if [[ -n $cluster ]]; then
-        pg_stop_cluster "$cluster"
-        rm -rf "$cluster"
-    fi
-    exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-section "Build ($profile)"
-build=(cargo build --locked -p switchyard-server -p switchyard-mcp-runner -p switchyard-fixture -p switchyard-bench)
-[[ $profile == release ]] && build+=(--release)
-"${build[@]}"
+stack_trap_exit
+stack_build "$profile"
 
 section "PostgreSQL (private)"
-cluster=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-chaos-pg.XXXXXX")
-DATABASE_URL=$(PG_CLUSTER_OPTIONS="-c max_connections=200" pg_start_cluster "$cluster" "$PG_PREFERRED_PORT")
-echo "cluster in $cluster, $DATABASE_URL"
+stack_start_cluster chaos "$PG_PREFERRED_PORT" "-c max_connections=200"
 
 section "Chaos"
-"target/$profile/switchyard-chaos" --database-url "$DATABASE_URL" \
-    --pg-data "$cluster" --pg-bin "$(pg_find_bindir)" \
-    --bin-dir "target/$profile" --out target/chaos/results.json --work-dir target/chaos/work \
-    "${driver_args[@]}"
+stack_run_driver "$profile" switchyard-chaos chaos \
+    --pg-data "$STACK_CLUSTER" --pg-bin "$(pg_find_bindir)" "${driver_args[@]}"

@@ -14,8 +14,9 @@ use std::error::Error as _;
 use std::sync::Once;
 use std::time::Duration;
 
-/// Discovery may take the server up to 20 s; leave room beyond that.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Discovery may take the server up to 20 s, and a waiting call read up to 25 s; leave room
+/// beyond that.
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An authenticated client for one Switchyard server.
@@ -56,6 +57,11 @@ pub enum Body {
 }
 
 impl Body {
+    /// An empty JSON object, `{}`: for routes that take a JSON body but nothing in it.
+    pub fn empty_object() -> Body {
+        Body::Json(b"{}".to_vec())
+    }
+
     /// Serializes a protocol request type.
     pub fn of<T: serde::Serialize>(value: &T) -> Body {
         // Protocol request types are plain structs with string keys: serializing cannot fail.
@@ -146,17 +152,32 @@ impl Client {
 
     /// `GET /api/v1/<segments…>`.
     pub async fn get(&self, segments: &[&str]) -> Result<Reply, CliError> {
-        self.send(Method::GET, segments, Body::Empty).await
+        self.send(Method::GET, self.url(segments)?, Body::Empty)
+            .await
+    }
+
+    /// `GET /api/v1/<segments…>?<query>`, each name and value percent-encoded.
+    pub async fn get_with_query(
+        &self,
+        segments: &[&str],
+        query: &[(&str, &str)],
+    ) -> Result<Reply, CliError> {
+        self.send(
+            Method::GET,
+            self.url_with_query(segments, query)?,
+            Body::Empty,
+        )
+        .await
     }
 
     /// `POST /api/v1/<segments…>` with `body`.
     pub async fn post(&self, segments: &[&str], body: Body) -> Result<Reply, CliError> {
-        self.send(Method::POST, segments, body).await
+        self.send(Method::POST, self.url(segments)?, body).await
     }
 
     /// `PUT /api/v1/<segments…>` with `body`.
     pub async fn put(&self, segments: &[&str], body: Body) -> Result<Reply, CliError> {
-        self.send(Method::PUT, segments, body).await
+        self.send(Method::PUT, self.url(segments)?, body).await
     }
 
     /// The URL of `/api/v1/<segments…>`, each segment percent-encoded.
@@ -176,8 +197,14 @@ impl Client {
         Ok(url)
     }
 
-    async fn send(&self, method: Method, segments: &[&str], body: Body) -> Result<Reply, CliError> {
-        let url = self.url(segments)?;
+    /// The URL of `/api/v1/<segments…>?<query>`.
+    fn url_with_query(&self, segments: &[&str], query: &[(&str, &str)]) -> Result<Url, CliError> {
+        let mut url = self.url(segments)?;
+        url.query_pairs_mut().extend_pairs(query);
+        Ok(url)
+    }
+
+    async fn send(&self, method: Method, url: Url, body: Body) -> Result<Reply, CliError> {
         let mut request = self
             .http
             .request(method, url.clone())
@@ -323,6 +350,20 @@ mod tests {
                 .map_err(|e| e.exit_code())
                 .err(),
             Some(2)
+        );
+    }
+
+    #[test]
+    fn query_pairs_are_percent_encoded() {
+        let c = client("http://127.0.0.1:8787");
+        assert_eq!(
+            c.url_with_query(
+                &["workspaces", "demo", "calls", "c 1"],
+                &[("wait_ms", "20000"), ("a&b", "=")]
+            )
+            .expect("url")
+            .as_str(),
+            "http://127.0.0.1:8787/api/v1/workspaces/demo/calls/c%201?wait_ms=20000&a%26b=%3D"
         );
     }
 

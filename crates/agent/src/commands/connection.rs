@@ -64,13 +64,7 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
         } => {
             let reply = client
                 .post(
-                    &[
-                        "workspaces",
-                        &workspace,
-                        "connections",
-                        &connection,
-                        "discover",
-                    ],
+                    &connection_path(&workspace, &connection, "discover"),
                     Body::Empty,
                 )
                 .await?;
@@ -90,13 +84,7 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
             connection,
         } => {
             let reply = client
-                .get(&[
-                    "workspaces",
-                    &workspace,
-                    "connections",
-                    &connection,
-                    "tools",
-                ])
+                .get(&connection_path(&workspace, &connection, "tools"))
                 .await?;
             out.reply(&reply, |tools: Vec<ToolView>| {
                 let mut table = Table::new(["NAME", "AVAILABLE", "DESCRIPTION"]);
@@ -117,13 +105,7 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
             connection,
         } => {
             let reply = client
-                .get(&[
-                    "workspaces",
-                    &workspace,
-                    "connections",
-                    &connection,
-                    "events",
-                ])
+                .get(&connection_path(&workspace, &connection, "events"))
                 .await?;
             out.reply(&reply, |events: Vec<ConnectionEventView>| {
                 let mut table = Table::new(["TIME", "KIND", "DETAILS", "RUNNER"]);
@@ -144,13 +126,7 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
             tool,
             arguments,
         } => {
-            let path = [
-                "workspaces",
-                workspace.as_str(),
-                "connections",
-                connection.as_str(),
-                "receipt-policy",
-            ];
+            let path = connection_path(&workspace, &connection, "receipt-policy");
             let reply = match (tool, arguments) {
                 (Some(tool), Some(arguments)) => {
                     let arguments =
@@ -177,6 +153,11 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
             })
         }
     }
+}
+
+/// The path of one of a connection's resources: `workspaces/{workspace}/connections/{connection}/{leaf}`.
+fn connection_path<'a>(workspace: &'a str, connection: &'a str, leaf: &'a str) -> [&'a str; 5] {
+    ["workspaces", workspace, "connections", connection, leaf]
 }
 
 /// An event's detail object as `key=value` pairs on one line, e.g. `pid=4242 reason=released`.

@@ -1,7 +1,7 @@
 //! Following a call after it was submitted: cancelling it, and reading it once retention has
 //! erased its inputs and result.
 
-use crate::harness::{Server, Switchyard, set_up_demo, submit_call, wait_for_call};
+use crate::harness::{Server, Switchyard, call_and_wait, set_up_demo, submit_call, wait_for_call};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::time::Duration;
@@ -32,14 +32,7 @@ async fn cancelling_a_finished_call_changes_nothing(_: PgPoolOptions, db: PgConn
     let server = Server::start(&db);
     let cli = server.cli();
     set_up_demo(&cli);
-    let call = submit_call("main", "fx", "echo", json!({"text": "done already"}));
-    let finished = cli
-        .run_with_stdin(
-            &["--json", "mcp", "call", "demo", "-", "--wait"],
-            call.to_string().as_bytes(),
-        )
-        .success()
-        .json();
+    let finished = call_and_wait(&cli, "echo", json!({"text": "done already"}), 0);
     let id = finished["id"].as_str().expect("call id");
 
     let run = cli.run(&["mcp", "cancel", "demo", id]).success();
@@ -128,14 +121,7 @@ async fn an_expired_call_shows_its_minimal_disposition(_: PgPoolOptions, db: PgC
     let server = Server::start_with_env(&db, &[("SWITCHYARD_RESULT_RETENTION_SECONDS", "0")]);
     let cli = server.cli();
     set_up_demo(&cli);
-    let call = submit_call("main", "fx", "echo", json!({"text": "soon forgotten"}));
-    let finished = cli
-        .run_with_stdin(
-            &["--json", "mcp", "call", "demo", "-", "--wait"],
-            call.to_string().as_bytes(),
-        )
-        .success()
-        .json();
+    let finished = call_and_wait(&cli, "echo", json!({"text": "soon forgotten"}), 0);
     let id = finished["id"].as_str().expect("call id");
 
     let expired = wait_for_call(&cli, "demo", id, CALL_DEADLINE, |c| {

@@ -468,10 +468,30 @@ pub fn submit_call(profile: &str, connection: &str, tool: &str, arguments: Value
     })
 }
 
+/// Runs `tool` on `demo` (profile `main`, connection `fx`) with `--wait --json`, expecting exit
+/// `code`; returns the call.
+#[track_caller]
+pub fn call_and_wait(cli: &Switchyard, tool: &str, arguments: Value, code: i32) -> Value {
+    let call = submit_call("main", "fx", tool, arguments);
+    cli.run_with_stdin(
+        &["--json", "mcp", "call", "demo", "-", "--wait"],
+        call.to_string().as_bytes(),
+    )
+    .code(code)
+    .json()
+}
+
 /// The tour's setup, asserted step by step: workspace `demo`, an approved stdio connector
 /// `fixture`, connection `fx` with its tools discovered, profile `main` on which alice holds Use.
 #[track_caller]
 pub fn set_up_demo(cli: &Switchyard) {
+    set_up_demo_with(cli, &[]);
+}
+
+/// [`set_up_demo`] with the fixture started with `fixture_args` after `stdio` (e.g.
+/// `--count-file PATH`).
+#[track_caller]
+pub fn set_up_demo_with(cli: &Switchyard, fixture_args: &[&str]) {
     let fixture = fixture_binary();
     let run = cli.run(&["workspace", "create", "demo"]).success();
     assert!(
@@ -480,17 +500,17 @@ pub fn set_up_demo(cli: &Switchyard) {
         run.stdout
     );
 
-    let run = cli
-        .run(&[
-            "connector",
-            "add",
-            "fixture",
-            "--stdio",
-            "--",
-            &fixture,
-            "stdio",
-        ])
-        .success();
+    let mut add = vec![
+        "connector",
+        "add",
+        "fixture",
+        "--stdio",
+        "--",
+        &fixture,
+        "stdio",
+    ];
+    add.extend_from_slice(fixture_args);
+    let run = cli.run(&add).success();
     assert!(run.stdout.contains("not approved yet"), "{}", run.stdout);
     let run = cli.run(&["connector", "approve", "fixture"]).success();
     assert!(

@@ -2,8 +2,8 @@
 //! capture and `mcp resolve`, and `mcp erase` — each as a user's JSON flow, against the real
 //! server, central runner and fixture.
 
-use crate::harness::{Server, Switchyard, fixture_binary, scratch_dir, submit_call};
-use serde_json::{Value, json};
+use crate::harness::{Server, Switchyard, call_and_wait, scratch_dir, set_up_demo_with};
+use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::path::Path;
 
@@ -11,50 +11,8 @@ use std::path::Path;
 /// on which alice holds Use.
 #[track_caller]
 fn set_up_counted(cli: &Switchyard, counter: &Path) {
-    let fixture = fixture_binary();
     let counter = counter.display().to_string();
-    cli.run(&["workspace", "create", "demo"]).success();
-    cli.run(&[
-        "connector",
-        "add",
-        "counted",
-        "--stdio",
-        "--",
-        &fixture,
-        "stdio",
-        "--count-file",
-        &counter,
-    ])
-    .success();
-    cli.run(&["connector", "approve", "counted"]).success();
-    cli.run(&[
-        "connection",
-        "create",
-        "demo",
-        "fx",
-        "--connector",
-        "counted",
-    ])
-    .success();
-    cli.run(&["connection", "discover", "demo", "fx"]).success();
-    cli.run(&["profile", "create", "demo", "main", "--connection", "fx"])
-        .success();
-    cli.run(&[
-        "profile", "grant", "demo", "main", "--user", "alice", "--use",
-    ])
-    .success();
-}
-
-/// Runs `tool` with `--wait --json`, expecting exit `code`; returns the call.
-#[track_caller]
-fn call_and_wait(cli: &Switchyard, tool: &str, arguments: Value, code: i32) -> Value {
-    let call = submit_call("main", "fx", tool, arguments);
-    cli.run_with_stdin(
-        &["--json", "mcp", "call", "demo", "-", "--wait"],
-        call.to_string().as_bytes(),
-    )
-    .code(code)
-    .json()
+    set_up_demo_with(cli, &["--count-file", &counter]);
 }
 
 fn lines(path: &Path) -> usize {

@@ -4,21 +4,19 @@
 //! JSON object) is checked locally. Its `request_id` makes resubmitting the same file safe:
 //! the server answers with the existing call instead of running the tool again.
 //!
-//! Waiting polls the call (50 ms, doubling to 1 s) until it is terminal or `unknown`. Nothing
-//! here ever resubmits: an `unknown` call may have acted, so it is reported (exit 7), not retried.
+//! Waiting reads the call with long reads (see [`super::wait`]) until it is terminal or
+//! `unknown`. Nothing here ever resubmits: an `unknown` call may have acted, so it is reported
+//! (exit 7), not retried.
 
 use super::view::result_text;
+use super::wait;
 use crate::client::{Body, Client, Reply};
 use crate::error::CliError;
 use crate::input::{InputSource, read_json_object};
 use crate::output::{Output, print_json, print_text};
 use reqwest::StatusCode;
-use std::time::Duration;
 use switchyard_protocol::CallState;
 use switchyard_protocol::api::CallView;
-
-const FIRST_POLL: Duration = Duration::from_millis(50);
-const MAX_POLL: Duration = Duration::from_secs(1);
 
 /// How a call ended, as far as `--wait` is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,27 +113,18 @@ pub async fn run(
     }
 }
 
-/// Polls the call until [`settled`] says it is done; returns the last reply, its call and how
-/// it settled.
+/// Follows the call until [`settled`] says it is done; returns the last reply, its call and
+/// how it settled.
 async fn wait_for_outcome(
     client: &Client,
     mut reply: Reply,
     mut call: CallView,
 ) -> Result<(Reply, CallView, Settled), CliError> {
-    let mut delay = FIRST_POLL;
     loop {
         if let Some(outcome) = settled(call.state) {
             return Ok((reply, call, outcome));
         }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(MAX_POLL);
-        // The call's own workspace id: unambiguous even if the name given was not.
-        let workspace = call.workspace_id.to_string();
-        let id = call.id.to_string();
-        reply = client
-            .get(&["workspaces", &workspace, "calls", &id])
-            .await?;
-        call = reply.parse()?;
+        (reply, call) = wait::read_settled(client, &call).await?;
     }
 }
 
@@ -148,6 +137,7 @@ mod tests {
     fn wait_ends_exactly_at_terminal_or_unknown() {
         for state in ALL_STATES {
             let ends = settled(state).is_some();
+            assert_eq!(ends, wait::is_settled(state), "{state}");
             assert_eq!(
                 ends,
                 state.is_terminal() || state == CallState::Unknown,

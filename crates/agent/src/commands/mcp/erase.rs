@@ -4,7 +4,8 @@
 //! later, keeping only a minimal disposition. What the tool did outside Switchyard is not
 //! undone, and the output says so every time.
 
-use crate::client::{Body, Client};
+use super::action::{self, Action};
+use crate::client::Client;
 use crate::error::CliError;
 use crate::output::Output;
 use switchyard_protocol::api::EraseAnswer;
@@ -16,21 +17,23 @@ pub async fn run(
     workspace: &str,
     call: &str,
 ) -> Result<(), CliError> {
-    let reply = client
-        .post(
-            &["workspaces", workspace, "calls", call, "erase"],
-            // The route takes an empty JSON object.
-            Body::Json(b"{}".to_vec()),
-        )
-        .await?;
-    out.reply(&reply, |answer: EraseAnswer| {
-        format!(
-            "call {}: evidence erased ({} observation outputs, {} evidence records, {} pending)\n{}",
-            answer.call.id,
-            answer.observations_erased,
-            answer.evidence_erased,
-            answer.pending_evidence_dropped,
-            answer.notice
-        )
-    })
+    action::post_and_print(
+        client,
+        out,
+        workspace,
+        call,
+        Action::Erase,
+        |answer: EraseAnswer| {
+            format!(
+                "call {}: evidence erased ({} observation outputs, {} evidence records, {} \
+                 pending)\n{}",
+                answer.call.id,
+                answer.observations_erased,
+                answer.evidence_erased,
+                answer.pending_evidence_dropped,
+                answer.notice
+            )
+        },
+    )
+    .await
 }

@@ -2,6 +2,7 @@
 //!
 //! One module per verb; `reconcile` and `resolve` join them here.
 
+mod action;
 mod call;
 mod cancel;
 mod erase;
@@ -10,6 +11,7 @@ mod release;
 mod resolve;
 mod status;
 mod view;
+mod wait;
 
 pub use view::result_text;
 

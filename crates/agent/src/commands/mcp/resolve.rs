@@ -4,7 +4,8 @@
 //! `explanation`), sent as read. There is no review queue: the server records the resolution
 //! beside the original attempt at once. Its `request_id` makes sending the same file again safe.
 
-use crate::client::{Body, Client};
+use super::action::{self, Action};
+use crate::client::Client;
 use crate::error::CliError;
 use crate::input::{InputSource, read_json_object};
 use crate::output::Output;
@@ -19,23 +20,25 @@ pub async fn run(
     file: &InputSource,
 ) -> Result<(), CliError> {
     let body = read_json_object(file)?;
-    let reply = client
-        .post(
-            &["workspaces", workspace, "calls", call, "resolve"],
-            Body::Json(body),
-        )
-        .await?;
-    out.reply(&reply, |call: CallView| {
-        let outcome = call
-            .resolution_outcome
-            .map(|o| o.as_str().to_owned())
-            .unwrap_or_else(|| call.state.to_string());
-        let evidence = call
-            .resolution
-            .as_ref()
-            .and_then(|r| r.source_version_id)
-            .map(|e| format!(", citing evidence {e}"))
-            .unwrap_or_default();
-        format!("call {}: resolved ({outcome}){evidence}", call.id)
-    })
+    action::post_and_print(
+        client,
+        out,
+        workspace,
+        call,
+        Action::Resolve(body),
+        |call: CallView| {
+            let outcome = call
+                .resolution_outcome
+                .map(|o| o.as_str().to_owned())
+                .unwrap_or_else(|| call.state.to_string());
+            let evidence = call
+                .resolution
+                .as_ref()
+                .and_then(|r| r.source_version_id)
+                .map(|e| format!(", citing evidence {e}"))
+                .unwrap_or_default();
+            format!("call {}: resolved ({outcome}){evidence}", call.id)
+        },
+    )
+    .await
 }

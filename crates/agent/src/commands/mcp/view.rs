@@ -255,14 +255,14 @@ fn base64_len(data: &str) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
     use switchyard_protocol::CallState;
     use switchyard_protocol::api::{CallError, LineageView, ResolutionOutcome};
 
     /// A finished call as the server would show it, from its JSON form.
-    fn finished_call() -> CallView {
+    pub(in crate::commands::mcp) fn finished_call() -> CallView {
         serde_json::from_value(json!({
             "id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d5e",
             "workspace_id": "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d5f",
