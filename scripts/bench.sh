@@ -19,7 +19,7 @@ cd "$repo_root"
 # shellcheck source-path=SCRIPTDIR source=lib/stack.sh
 source "$repo_root/scripts/lib/stack.sh"
 
-readonly PG_PREFERRED_PORT=55432
+readonly PG_PREFERRED_PORT=25432
 # Durable commits are the point: every figure is measured with them.
 readonly DURABLE="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c max_connections=200"
 

@@ -22,7 +22,7 @@ cd "$repo_root"
 # shellcheck source-path=SCRIPTDIR source=lib/stack.sh
 source "$repo_root/scripts/lib/stack.sh"
 
-readonly PG_PREFERRED_PORT=55532
+readonly PG_PREFERRED_PORT=25532
 
 profile=debug
 driver_args=()

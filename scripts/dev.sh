@@ -30,7 +30,7 @@ readonly DEVICE_PROFILE=local
 readonly DEVICE_BOOTSTRAPPED_FILE="$DATA_DIR/device-bootstrapped"
 readonly RUNNER_DIR="$DATA_DIR/runner"
 readonly RUNNER_LOG="$DATA_DIR/runner.log"
-readonly PG_PREFERRED_PORT=54329
+readonly PG_PREFERRED_PORT=25329
 readonly READY_TIMEOUT_SECONDS=60
 
 # Cargo puts binaries under CARGO_TARGET_DIR when that is set.

@@ -21,7 +21,7 @@ readonly EVERYTHING_PACKAGE=@modelcontextprotocol/server-everything
 readonly EVERYTHING_VERSION=2026.8.31
 # Kept outside the repository so that `cargo` and git never see node_modules.
 readonly NPM_PREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/npm"
-readonly PG_PREFERRED_PORT=54320
+readonly PG_PREFERRED_PORT=25320
 
 section() {
     printf '\n==> %s\n' "$*"

@@ -81,7 +81,9 @@ pg_free_port() {
 
 # pg_start_cluster DIR PORT: creates the cluster in DIR unless it already holds one, starts it
 # on PORT (or the next free port when PORT is taken), waits until it accepts connections on its
-# own socket, and prints its DATABASE_URL on stdout.
+# own socket, and prints its DATABASE_URL on stdout. Callers prefer ports below 32768: Linux
+# hands out 32768-60999 as the ephemeral source ports of outgoing connections, so a port there
+# can be taken between the free-port check and the start.
 pg_start_cluster() {
     local dir=$1 preferred_port=$2
     local bindir port sockdir
