@@ -25,7 +25,8 @@ impl Answer {
 
 /// A JSON answer as `T`; `what` names it in the error.
 pub fn from_json<T: DeserializeOwned>(body: Value, what: &str) -> Result<T> {
-    serde_json::from_value(body.clone()).map_err(|e| Error::Setup(format!("{what}: unexpected answer ({e}): {body}")))
+    serde_json::from_value(body.clone())
+        .map_err(|e| Error::Setup(format!("{what}: unexpected answer ({e}): {body}")))
 }
 
 /// The API of one server, with one bearer token (or none).
@@ -58,18 +59,31 @@ impl Api {
             // A long-poll waits at most ~25 s: anything longer is a hang.
             .timeout(Duration::from_secs(60))
             .build()
-            .map_err(|e| Error::Http { what: "building the HTTP client".into(), message: e.to_string() })?;
-        Ok(Api { http, base: format!("{}/api/v1", url.trim_end_matches('/')), token: token.map(str::to_owned) })
+            .map_err(|e| Error::Http {
+                what: "building the HTTP client".into(),
+                message: e.to_string(),
+            })?;
+        Ok(Api {
+            http,
+            base: format!("{}/api/v1", url.trim_end_matches('/')),
+            token: token.map(str::to_owned),
+        })
     }
 
     /// The same server with another bearer token (or none); shares the connection pool.
     pub fn with_token(&self, token: Option<&str>) -> Api {
-        Api { token: token.map(str::to_owned), ..self.clone() }
+        Api {
+            token: token.map(str::to_owned),
+            ..self.clone()
+        }
     }
 
     /// The same token against another base URL (e.g. another replica); shares the pool.
     pub fn with_url(&self, url: &str) -> Api {
-        Api { base: format!("{}/api/v1", url.trim_end_matches('/')), ..self.clone() }
+        Api {
+            base: format!("{}/api/v1", url.trim_end_matches('/')),
+            ..self.clone()
+        }
     }
 
     /// `POST path` with a JSON body; any status.
@@ -105,14 +119,28 @@ fn success(answer: Answer, what: &str) -> Result<Value> {
     if (200..300).contains(&answer.status) {
         Ok(answer.body)
     } else {
-        Err(Error::Api { what: what.to_owned(), status: answer.status, body: answer.body.to_string() })
+        Err(Error::Api {
+            what: what.to_owned(),
+            status: answer.status,
+            body: answer.body.to_string(),
+        })
     }
 }
 
 async fn answer(what: String, sent: reqwest::Result<reqwest::Response>) -> Result<Answer> {
-    let response = sent.map_err(|e| Error::Http { what: what.clone(), message: e.to_string() })?;
+    let response = sent.map_err(|e| Error::Http {
+        what: what.clone(),
+        message: e.to_string(),
+    })?;
     let status = response.status().as_u16();
-    let text = response.text().await.map_err(|e| Error::Http { what, message: e.to_string() })?;
-    let body = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+    let text = response.text().await.map_err(|e| Error::Http {
+        what,
+        message: e.to_string(),
+    })?;
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
     Ok(Answer { status, body })
 }

@@ -53,12 +53,18 @@ struct Proc {
 }
 
 fn ticks_per_second() -> f64 {
-    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().map(|t| t as f64).unwrap_or(100.0)
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .map(|t| t as f64)
+        .unwrap_or(100.0)
 }
 
 fn processes() -> Vec<Proc> {
     let hz = ticks_per_second();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     dir.filter_map(|entry| {
         let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -70,7 +76,12 @@ fn processes() -> Vec<Proc> {
         let ppid = fields.get(1)?.parse().ok()?;
         let utime: f64 = fields.get(11)?.parse().ok()?;
         let stime: f64 = fields.get(12)?.parse().ok()?;
-        Some(Proc { pid, ppid, comm, seconds: (utime + stime) / hz })
+        Some(Proc {
+            pid,
+            ppid,
+            comm,
+            seconds: (utime + stime) / hz,
+        })
     })
     .collect()
 }
@@ -81,7 +92,11 @@ pub fn sample(server_pid: Option<u32>) -> CpuTimes {
     let all = processes();
     let own = std::process::id();
     let mut times = CpuTimes::default();
-    let runners: Vec<u32> = all.iter().filter(|p| p.comm.starts_with("switchyard-mcp")).map(|p| p.pid).collect();
+    let runners: Vec<u32> = all
+        .iter()
+        .filter(|p| p.comm.starts_with("switchyard-mcp"))
+        .map(|p| p.pid)
+        .collect();
     for p in &all {
         if Some(p.pid) == server_pid {
             times.server += p.seconds;

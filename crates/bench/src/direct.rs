@@ -25,7 +25,10 @@ impl DirectFixture {
             .stderr(Stdio::null())
             .spawn()
             .map_err(Error::io("spawning the fixture for the direct baseline"))?;
-        let client = ().serve(transport).await.map_err(|e| Error::Setup(format!("MCP handshake with the fixture: {e}")))?;
+        let client = ()
+            .serve(transport)
+            .await
+            .map_err(|e| Error::Setup(format!("MCP handshake with the fixture: {e}")))?;
         Ok(DirectFixture { client })
     }
 

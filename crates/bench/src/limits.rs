@@ -19,7 +19,9 @@ pub fn raise_open_files() -> u64 {
 
 /// The soft open-files limit now.
 pub fn open_files() -> u64 {
-    getrlimit(Resource::RLIMIT_NOFILE).map(|(soft, _)| soft).unwrap_or(0)
+    getrlimit(Resource::RLIMIT_NOFILE)
+        .map(|(soft, _)| soft)
+        .unwrap_or(0)
 }
 
 /// Whether `count` idle runners can each keep two connections open (long-poll and heartbeat)

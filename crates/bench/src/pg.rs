@@ -33,7 +33,10 @@ impl Durability {
 /// Reads the durability settings.
 pub async fn durability(pool: &PgPool) -> Result<Durability> {
     let show = |name: &'static str| async move {
-        sqlx::query_scalar::<_, String>("SELECT current_setting($1)").bind(name).fetch_one(pool).await
+        sqlx::query_scalar::<_, String>("SELECT current_setting($1)")
+            .bind(name)
+            .fetch_one(pool)
+            .await
     };
     Ok(Durability {
         fsync: show("fsync").await?,
@@ -80,7 +83,12 @@ pub async fn counters(pool: &PgPool) -> Result<Counters> {
     )
     .fetch_one(pool)
     .await?;
-    Ok(Counters { xact_commit, rows_written, wal_bytes, wal_syncs })
+    Ok(Counters {
+        xact_commit,
+        rows_written,
+        wal_bytes,
+        wal_syncs,
+    })
 }
 
 /// The size of the `calls` table and its dead rows.
@@ -101,7 +109,11 @@ pub async fn calls_health(pool: &PgPool) -> Result<TableHealth> {
     )
     .fetch_one(pool)
     .await?;
-    Ok(TableHealth { live_rows, dead_rows, total_bytes })
+    Ok(TableHealth {
+        live_rows,
+        dead_rows,
+        total_bytes,
+    })
 }
 
 /// The server's timestamps of one call.
@@ -151,9 +163,13 @@ impl XminHolder {
     /// Opens its own connection and begins the snapshot.
     pub async fn begin(database_url: &str) -> Result<XminHolder> {
         let mut connection = PgConnection::connect(database_url).await?;
-        sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ").execute(&mut connection).await?;
+        sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            .execute(&mut connection)
+            .await?;
         // The snapshot is taken by the first statement.
-        sqlx::query("SELECT count(*) FROM calls WHERE false").execute(&mut connection).await?;
+        sqlx::query("SELECT count(*) FROM calls WHERE false")
+            .execute(&mut connection)
+            .await?;
         Ok(XminHolder { connection })
     }
 
@@ -179,15 +195,26 @@ pub struct StatementCost {
 /// needs `shared_preload_libraries=pg_stat_statements`, as scripts/bench.sh sets). Returns
 /// whether profiling is available.
 pub async fn statements_reset(pool: &PgPool) -> bool {
-    if sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").execute(pool).await.is_err() {
+    if sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .execute(pool)
+        .await
+        .is_err()
+    {
         return false;
     }
-    sqlx::query("SELECT pg_stat_statements_reset()").execute(pool).await.is_ok()
+    sqlx::query("SELECT pg_stat_statements_reset()")
+        .execute(pool)
+        .await
+        .is_ok()
 }
 
 /// The statements run since [`statements_reset`], heaviest first, per one of `calls` completed
 /// calls (the driver's own statements excluded).
-pub async fn statements_per_call(pool: &PgPool, calls: i64, limit: i64) -> Result<Vec<StatementCost>> {
+pub async fn statements_per_call(
+    pool: &PgPool,
+    calls: i64,
+    limit: i64,
+) -> Result<Vec<StatementCost>> {
     let calls = calls.max(1) as f64;
     Ok(sqlx::query_as(
         "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 160) AS query,

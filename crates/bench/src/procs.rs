@@ -31,9 +31,17 @@ impl Binaries {
     pub fn in_dir(dir: &Path) -> Result<Binaries> {
         let find = |name: &str| {
             let path = dir.join(name);
-            if path.is_file() { Ok(path) } else { Err(Error::MissingBinary(path)) }
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(Error::MissingBinary(path))
+            }
         };
-        Ok(Binaries { server: find("switchyard-server")?, runner: find("switchyard-mcp-runner")?, fixture: find("switchyard-fixture")? })
+        Ok(Binaries {
+            server: find("switchyard-server")?,
+            runner: find("switchyard-mcp-runner")?,
+            fixture: find("switchyard-fixture")?,
+        })
     }
 }
 
@@ -93,7 +101,10 @@ impl ServerProcess {
             .kill_on_drop(true)
             .spawn()
             .map_err(Error::io("starting switchyard-server"))?;
-        let stdout = child.stdout.take().ok_or_else(|| Error::Setup("no server stdout".into()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| Error::Setup("no server stdout".into()))?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         // Keep draining stdout for the server's whole life so it never blocks on a full pipe.
         tokio::spawn(async move {
@@ -121,7 +132,12 @@ impl ServerProcess {
             .trim_start_matches("http://")
             .parse()
             .map_err(|e| Error::Setup(format!("the server announced an odd address {url}: {e}")))?;
-        Ok(ServerProcess { child, url, addr, log: config.log.clone() })
+        Ok(ServerProcess {
+            child,
+            url,
+            addr,
+            log: config.log.clone(),
+        })
     }
 
     /// Its process id.
@@ -142,7 +158,10 @@ impl ServerProcess {
     /// SIGTERM (graceful shutdown), then SIGKILL after `grace`; waits until it is gone.
     pub async fn stop(&mut self, grace: Duration) {
         let _ = self.signal(Signal::SIGTERM);
-        if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.child.wait())
+            .await
+            .is_err()
+        {
             self.kill().await;
         }
     }
@@ -163,7 +182,13 @@ pub struct RunnerProcess {
 impl RunnerProcess {
     /// Starts the device runner with outbox `outbox`, as the device identity saved under
     /// `config_dir` (credentials in files), logging to `log` (appended).
-    pub fn start(bins: &Binaries, outbox: &Path, config_dir: &Path, log: &Path, env: &[(&str, &str)]) -> Result<RunnerProcess> {
+    pub fn start(
+        bins: &Binaries,
+        outbox: &Path,
+        config_dir: &Path,
+        log: &Path,
+        env: &[(&str, &str)],
+    ) -> Result<RunnerProcess> {
         let file = open_log(log)?;
         let child = Command::new(&bins.runner)
             .arg(outbox)
@@ -179,11 +204,19 @@ impl RunnerProcess {
             .kill_on_drop(true)
             .spawn()
             .map_err(Error::io("starting switchyard-mcp-runner"))?;
-        Ok(RunnerProcess { child, log: log.to_owned() })
+        Ok(RunnerProcess {
+            child,
+            log: log.to_owned(),
+        })
     }
 
     /// Waits until the log holds `needle` at least `times` times, within `deadline`.
-    pub async fn wait_for_log(&mut self, needle: &str, times: usize, deadline: Duration) -> Result<()> {
+    pub async fn wait_for_log(
+        &mut self,
+        needle: &str,
+        times: usize,
+        deadline: Duration,
+    ) -> Result<()> {
         let started = Instant::now();
         loop {
             let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -191,10 +224,16 @@ impl RunnerProcess {
                 return Ok(());
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(Error::Setup(format!("switchyard-mcp-runner exited ({status}); log:\n{}", tail(&self.log))));
+                return Err(Error::Setup(format!(
+                    "switchyard-mcp-runner exited ({status}); log:\n{}",
+                    tail(&self.log)
+                )));
             }
             if started.elapsed() > deadline {
-                return Err(Error::Setup(format!("switchyard-mcp-runner did not log `{needle}`; log:\n{}", tail(&self.log))));
+                return Err(Error::Setup(format!(
+                    "switchyard-mcp-runner did not log `{needle}`; log:\n{}",
+                    tail(&self.log)
+                )));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -220,7 +259,10 @@ impl RunnerProcess {
         match tokio::time::timeout(deadline, self.child.wait()).await {
             Ok(Ok(status)) => Ok(status.code()),
             Ok(Err(e)) => Err(Error::io("waiting for switchyard-mcp-runner")(e)),
-            Err(_) => Err(Error::Setup(format!("switchyard-mcp-runner did not exit; log:\n{}", tail(&self.log)))),
+            Err(_) => Err(Error::Setup(format!(
+                "switchyard-mcp-runner did not exit; log:\n{}",
+                tail(&self.log)
+            ))),
         }
     }
 
@@ -233,11 +275,16 @@ impl RunnerProcess {
 fn signal_pid(pid: Option<u32>, signal: Signal) -> Result<()> {
     let pid = pid.ok_or_else(|| Error::Setup("the process has exited".into()))?;
     let pid = i32::try_from(pid).map_err(|_| Error::Setup(format!("odd pid {pid}")))?;
-    kill(Pid::from_raw(pid), signal).map_err(|e| Error::Setup(format!("cannot send {signal} to {pid}: {e}")))
+    kill(Pid::from_raw(pid), signal)
+        .map_err(|e| Error::Setup(format!("cannot send {signal} to {pid}: {e}")))
 }
 
 fn open_log(path: &Path) -> Result<std::fs::File> {
-    std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(Error::io(format!("opening {}", path.display())))
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(Error::io(format!("opening {}", path.display())))
 }
 
 /// The last 40 lines of a log file.

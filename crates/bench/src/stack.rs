@@ -15,8 +15,9 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 use switchyard_mcp_runner::identity::{DeviceIdentity, IdentityStore, KeyringChoice};
 use switchyard_protocol::api::{
-    ApproveDevice, CallView, ConnectorSpec, CreateConnection, CreateConnector, CreateProfile, CreateWorkspace, GrantRequest,
-    PairingStarted, PairingStatus, PollPairing, StartPairing, SubmitCall,
+    ApproveDevice, CallView, ConnectorSpec, CreateConnection, CreateConnector, CreateProfile,
+    CreateWorkspace, GrantRequest, PairingStarted, PairingStatus, PollPairing, StartPairing,
+    SubmitCall,
 };
 use switchyard_protocol::{CallState, DeviceId, RequestId, WorkspaceId};
 
@@ -31,13 +32,25 @@ pub const OWNER: &str = "bench";
 /// returns its URL.
 pub async fn fresh_database(admin_url: &str, name: &str) -> Result<String> {
     // The name is spliced into DDL (which takes no parameters): allow only a plain identifier.
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
-        return Err(Error::Setup(format!("database name `{name}` must be lowercase letters, digits and _")));
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    {
+        return Err(Error::Setup(format!(
+            "database name `{name}` must be lowercase letters, digits and _"
+        )));
     }
     let options = PgConnectOptions::from_str(admin_url)?;
     let mut admin = options.connect().await?;
-    sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))).execute(&mut admin).await?;
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&mut admin).await?;
+    sqlx::query(AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await?;
+    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .execute(&mut admin)
+        .await?;
     Ok(options.database(name).to_url_lossy().to_string())
 }
 
@@ -112,17 +125,36 @@ impl Stack {
     /// and sets up workspace `bench`: connector `fixture` (the fixture over stdio, counting
     /// into `count_file`), central connection `fx` with its tools discovered, and profile
     /// `central` on which the owner holds Use.
-    pub async fn start(bins: Binaries, database_url: &str, dir: &Path, server_env: &[(&str, &str)]) -> Result<Stack> {
+    pub async fn start(
+        bins: Binaries,
+        database_url: &str,
+        dir: &Path,
+        server_env: &[(&str, &str)],
+    ) -> Result<Stack> {
         std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
         server_admin(&bins, database_url, &["migrate"]).await?;
-        let token = server_admin(&bins, database_url, &["admin", "create-owner", "--name", OWNER]).await?;
+        let token = server_admin(
+            &bins,
+            database_url,
+            &["admin", "create-owner", "--name", OWNER],
+        )
+        .await?;
         // Named, so that the chaos suite can terminate every backend but the driver's.
-        let options = PgConnectOptions::from_str(database_url)?.application_name(DRIVER_APPLICATION);
-        let pool = PgPoolOptions::new().max_connections(4).connect_with(options).await?;
-        let server_env: Vec<(String, String)> = server_env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let options =
+            PgConnectOptions::from_str(database_url)?.application_name(DRIVER_APPLICATION);
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        let server_env: Vec<(String, String)> = server_env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         let config = ServerConfig {
             database_url: database_url.to_owned(),
-            listen: "127.0.0.1:0".parse().map_err(|_| Error::Setup("bad listen address".into()))?,
+            listen: "127.0.0.1:0"
+                .parse()
+                .map_err(|_| Error::Setup("bad listen address".into()))?,
             env: server_env.clone(),
             log: dir.join("server-0.log"),
         };
@@ -140,21 +172,48 @@ impl Stack {
             api,
             token,
             count_file,
-            central: Target { profile: "central".into(), connection: "fx".into() },
+            central: Target {
+                profile: "central".into(),
+                connection: "fx".into(),
+            },
         };
         stack.set_up_workspace().await?;
         Ok(stack)
     }
 
     async fn set_up_workspace(&mut self) -> Result<()> {
-        self.api.post("/workspaces", &CreateWorkspace { name: WORKSPACE.into() }).await?;
+        self.api
+            .post(
+                "/workspaces",
+                &CreateWorkspace {
+                    name: WORKSPACE.into(),
+                },
+            )
+            .await?;
         let fixture = self.bins.fixture.display().to_string();
-        self.connector("fixture", &fixture, &["stdio".into(), "--count-file".into(), self.count_file.display().to_string()]).await?;
+        self.connector(
+            "fixture",
+            &fixture,
+            &[
+                "stdio".into(),
+                "--count-file".into(),
+                self.count_file.display().to_string(),
+            ],
+        )
+        .await?;
         let api = &self.api;
         let ws = format!("/workspaces/{WORKSPACE}");
-        api.post(&format!("{ws}/connections"), &CreateConnection { name: "fx".into(), connector: "fixture".into(), runner: None })
+        api.post(
+            &format!("{ws}/connections"),
+            &CreateConnection {
+                name: "fx".into(),
+                connector: "fixture".into(),
+                runner: None,
+            },
+        )
+        .await?;
+        api.post(&format!("{ws}/connections/fx/discover"), &json!({}))
             .await?;
-        api.post(&format!("{ws}/connections/fx/discover"), &json!({})).await?;
         self.profile("central", &["fx"]).await
     }
 
@@ -162,9 +221,25 @@ impl Stack {
     pub async fn profile(&self, name: &str, connections: &[&str]) -> Result<()> {
         let ws = format!("/workspaces/{WORKSPACE}");
         let connections = connections.iter().map(|c| (*c).to_owned()).collect();
-        self.api.post(&format!("{ws}/profiles"), &CreateProfile { name: name.into(), environment: None, connections }).await?;
-        let grant = GrantRequest { user: OWNER.into(), use_: true, manage: false, share: false };
-        self.api.post(&format!("{ws}/profiles/{name}/grants"), &grant).await?;
+        self.api
+            .post(
+                &format!("{ws}/profiles"),
+                &CreateProfile {
+                    name: name.into(),
+                    environment: None,
+                    connections,
+                },
+            )
+            .await?;
+        let grant = GrantRequest {
+            user: OWNER.into(),
+            use_: true,
+            manage: false,
+            share: false,
+        };
+        self.api
+            .post(&format!("{ws}/profiles/{name}/grants"), &grant)
+            .await?;
         Ok(())
     }
 
@@ -176,7 +251,12 @@ impl Stack {
     /// Starts another replica on a free port; returns its index.
     pub async fn add_replica(&mut self) -> Result<usize> {
         let index = self.servers.len();
-        let config = self.server_config(index, "127.0.0.1:0".parse().map_err(|_| Error::Setup("bad address".into()))?);
+        let config = self.server_config(
+            index,
+            "127.0.0.1:0"
+                .parse()
+                .map_err(|_| Error::Setup("bad address".into()))?,
+        );
         let server = ServerProcess::start(&self.bins, &config).await?;
         self.addrs.push(server.addr);
         self.servers.push(Some(server));
@@ -245,25 +325,57 @@ impl Stack {
 
     /// Registers and approves a stdio connector `name` running `command args`.
     pub async fn connector(&self, name: &str, command: &str, args: &[String]) -> Result<()> {
-        let spec = ConnectorSpec::Stdio { command: command.to_owned(), args: args.to_vec(), env: Vec::new() };
-        let connector = self.api.post("/connectors", &CreateConnector { name: name.into(), spec }).await?;
-        let id = connector["id"].as_str().ok_or_else(|| Error::Setup(format!("no connector id: {connector}")))?;
-        self.api.post(&format!("/connectors/{id}/approve"), &json!({})).await?;
+        let spec = ConnectorSpec::Stdio {
+            command: command.to_owned(),
+            args: args.to_vec(),
+            env: Vec::new(),
+        };
+        let connector = self
+            .api
+            .post(
+                "/connectors",
+                &CreateConnector {
+                    name: name.into(),
+                    spec,
+                },
+            )
+            .await?;
+        let id = connector["id"]
+            .as_str()
+            .ok_or_else(|| Error::Setup(format!("no connector id: {connector}")))?;
+        self.api
+            .post(&format!("/connectors/{id}/approve"), &json!({}))
+            .await?;
         Ok(())
     }
 
     /// [`Stack::pair_device`] with the device's connection on `connector`.
-    pub async fn pair_device_on(&self, name: &str, server_url: &str, connector: &str) -> Result<Device> {
+    pub async fn pair_device_on(
+        &self,
+        name: &str,
+        server_url: &str,
+        connector: &str,
+    ) -> Result<Device> {
         let bound = format!("{name}-bound");
         self.profile(&bound, &[]).await?;
         let (device_id, workspace_id, credential) = pair(&self.api, name, &bound).await?;
         let connection = format!("{name}-fx");
         let ws = format!("/workspaces/{WORKSPACE}");
         let runner = Some(format!("device:{device_id}"));
-        self.api.post(&format!("{ws}/connections"), &CreateConnection { name: connection.clone(), connector: connector.into(), runner }).await?;
+        self.api
+            .post(
+                &format!("{ws}/connections"),
+                &CreateConnection {
+                    name: connection.clone(),
+                    connector: connector.into(),
+                    runner,
+                },
+            )
+            .await?;
         self.profile(name, &[&connection]).await?;
         let config_dir = self.dir.join(name).join("config");
-        let store = IdentityStore::open(config_dir.clone(), KeyringChoice::Off).map_err(|e| Error::Setup(format!("identity store: {e}")))?;
+        let store = IdentityStore::open(config_dir.clone(), KeyringChoice::Off)
+            .map_err(|e| Error::Setup(format!("identity store: {e}")))?;
         store
             .save(&DeviceIdentity {
                 profile: "default".into(),
@@ -273,32 +385,84 @@ impl Stack {
                 credential: credential.clone(),
             })
             .map_err(|e| Error::Setup(format!("saving the device identity: {e}")))?;
-        Ok(Device { device_id, workspace_id, credential, config_dir, target: Target { profile: name.into(), connection } })
+        Ok(Device {
+            device_id,
+            workspace_id,
+            credential,
+            config_dir,
+            target: Target {
+                profile: name.into(),
+                connection,
+            },
+        })
     }
 
     /// Starts `switchyard-mcp-runner` for `device` with outbox `outbox` and waits until it holds
     /// its lease. `env` is added to its (otherwise clean) environment.
-    pub async fn start_runner(&self, device: &Device, outbox: &Path, log: &Path, env: &[(&str, &str)]) -> Result<RunnerProcess> {
-        let before = std::fs::read_to_string(log).map(|t| t.matches("lease epoch").count()).unwrap_or(0);
+    pub async fn start_runner(
+        &self,
+        device: &Device,
+        outbox: &Path,
+        log: &Path,
+        env: &[(&str, &str)],
+    ) -> Result<RunnerProcess> {
+        let before = std::fs::read_to_string(log)
+            .map(|t| t.matches("lease epoch").count())
+            .unwrap_or(0);
         let mut runner = RunnerProcess::start(&self.bins, outbox, &device.config_dir, log, env)?;
-        runner.wait_for_log("lease epoch", before + 1, Duration::from_secs(60)).await?;
+        runner
+            .wait_for_log("lease epoch", before + 1, Duration::from_secs(60))
+            .await?;
         Ok(runner)
     }
 }
 
 /// Pairs one device through the API (anonymous start, approval as the owner, collection) and
 /// binds it to `profile`. Returns its id, workspace and credential.
-pub async fn pair(owner: &Api, name: &str, profile: &str) -> Result<(DeviceId, WorkspaceId, String)> {
+pub async fn pair(
+    owner: &Api,
+    name: &str,
+    profile: &str,
+) -> Result<(DeviceId, WorkspaceId, String)> {
     let anonymous = owner.with_token(None);
-    let started: PairingStarted = from_json(anonymous.post("/pairing", &StartPairing { device_name: name.into() }).await?, "pairing")?;
+    let started: PairingStarted = from_json(
+        anonymous
+            .post(
+                "/pairing",
+                &StartPairing {
+                    device_name: name.into(),
+                },
+            )
+            .await?,
+        "pairing",
+    )?;
     owner
-        .post(&format!("/workspaces/{WORKSPACE}/devices/approve"), &ApproveDevice { code: started.code, profile: profile.into() })
+        .post(
+            &format!("/workspaces/{WORKSPACE}/devices/approve"),
+            &ApproveDevice {
+                code: started.code,
+                profile: profile.into(),
+            },
+        )
         .await?;
-    let status = anonymous.post(&format!("/pairing/{}/poll", started.pairing_id), &PollPairing { poll_secret: started.poll_secret }).await?;
+    let status = anonymous
+        .post(
+            &format!("/pairing/{}/poll", started.pairing_id),
+            &PollPairing {
+                poll_secret: started.poll_secret,
+            },
+        )
+        .await?;
     let status: PairingStatus = from_json(status, "pairing poll")?;
     match status {
-        PairingStatus::Approved { device_id, workspace_id, credential: Some(credential) } => Ok((device_id, workspace_id, credential)),
-        other => Err(Error::Setup(format!("pairing {name} did not hand out a credential: {other:?}"))),
+        PairingStatus::Approved {
+            device_id,
+            workspace_id,
+            credential: Some(credential),
+        } => Ok((device_id, workspace_id, credential)),
+        other => Err(Error::Setup(format!(
+            "pairing {name} did not hand out a credential: {other:?}"
+        ))),
     }
 }
 
@@ -307,25 +471,39 @@ pub async fn submit(api: &Api, call: &SubmitCall) -> Result<(u16, CallView)> {
     let path = format!("/workspaces/{WORKSPACE}/calls");
     let answer = api.try_post(&path, call).await?;
     if !(200..300).contains(&answer.status) {
-        return Err(Error::Api { what: format!("POST {path}"), status: answer.status, body: answer.body.to_string() });
+        return Err(Error::Api {
+            what: format!("POST {path}"),
+            status: answer.status,
+            body: answer.body.to_string(),
+        });
     }
     Ok((answer.status, answer.parse("a submitted call")?))
 }
 
 /// Reads a call.
 pub async fn read_call(api: &Api, id: &str) -> Result<CallView> {
-    let body = api.get(&format!("/workspaces/{WORKSPACE}/calls/{id}")).await?;
+    let body = api
+        .get(&format!("/workspaces/{WORKSPACE}/calls/{id}"))
+        .await?;
     from_json(body, "a call")
 }
 
 /// Whether a call has reached a terminal state or `unknown` (what `mcp call --wait` waits for).
 pub fn settled(state: CallState) -> bool {
-    !matches!(state, CallState::Queued | CallState::Leased | CallState::Running)
+    !matches!(
+        state,
+        CallState::Queued | CallState::Leased | CallState::Running
+    )
 }
 
 /// Reads a call, letting the server wait up to `wait` for it to settle (`?wait_ms=`).
 pub async fn read_call_waiting(api: &Api, id: &str, wait: Duration) -> Result<CallView> {
-    let body = api.get(&format!("/workspaces/{WORKSPACE}/calls/{id}?wait_ms={}", wait.as_millis())).await?;
+    let body = api
+        .get(&format!(
+            "/workspaces/{WORKSPACE}/calls/{id}?wait_ms={}",
+            wait.as_millis()
+        ))
+        .await?;
     from_json(body, "a call")
 }
 
@@ -340,7 +518,10 @@ pub async fn wait_settled(api: &Api, id: &str, deadline: Duration) -> Result<Cal
             return Ok(call);
         }
         if started.elapsed() >= deadline {
-            return Err(Error::Setup(format!("call {id} is still {} after {deadline:?}", call.state)));
+            return Err(Error::Setup(format!(
+                "call {id} is still {} after {deadline:?}",
+                call.state
+            )));
         }
     }
 }

@@ -73,7 +73,10 @@ mod tests {
     fn nearest_rank_percentiles() {
         let samples: Vec<f64> = (1..=1000).map(f64::from).collect();
         let s = Summary::of(&samples);
-        assert_eq!((s.count, s.p50, s.p99, s.p999, s.max), (1000, 500.0, 990.0, 999.0, 1000.0));
+        assert_eq!(
+            (s.count, s.p50, s.p99, s.p999, s.max),
+            (1000, 500.0, 990.0, 999.0, 1000.0)
+        );
         assert_eq!(Summary::of(&[]).count, 0);
         let one = Summary::of(&[3.0]);
         assert_eq!((one.p50, one.p999), (3.0, 3.0));

@@ -6,8 +6,8 @@
 
 use std::future::Future;
 use std::time::Duration;
-use switchyard_protocol::runner::{Completion, Epoch, LeasedCall, LifecycleEvent};
 use switchyard_protocol::CallId;
+use switchyard_protocol::runner::{Completion, Epoch, LeasedCall, LifecycleEvent};
 
 /// What the control plane says when a runner asks to start a leased call.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,10 +17,20 @@ pub fn call_meta(call: &LeasedCall) -> Map<String, Value> {
     let parent_id = call.request_id.0.simple().to_string()[..16].to_owned();
     // W3C forbids all-zero ids; UUIDs from the server never are, but a client-chosen request id
     // could be. Fall back to the call id's other half then.
-    let parent_id = if parent_id.bytes().all(|b| b == b'0') { trace_id[16..].to_owned() } else { parent_id };
+    let parent_id = if parent_id.bytes().all(|b| b == b'0') {
+        trace_id[16..].to_owned()
+    } else {
+        parent_id
+    };
     let mut meta = Map::new();
-    meta.insert(REQUEST_ID_META_KEY.to_owned(), Value::String(call.request_id.to_string()));
-    meta.insert(TRACEPARENT_META_KEY.to_owned(), Value::String(format!("00-{trace_id}-{parent_id}-01")));
+    meta.insert(
+        REQUEST_ID_META_KEY.to_owned(),
+        Value::String(call.request_id.to_string()),
+    );
+    meta.insert(
+        TRACEPARENT_META_KEY.to_owned(),
+        Value::String(format!("00-{trace_id}-{parent_id}-01")),
+    );
     meta
 }
 
@@ -40,7 +50,9 @@ mod tests {
             connection: ConnectionTarget {
                 connection_id: ConnectionId::new(),
                 revision: 1,
-                spec: ConnectorSpec::Http { url: "http://127.0.0.1:1/mcp".into() },
+                spec: ConnectorSpec::Http {
+                    url: "http://127.0.0.1:1/mcp".into(),
+                },
             },
             tool_name: "echo".into(),
             arguments: json!({}),
@@ -53,13 +65,22 @@ mod tests {
     fn meta_carries_the_request_id_and_a_valid_traceparent() {
         let request = uuid::Uuid::parse_str("11112222-3333-4444-5555-666677778888").unwrap();
         let meta = call_meta(&call(request));
-        assert_eq!(meta[REQUEST_ID_META_KEY], json!("11112222-3333-4444-5555-666677778888"));
-        assert_eq!(meta[TRACEPARENT_META_KEY], json!("00-0192f0c47d4e7a109c1e3f1a2b3c4d5e-1111222233334444-01"));
+        assert_eq!(
+            meta[REQUEST_ID_META_KEY],
+            json!("11112222-3333-4444-5555-666677778888")
+        );
+        assert_eq!(
+            meta[TRACEPARENT_META_KEY],
+            json!("00-0192f0c47d4e7a109c1e3f1a2b3c4d5e-1111222233334444-01")
+        );
     }
 
     #[test]
     fn an_all_zero_request_id_still_gives_a_valid_parent_id() {
         let meta = call_meta(&call(uuid::Uuid::nil()));
-        assert_eq!(meta[TRACEPARENT_META_KEY], json!("00-0192f0c47d4e7a109c1e3f1a2b3c4d5e-9c1e3f1a2b3c4d5e-01"));
+        assert_eq!(
+            meta[TRACEPARENT_META_KEY],
+            json!("00-0192f0c47d4e7a109c1e3f1a2b3c4d5e-9c1e3f1a2b3c4d5e-01")
+        );
     }
 }

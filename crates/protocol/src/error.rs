@@ -208,6 +208,11 @@ pub struct ErrorBody {
 impl ErrorBody {
     /// An error body with this code and message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { error: ApiError { code, message: message.into() } }
+        Self {
+            error: ApiError {
+                code,
+                message: message.into(),
+            },
+        }
     }
 }

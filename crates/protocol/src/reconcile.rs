@@ -65,9 +65,13 @@ impl ResolutionOutcome {
 
     /// Reads a wire or database name.
     pub fn parse(name: &str) -> Option<Self> {
-        [ResolutionOutcome::Succeeded, ResolutionOutcome::NotApplied, ResolutionOutcome::Failed]
-            .into_iter()
-            .find(|o| o.as_str() == name)
+        [
+            ResolutionOutcome::Succeeded,
+            ResolutionOutcome::NotApplied,
+            ResolutionOutcome::Failed,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == name)
     }
 }
 
@@ -100,9 +104,14 @@ impl Reported {
 
     /// Reads a wire or database name.
     pub fn parse(name: &str) -> Option<Self> {
-        [Reported::Applied, Reported::NotApplied, Reported::Failed, Reported::Unknown]
-            .into_iter()
-            .find(|r| r.as_str() == name)
+        [
+            Reported::Applied,
+            Reported::NotApplied,
+            Reported::Failed,
+            Reported::Unknown,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == name)
     }
 
     /// The outcome this report settles an unknown call with; `None` leaves it unknown.
@@ -370,17 +379,38 @@ mod tests {
 
     #[test]
     fn reports_settle_as_documented() {
-        assert_eq!(Reported::Applied.settles(), Some(ResolutionOutcome::Succeeded));
-        assert_eq!(Reported::NotApplied.settles(), Some(ResolutionOutcome::NotApplied));
+        assert_eq!(
+            Reported::Applied.settles(),
+            Some(ResolutionOutcome::Succeeded)
+        );
+        assert_eq!(
+            Reported::NotApplied.settles(),
+            Some(ResolutionOutcome::NotApplied)
+        );
         assert_eq!(Reported::Failed.settles(), Some(ResolutionOutcome::Failed));
         assert_eq!(Reported::Unknown.settles(), None);
-        for r in [Reported::Applied, Reported::NotApplied, Reported::Failed, Reported::Unknown] {
+        for r in [
+            Reported::Applied,
+            Reported::NotApplied,
+            Reported::Failed,
+            Reported::Unknown,
+        ] {
             assert_eq!(Reported::parse(r.as_str()), Some(r));
-            assert_eq!(serde_json::to_value(r).unwrap(), serde_json::json!(r.as_str()));
+            assert_eq!(
+                serde_json::to_value(r).unwrap(),
+                serde_json::json!(r.as_str())
+            );
         }
-        for o in [ResolutionOutcome::Succeeded, ResolutionOutcome::NotApplied, ResolutionOutcome::Failed] {
+        for o in [
+            ResolutionOutcome::Succeeded,
+            ResolutionOutcome::NotApplied,
+            ResolutionOutcome::Failed,
+        ] {
             assert_eq!(ResolutionOutcome::parse(o.as_str()), Some(o));
-            assert_eq!(serde_json::to_value(o).unwrap(), serde_json::json!(o.as_str()));
+            assert_eq!(
+                serde_json::to_value(o).unwrap(),
+                serde_json::json!(o.as_str())
+            );
         }
     }
 

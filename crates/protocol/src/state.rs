@@ -171,7 +171,10 @@ mod tests {
     #[test]
     fn terminal_states_have_no_way_out() {
         for from in ALL_STATES.into_iter().filter(|s| s.is_terminal()) {
-            assert!(ALL_STATES.iter().all(|to| !from.can_transition_to(*to)), "{from}");
+            assert!(
+                ALL_STATES.iter().all(|to| !from.can_transition_to(*to)),
+                "{from}"
+            );
         }
         // Unknown is not terminal: it can still be resolved, but never re-run.
         assert!(!Unknown.is_terminal());

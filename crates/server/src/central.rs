@@ -11,9 +11,9 @@ use std::time::Duration;
 use switchyard_mcp_runner::control::{ControlError, ControlPlane, StartDecision};
 use switchyard_mcp_runner::executor::{Executor, ExecutorConfig};
 use switchyard_mcp_runner::handle::ExecutorHandle;
+use switchyard_protocol::CallId;
 use switchyard_protocol::api::CENTRAL_RUNNER;
 use switchyard_protocol::runner::{Completion, Epoch, LeasedCall, LifecycleEvent};
-use switchyard_protocol::CallId;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -36,7 +36,10 @@ pub struct CentralConfig {
 
 impl Default for CentralConfig {
     fn default() -> Self {
-        Self { lease_ttl: Duration::from_secs(30), executor: ExecutorConfig::default() }
+        Self {
+            lease_ttl: Duration::from_secs(30),
+            executor: ExecutorConfig::default(),
+        }
     }
 }
 
@@ -48,18 +51,34 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
         // lease settles whatever an earlier term left (leased calls requeued, started ones
         // unknown), even one of this process.
         let holder = Uuid::now_v7();
-        let Some(epoch) = acquire(&app, holder, &config, &shutdown).await else { break };
-        tracing::info!(runner = CENTRAL_RUNNER, epoch, "central runner lease acquired");
+        let Some(epoch) = acquire(&app, holder, &config, &shutdown).await else {
+            break;
+        };
+        tracing::info!(
+            runner = CENTRAL_RUNNER,
+            epoch,
+            "central runner lease acquired"
+        );
         let lease_lost = shutdown.child_token();
         let held = Arc::new(Held::default());
-        let beat = Beat { app: app.clone(), holder, epoch, ttl: config.lease_ttl, held: Arc::clone(&held) };
+        let beat = Beat {
+            app: app.clone(),
+            holder,
+            epoch,
+            ttl: config.lease_ttl,
+            held: Arc::clone(&held),
+        };
         let heartbeat = tokio::spawn(heartbeat(beat, lease_lost.clone()));
         match CentralControl::new(app.clone(), Epoch(epoch), held).await {
             Ok(control) => {
                 let credentials = app.credentials().clone();
                 let resolver = Arc::new(move |call: &LeasedCall| credentials.launch_for(call));
                 let executor = Executor::new(Arc::new(control), resolver, config.executor.clone());
-                let commands = tokio::spawn(forward_commands(app.clone(), executor.handle(), lease_lost.clone()));
+                let commands = tokio::spawn(forward_commands(
+                    app.clone(),
+                    executor.handle(),
+                    lease_lost.clone(),
+                ));
                 executor.run(lease_lost.clone()).await;
                 lease_lost.cancel();
                 let _ = commands.await;
@@ -69,7 +88,11 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
         lease_lost.cancel();
         let _ = heartbeat.await;
         if shutdown.is_cancelled() {
-            if let Err(e) = app.db().runner_lease_release(CENTRAL_RUNNER, holder, epoch).await {
+            if let Err(e) = app
+                .db()
+                .runner_lease_release(CENTRAL_RUNNER, holder, epoch)
+                .await
+            {
                 tracing::warn!(error = %e, "could not release the central runner lease");
             }
         } else {
@@ -122,30 +145,51 @@ async fn forward_commands(app: App, handle: ExecutorHandle, stop: CancellationTo
             },
         };
         let Ok(command) = serde_json::from_str::<RunnerCommand>(notification.payload()) else {
-            tracing::warn!(channel = notification.channel(), "ignoring a malformed runner command");
+            tracing::warn!(
+                channel = notification.channel(),
+                "ignoring a malformed runner command"
+            );
             continue;
         };
         if command.runner != CENTRAL_RUNNER {
             continue;
         }
-        match (notification.channel(), command.call_id, command.connection_id) {
+        match (
+            notification.channel(),
+            command.call_id,
+            command.connection_id,
+        ) {
             (CANCEL_CHANNEL, Some(call), _) => {
                 let outcome = handle.cancel(call.into()).await;
                 tracing::info!(%call, ?outcome, "cancellation forwarded to the executor");
             }
             (RELEASE_CHANNEL, _, Some(connection)) => {
-                let released = handle.release(connection.into(), command.client_session_id).await;
+                let released = handle
+                    .release(connection.into(), command.client_session_id)
+                    .await;
                 tracing::info!(%connection, released, "session release forwarded to the executor");
             }
-            _ => tracing::warn!(channel = notification.channel(), "ignoring an incomplete runner command"),
+            _ => tracing::warn!(
+                channel = notification.channel(),
+                "ignoring an incomplete runner command"
+            ),
         }
     }
 }
 
 /// Waits until this process holds the central lease, or shutdown.
-async fn acquire(app: &App, holder: Uuid, config: &CentralConfig, shutdown: &CancellationToken) -> Option<i64> {
+async fn acquire(
+    app: &App,
+    holder: Uuid,
+    config: &CentralConfig,
+    shutdown: &CancellationToken,
+) -> Option<i64> {
     loop {
-        match app.db().runner_lease_acquire(CENTRAL_RUNNER, holder, config.lease_ttl).await {
+        match app
+            .db()
+            .runner_lease_acquire(CENTRAL_RUNNER, holder, config.lease_ttl)
+            .await
+        {
             Ok(Some(epoch)) => return Some(epoch),
             Ok(None) => tracing::debug!("central runner lease held elsewhere; waiting"),
             Err(e) => tracing::warn!(error = %e, "cannot take the central runner lease"),
@@ -165,7 +209,9 @@ struct Held(std::sync::Mutex<HashSet<Uuid>>);
 
 impl Held {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Uuid>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn add(&self, calls: &[LeasedCall]) {
@@ -207,9 +253,16 @@ impl Beat {
     async fn settle_unheld(&self) {
         let db = self.app.db();
         let held = self.held.snapshot();
-        match db.call_settle_unheld(CENTRAL_RUNNER, self.epoch, &held, self.ttl).await {
+        match db
+            .call_settle_unheld(CENTRAL_RUNNER, self.epoch, &held, self.ttl)
+            .await
+        {
             Ok((0, 0)) => {}
-            Ok((requeued, unknown)) => tracing::warn!(requeued, unknown, "settled central calls the executor does not hold (a lease or start answer was lost)"),
+            Ok((requeued, unknown)) => tracing::warn!(
+                requeued,
+                unknown,
+                "settled central calls the executor does not hold (a lease or start answer was lost)"
+            ),
             Err(e) => tracing::warn!(error = %e, "cannot settle unheld central calls"),
         }
         match db.call_in_flight_among(&held).await {
@@ -222,13 +275,23 @@ impl Beat {
 /// Renews the lease every third of its length, then settles calls nobody holds; cancels
 /// `lease_lost` when the lease cannot be renewed.
 async fn heartbeat(beat: Beat, lease_lost: CancellationToken) {
-    let Beat { ref app, holder, epoch, ttl, .. } = beat;
+    let Beat {
+        ref app,
+        holder,
+        epoch,
+        ttl,
+        ..
+    } = beat;
     loop {
         tokio::select! {
             _ = lease_lost.cancelled() => return,
             _ = tokio::time::sleep(ttl / 3) => {}
         }
-        match app.db().runner_lease_renew(CENTRAL_RUNNER, holder, epoch, ttl).await {
+        match app
+            .db()
+            .runner_lease_renew(CENTRAL_RUNNER, holder, epoch, ttl)
+            .await
+        {
             Ok(true) => beat.settle_unheld().await,
             Ok(false) => {
                 tracing::warn!(epoch, "central runner lease expired or taken over");
@@ -253,7 +316,12 @@ impl CentralControl {
     async fn new(app: App, epoch: Epoch, held: Arc<Held>) -> Result<Self, sqlx::Error> {
         let mut listener = PgListener::connect_with(app.db().pool()).await?;
         listener.listen(CALLS_CHANNEL).await?;
-        Ok(Self { app, epoch, listener: Mutex::new(listener), held })
+        Ok(Self {
+            app,
+            epoch,
+            listener: Mutex::new(listener),
+            held,
+        })
     }
 
     async fn lease_now(&self, max: usize) -> Result<Vec<LeasedCall>, sqlx::Error> {
@@ -287,20 +355,38 @@ impl ControlPlane for CentralControl {
 
     async fn start(&self, call_id: CallId, epoch: Epoch) -> Result<StartDecision, ControlError> {
         let db = self.app.db();
-        if db.call_start(call_id.0, CENTRAL_RUNNER, epoch.0).await.map_err(unavailable)? {
+        if db
+            .call_start(call_id.0, CENTRAL_RUNNER, epoch.0)
+            .await
+            .map_err(unavailable)?
+        {
             return Ok(StartDecision::Proceed);
         }
         // Not started: the executor drops the call without a report.
         self.held.remove(call_id);
-        if db.runner_lease_is_current(CENTRAL_RUNNER, epoch.0).await.map_err(unavailable)? {
-            Ok(StartDecision::Abandon { reason: "the call is no longer leased to this runner".into() })
+        if db
+            .runner_lease_is_current(CENTRAL_RUNNER, epoch.0)
+            .await
+            .map_err(unavailable)?
+        {
+            Ok(StartDecision::Abandon {
+                reason: "the call is no longer leased to this runner".into(),
+            })
         } else {
             Err(ControlError::Fenced(epoch))
         }
     }
 
-    async fn complete(&self, call_id: CallId, epoch: Epoch, completion: Completion) -> Result<(), ControlError> {
-        let recorded = self.app.call_record_completion(CENTRAL_RUNNER, call_id, epoch, completion).await;
+    async fn complete(
+        &self,
+        call_id: CallId,
+        epoch: Epoch,
+        completion: Completion,
+    ) -> Result<(), ControlError> {
+        let recorded = self
+            .app
+            .call_record_completion(CENTRAL_RUNNER, call_id, epoch, completion)
+            .await;
         if recorded.is_ok() {
             self.held.remove(call_id);
         }

@@ -25,7 +25,10 @@ pub enum AppError {
 impl AppError {
     /// A refusal with a stable code and a message saying what to fix.
     pub fn refused(code: ErrorCode, message: impl Into<String>) -> Self {
-        AppError::Refused { code, message: message.into() }
+        AppError::Refused {
+            code,
+            message: message.into(),
+        }
     }
 }
 

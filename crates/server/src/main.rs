@@ -4,14 +4,14 @@ use clap::{Parser, Subcommand};
 use sqlx::postgres::PgPoolOptions;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use switchyard_mcp_runner::credentials::validate_file;
-use switchyard_mcp_runner::ExecutorConfig;
 use std::process::ExitCode;
 use std::time::Duration;
+use switchyard_mcp_runner::ExecutorConfig;
+use switchyard_mcp_runner::credentials::validate_file;
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
 use switchyard_server::db::{Datastore, MIGRATOR};
-use switchyard_server::serve::{serve, ServeConfig};
+use switchyard_server::serve::{ServeConfig, serve};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
 use tokio_util::sync::CancellationToken;
@@ -44,14 +44,22 @@ enum Command {
         #[arg(long, env = "SWITCHYARD_QUEUE_EXPIRY_SECONDS", default_value_t = 600)]
         queue_expiry_seconds: u64,
         /// Inputs and results are erased this many seconds after a call finished.
-        #[arg(long, env = "SWITCHYARD_RESULT_RETENTION_SECONDS", default_value_t = 3600)]
+        #[arg(
+            long,
+            env = "SWITCHYARD_RESULT_RETENTION_SECONDS",
+            default_value_t = 3600
+        )]
         result_retention_seconds: u64,
         /// Credential bindings file for central connections (references only; see
         /// docs/CREDENTIALS.md). Re-read at every call.
         #[arg(long, env = "SWITCHYARD_MCP_CREDENTIALS_FILE")]
         mcp_credentials_file: Option<PathBuf>,
         /// Deadline for tool discovery, in seconds.
-        #[arg(long, env = "SWITCHYARD_DISCOVERY_DEADLINE_SECONDS", default_value_t = 20)]
+        #[arg(
+            long,
+            env = "SWITCHYARD_DISCOVERY_DEADLINE_SECONDS",
+            default_value_t = 20
+        )]
         discovery_deadline_seconds: u64,
         /// Mark the web UI's cookies `Secure`: set this when users reach the server over https
         /// (through a proxy that terminates TLS).
@@ -85,8 +93,11 @@ enum AdminCommand {
 
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = EnvFilter::try_from_env("SWITCHYARD_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if std::env::var("SWITCHYARD_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().init();
     } else {
@@ -121,7 +132,10 @@ async fn run(cli: Cli) -> Result<(), String> {
         .map_err(|e| format!("cannot connect to the database: {e}"))?;
     match cli.command {
         Command::Migrate => {
-            MIGRATOR.run(&pool).await.map_err(|e| format!("migration failed: {e}"))?;
+            MIGRATOR
+                .run(&pool)
+                .await
+                .map_err(|e| format!("migration failed: {e}"))?;
             eprintln!("migrations applied");
             Ok(())
         }
@@ -131,7 +145,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 AdminCommand::CreateOwner { name } => (name, true),
                 AdminCommand::CreateUser { name } => (name, false),
             };
-            let (_, token) = app.user_create(name, is_owner).await.map_err(|e| e.to_string())?;
+            let (_, token) = app
+                .user_create(name, is_owner)
+                .await
+                .map_err(|e| e.to_string())?;
             println!("{token}");
             Ok(())
         }
@@ -150,8 +167,12 @@ async fn run(cli: Cli) -> Result<(), String> {
                 // The file is re-read at every call, so a problem is reported, not fatal: the
                 // calls that need it fail closed until it is fixed.
                 match validate_file(path) {
-                    Ok(summary) => tracing::info!(file = %path.display(), "credential bindings: {summary}"),
-                    Err(e) => tracing::error!(file = %path.display(), error = %e, "credential bindings file is not usable"),
+                    Ok(summary) => {
+                        tracing::info!(file = %path.display(), "credential bindings: {summary}")
+                    }
+                    Err(e) => {
+                        tracing::error!(file = %path.display(), error = %e, "credential bindings file is not usable")
+                    }
                 }
             }
             let config = ServeConfig {
@@ -174,19 +195,27 @@ async fn run(cli: Cli) -> Result<(), String> {
                     retention: Duration::from_secs(result_retention_seconds),
                     ..SweeperConfig::default()
                 },
-                web: WebConfig { secure_cookies, ..WebConfig::default() },
+                web: WebConfig {
+                    secure_cookies,
+                    ..WebConfig::default()
+                },
             };
             let shutdown = CancellationToken::new();
             tokio::spawn(stop_on_signal(shutdown.clone()));
-            serve(pool, config, shutdown).await.map_err(|e| format!("cannot serve on {listen}: {e}"))
+            serve(pool, config, shutdown)
+                .await
+                .map_err(|e| format!("cannot serve on {listen}: {e}"))
         }
     }
 }
 
 /// Cancels `shutdown` on SIGINT or SIGTERM.
 async fn stop_on_signal(shutdown: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
         return;
     };
     tokio::select! {

@@ -44,11 +44,16 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
     let runner = tokio::spawn(central::run(app.clone(), config.central, shutdown.clone()));
-    let sweeper = tokio::spawn(sweeper::run(app.db().clone(), config.sweeper, shutdown.clone()));
+    let sweeper = tokio::spawn(sweeper::run(
+        app.db().clone(),
+        config.sweeper,
+        shutdown.clone(),
+    ));
     // Listening before the first request is served: a device long-poll never waits on a
     // listener that is not there yet.
     let wakeups = tokio::spawn(WakeupFeed::connect(app.clone()).await.run(shutdown.clone()));
-    let router = crate::http::router(app.clone()).merge(web::router(app, config.web, shutdown.clone()));
+    let router =
+        crate::http::router(app.clone()).merge(web::router(app, config.web, shutdown.clone()));
     let http_shutdown = shutdown.clone();
     let done = tokio::spawn(async move {
         // `into_make_service` hands each connection a clone of the router (an Arc). Serving the
@@ -64,11 +69,19 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
         let _ = sweeper.await;
         let _ = wakeups.await;
     });
-    Ok(Running { addr, shutdown, done })
+    Ok(Running {
+        addr,
+        shutdown,
+        done,
+    })
 }
 
 /// Serves until `shutdown` is cancelled, announcing the address on stdout for scripts.
-pub async fn serve(pool: PgPool, config: ServeConfig, shutdown: CancellationToken) -> std::io::Result<()> {
+pub async fn serve(
+    pool: PgPool,
+    config: ServeConfig,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     let running = start(pool, config).await?;
     tracing::info!(addr = %running.addr, "listening");
     let mut stdout = std::io::stdout();

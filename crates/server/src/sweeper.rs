@@ -50,7 +50,11 @@ pub async fn run(db: Datastore, config: SweeperConfig, shutdown: CancellationTok
 pub async fn sweep_once(db: &Datastore, config: &SweeperConfig) -> Result<(), sqlx::Error> {
     let (requeued, unknown) = db.call_sweep_lost_leases().await?;
     if requeued + unknown > 0 {
-        tracing::warn!(requeued, unknown, "settled calls of runners whose lease expired");
+        tracing::warn!(
+            requeued,
+            unknown,
+            "settled calls of runners whose lease expired"
+        );
     }
     let expired = db.call_expire_queued(config.queue_expiry).await?;
     if expired > 0 {
@@ -62,15 +66,23 @@ pub async fn sweep_once(db: &Datastore, config: &SweeperConfig) -> Result<(), sq
     }
     let device_mail = db.device_sweep(crate::app::RELEASE_TTL).await?;
     if device_mail > 0 {
-        tracing::debug!(device_mail, "deleted stale session releases and pairing attempts");
+        tracing::debug!(
+            device_mail,
+            "deleted stale session releases and pairing attempts"
+        );
     }
     let outputs = db.observation_sweep_retention(config.retention).await?;
     if outputs > 0 {
         tracing::debug!(outputs, "erased observation outputs past retention");
     }
-    let explanations = db.resolution_sweep_explanations(config.explanation_ttl).await?;
+    let explanations = db
+        .resolution_sweep_explanations(config.explanation_ttl)
+        .await?;
     if explanations > 0 {
-        tracing::debug!(explanations, "removed resolution explanations past their time");
+        tracing::debug!(
+            explanations,
+            "removed resolution explanations past their time"
+        );
     }
     let (published, failed) = db.evidence_publish_due().await?;
     if published + failed > 0 {
@@ -78,7 +90,10 @@ pub async fn sweep_once(db: &Datastore, config: &SweeperConfig) -> Result<(), sq
     }
     let given_up = db.evidence_expire_pending().await?;
     if given_up > 0 {
-        tracing::warn!(given_up, "gave up pending evidence not published within its deadline");
+        tracing::warn!(
+            given_up,
+            "gave up pending evidence not published within its deadline"
+        );
     }
     let sessions = db.web_session_sweep().await?;
     if sessions > 0 {

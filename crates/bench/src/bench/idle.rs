@@ -84,12 +84,18 @@ pub async fn idle_runners(
     heartbeat_every: Duration,
     keep_alive: bool,
 ) -> Result<Idle> {
-    let server_pid = stack.server_pid(0).ok_or_else(|| Error::Setup("replica 0 is not running".into()))?;
+    let server_pid = stack
+        .server_pid(0)
+        .ok_or_else(|| Error::Setup("replica 0 is not running".into()))?;
     let server_rss_before_bytes = rss_bytes(server_pid).unwrap_or(0);
     stack.profile("idle-bound", &[]).await?;
     // A client of its own with room for every long-poll's connection.
     let base = Api::with_idle_pool(&stack.url(0), Some(&stack.token), count * 2 + 64)?;
-    let beat_base = if keep_alive { base.clone() } else { Api::with_idle_pool(&stack.url(0), None, 0)? };
+    let beat_base = if keep_alive {
+        base.clone()
+    } else {
+        Api::with_idle_pool(&stack.url(0), None, 0)?
+    };
     let started = Instant::now();
     let runners: Vec<Result<SimRunner>> = futures::stream::iter(0..count)
         .map(|i| {
@@ -97,10 +103,23 @@ pub async fn idle_runners(
             async move {
                 let (_, _, credential) = pair(&base, &format!("idle-{i}"), "idle-bound").await?;
                 let api = base.with_token(Some(&credential));
-                let answer = api.post("/runner/lease/acquire", &AcquireLease { holder: uuid::Uuid::now_v7() }).await?;
+                let answer = api
+                    .post(
+                        "/runner/lease/acquire",
+                        &AcquireLease {
+                            holder: uuid::Uuid::now_v7(),
+                        },
+                    )
+                    .await?;
                 match crate::api::from_json(answer, "acquire")? {
-                    AcquireAnswer::Acquired { epoch, .. } => Ok(SimRunner { beat_api: beat_base.with_token(Some(&credential)), api, epoch }),
-                    other => Err(Error::Setup(format!("idle runner {i} did not get its lease: {other:?}"))),
+                    AcquireAnswer::Acquired { epoch, .. } => Ok(SimRunner {
+                        beat_api: beat_base.with_token(Some(&credential)),
+                        api,
+                        epoch,
+                    }),
+                    other => Err(Error::Setup(format!(
+                        "idle runner {i} did not get its lease: {other:?}"
+                    ))),
                 }
             }
         })
@@ -110,7 +129,9 @@ pub async fn idle_runners(
     let runners: Vec<SimRunner> = runners.into_iter().collect::<Result<_>>()?;
     let setup_devices_per_s = count as f64 / started.elapsed().as_secs_f64();
     let server_rss_paired_bytes = rss_bytes(server_pid).unwrap_or(0);
-    note(&format!("idle: {count} devices paired with leases ({setup_devices_per_s:.0}/s); opening long-polls"));
+    note(&format!(
+        "idle: {count} devices paired with leases ({setup_devices_per_s:.0}/s); opening long-polls"
+    ));
 
     let stop = CancellationToken::new();
     let polls_open = Arc::new(AtomicU64::new(0));
@@ -120,9 +141,19 @@ pub async fn idle_runners(
     let mut tasks = Vec::with_capacity(count * 2);
     for (i, runner) in runners.into_iter().enumerate() {
         let runner = Arc::new(runner);
-        let (r, stop2, open, answered, failed) = (runner.clone(), stop.clone(), polls_open.clone(), polls_answered.clone(), failures.clone());
+        let (r, stop2, open, answered, failed) = (
+            runner.clone(),
+            stop.clone(),
+            polls_open.clone(),
+            polls_answered.clone(),
+            failures.clone(),
+        );
         tasks.push(tokio::spawn(async move {
-            let request = LeaseRequest { epoch: r.epoch, max: 1, wait_ms: millis(long_poll) };
+            let request = LeaseRequest {
+                epoch: r.epoch,
+                max: 1,
+                wait_ms: millis(long_poll),
+            };
             let mut first = true;
             while !stop2.is_cancelled() {
                 if first {
@@ -147,8 +178,12 @@ pub async fn idle_runners(
         // Real runners started at different moments: spread the heartbeats over the period.
         let offset = heartbeat_every.mul_f64(i as f64 / count.max(1) as f64);
         tasks.push(tokio::spawn(async move {
-            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + offset, heartbeat_every);
-            let beat = Heartbeat { epoch: runner.epoch, active: Vec::new() };
+            let mut ticker =
+                tokio::time::interval_at(tokio::time::Instant::now() + offset, heartbeat_every);
+            let beat = Heartbeat {
+                epoch: runner.epoch,
+                active: Vec::new(),
+            };
             loop {
                 tokio::select! {
                     () = stop2.cancelled() => return,
@@ -168,7 +203,10 @@ pub async fn idle_runners(
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let before = pg::counters(&stack.pool).await?;
-    let (answered0, beats0) = (polls_answered.load(Ordering::Relaxed), heartbeats.load(Ordering::Relaxed));
+    let (answered0, beats0) = (
+        polls_answered.load(Ordering::Relaxed),
+        heartbeats.load(Ordering::Relaxed),
+    );
     let window_start = Instant::now();
     let mut server_rss_bytes = rss_bytes(server_pid).unwrap_or(0);
     while window_start.elapsed() < window {
@@ -185,10 +223,18 @@ pub async fn idle_runners(
     }
     let failed = failures.load(Ordering::Relaxed);
     if failed > 0 {
-        return Err(Error::Setup(format!("{failed} idle-runner requests failed")));
+        return Err(Error::Setup(format!(
+            "{failed} idle-runner requests failed"
+        )));
     }
     let db = after.since(&before);
-    let per_poll = |n: i64| if answered == 0 { 0.0 } else { n as f64 / answered as f64 };
+    let per_poll = |n: i64| {
+        if answered == 0 {
+            0.0
+        } else {
+            n as f64 / answered as f64
+        }
+    };
     Ok(Idle {
         count,
         server_rss_before_bytes,

@@ -12,7 +12,12 @@ use switchyard_protocol::CallState;
 
 /// Submits `warmup + count` noop calls one after another; returns the measured end-to-end
 /// times of the last `count`, in milliseconds. Every call must succeed.
-pub async fn end_to_end(api: &Api, target: &Target, warmup: usize, count: usize) -> Result<Vec<f64>> {
+pub async fn end_to_end(
+    api: &Api,
+    target: &Target,
+    warmup: usize,
+    count: usize,
+) -> Result<Vec<f64>> {
     let mut samples = Vec::with_capacity(count);
     for i in 0..warmup + count {
         let started = Instant::now();
@@ -20,7 +25,10 @@ pub async fn end_to_end(api: &Api, target: &Target, warmup: usize, count: usize)
         let call = wait_settled(api, &call.id.to_string(), Duration::from_secs(30)).await?;
         let elapsed = started.elapsed();
         if call.state != CallState::Succeeded {
-            return Err(Error::Setup(format!("a noop call on {} ended {}: {:?}", target.connection, call.state, call.error)));
+            return Err(Error::Setup(format!(
+                "a noop call on {} ended {}: {:?}",
+                target.connection, call.state, call.error
+            )));
         }
         if i >= warmup {
             samples.push(ms(elapsed));

@@ -52,7 +52,13 @@ pub struct PerCall {
 
 impl PerCall {
     fn of(counters: &pg::Counters, calls: i64) -> PerCall {
-        let per = |n: i64| if calls > 0 { n as f64 / calls as f64 } else { 0.0 };
+        let per = |n: i64| {
+            if calls > 0 {
+                n as f64 / calls as f64
+            } else {
+                0.0
+            }
+        };
         PerCall {
             commits: per(counters.xact_commit),
             wal_syncs: per(counters.wal_syncs),
@@ -82,8 +88,14 @@ pub async fn saturate(
     let stop = CancellationToken::new();
     let mut tasks = Vec::new();
     for _ in 0..submitters {
-        let (api, target, acked, in_flight, failures, stop) =
-            (api.clone(), target.clone(), acked.clone(), in_flight.clone(), failures.clone(), stop.clone());
+        let (api, target, acked, in_flight, failures, stop) = (
+            api.clone(),
+            target.clone(),
+            acked.clone(),
+            in_flight.clone(),
+            failures.clone(),
+            stop.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             while !stop.is_cancelled() {
                 if in_flight.load(Ordering::Relaxed) >= window {
@@ -118,17 +130,26 @@ pub async fn saturate(
         match &first {
             None if elapsed >= warmup => {
                 pg::statements_reset(pool).await;
-                first = Some((Instant::now(), done, pg::counters(pool).await?, cpu::sample(server_pid)));
+                first = Some((
+                    Instant::now(),
+                    done,
+                    pg::counters(pool).await?,
+                    cpu::sample(server_pid),
+                ));
             }
             Some((at, base, counters, cpu_before)) if at.elapsed() >= measure => {
                 let calls = done - base;
                 let work = pg::counters(pool).await?.since(counters);
-                let cpu = cpu::sample(server_pid).since(cpu_before).per_ms(calls as f64);
+                let cpu = cpu::sample(server_pid)
+                    .since(cpu_before)
+                    .per_ms(calls as f64);
                 break Saturation {
                     calls_per_s: calls as f64 / at.elapsed().as_secs_f64(),
                     per_call: PerCall::of(&work, calls),
                     cpu_ms_per_call: cpu,
-                    statements: pg::statements_per_call(pool, calls, 25).await.unwrap_or_default(),
+                    statements: pg::statements_per_call(pool, calls, 25)
+                        .await
+                        .unwrap_or_default(),
                 };
             }
             _ => {}
@@ -142,7 +163,9 @@ pub async fn saturate(
     wait_drained(pool, runner_ref, Duration::from_secs(60)).await?;
     let failed = failures.load(Ordering::Relaxed);
     if failed > 0 {
-        return Err(Error::Setup(format!("{failed} submissions failed under load")));
+        return Err(Error::Setup(format!(
+            "{failed} submissions failed under load"
+        )));
     }
     Ok(result)
 }
@@ -156,7 +179,9 @@ pub async fn wait_drained(pool: &PgPool, runner_ref: &str, deadline: Duration) -
             return Ok(());
         }
         if started.elapsed() > deadline {
-            return Err(Error::Setup(format!("{left} calls of {runner_ref} still unsettled after {deadline:?}")));
+            return Err(Error::Setup(format!(
+                "{left} calls of {runner_ref} still unsettled after {deadline:?}"
+            )));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -174,7 +199,9 @@ pub struct Timed {
 impl Timed {
     /// Queue wait: submitted (inserted) → leased, in milliseconds.
     pub fn lease_wait_ms(&self) -> Option<f64> {
-        self.times.leased_at.map(|l| millis(l - self.times.created_at))
+        self.times
+            .leased_at
+            .map(|l| millis(l - self.times.created_at))
     }
 
     /// Submit (client) → settled (server), in milliseconds.
@@ -206,7 +233,11 @@ pub async fn open_loop(
     let mut tasks = Vec::new();
     while started.elapsed() < duration {
         ticker.tick().await;
-        let permit = gate.clone().acquire_owned().await.map_err(|e| Error::Setup(e.to_string()))?;
+        let permit = gate
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| Error::Setup(e.to_string()))?;
         let (api, target) = (api.clone(), target.clone());
         tasks.push(tokio::spawn(async move {
             let submitted = Utc::now();
@@ -217,7 +248,9 @@ pub async fn open_loop(
     }
     let mut submitted: HashMap<Uuid, DateTime<Utc>> = HashMap::with_capacity(tasks.len());
     for task in tasks {
-        let (id, at) = task.await.map_err(|e| Error::Setup(format!("a submission task failed: {e}")))??;
+        let (id, at) = task
+            .await
+            .map_err(|e| Error::Setup(format!("a submission task failed: {e}")))??;
         submitted.insert(id, at);
     }
     wait_drained(pool, runner_ref, Duration::from_secs(120)).await?;

@@ -10,10 +10,10 @@ pub mod soak;
 
 use crate::direct::DirectFixture;
 use crate::error::Result;
+use crate::pg;
 use crate::procs::{Binaries, rss_bytes};
 use crate::stack::{Stack, note};
 use crate::stats::Summary;
-use crate::pg;
 use report::{CallCost, Placement, Results, Steady, Throughput};
 use std::path::Path;
 use std::time::Duration;
@@ -155,20 +155,49 @@ impl Plan {
 }
 
 /// Measures idle scale alone with `count` runners (the plan's window and cadences).
-pub async fn idle_only(plan: &Plan, count: usize, bins: Binaries, database_url: &str, dir: &Path) -> Result<idle::Idle> {
+pub async fn idle_only(
+    plan: &Plan,
+    count: usize,
+    bins: Binaries,
+    database_url: &str,
+    dir: &Path,
+) -> Result<idle::Idle> {
     let mut stack = Stack::start(bins, database_url, dir, &[]).await?;
     let keep_alive = crate::limits::fits_two_connections_per_runner(count);
-    let idle = idle::idle_runners(&stack, count, plan.idle_window, plan.idle_long_poll, plan.heartbeat_every, keep_alive).await;
+    let idle = idle::idle_runners(
+        &stack,
+        count,
+        plan.idle_window,
+        plan.idle_long_poll,
+        plan.heartbeat_every,
+        keep_alive,
+    )
+    .await;
     stack.stop_server(0, Duration::from_secs(10)).await;
     idle
 }
 
 /// Measures closed-loop throughput alone, with its cost per call.
-pub async fn throughput_only(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) -> Result<load::Saturation> {
+pub async fn throughput_only(
+    plan: &Plan,
+    bins: Binaries,
+    database_url: &str,
+    dir: &Path,
+) -> Result<load::Saturation> {
     let mut stack = Stack::start(bins, database_url, dir, &[]).await?;
     let (warmup, measure) = (plan.throughput_warmup, plan.throughput_measure);
-    let saturation =
-        load::saturate(&stack.api, &stack.pool, stack.server_pid(0), &stack.central, "central", plan.submitters, plan.window, warmup, measure).await;
+    let saturation = load::saturate(
+        &stack.api,
+        &stack.pool,
+        stack.server_pid(0),
+        &stack.central,
+        "central",
+        plan.submitters,
+        plan.window,
+        warmup,
+        measure,
+    )
+    .await;
     stack.stop_server(0, Duration::from_secs(10)).await;
     saturation
 }
@@ -182,7 +211,9 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
     let mut stack = Stack::start(bins.clone(), database_url, dir, &[]).await?;
     let durability = pg::durability(&stack.pool).await?;
     if !durability.is_durable() {
-        note("WARNING: PostgreSQL is not running with fsync=on and synchronous_commit=on; the figures are not durable ones");
+        note(
+            "WARNING: PostgreSQL is not running with fsync=on and synchronous_commit=on; the figures are not durable ones",
+        );
     }
 
     note("baseline: direct rmcp calls to a warm fixture over stdio");
@@ -191,17 +222,42 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
     direct.close().await;
 
     note("added latency: central placement");
-    let central = Summary::of(&latency::end_to_end(&stack.api, &stack.central, plan.warmup, plan.latency_samples).await?);
+    let central = Summary::of(
+        &latency::end_to_end(
+            &stack.api,
+            &stack.central,
+            plan.warmup,
+            plan.latency_samples,
+        )
+        .await?,
+    );
 
     note("pairing a device and starting switchyard-mcp-runner");
     let device = stack.pair_device("laptop", &stack.url(0)).await?;
     let outbox = dir.join("laptop").join("outbox");
-    let mut runner = stack.start_runner(&device, &outbox, &dir.join("runner.log"), &[]).await?;
+    let mut runner = stack
+        .start_runner(&device, &outbox, &dir.join("runner.log"), &[])
+        .await?;
     note("added latency: device placement");
-    let on_device = Summary::of(&latency::end_to_end(&stack.api, &device.target, plan.warmup, plan.latency_samples).await?);
+    let on_device = Summary::of(
+        &latency::end_to_end(
+            &stack.api,
+            &device.target,
+            plan.warmup,
+            plan.latency_samples,
+        )
+        .await?,
+    );
 
     note("idempotent replay");
-    let replay = replay::replay(&stack.api, &stack.pool, &stack.central, plan.replay_samples, plan.concurrent_duplicates).await?;
+    let replay = replay::replay(
+        &stack.api,
+        &stack.pool,
+        &stack.central,
+        plan.replay_samples,
+        plan.concurrent_duplicates,
+    )
+    .await?;
 
     note("throughput: closed loop, central placement");
     let saturation = load::saturate(
@@ -217,10 +273,27 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
     )
     .await?;
 
-    note(&format!("steady load: {} calls/s open loop", plan.steady_rate));
-    let timed = load::open_loop(&stack.api, &stack.pool, &stack.central, "central", plan.steady_rate, plan.steady_duration).await?;
-    let e2e: Vec<f64> = timed.iter().filter_map(load::Timed::end_to_end_ms).collect();
-    let wait: Vec<f64> = timed.iter().filter_map(load::Timed::lease_wait_ms).collect();
+    note(&format!(
+        "steady load: {} calls/s open loop",
+        plan.steady_rate
+    ));
+    let timed = load::open_loop(
+        &stack.api,
+        &stack.pool,
+        &stack.central,
+        "central",
+        plan.steady_rate,
+        plan.steady_duration,
+    )
+    .await?;
+    let e2e: Vec<f64> = timed
+        .iter()
+        .filter_map(load::Timed::end_to_end_ms)
+        .collect();
+    let wait: Vec<f64> = timed
+        .iter()
+        .filter_map(load::Timed::lease_wait_ms)
+        .collect();
     let end_to_end = Summary::of(&e2e);
     let steady = Steady {
         rate_calls_per_s: plan.steady_rate,
@@ -247,9 +320,24 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
 
     // The soak asks whether a held xmin horizon slows the queue down, which only a rate the
     // system sustains can show: above its capacity the backlog grows whatever the horizon.
-    let soak_rate = plan.soak_rate.min((saturation.calls_per_s * SUSTAINABLE).floor()).max(10.0);
-    note(&format!("soak: {:?} at {soak_rate} calls/s", plan.soak_duration));
-    let mut soak = soak::soak(&stack.api, &stack.pool, &stack.database_url, &stack.central, "central", soak_rate, plan.soak_duration).await?;
+    let soak_rate = plan
+        .soak_rate
+        .min((saturation.calls_per_s * SUSTAINABLE).floor())
+        .max(10.0);
+    note(&format!(
+        "soak: {:?} at {soak_rate} calls/s",
+        plan.soak_duration
+    ));
+    let mut soak = soak::soak(
+        &stack.api,
+        &stack.pool,
+        &stack.database_url,
+        &stack.central,
+        "central",
+        soak_rate,
+        plan.soak_duration,
+    )
+    .await?;
     soak.requested_rate_calls_per_s = plan.soak_rate;
 
     runner.signal(nix::sys::signal::Signal::SIGTERM)?;
@@ -264,18 +352,37 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
         machine,
         postgres: durability,
         baseline_direct_ms: baseline,
-        end_to_end_ms: Placement { central, device: on_device },
-        added_latency_ms: Placement { central: central.minus(&baseline), device: on_device.minus(&baseline) },
-        throughput_calls_per_s: Throughput { per_call: saturation.calls_per_s, batched: None },
+        end_to_end_ms: Placement {
+            central,
+            device: on_device,
+        },
+        added_latency_ms: Placement {
+            central: central.minus(&baseline),
+            device: on_device.minus(&baseline),
+        },
+        throughput_calls_per_s: Throughput {
+            per_call: saturation.calls_per_s,
+            batched: None,
+        },
         cost_per_call: CallCost {
-            per_call: report::Cost { db: saturation.per_call, cpu_ms: saturation.cpu_ms_per_call, statements: saturation.statements.clone() },
+            per_call: report::Cost {
+                db: saturation.per_call,
+                cpu_ms: saturation.cpu_ms_per_call,
+                statements: saturation.statements.clone(),
+            },
             batched: None,
         },
         steady_load: steady,
         replay_ms: replay.duplicate_ms,
         replay,
-        idle_runners: report::IdleReport { idle, companion_rss_bytes },
+        idle_runners: report::IdleReport {
+            idle,
+            companion_rss_bytes,
+        },
         soak,
-        load_average_at_end: std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_owned(),
+        load_average_at_end: std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
     })
 }

@@ -26,11 +26,19 @@ pub struct Replay {
 
 /// Measures `count` sequential duplicates of one finished call, then sends `concurrent`
 /// identical new submissions at once.
-pub async fn replay(api: &Api, pool: &PgPool, target: &Target, count: usize, concurrent: usize) -> Result<Replay> {
+pub async fn replay(
+    api: &Api,
+    pool: &PgPool,
+    target: &Target,
+    count: usize,
+    concurrent: usize,
+) -> Result<Replay> {
     let original = target.call("noop", json!({}));
     let (status, call) = submit(api, &original).await?;
     if status != 201 {
-        return Err(Error::Setup(format!("a fresh request_id answered {status}, not 201")));
+        return Err(Error::Setup(format!(
+            "a fresh request_id answered {status}, not 201"
+        )));
     }
     wait_settled(api, &call.id.to_string(), Duration::from_secs(30)).await?;
     let mut samples = Vec::with_capacity(count);
@@ -39,7 +47,10 @@ pub async fn replay(api: &Api, pool: &PgPool, target: &Target, count: usize, con
         let (status, again) = submit(api, &original).await?;
         samples.push(ms(started.elapsed()));
         if status != 200 || again.id != call.id {
-            return Err(Error::Setup(format!("a duplicate answered {status} with call {} (expected 200 with {})", again.id, call.id)));
+            return Err(Error::Setup(format!(
+                "a duplicate answered {status} with call {} (expected 200 with {})",
+                again.id, call.id
+            )));
         }
     }
 
@@ -53,5 +64,10 @@ pub async fn replay(api: &Api, pool: &PgPool, target: &Target, count: usize, con
         .bind(duplicate.request_id.0)
         .fetch_one(pool)
         .await?;
-    Ok(Replay { duplicate_ms: Summary::of(&samples), concurrent_duplicates: concurrent, distinct_answers: ids.len(), calls_created })
+    Ok(Replay {
+        duplicate_ms: Summary::of(&samples),
+        concurrent_duplicates: concurrent,
+        distinct_answers: ids.len(),
+        calls_created,
+    })
 }

@@ -3,11 +3,11 @@
 
 use super::idle::Idle;
 use super::load::PerCall;
-use crate::cpu::CpuTimes;
-use crate::pg::StatementCost;
 use super::replay::Replay;
 use super::soak::Soak;
+use crate::cpu::CpuTimes;
 use crate::pg::Durability;
+use crate::pg::StatementCost;
 use crate::stats::Summary;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -103,15 +103,24 @@ impl Machine {
         let cpuinfo = read("/proc/cpuinfo");
         let cpu_model = cpuinfo
             .lines()
-            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_owned()))
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .and_then(|r| r.split_once(':'))
+                    .map(|(_, m)| m.trim().to_owned())
+            })
             .unwrap_or_else(|| "unknown".into());
         let memory_bytes = read("/proc/meminfo")
             .lines()
-            .find_map(|l| l.strip_prefix("MemTotal:").and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok()))
+            .find_map(|l| {
+                l.strip_prefix("MemTotal:")
+                    .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+            })
             .unwrap_or(0)
             * 1024;
         Machine {
-            cpus: std::thread::available_parallelism().map(usize::from).unwrap_or(1),
+            cpus: std::thread::available_parallelism()
+                .map(usize::from)
+                .unwrap_or(1),
             cpu_model,
             memory_bytes,
             kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
@@ -173,17 +182,50 @@ impl Results {
     pub fn checks(&self) -> Vec<Check> {
         let mut checks = Vec::new();
         let mut check = |figure: &str, target: &str, measured: String, met: bool| {
-            checks.push(Check { figure: figure.into(), target: target.into(), measured, met });
+            checks.push(Check {
+                figure: figure.into(),
+                target: target.into(),
+                measured,
+                met,
+            });
         };
-        for (name, added) in [("central", &self.added_latency_ms.central), ("device", &self.added_latency_ms.device)] {
-            check(&format!("added latency p50, {name}"), "≤ 3 ms", format!("{:.2} ms", added.p50), added.p50 <= 3.0);
-            check(&format!("added latency p99, {name}"), "≤ 10 ms", format!("{:.2} ms", added.p99), added.p99 <= 10.0);
+        for (name, added) in [
+            ("central", &self.added_latency_ms.central),
+            ("device", &self.added_latency_ms.device),
+        ] {
+            check(
+                &format!("added latency p50, {name}"),
+                "≤ 3 ms",
+                format!("{:.2} ms", added.p50),
+                added.p50 <= 3.0,
+            );
+            check(
+                &format!("added latency p99, {name}"),
+                "≤ 10 ms",
+                format!("{:.2} ms", added.p99),
+                added.p99 <= 10.0,
+            );
         }
         let t = &self.throughput_calls_per_s;
-        check("throughput, per-call commits", "≥ 1,000 calls/s", format!("{:.0} calls/s", t.per_call), t.per_call >= 1000.0);
+        check(
+            "throughput, per-call commits",
+            "≥ 1,000 calls/s",
+            format!("{:.0} calls/s", t.per_call),
+            t.per_call >= 1000.0,
+        );
         match t.batched {
-            Some(b) => check("throughput, batched", "≥ 2,500 calls/s", format!("{b:.0} calls/s"), b >= 2500.0),
-            None => check("throughput, batched", "≥ 2,500 calls/s", "not measured".into(), false),
+            Some(b) => check(
+                "throughput, batched",
+                "≥ 2,500 calls/s",
+                format!("{b:.0} calls/s"),
+                b >= 2500.0,
+            ),
+            None => check(
+                "throughput, batched",
+                "≥ 2,500 calls/s",
+                "not measured".into(),
+                false,
+            ),
         }
         let s = &self.steady_load;
         check(
@@ -198,17 +240,30 @@ impl Results {
             format!("{:.2} ms", s.added_latency_ms.p99),
             s.added_latency_ms.p99 <= 25.0,
         );
-        check("replay p50", "≤ 1 ms", format!("{:.2} ms", self.replay_ms.p50), self.replay_ms.p50 <= 1.0);
+        check(
+            "replay p50",
+            "≤ 1 ms",
+            format!("{:.2} ms", self.replay_ms.p50),
+            self.replay_ms.p50 <= 1.0,
+        );
         let r = &self.replay;
         check(
             &format!("{} concurrent duplicates", r.concurrent_duplicates),
             "exactly one call",
-            format!("{} call(s), {} distinct answer(s)", r.calls_created, r.distinct_answers),
+            format!(
+                "{} call(s), {} distinct answer(s)",
+                r.calls_created, r.distinct_answers
+            ),
             r.calls_created == 1 && r.distinct_answers == 1,
         );
         let i = &self.idle_runners.idle;
         let mb = i.server_rss_bytes as f64 / 1e6;
-        check(&format!("server RSS, {} idle runners", i.count), "≤ 150 MB at 10,000", format!("{mb:.1} MB"), mb <= 150.0 && i.count >= 10_000);
+        check(
+            &format!("server RSS, {} idle runners", i.count),
+            "≤ 150 MB at 10,000",
+            format!("{mb:.1} MB"),
+            mb <= 150.0 && i.count >= 10_000,
+        );
         check(
             "rows written per idle poll (heartbeats included)",
             "0 per poll; heartbeats batched",
@@ -217,8 +272,18 @@ impl Results {
         );
         let k = &self.soak;
         let at = format!(" at {:.0}/s", k.rate_calls_per_s);
-        check(&format!("soak throughput with xmin held{at}"), "drop ≤ 10%", format!("{:.1}% of before", k.throughput_ratio * 100.0), k.throughput_ratio >= 0.9);
-        check(&format!("soak p99 with xmin held{at}"), "≤ 2× before", format!("{:.2}×", k.p99_ratio), k.p99_ratio <= 2.0 && k.p99_ratio > 0.0);
+        check(
+            &format!("soak throughput with xmin held{at}"),
+            "drop ≤ 10%",
+            format!("{:.1}% of before", k.throughput_ratio * 100.0),
+            k.throughput_ratio >= 0.9,
+        );
+        check(
+            &format!("soak p99 with xmin held{at}"),
+            "≤ 2× before",
+            format!("{:.2}×", k.p99_ratio),
+            k.p99_ratio <= 2.0 && k.p99_ratio > 0.0,
+        );
         checks
     }
 
@@ -226,7 +291,11 @@ impl Results {
     pub fn table(&self) -> String {
         let mut out = String::new();
         let row = |out: &mut String, name: &str, s: &Summary| {
-            let _ = writeln!(out, "  {name:<34} {:>9.3} {:>9.3} {:>9.3} {:>7}", s.p50, s.p99, s.p999, s.count);
+            let _ = writeln!(
+                out,
+                "  {name:<34} {:>9.3} {:>9.3} {:>9.3} {:>7}",
+                s.p50, s.p99, s.p999, s.count
+            );
         };
         let _ = writeln!(
             out,
@@ -240,16 +309,44 @@ impl Results {
             self.machine.load_average_at_start,
             self.load_average_at_end
         );
-        let _ = writeln!(out, "\n  {:<34} {:>9} {:>9} {:>9} {:>7}", "latency (ms)", "p50", "p99", "p99.9", "n");
-        row(&mut out, "direct rmcp call (baseline)", &self.baseline_direct_ms);
-        row(&mut out, "central: submit → visible", &self.end_to_end_ms.central);
+        let _ = writeln!(
+            out,
+            "\n  {:<34} {:>9} {:>9} {:>9} {:>7}",
+            "latency (ms)", "p50", "p99", "p99.9", "n"
+        );
+        row(
+            &mut out,
+            "direct rmcp call (baseline)",
+            &self.baseline_direct_ms,
+        );
+        row(
+            &mut out,
+            "central: submit → visible",
+            &self.end_to_end_ms.central,
+        );
         row(&mut out, "central: added", &self.added_latency_ms.central);
-        row(&mut out, "device: submit → visible", &self.end_to_end_ms.device);
+        row(
+            &mut out,
+            "device: submit → visible",
+            &self.end_to_end_ms.device,
+        );
         row(&mut out, "device: added", &self.added_latency_ms.device);
-        row(&mut out, "replay of a duplicate request_id", &self.replay_ms);
+        row(
+            &mut out,
+            "replay of a duplicate request_id",
+            &self.replay_ms,
+        );
         let s = &self.steady_load;
-        row(&mut out, &format!("{:.0}/s: lease wait", s.rate_calls_per_s), &s.lease_wait_ms);
-        row(&mut out, &format!("{:.0}/s: added (submit → settled)", s.rate_calls_per_s), &s.added_latency_ms);
+        row(
+            &mut out,
+            &format!("{:.0}/s: lease wait", s.rate_calls_per_s),
+            &s.lease_wait_ms,
+        );
+        row(
+            &mut out,
+            &format!("{:.0}/s: added (submit → settled)", s.rate_calls_per_s),
+            &s.added_latency_ms,
+        );
         let t = &self.throughput_calls_per_s;
         let c = &self.cost_per_call.per_call;
         let _ = writeln!(
@@ -260,10 +357,20 @@ impl Results {
         let _ = writeln!(
             out,
             "    CPU ms per call: server {:.2}, PostgreSQL {:.2}, MCP server {:.2}, device runners {:.2}, driver (the clients) {:.2}",
-            c.cpu_ms.server, c.cpu_ms.postgres, c.cpu_ms.mcp_servers, c.cpu_ms.device_runners, c.cpu_ms.driver
+            c.cpu_ms.server,
+            c.cpu_ms.postgres,
+            c.cpu_ms.mcp_servers,
+            c.cpu_ms.device_runners,
+            c.cpu_ms.driver
         );
         for st in c.statements.iter().take(12) {
-            let _ = writeln!(out, "      {:>5.2}×  {:>6.3} ms  {}", st.calls_per_call, st.ms_per_call, st.query.chars().take(100).collect::<String>());
+            let _ = writeln!(
+                out,
+                "      {:>5.2}×  {:>6.3} ms  {}",
+                st.calls_per_call,
+                st.ms_per_call,
+                st.query.chars().take(100).collect::<String>()
+            );
         }
         match t.batched {
             Some(b) => _ = writeln!(out, "  throughput, batched                {b:>9.0} calls/s"),
@@ -274,7 +381,11 @@ impl Results {
             out,
             "\n  idle: {} runners ({}), server RSS {:.1} MB (before pairing {:.1} MB, paired {:.1} MB), {:.0} commits/s, {:.0} rows written/s, {:.2} rows/poll; companion RSS {:.1} MB",
             i.idle.count,
-            if i.idle.heartbeat_keep_alive { "2 connections each" } else { "1 held connection each; heartbeats reconnect" },
+            if i.idle.heartbeat_keep_alive {
+                "2 connections each"
+            } else {
+                "1 held connection each; heartbeats reconnect"
+            },
             i.idle.server_rss_bytes as f64 / 1e6,
             i.idle.server_rss_before_bytes as f64 / 1e6,
             i.idle.server_rss_paired_bytes as f64 / 1e6,
@@ -292,12 +403,28 @@ impl Results {
             let _ = writeln!(
                 out,
                 "    {:<10} {:>7.0} calls/s  p50 {:>7.2} ms  p99 {:>7.2} ms  lease wait p99 {:>6.2} ms  dead rows {}",
-                p.name, p.throughput_calls_per_s, p.end_to_end_ms.p50, p.end_to_end_ms.p99, p.lease_wait_ms.p99, p.calls_table.dead_rows
+                p.name,
+                p.throughput_calls_per_s,
+                p.end_to_end_ms.p50,
+                p.end_to_end_ms.p99,
+                p.lease_wait_ms.p99,
+                p.calls_table.dead_rows
             );
         }
-        let _ = writeln!(out, "\n  {:<46} {:<32} {:<28} met", "target", "goal", "measured");
+        let _ = writeln!(
+            out,
+            "\n  {:<46} {:<32} {:<28} met",
+            "target", "goal", "measured"
+        );
         for c in self.checks() {
-            let _ = writeln!(out, "  {:<46} {:<32} {:<28} {}", c.figure, c.target, c.measured, if c.met { "yes" } else { "NO" });
+            let _ = writeln!(
+                out,
+                "  {:<46} {:<32} {:<28} {}",
+                c.figure,
+                c.target,
+                c.measured,
+                if c.met { "yes" } else { "NO" }
+            );
         }
         out
     }

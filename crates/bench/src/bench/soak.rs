@@ -50,7 +50,15 @@ pub struct Soak {
 }
 
 /// Runs the soak at `rate` for `duration` (three equal phases).
-pub async fn soak(api: &Api, pool: &PgPool, database_url: &str, target: &Target, runner_ref: &str, rate: f64, duration: Duration) -> Result<Soak> {
+pub async fn soak(
+    api: &Api,
+    pool: &PgPool,
+    database_url: &str,
+    target: &Target,
+    runner_ref: &str,
+    rate: f64,
+    duration: Duration,
+) -> Result<Soak> {
     let phase = duration / 3;
     let start = Utc::now();
     let load = open_loop(api, pool, target, runner_ref, rate, duration);
@@ -75,23 +83,49 @@ pub async fn soak(api: &Api, pool: &PgPool, database_url: &str, target: &Target,
     for (i, name) in names.into_iter().enumerate() {
         let from = start + chrono::Duration::from_std(phase * i as u32).unwrap_or_default();
         let to = from + chrono::Duration::from_std(phase).unwrap_or_default();
-        phases.push(summarize(name, &timed, from, to, phase, health.get(i).copied().unwrap_or_default()));
+        phases.push(summarize(
+            name,
+            &timed,
+            from,
+            to,
+            phase,
+            health.get(i).copied().unwrap_or_default(),
+        ));
     }
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     Ok(Soak {
         requested_rate_calls_per_s: rate,
         rate_calls_per_s: rate,
         duration_s: duration.as_secs_f64(),
-        throughput_ratio: ratio(phases[1].throughput_calls_per_s, phases[0].throughput_calls_per_s),
+        throughput_ratio: ratio(
+            phases[1].throughput_calls_per_s,
+            phases[0].throughput_calls_per_s,
+        ),
         p99_ratio: ratio(phases[1].end_to_end_ms.p99, phases[0].end_to_end_ms.p99),
-        not_succeeded: timed.iter().filter(|t| t.times.state != "succeeded").count(),
+        not_succeeded: timed
+            .iter()
+            .filter(|t| t.times.state != "succeeded")
+            .count(),
         phases,
     })
 }
 
-fn summarize(name: &'static str, timed: &[Timed], from: DateTime<Utc>, to: DateTime<Utc>, length: Duration, calls_table: TableHealth) -> Phase {
-    let finished = timed.iter().filter(|t| t.times.finished_at.is_some_and(|f| f >= from && f < to)).count();
-    let submitted: Vec<&Timed> = timed.iter().filter(|t| t.submitted >= from && t.submitted < to).collect();
+fn summarize(
+    name: &'static str,
+    timed: &[Timed],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    length: Duration,
+    calls_table: TableHealth,
+) -> Phase {
+    let finished = timed
+        .iter()
+        .filter(|t| t.times.finished_at.is_some_and(|f| f >= from && f < to))
+        .count();
+    let submitted: Vec<&Timed> = timed
+        .iter()
+        .filter(|t| t.submitted >= from && t.submitted < to)
+        .collect();
     let e2e: Vec<f64> = submitted.iter().filter_map(|t| t.end_to_end_ms()).collect();
     let wait: Vec<f64> = submitted.iter().filter_map(|t| t.lease_wait_ms()).collect();
     Phase {

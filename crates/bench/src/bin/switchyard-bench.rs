@@ -90,7 +90,9 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
         None => std::env::current_exe()
             .ok()
             .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf))
-            .ok_or_else(|| Error::Setup("cannot tell where this binary is; pass --bin-dir".into()))?,
+            .ok_or_else(|| {
+                Error::Setup("cannot tell where this binary is; pass --bin-dir".into())
+            })?,
     };
     let bins = Binaries::in_dir(&bin_dir)?;
     let database_url = match &args.create_database {
@@ -98,25 +100,36 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
         None => args.database_url.clone(),
     };
     let _ = std::fs::remove_dir_all(&args.work_dir);
-    let work_dir = std::path::absolute(&args.work_dir).map_err(Error::io("resolving --work-dir"))?;
+    let work_dir =
+        std::path::absolute(&args.work_dir).map_err(Error::io("resolving --work-dir"))?;
     if args.throughput_only {
         let saturation = bench::throughput_only(&plan, bins, &database_url, &work_dir).await?;
-        println!("{}", serde_json::to_string_pretty(&saturation).map_err(|e| Error::Setup(e.to_string()))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&saturation).map_err(|e| Error::Setup(e.to_string()))?
+        );
         return Ok(());
     }
     if let Some(count) = args.idle_only {
         let idle = bench::idle_only(&plan, count, bins, &database_url, &work_dir).await?;
-        println!("{}", serde_json::to_string_pretty(&idle).map_err(|e| Error::Setup(e.to_string()))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&idle).map_err(|e| Error::Setup(e.to_string()))?
+        );
         return Ok(());
     }
     let results = bench::run(&plan, bins, &database_url, &work_dir).await?;
-    let mut json = serde_json::to_value(&results).map_err(|e| Error::Setup(format!("serializing the results: {e}")))?;
-    json["targets"] = serde_json::to_value(results.checks()).map_err(|e| Error::Setup(e.to_string()))?;
+    let mut json = serde_json::to_value(&results)
+        .map_err(|e| Error::Setup(format!("serializing the results: {e}")))?;
+    json["targets"] =
+        serde_json::to_value(results.checks()).map_err(|e| Error::Setup(e.to_string()))?;
     if let Some(parent) = args.out.parent() {
-        std::fs::create_dir_all(parent).map_err(Error::io(format!("creating {}", parent.display())))?;
+        std::fs::create_dir_all(parent)
+            .map_err(Error::io(format!("creating {}", parent.display())))?;
     }
     let text = serde_json::to_string_pretty(&json).map_err(|e| Error::Setup(e.to_string()))?;
-    std::fs::write(&args.out, text + "\n").map_err(Error::io(format!("writing {}", args.out.display())))?;
+    std::fs::write(&args.out, text + "\n")
+        .map_err(Error::io(format!("writing {}", args.out.display())))?;
     println!("{}", results.table());
     println!("results: {}", args.out.display());
     Ok(())

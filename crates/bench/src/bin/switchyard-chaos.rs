@@ -80,10 +80,15 @@ async fn run(args: Args) -> Result<bool, Error> {
         None => std::env::current_exe()
             .ok()
             .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf))
-            .ok_or_else(|| Error::Setup("cannot tell where this binary is; pass --bin-dir".into()))?,
+            .ok_or_else(|| {
+                Error::Setup("cannot tell where this binary is; pass --bin-dir".into())
+            })?,
     };
     let seed = args.seed.unwrap_or_else(Rng::clock_seed);
-    let pg = args.pg_data.map(|datadir| PgControl { bindir: args.pg_bin.unwrap_or_default(), datadir });
+    let pg = args.pg_data.map(|datadir| PgControl {
+        bindir: args.pg_bin.unwrap_or_default(),
+        datadir,
+    });
     let config = ChaosConfig {
         admin_url: args.database_url,
         bins: Binaries::in_dir(&bin_dir)?,
@@ -94,8 +99,15 @@ async fn run(args: Args) -> Result<bool, Error> {
         seed,
         pg,
     };
-    let cases = if args.cases.is_empty() { Case::ALL.to_vec() } else { args.cases };
-    note(&format!("chaos: seed {seed}, {} rounds per case, {} calls per round at {}/s", config.rounds, config.calls_per_round, config.rate));
+    let cases = if args.cases.is_empty() {
+        Case::ALL.to_vec()
+    } else {
+        args.cases
+    };
+    note(&format!(
+        "chaos: seed {seed}, {} rounds per case, {} calls per round at {}/s",
+        config.rounds, config.calls_per_round, config.rate
+    ));
     let mut rng = Rng::new(seed);
     let mut reports = Vec::new();
     for case in cases {
@@ -105,10 +117,12 @@ async fn run(args: Args) -> Result<bool, Error> {
     let clean = reports.iter().all(|r| r.clean() || r.skipped.is_some());
     let json = serde_json::json!({ "seed": seed, "rounds": config.rounds, "calls_per_round": config.calls_per_round, "rate": config.rate, "cases": reports });
     if let Some(parent) = args.out.parent() {
-        std::fs::create_dir_all(parent).map_err(Error::io(format!("creating {}", parent.display())))?;
+        std::fs::create_dir_all(parent)
+            .map_err(Error::io(format!("creating {}", parent.display())))?;
     }
     let text = serde_json::to_string_pretty(&json).map_err(|e| Error::Setup(e.to_string()))?;
-    std::fs::write(&args.out, text + "\n").map_err(Error::io(format!("writing {}", args.out.display())))?;
+    std::fs::write(&args.out, text + "\n")
+        .map_err(Error::io(format!("writing {}", args.out.display())))?;
     println!("{}", summary_table(&reports));
     println!("seed {seed}; results: {}", args.out.display());
     Ok(clean)

@@ -50,8 +50,15 @@ pub enum Case {
 
 impl Case {
     /// Every case, in the order the suite runs them.
-    pub const ALL: [Case; 7] =
-        [Case::RunnerKill, Case::PgBackendKill, Case::ProxyCut, Case::ProxyStall, Case::ReplicaRestart, Case::DiskFull, Case::PgRestart];
+    pub const ALL: [Case; 7] = [
+        Case::RunnerKill,
+        Case::PgBackendKill,
+        Case::ProxyCut,
+        Case::ProxyStall,
+        Case::ReplicaRestart,
+        Case::DiskFull,
+        Case::PgRestart,
+    ];
 
     /// The case's name.
     pub fn name(self) -> &'static str {
@@ -123,7 +130,10 @@ pub struct CaseReport {
 impl CaseReport {
     /// Whether every invariant held (a skipped case is not clean).
     pub fn clean(&self) -> bool {
-        self.skipped.is_none() && self.tally.clean() && self.receipts_lost == 0 && self.timings.iter().all(|t| t.violations == 0)
+        self.skipped.is_none()
+            && self.tally.clean()
+            && self.receipts_lost == 0
+            && self.timings.iter().all(|t| t.violations == 0)
     }
 }
 
@@ -141,7 +151,15 @@ struct Env {
 
 impl Env {
     async fn start_runner(&mut self) -> Result<DateTime<Utc>> {
-        let runner = self.stack.start_runner(&self.device, &self.outbox, &self.runner_log, &[("SWITCHYARD_LOG", "info")]).await?;
+        let runner = self
+            .stack
+            .start_runner(
+                &self.device,
+                &self.outbox,
+                &self.runner_log,
+                &[("SWITCHYARD_LOG", "info")],
+            )
+            .await?;
         self.runner = Some(runner);
         Ok(Utc::now())
     }
@@ -155,16 +173,33 @@ impl Env {
                 runner.kill().await;
             }
         }
-        let outbox = Outbox::open(&self.outbox, self.device.device_id).map_err(|e| Error::Setup(format!("opening the outbox: {e}")))?;
-        let mut calls: Vec<Uuid> = outbox.unacknowledged().map_err(|e| Error::Setup(e.to_string()))?.iter().map(|r| r.call_id.0).collect();
-        calls.extend(outbox.unfinished().map_err(|e| Error::Setup(e.to_string()))?.iter().map(|s| s.call_id.0));
+        let outbox = Outbox::open(&self.outbox, self.device.device_id)
+            .map_err(|e| Error::Setup(format!("opening the outbox: {e}")))?;
+        let mut calls: Vec<Uuid> = outbox
+            .unacknowledged()
+            .map_err(|e| Error::Setup(e.to_string()))?
+            .iter()
+            .map(|r| r.call_id.0)
+            .collect();
+        calls.extend(
+            outbox
+                .unfinished()
+                .map_err(|e| Error::Setup(e.to_string()))?
+                .iter()
+                .map(|s| s.call_id.0),
+        );
         let states = states_of(&self.stack.pool, &calls).await?;
-        let lost = states.iter().filter(|(_, state, _)| !invariants::is_settled(state)).count();
+        let lost = states
+            .iter()
+            .filter(|(_, state, _)| !invariants::is_settled(state))
+            .count();
         Ok((lost, calls.len() - lost))
     }
 
     fn apis(&self) -> Vec<Api> {
-        (0..self.stack.servers.len()).map(|i| self.stack.api.with_url(&self.stack.url(i))).collect()
+        (0..self.stack.servers.len())
+            .map(|i| self.stack.api.with_url(&self.stack.url(i)))
+            .collect()
     }
 }
 
@@ -182,7 +217,8 @@ pub async fn run_case(case: Case, config: &ChaosConfig, rng: &mut Rng) -> Result
         seconds: 0.0,
     };
     if case == Case::PgRestart && config.pg.is_none() {
-        report.skipped = Some("needs the cluster's data directory (--pg-data) to restart it".into());
+        report.skipped =
+            Some("needs the cluster's data directory (--pg-data) to restart it".into());
         return Ok(report);
     }
     let mut env = match set_up(case, config).await {
@@ -210,11 +246,15 @@ pub async fn run_case(case: Case, config: &ChaosConfig, rng: &mut Rng) -> Result
 async fn set_up(case: Case, config: &ChaosConfig) -> Result<Env> {
     let name = case.name().replace('-', "_");
     let database_url = fresh_database(&config.admin_url, &format!("chaos_{name}")).await?;
-    let dir = std::path::absolute(config.work_dir.join(case.name())).map_err(Error::io("resolving the work directory"))?;
+    let dir = std::path::absolute(config.work_dir.join(case.name()))
+        .map_err(Error::io("resolving the work directory"))?;
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
     let ttl = LEASE_TTL.as_secs().to_string();
-    let env = [("SWITCHYARD_LEASE_TTL_SECONDS", ttl.as_str()), ("SWITCHYARD_LOG", "info")];
+    let env = [
+        ("SWITCHYARD_LEASE_TTL_SECONDS", ttl.as_str()),
+        ("SWITCHYARD_LOG", "info"),
+    ];
     let mut stack = Stack::start(config.bins.clone(), &database_url, &dir, &env).await?;
     if case.two_replicas() {
         stack.add_replica().await?;
@@ -222,8 +262,15 @@ async fn set_up(case: Case, config: &ChaosConfig) -> Result<Env> {
     // The device runner talks to the last replica (the second one when there are two), through
     // the proxy when the case cuts its network.
     let home = stack.servers.len() - 1;
-    let proxy = if case.behind_proxy() { Some(Proxy::start(stack.addrs[home]).await?) } else { None };
-    let server_url = proxy.as_ref().map(Proxy::url).unwrap_or_else(|| stack.url(home));
+    let proxy = if case.behind_proxy() {
+        Some(Proxy::start(stack.addrs[home]).await?)
+    } else {
+        None
+    };
+    let server_url = proxy
+        .as_ref()
+        .map(Proxy::url)
+        .unwrap_or_else(|| stack.url(home));
     let device = stack.pair_device("edge", &server_url).await?;
     let mount = if case == Case::DiskFull {
         let mount = dir.join("outbox-fs");
@@ -233,26 +280,76 @@ async fn set_up(case: Case, config: &ChaosConfig) -> Result<Env> {
         None
     };
     let outbox = mount.as_ref().unwrap_or(&dir).join("outbox");
-    let mut env = Env { stack, device, runner: None, proxy, outbox, runner_log: dir.join("runner.log"), mount };
+    let mut env = Env {
+        stack,
+        device,
+        runner: None,
+        proxy,
+        outbox,
+        runner_log: dir.join("runner.log"),
+        mount,
+    };
     env.start_runner().await?;
     Ok(env)
 }
 
-async fn run_rounds(case: Case, config: &ChaosConfig, rng: &mut Rng, env: &mut Env, report: &mut CaseReport) -> Result<()> {
-    let mut unknown_in = Timing::new("dispatched calls of a lost runner turn unknown (from the kill)", 60_000.0);
-    let mut released_in = Timing::new("undispatched calls re-leased (from lease expiry or runner return)", 1_000.0);
-    let mut receipts_in = Timing::new("a returning runner's receipts settle its unknown calls", 1_000.0);
-    let mut takeover_in = Timing::new("central calls leased again after the holder died (from lease expiry)", 1_000.0);
-    let mut woken_in = Timing::new("device call after its listener's backend was killed (end to end)", 5_000.0);
+async fn run_rounds(
+    case: Case,
+    config: &ChaosConfig,
+    rng: &mut Rng,
+    env: &mut Env,
+    report: &mut CaseReport,
+) -> Result<()> {
+    let mut unknown_in = Timing::new(
+        "dispatched calls of a lost runner turn unknown (from the kill)",
+        60_000.0,
+    );
+    let mut released_in = Timing::new(
+        "undispatched calls re-leased (from lease expiry or runner return)",
+        1_000.0,
+    );
+    let mut receipts_in = Timing::new(
+        "a returning runner's receipts settle its unknown calls",
+        1_000.0,
+    );
+    let mut takeover_in = Timing::new(
+        "central calls leased again after the holder died (from lease expiry)",
+        1_000.0,
+    );
+    let mut woken_in = Timing::new(
+        "device call after its listener's backend was killed (end to end)",
+        5_000.0,
+    );
     let stream_time = Duration::from_secs_f64(config.calls_per_round as f64 / config.rate);
     for round in 0..config.rounds {
         let streams = streams(case, env);
-        let loads: Vec<_> =
-            streams.iter().map(|(apis, target)| workload::stream(apis.clone(), target.clone(), config.rate, config.calls_per_round)).collect();
-        let at = rng.between(Duration::from_millis(100), stream_time.mul_f64(0.8).max(Duration::from_millis(150)));
+        let loads: Vec<_> = streams
+            .iter()
+            .map(|(apis, target)| {
+                workload::stream(
+                    apis.clone(),
+                    target.clone(),
+                    config.rate,
+                    config.calls_per_round,
+                )
+            })
+            .collect();
+        let at = rng.between(
+            Duration::from_millis(100),
+            stream_time.mul_f64(0.8).max(Duration::from_millis(150)),
+        );
         tokio::time::sleep(at).await;
         match case {
-            Case::RunnerKill => runner_kill(env, rng, &mut unknown_in, &mut released_in, &mut receipts_in).await?,
+            Case::RunnerKill => {
+                runner_kill(
+                    env,
+                    rng,
+                    &mut unknown_in,
+                    &mut released_in,
+                    &mut receipts_in,
+                )
+                .await?
+            }
             Case::PgRestart => {
                 let immediate = rng.chance(0.5);
                 if let Some(pg) = &config.pg {
@@ -264,32 +361,55 @@ async fn run_rounds(case: Case, config: &ChaosConfig, rng: &mut Rng, env: &mut E
             }
             Case::ReplicaRestart => replica_restart(env, rng, &mut takeover_in).await?,
             Case::ProxyCut => {
-                let proxy = env.proxy.as_ref().ok_or_else(|| Error::Setup("no proxy".into()))?;
+                let proxy = env
+                    .proxy
+                    .as_ref()
+                    .ok_or_else(|| Error::Setup("no proxy".into()))?;
                 for _ in 0..=rng.below(3) {
                     proxy.cut();
-                    tokio::time::sleep(rng.between(Duration::from_millis(10), Duration::from_millis(400))).await;
+                    tokio::time::sleep(
+                        rng.between(Duration::from_millis(10), Duration::from_millis(400)),
+                    )
+                    .await;
                 }
             }
             Case::ProxyStall => {
-                let proxy = env.proxy.as_ref().ok_or_else(|| Error::Setup("no proxy".into()))?;
+                let proxy = env
+                    .proxy
+                    .as_ref()
+                    .ok_or_else(|| Error::Setup("no proxy".into()))?;
                 proxy.stall(true);
                 tokio::time::sleep(rng.between(Duration::from_millis(300), LEASE_TTL * 2)).await;
                 proxy.stall(false);
             }
             Case::DiskFull => {
-                let mount = env.mount.clone().ok_or_else(|| Error::Setup("no outbox filesystem".into()))?;
+                let mount = env
+                    .mount
+                    .clone()
+                    .ok_or_else(|| Error::Setup("no outbox filesystem".into()))?;
                 let filler = mount.join("filler");
                 fill(&filler)?;
-                tokio::time::sleep(rng.between(Duration::from_millis(300), Duration::from_secs(3))).await;
-                std::fs::remove_file(&filler).map_err(Error::io("freeing the outbox filesystem"))?;
+                tokio::time::sleep(rng.between(Duration::from_millis(300), Duration::from_secs(3)))
+                    .await;
+                std::fs::remove_file(&filler)
+                    .map_err(Error::io("freeing the outbox filesystem"))?;
             }
         }
         report.faults += 1;
         let mut submitted: Vec<Submitted> = Vec::new();
         for load in loads {
-            submitted.extend(load.await.map_err(|e| Error::Setup(format!("the workload failed: {e}")))?);
+            submitted.extend(
+                load.await
+                    .map_err(|e| Error::Setup(format!("the workload failed: {e}")))?,
+            );
         }
-        let tally = invariants::check(&env.stack.pool, &env.stack.count_file, &submitted, SETTLE_DEADLINE).await?;
+        let tally = invariants::check(
+            &env.stack.pool,
+            &env.stack.count_file,
+            &submitted,
+            SETTLE_DEADLINE,
+        )
+        .await?;
         if case == Case::PgBackendKill {
             woken_in.record(probe_after_listener_kill(env).await?);
         }
@@ -307,7 +427,10 @@ async fn run_rounds(case: Case, config: &ChaosConfig, rng: &mut Rng, env: &mut E
         ));
         report.tally.add(&tally);
     }
-    report.timings = [unknown_in, released_in, receipts_in, takeover_in, woken_in].into_iter().filter(|t| t.samples > 0).collect();
+    report.timings = [unknown_in, released_in, receipts_in, takeover_in, woken_in]
+        .into_iter()
+        .filter(|t| t.samples > 0)
+        .collect();
     Ok(())
 }
 
@@ -315,7 +438,10 @@ async fn run_rounds(case: Case, config: &ChaosConfig, rng: &mut Rng, env: &mut E
 fn streams(case: Case, env: &Env) -> Vec<(Vec<Api>, Target)> {
     let all = env.apis();
     match case {
-        Case::PgRestart | Case::ReplicaRestart => vec![(all.clone(), env.stack.central.clone()), (all, env.device.target.clone())],
+        Case::PgRestart | Case::ReplicaRestart => vec![
+            (all.clone(), env.stack.central.clone()),
+            (all, env.device.target.clone()),
+        ],
         _ => vec![(all, env.device.target.clone())],
     }
 }
@@ -328,14 +454,21 @@ struct Held {
 }
 
 async fn held_by(pool: &PgPool, runner_ref: &str) -> Result<Vec<Held>> {
-    Ok(sqlx::query_as("SELECT id, state FROM calls WHERE runner_ref = $1 AND state IN ('leased', 'running')")
-        .bind(runner_ref)
-        .fetch_all(pool)
-        .await?)
+    Ok(sqlx::query_as(
+        "SELECT id, state FROM calls WHERE runner_ref = $1 AND state IN ('leased', 'running')",
+    )
+    .bind(runner_ref)
+    .fetch_all(pool)
+    .await?)
 }
 
 async fn lease_of(pool: &PgPool, runner_ref: &str) -> Result<Option<(i64, DateTime<Utc>)>> {
-    Ok(sqlx::query_as("SELECT epoch, expires_at FROM runner_leases WHERE runner_ref = $1").bind(runner_ref).fetch_optional(pool).await?)
+    Ok(
+        sqlx::query_as("SELECT epoch, expires_at FROM runner_leases WHERE runner_ref = $1")
+            .bind(runner_ref)
+            .fetch_optional(pool)
+            .await?,
+    )
 }
 
 fn ms_between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
@@ -344,14 +477,23 @@ fn ms_between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
 
 /// SIGKILL the device runner; restart it at once (the same holder resumes its live lease) or
 /// after its lease expired (a lost runner coming back).
-async fn runner_kill(env: &mut Env, rng: &mut Rng, unknown_in: &mut Timing, released_in: &mut Timing, receipts_in: &mut Timing) -> Result<()> {
+async fn runner_kill(
+    env: &mut Env,
+    rng: &mut Rng,
+    unknown_in: &mut Timing,
+    released_in: &mut Timing,
+    receipts_in: &mut Timing,
+) -> Result<()> {
     let runner_ref = format!("device:{}", env.device.device_id);
     if let Some(mut runner) = env.runner.take() {
         runner.kill().await;
     }
     let killed = Utc::now();
     let held = held_by(&env.stack.pool, &runner_ref).await?;
-    let expiry = lease_of(&env.stack.pool, &runner_ref).await?.map(|(_, e)| e).unwrap_or(killed);
+    let expiry = lease_of(&env.stack.pool, &runner_ref)
+        .await?
+        .map(|(_, e)| e)
+        .unwrap_or(killed);
     let late = rng.chance(0.5);
     if !late {
         tokio::time::sleep(rng.between(Duration::ZERO, Duration::from_millis(500))).await;
@@ -360,7 +502,11 @@ async fn runner_kill(env: &mut Env, rng: &mut Rng, unknown_in: &mut Timing, rele
     }
     // Lost: wait until the lease expired and the sweeper settled what the runner held.
     let pool = env.stack.pool.clone();
-    let running: Vec<Uuid> = held.iter().filter(|h| h.state == "running").map(|h| h.id).collect();
+    let running: Vec<Uuid> = held
+        .iter()
+        .filter(|h| h.state == "running")
+        .map(|h| h.id)
+        .collect();
     let leased: Vec<&Held> = held.iter().filter(|h| h.state == "leased").collect();
     let deadline = Instant::now() + Duration::from_secs(70);
     while Utc::now() < expiry + chrono::Duration::milliseconds(1500) && Instant::now() < deadline {
@@ -383,28 +529,54 @@ async fn runner_kill(env: &mut Env, rng: &mut Rng, unknown_in: &mut Timing, rele
         .collect();
     // Receipts the dead runner recorded but never uploaded: its return must deliver them.
     let pending: Vec<Uuid> = {
-        let outbox = Outbox::open(&env.outbox, env.device.device_id).map_err(|e| Error::Setup(format!("opening the outbox: {e}")))?;
-        let receipts = outbox.unacknowledged().map_err(|e| Error::Setup(e.to_string()))?;
-        receipts.iter().filter(|r| running.contains(&r.call_id.0) && !matches!(r.completion, Completion::Unknown { .. })).map(|r| r.call_id.0).collect()
+        let outbox = Outbox::open(&env.outbox, env.device.device_id)
+            .map_err(|e| Error::Setup(format!("opening the outbox: {e}")))?;
+        let receipts = outbox
+            .unacknowledged()
+            .map_err(|e| Error::Setup(e.to_string()))?;
+        receipts
+            .iter()
+            .filter(|r| {
+                running.contains(&r.call_id.0)
+                    && !matches!(r.completion, Completion::Unknown { .. })
+            })
+            .map(|r| r.call_id.0)
+            .collect()
     };
     tokio::time::sleep(rng.between(Duration::ZERO, Duration::from_secs(1))).await;
     let back = env.start_runner().await?;
     let due = back.max(expiry);
     for id in requeued {
-        match wait_for(&pool, id, |state, leased_at| state != "queued" && leased_at.is_some()).await? {
+        match wait_for(&pool, id, |state, leased_at| {
+            state != "queued" && leased_at.is_some()
+        })
+        .await?
+        {
             Some((_, Some(l))) => released_in.record(ms_between(due, l).max(0.0)),
             _ => released_in.record(f64::INFINITY),
         }
     }
     for call in pending {
         let settled_at = wait_until_state(&pool, call, "resolved", Duration::from_secs(10)).await?;
-        receipts_in.record(settled_at.map(|at| ms_between(back, at).max(0.0)).unwrap_or(f64::INFINITY));
+        receipts_in.record(
+            settled_at
+                .map(|at| ms_between(back, at).max(0.0))
+                .unwrap_or(f64::INFINITY),
+        );
     }
     Ok(())
 }
 
-async fn states_of(pool: &PgPool, ids: &[Uuid]) -> Result<Vec<(Uuid, String, Option<DateTime<Utc>>)>> {
-    Ok(sqlx::query_as("SELECT id, state, finished_at FROM calls WHERE id = ANY($1)").bind(ids).fetch_all(pool).await?)
+async fn states_of(
+    pool: &PgPool,
+    ids: &[Uuid],
+) -> Result<Vec<(Uuid, String, Option<DateTime<Utc>>)>> {
+    Ok(
+        sqlx::query_as("SELECT id, state, finished_at FROM calls WHERE id = ANY($1)")
+            .bind(ids)
+            .fetch_all(pool)
+            .await?,
+    )
 }
 
 /// Polls a call (every 10 ms, up to 10 s) until `done(state, leased_at)`; its last state and
@@ -417,7 +589,10 @@ async fn wait_for(
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(10) {
         let row: Option<(String, Option<DateTime<Utc>>)> =
-            sqlx::query_as("SELECT state, leased_at FROM calls WHERE id = $1").bind(id).fetch_optional(pool).await?;
+            sqlx::query_as("SELECT state, leased_at FROM calls WHERE id = $1")
+                .bind(id)
+                .fetch_optional(pool)
+                .await?;
         if let Some((state, leased_at)) = row
             && done(&state, leased_at)
         {
@@ -429,10 +604,18 @@ async fn wait_for(
 }
 
 /// Polls a call (every 10 ms) until it is in `state`; when the driver saw it there.
-async fn wait_until_state(pool: &PgPool, id: Uuid, state: &str, limit: Duration) -> Result<Option<DateTime<Utc>>> {
+async fn wait_until_state(
+    pool: &PgPool,
+    id: Uuid,
+    state: &str,
+    limit: Duration,
+) -> Result<Option<DateTime<Utc>>> {
     let started = Instant::now();
     while started.elapsed() < limit {
-        let now: Option<String> = sqlx::query_scalar("SELECT state FROM calls WHERE id = $1").bind(id).fetch_optional(pool).await?;
+        let now: Option<String> = sqlx::query_scalar("SELECT state FROM calls WHERE id = $1")
+            .bind(id)
+            .fetch_optional(pool)
+            .await?;
         if now.as_deref() == Some(state) {
             return Ok(Some(Utc::now()));
         }
@@ -464,11 +647,17 @@ async fn probe_after_listener_kill(env: &mut Env) -> Result<f64> {
     kill_backends(&env.stack.pool, false).await?;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
-    let (_, call) = submit(&env.stack.api, &env.device.target.call("count", json!({ "label": "probe" }))).await?;
+    let (_, call) = submit(
+        &env.stack.api,
+        &env.device.target.call("count", json!({ "label": "probe" })),
+    )
+    .await?;
     let id = call.id.to_string();
     loop {
         let call = read_call(&env.stack.api, &id).await?;
-        if invariants::is_settled(call.state.as_str()) || started.elapsed() > Duration::from_secs(60) {
+        if invariants::is_settled(call.state.as_str())
+            || started.elapsed() > Duration::from_secs(60)
+        {
             return Ok(started.elapsed().as_secs_f64() * 1000.0);
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -490,24 +679,29 @@ async fn replica_restart(env: &mut Env, rng: &mut Rng, takeover_in: &mut Timing)
     let after_kill = lease_of(&pool, "central").await?;
     tokio::time::sleep(rng.between(Duration::from_millis(100), Duration::from_secs(2))).await;
     env.stack.restart_server(victim).await?;
-    let (Some((epoch, _)), Some((same_epoch, expiry))) = (before, after_kill) else { return Ok(()) };
+    let (Some((epoch, _)), Some((same_epoch, expiry))) = (before, after_kill) else {
+        return Ok(());
+    };
     if same_epoch != epoch {
         return Ok(());
     }
     // Did the victim hold the central lease? Then another process takes it after expiry.
     let started = Instant::now();
     while started.elapsed() < LEASE_TTL * 4 {
-        let first: Option<DateTime<Utc>> =
-            sqlx::query_scalar("SELECT min(leased_at) FROM calls WHERE runner_ref = 'central' AND lease_epoch > $1")
-                .bind(epoch)
-                .fetch_one(&pool)
-                .await?;
+        let first: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT min(leased_at) FROM calls WHERE runner_ref = 'central' AND lease_epoch > $1",
+        )
+        .bind(epoch)
+        .fetch_one(&pool)
+        .await?;
         if let Some(first) = first {
             takeover_in.record(ms_between(expiry, first).max(0.0));
             return Ok(());
         }
         let now = lease_of(&pool, "central").await?;
-        if now.is_some_and(|(e, _)| e == epoch) && Utc::now() > expiry + chrono::Duration::seconds(2) {
+        if now.is_some_and(|(e, _)| e == epoch)
+            && Utc::now() > expiry + chrono::Duration::seconds(2)
+        {
             // The lease was renewed under the old epoch: the victim did not hold it.
             return Ok(());
         }
@@ -520,7 +714,13 @@ async fn replica_restart(env: &mut Env, rng: &mut Rng, takeover_in: &mut Timing)
 async fn mount_tmpfs(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
     let output = tokio::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size={OUTBOX_FS_BYTES},mode=0755"), "tmpfs"])
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={OUTBOX_FS_BYTES},mode=0755"),
+            "tmpfs",
+        ])
         .arg(dir)
         .output()
         .await
@@ -528,12 +728,18 @@ async fn mount_tmpfs(dir: &Path) -> Result<()> {
     if output.status.success() {
         Ok(())
     } else {
-        Err(Error::Setup(format!("mount: cannot mount a tmpfs for the outbox ({}); run as root", String::from_utf8_lossy(&output.stderr).trim())))
+        Err(Error::Setup(format!(
+            "mount: cannot mount a tmpfs for the outbox ({}); run as root",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )))
     }
 }
 
 async fn unmount(dir: &Path) {
-    let _ = tokio::process::Command::new("umount").arg(dir).output().await;
+    let _ = tokio::process::Command::new("umount")
+        .arg(dir)
+        .output()
+        .await;
 }
 
 /// Writes `path` until the filesystem is full.
@@ -557,7 +763,18 @@ pub fn summary_table(reports: &[CaseReport]) -> String {
     let _ = writeln!(
         out,
         "{:<16} {:>6} {:>6} {:>9} {:>7} {:>9} {:>5} {:>10} {:>11} {:>13} {:>11} {:>7}",
-        "case", "faults", "calls", "succeeded", "not run", "uncertain", "lost", "duplicated", "mislabelled", "receipts lost", "outbox left", "result"
+        "case",
+        "faults",
+        "calls",
+        "succeeded",
+        "not run",
+        "uncertain",
+        "lost",
+        "duplicated",
+        "mislabelled",
+        "receipts lost",
+        "outbox left",
+        "result"
     );
     for r in reports {
         if let Some(reason) = &r.skipped {
@@ -582,15 +799,38 @@ pub fn summary_table(reports: &[CaseReport]) -> String {
             if r.clean() { "ok" } else { "FAILED" }
         );
     }
-    let timings: Vec<(&str, &Timing)> = reports.iter().flat_map(|r| r.timings.iter().map(move |t| (r.case, t))).collect();
+    let timings: Vec<(&str, &Timing)> = reports
+        .iter()
+        .flat_map(|r| r.timings.iter().map(move |t| (r.case, t)))
+        .collect();
     if !timings.is_empty() {
-        let _ = writeln!(out, "\n{:<16} {:<70} {:>7} {:>10} {:>9} {:>5}", "case", "timing", "samples", "worst ms", "limit ms", "over");
+        let _ = writeln!(
+            out,
+            "\n{:<16} {:<70} {:>7} {:>10} {:>9} {:>5}",
+            "case", "timing", "samples", "worst ms", "limit ms", "over"
+        );
         for (case, t) in timings {
-            let worst = if t.worst_ms.is_finite() { format!("{:.0}", t.worst_ms) } else { "never".into() };
-            let _ = writeln!(out, "{case:<16} {:<70} {:>7} {:>10} {:>9.0} {:>5}", t.name, t.samples, worst, t.limit_ms, t.violations);
+            let worst = if t.worst_ms.is_finite() {
+                format!("{:.0}", t.worst_ms)
+            } else {
+                "never".into()
+            };
+            let _ = writeln!(
+                out,
+                "{case:<16} {:<70} {:>7} {:>10} {:>9.0} {:>5}",
+                t.name, t.samples, worst, t.limit_ms, t.violations
+            );
         }
     }
-    let violations: Vec<String> = reports.iter().flat_map(|r| r.tally.violations.iter().map(move |v| format!("{}: {v}", r.case))).collect();
+    let violations: Vec<String> = reports
+        .iter()
+        .flat_map(|r| {
+            r.tally
+                .violations
+                .iter()
+                .map(move |v| format!("{}: {v}", r.case))
+        })
+        .collect();
     if !violations.is_empty() {
         let _ = writeln!(out, "\nviolations:");
         for v in violations.iter().take(30) {

@@ -19,10 +19,17 @@ use uuid::Uuid;
 /// How many times each request_id was executed, from the fixture's count file.
 pub fn executions(count_file: &Path) -> HashMap<Uuid, usize> {
     let mut seen = HashMap::new();
-    for line in std::fs::read_to_string(count_file).unwrap_or_default().lines() {
+    for line in std::fs::read_to_string(count_file)
+        .unwrap_or_default()
+        .lines()
+    {
         let id = serde_json::from_str::<serde_json::Value>(line)
             .ok()
-            .and_then(|v| v["request_id"].as_str().and_then(|s| Uuid::parse_str(s).ok()));
+            .and_then(|v| {
+                v["request_id"]
+                    .as_str()
+                    .and_then(|s| Uuid::parse_str(s).ok())
+            });
         if let Some(id) = id {
             *seen.entry(id).or_insert(0) += 1;
         }
@@ -86,22 +93,32 @@ impl Tally {
 }
 
 /// Waits (up to `deadline`) for every submitted call to settle, then checks the invariants.
-pub async fn check(pool: &PgPool, count_file: &Path, submitted: &[Submitted], deadline: Duration) -> Result<Tally> {
+pub async fn check(
+    pool: &PgPool,
+    count_file: &Path,
+    submitted: &[Submitted],
+    deadline: Duration,
+) -> Result<Tally> {
     let ids: Vec<Uuid> = submitted.iter().map(|s| s.request_id).collect();
     let started = Instant::now();
     let rows: Vec<(Uuid, Uuid, String)> = loop {
-        let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as("SELECT request_id, id, state FROM calls WHERE request_id = ANY($1)")
-            .bind(&ids)
-            .fetch_all(pool)
-            .await?;
+        let rows: Vec<(Uuid, Uuid, String)> =
+            sqlx::query_as("SELECT request_id, id, state FROM calls WHERE request_id = ANY($1)")
+                .bind(&ids)
+                .fetch_all(pool)
+                .await?;
         if rows.iter().all(|(_, _, state)| is_settled(state)) || started.elapsed() > deadline {
             break rows;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let executed = executions(count_file);
-    let stored: HashMap<Uuid, (Uuid, String)> = rows.into_iter().map(|(r, id, s)| (r, (id, s))).collect();
-    let mut tally = Tally { calls: submitted.len(), ..Tally::default() };
+    let stored: HashMap<Uuid, (Uuid, String)> =
+        rows.into_iter().map(|(r, id, s)| (r, (id, s))).collect();
+    let mut tally = Tally {
+        calls: submitted.len(),
+        ..Tally::default()
+    };
     for s in submitted {
         let runs = executed.get(&s.request_id).copied().unwrap_or(0);
         if runs > 1 {
@@ -111,10 +128,16 @@ pub async fn check(pool: &PgPool, count_file: &Path, submitted: &[Submitted], de
         let Some((call, state)) = stored.get(&s.request_id) else {
             if s.answered {
                 tally.lost += 1;
-                tally.violation(format!("request {} was answered but no call is stored", s.request_id));
+                tally.violation(format!(
+                    "request {} was answered but no call is stored",
+                    s.request_id
+                ));
             } else if runs > 0 {
                 tally.lost += 1;
-                tally.violation(format!("request {} ran without a stored call", s.request_id));
+                tally.violation(format!(
+                    "request {} ran without a stored call",
+                    s.request_id
+                ));
             }
             // Never answered and never stored: the client knows it was not accepted.
             continue;
@@ -128,12 +151,16 @@ pub async fn check(pool: &PgPool, count_file: &Path, submitted: &[Submitted], de
             "failed" | "cancelled" | "expired" if runs == 0 => tally.not_run += 1,
             "failed" | "cancelled" | "expired" => {
                 tally.mislabelled += 1;
-                tally.violation(format!("call {call} is {state} (certainly not run) but ran {runs} times"));
+                tally.violation(format!(
+                    "call {call} is {state} (certainly not run) but ran {runs} times"
+                ));
             }
             "unknown" | "resolved" => tally.uncertain += 1,
             "tool_error" => {
                 tally.mislabelled += 1;
-                tally.violation(format!("call {call} is tool_error; the count tool never answers an error"));
+                tally.violation(format!(
+                    "call {call} is tool_error; the count tool never answers an error"
+                ));
             }
             other => {
                 tally.lost += 1;
@@ -162,7 +189,13 @@ pub struct Timing {
 impl Timing {
     /// An empty timing with `limit_ms`.
     pub fn new(name: &str, limit_ms: f64) -> Timing {
-        Timing { name: name.to_owned(), limit_ms, samples: 0, worst_ms: 0.0, violations: 0 }
+        Timing {
+            name: name.to_owned(),
+            limit_ms,
+            samples: 0,
+            worst_ms: 0.0,
+            violations: 0,
+        }
     }
 
     /// Records one sample.

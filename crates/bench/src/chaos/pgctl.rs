@@ -50,7 +50,10 @@ impl PgControl {
         if output.status.success() {
             Ok(())
         } else {
-            Err(Error::Setup(format!("pg_ctl restart failed: {}", String::from_utf8_lossy(&output.stderr).trim())))
+            Err(Error::Setup(format!(
+                "pg_ctl restart failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            )))
         }
     }
 }

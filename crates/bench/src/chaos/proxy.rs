@@ -31,16 +31,28 @@ pub struct Proxy {
 impl Proxy {
     /// Listens on a free loopback port and forwards every connection to `upstream`.
     pub async fn start(upstream: SocketAddr) -> Result<Proxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(Error::io("binding the proxy"))?;
-        let addr = listener.local_addr().map_err(Error::io("reading the proxy address"))?;
-        let shared = Arc::new(Shared { upstream, stalled: watch::channel(false).0, generation: Mutex::new(CancellationToken::new()) });
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(Error::io("binding the proxy"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(Error::io("reading the proxy address"))?;
+        let shared = Arc::new(Shared {
+            upstream,
+            stalled: watch::channel(false).0,
+            generation: Mutex::new(CancellationToken::new()),
+        });
         let accepting = Arc::clone(&shared);
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 tokio::spawn(carry(client, Arc::clone(&accepting)));
             }
         });
-        Ok(Proxy { addr, shared, accept })
+        Ok(Proxy {
+            addr,
+            shared,
+            accept,
+        })
     }
 
     /// Its URL, e.g. `http://127.0.0.1:40123`.
@@ -50,7 +62,11 @@ impl Proxy {
 
     /// Resets every connection open now (new ones are accepted as before).
     pub fn cut(&self) {
-        let mut generation = self.shared.generation.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut generation = self
+            .shared
+            .generation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         generation.cancel();
         *generation = CancellationToken::new();
     }
@@ -70,8 +86,14 @@ impl Drop for Proxy {
 
 /// Carries one connection until either side closes it or it is cut.
 async fn carry(client: TcpStream, shared: Arc<Shared>) {
-    let cut = shared.generation.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    let Ok(upstream) = TcpStream::connect(shared.upstream).await else { return };
+    let cut = shared
+        .generation
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let Ok(upstream) = TcpStream::connect(shared.upstream).await else {
+        return;
+    };
     for stream in [&client, &upstream] {
         let _ = stream.set_nodelay(true);
         // Closing then resets the connection instead of ending it politely. (Deprecated because
@@ -90,7 +112,11 @@ async fn carry(client: TcpStream, shared: Arc<Shared>) {
 }
 
 /// Copies bytes from `from` to `to`, holding them while the proxy is stalled.
-async fn pump(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp::OwnedWriteHalf, mut stalled: watch::Receiver<bool>) {
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut stalled: watch::Receiver<bool>,
+) {
     let mut buffer = vec![0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buffer).await {

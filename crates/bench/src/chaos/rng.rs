@@ -9,12 +9,19 @@ pub struct Rng(u64);
 impl Rng {
     /// A source starting from `seed` (0 is replaced by a fixed odd constant).
     pub fn new(seed: u64) -> Rng {
-        Rng(if seed == 0 { 0x9E37_79B9_7F4A_7C15 } else { seed })
+        Rng(if seed == 0 {
+            0x9E37_79B9_7F4A_7C15
+        } else {
+            seed
+        })
     }
 
     /// A seed from the clock, for runs that do not ask for one.
     pub fn clock_seed() -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
     }
 
     /// The next 64 random bits.
@@ -53,7 +60,10 @@ mod tests {
         let (mut a, mut b) = (Rng::new(7), Rng::new(7));
         for _ in 0..1000 {
             let x = a.between(Duration::from_millis(10), Duration::from_millis(20));
-            assert_eq!(x, b.between(Duration::from_millis(10), Duration::from_millis(20)));
+            assert_eq!(
+                x,
+                b.between(Duration::from_millis(10), Duration::from_millis(20))
+            );
             assert!((Duration::from_millis(10)..=Duration::from_millis(20)).contains(&x));
             assert!(a.below(3) < 3 && b.below(3) < 3);
         }

@@ -26,7 +26,12 @@ pub struct Submitted {
 
 /// Submits `count` calls at `rate` per second on `target`, spreading them over `apis` (one per
 /// replica) in turn; every call is retried (same request_id) until answered or `RETRY_FOR`.
-pub fn stream(apis: Vec<Api>, target: Target, rate: f64, count: usize) -> JoinHandle<Vec<Submitted>> {
+pub fn stream(
+    apis: Vec<Api>,
+    target: Target,
+    rate: f64,
+    count: usize,
+) -> JoinHandle<Vec<Submitted>> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
         let mut tasks = Vec::with_capacity(count);
@@ -52,10 +57,18 @@ async fn submit_until_answered(api: Api, call: SubmitCall) -> Submitted {
     loop {
         attempts += 1;
         if submit(&api, &call).await.is_ok() {
-            return Submitted { request_id: call.request_id.0, answered: true, attempts };
+            return Submitted {
+                request_id: call.request_id.0,
+                answered: true,
+                attempts,
+            };
         }
         if started.elapsed() > RETRY_FOR {
-            return Submitted { request_id: call.request_id.0, answered: false, attempts };
+            return Submitted {
+                request_id: call.request_id.0,
+                answered: false,
+                attempts,
+            };
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -15,7 +15,10 @@ pub const LEASE_TTL_SECONDS: &str = "3";
 pub fn bin_dir() -> PathBuf {
     // current_exe is target/<profile>/deps/it-<hash>.
     let exe = std::env::current_exe().expect("current_exe");
-    exe.parent().and_then(Path::parent).expect("the target directory").to_owned()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the target directory")
+        .to_owned()
 }
 
 /// The server, runner and fixture binaries, which must be built.
@@ -26,7 +29,9 @@ pub fn binaries() -> Binaries {
 
 /// A fresh, empty directory for one test.
 pub fn scratch(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("switchyard-bench-it").join(test);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("switchyard-bench-it")
+        .join(test);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create the scratch directory");
     dir
@@ -40,5 +45,7 @@ pub fn database_url(db: &PgConnectOptions) -> String {
 /// A stack on the test's database with a short runner lease.
 pub async fn stack(db: &PgConnectOptions, test: &str) -> Stack {
     let env = [("SWITCHYARD_LEASE_TTL_SECONDS", LEASE_TTL_SECONDS)];
-    Stack::start(binaries(), &database_url(db), &scratch(test), &env).await.unwrap_or_else(|e| panic!("starting the stack: {e}"))
+    Stack::start(binaries(), &database_url(db), &scratch(test), &env)
+        .await
+        .unwrap_or_else(|e| panic!("starting the stack: {e}"))
 }

@@ -12,7 +12,8 @@ fn number(json: &Value, path: &[&str]) -> f64 {
     for key in path {
         at = &at[*key];
     }
-    at.as_f64().unwrap_or_else(|| panic!("results.json has no number at {}: {json:#}", path.join(".")))
+    at.as_f64()
+        .unwrap_or_else(|| panic!("results.json has no number at {}: {json:#}", path.join(".")))
 }
 
 #[sqlx::test(migrations = false)]
@@ -28,18 +29,29 @@ async fn the_smoke_run_writes_every_promised_figure(_: PgPoolOptions, db: PgConn
         .arg(dir.join("work"))
         .output()
         .expect("run switchyard-bench");
-    assert!(output.status.success(), "switchyard-bench --smoke failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "switchyard-bench --smoke failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let table = String::from_utf8_lossy(&output.stdout);
-    assert!(table.contains("direct rmcp call (baseline)") && table.contains("target"), "{table}");
+    assert!(
+        table.contains("direct rmcp call (baseline)") && table.contains("target"),
+        "{table}"
+    );
 
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("results.json")).expect("JSON");
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("results.json")).expect("JSON");
     for placement in ["central", "device"] {
         for p in ["p50", "p99", "p999"] {
             number(&json, &["added_latency_ms", placement, p]);
         }
     }
     for key in ["per_call", "batched"] {
-        assert!(json["throughput_calls_per_s"].get(key).is_some(), "no throughput_calls_per_s.{key}: {json:#}");
+        assert!(
+            json["throughput_calls_per_s"].get(key).is_some(),
+            "no throughput_calls_per_s.{key}: {json:#}"
+        );
     }
     assert!(number(&json, &["throughput_calls_per_s", "per_call"]) > 0.0);
     number(&json, &["replay_ms", "p50"]);
@@ -48,6 +60,14 @@ async fn the_smoke_run_writes_every_promised_figure(_: PgPoolOptions, db: PgConn
     number(&json, &["baseline_direct_ms", "p50"]);
     number(&json, &["baseline_direct_ms", "p99"]);
     // The one correctness figure among them: concurrent duplicates make exactly one call.
-    assert_eq!(number(&json, &["replay", "calls_created"]), 1.0, "{:#}", json["replay"]);
-    assert!(json["targets"].as_array().is_some_and(|t| !t.is_empty()), "no targets: {json:#}");
+    assert_eq!(
+        number(&json, &["replay", "calls_created"]),
+        1.0,
+        "{:#}",
+        json["replay"]
+    );
+    assert!(
+        json["targets"].as_array().is_some_and(|t| !t.is_empty()),
+        "no targets: {json:#}"
+    );
 }

@@ -152,7 +152,10 @@ impl Drop for KeyringEntry {
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_device_call_uses_a_credential_from_the_os_keyring(_: PgPoolOptions, db: PgConnectOptions) {
+async fn a_device_call_uses_a_credential_from_the_os_keyring(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
     let server = Server::start(&db, "keyring");
     let copy = scratch("keyring-mcp").join("stdin");
     let paired = Paired::set_up(&server, "keyring", fixture_spec(&copy, &["API_TOKEN"])).await;
@@ -165,22 +168,35 @@ async fn a_device_call_uses_a_credential_from_the_os_keyring(_: PgPoolOptions, d
         paired.connection_id.clone(),
         json!({ "env": { "API_TOKEN": { "provider": "os_store", "account": account } } }),
     );
-    std::fs::write(&bindings, json!({ "bindings": by_connection }).to_string()).expect("write the bindings");
+    std::fs::write(&bindings, json!({ "bindings": by_connection }).to_string())
+        .expect("write the bindings");
     std::fs::set_permissions(&bindings, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let outbox = paired.dir.join("outbox");
     let bindings_path = bindings.display().to_string();
-    let mut runner = paired.runner(&outbox, "runner.log", &[("SWITCHYARD_MCP_CREDENTIALS_FILE", bindings_path.as_str())]);
+    let mut runner = paired.runner(
+        &outbox,
+        "runner.log",
+        &[("SWITCHYARD_MCP_CREDENTIALS_FILE", bindings_path.as_str())],
+    );
     runner.wait_for_log("lease epoch").await;
 
-    let call = paired.submit("env", json!({ "name": "API_TOKEN" }), 30).await;
+    let call = paired
+        .submit("env", json!({ "name": "API_TOKEN" }), 30)
+        .await;
     let view = paired.wait_for_state(&call, "succeeded").await;
     // The value reached the MCP server (it echoed it) and was redacted from what was kept.
     assert_eq!(result_text(&view), "[REDACTED]", "{view}");
     assert!(!view.to_string().contains(secret), "{view}");
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
-    assert!(!all_file_text(&outbox).contains(secret), "the outbox holds the secret");
-    assert!(!runner.log_text().contains(secret), "the runner logged the secret");
+    assert!(
+        !all_file_text(&outbox).contains(secret),
+        "the outbox holds the secret"
+    );
+    assert!(
+        !runner.log_text().contains(secret),
+        "the runner logged the secret"
+    );
 }
 
 #[sqlx::test(migrations = false)]

@@ -59,8 +59,15 @@ impl App {
     /// The workspace named by `key` if the actor is a member; unknown and foreign workspaces
     /// look the same (404).
     pub(crate) async fn membership(&self, actor: &Actor, key: &str) -> AppResult<Membership> {
-        match self.db.workspace_find_for_member(&Key::parse(key), actor.user.id).await? {
-            Some((workspace, role)) => Ok(Membership { workspace, is_admin: role == "admin" }),
+        match self
+            .db
+            .workspace_find_for_member(&Key::parse(key), actor.user.id)
+            .await?
+        {
+            Some((workspace, role)) => Ok(Membership {
+                workspace,
+                is_admin: role == "admin",
+            }),
             None => Err(AppError::refused(
                 ErrorCode::WorkspaceNotFound,
                 format!("no workspace `{key}` that you are a member of"),
@@ -74,7 +81,10 @@ impl App {
         if !membership.is_admin {
             return Err(AppError::refused(
                 ErrorCode::Forbidden,
-                format!("you must be an admin of workspace `{}` to do this", membership.workspace.name),
+                format!(
+                    "you must be an admin of workspace `{}` to do this",
+                    membership.workspace.name
+                ),
             ));
         }
         Ok(membership)
@@ -85,7 +95,10 @@ impl App {
         if actor.user.is_owner {
             Ok(())
         } else {
-            Err(AppError::refused(ErrorCode::Forbidden, "only an installation owner may manage connectors"))
+            Err(AppError::refused(
+                ErrorCode::Forbidden,
+                "only an installation owner may manage connectors",
+            ))
         }
     }
 
@@ -128,7 +141,10 @@ impl App {
 /// Maps a unique violation to `already_exists`; other errors pass through.
 pub(crate) fn already_exists(error: sqlx::Error, kind: &str, name: &str) -> AppError {
     if crate::db::is_unique_violation(&error) {
-        AppError::refused(ErrorCode::AlreadyExists, format!("a {kind} named `{name}` already exists"))
+        AppError::refused(
+            ErrorCode::AlreadyExists,
+            format!("a {kind} named `{name}` already exists"),
+        )
     } else {
         AppError::Database(error)
     }

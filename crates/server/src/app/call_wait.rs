@@ -8,12 +8,12 @@
 //! every second, so they cost it at most that. Every look is an ordinary read, authorized
 //! afresh.
 
-use super::principal::Principal;
 use super::App;
+use super::principal::Principal;
 use crate::error::AppResult;
 use std::time::Duration;
-use switchyard_protocol::api::CallView;
 use switchyard_protocol::CallState;
+use switchyard_protocol::api::CallView;
 use tokio::time::Instant;
 
 /// The longest a read waits.
@@ -29,7 +29,13 @@ pub fn is_settled(state: CallState) -> bool {
 impl App {
     /// [`App::call_get_as`], waiting up to `wait` (capped at [`MAX_CALL_WAIT`]) for the call to
     /// settle.
-    pub async fn call_wait_as(&self, principal: &Principal, ws: &str, call: &str, wait: Duration) -> AppResult<CallView> {
+    pub async fn call_wait_as(
+        &self,
+        principal: &Principal,
+        ws: &str,
+        call: &str,
+        wait: Duration,
+    ) -> AppResult<CallView> {
         let id = super::sessions::parse_call_id(call)?;
         let deadline = Instant::now() + wait.min(MAX_CALL_WAIT);
         // Subscribed before the first read: a completion recorded in between still wakes it.

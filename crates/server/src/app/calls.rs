@@ -2,9 +2,9 @@
 //! completions runners report (fenced by their lease epoch).
 
 use super::names::digest;
-use super::results::{bound_result, RESULT_LIMIT};
 use super::principal::Principal;
-use super::{views, Actor, App};
+use super::results::{RESULT_LIMIT, bound_result};
+use super::{Actor, App, views};
 use crate::db::{CallOrigin, CallRow, NewCall, StoredCompletion};
 use crate::error::{AppError, AppResult};
 use serde_json::json;
@@ -31,13 +31,24 @@ pub enum CompletionRecorded {
 impl App {
     /// Submits a call, or returns the existing one for a retried request_id. The bool is true
     /// when the call was created by this request.
-    pub async fn call_submit(&self, actor: &Actor, ws: &str, req: SubmitCall) -> AppResult<(CallView, bool)> {
-        self.call_submit_as(&Principal::User(actor.clone()), ws, req).await
+    pub async fn call_submit(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        req: SubmitCall,
+    ) -> AppResult<(CallView, bool)> {
+        self.call_submit_as(&Principal::User(actor.clone()), ws, req)
+            .await
     }
 
     /// [`App::call_submit`] for a user or a device. A device submits under its bound profile
     /// only, and every call it submits names an operation of that profile.
-    pub async fn call_submit_as(&self, principal: &Principal, ws: &str, req: SubmitCall) -> AppResult<(CallView, bool)> {
+    pub async fn call_submit_as(
+        &self,
+        principal: &Principal,
+        ws: &str,
+        req: SubmitCall,
+    ) -> AppResult<(CallView, bool)> {
         let workspace = self.principal_workspace(principal, ws).await?.id;
         if !req.arguments.is_object() {
             return Err(AppError::refused(
@@ -49,11 +60,16 @@ impl App {
         if !(1..=MAX_TIMEOUT_SECONDS).contains(&timeout) {
             return Err(AppError::refused(
                 ErrorCode::InvalidTimeout,
-                format!("`timeout_seconds` must be between 1 and {MAX_TIMEOUT_SECONDS}, got {timeout}"),
+                format!(
+                    "`timeout_seconds` must be between 1 and {MAX_TIMEOUT_SECONDS}, got {timeout}"
+                ),
             ));
         }
         if req.tool_name.is_empty() {
-            return Err(AppError::refused(ErrorCode::InvalidRequest, "`tool_name` must not be empty"));
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                "`tool_name` must not be empty",
+            ));
         }
         let profile = self.find_profile(workspace, &req.profile_id).await?;
         let connection = self.find_connection(workspace, &req.connection_id).await?;
@@ -62,7 +78,15 @@ impl App {
             None => profile.environment_id,
         };
         self.require_use_by(principal, &profile).await?;
-        let operation = self.call_operation(principal, workspace, req.operation_id, &profile, environment).await?;
+        let operation = self
+            .call_operation(
+                principal,
+                workspace,
+                req.operation_id,
+                &profile,
+                environment,
+            )
+            .await?;
 
         // The canonical payload, after names are resolved to ids and defaults applied.
         let mut payload = json!({
@@ -79,20 +103,34 @@ impl App {
             payload["operation_id"] = json!(operation);
         }
         let payload_digest = digest(&payload);
-        if let Some(existing) = self.db.call_find_by_request(workspace, req.request_id.0).await? {
+        if let Some(existing) = self
+            .db
+            .call_find_by_request(workspace, req.request_id.0)
+            .await?
+        {
             return replay(existing, &payload_digest).map(|view| (view, false));
         }
 
         if environment != profile.environment_id {
             return Err(AppError::refused(
                 ErrorCode::EnvironmentMismatch,
-                format!("profile `{}` runs in another environment than the one requested", profile.name),
+                format!(
+                    "profile `{}` runs in another environment than the one requested",
+                    profile.name
+                ),
             ));
         }
-        if !self.db.profile_has_connection(profile.id, connection.id).await? {
+        if !self
+            .db
+            .profile_has_connection(profile.id, connection.id)
+            .await?
+        {
             return Err(AppError::refused(
                 ErrorCode::ConnectionNotInProfile,
-                format!("profile `{}` does not include connection `{}`", profile.name, connection.name),
+                format!(
+                    "profile `{}` does not include connection `{}`",
+                    profile.name, connection.name
+                ),
             ));
         }
         let connector = self.db.connector_get(connection.connector_id).await?;
@@ -108,7 +146,10 @@ impl App {
             Some(_) => {
                 return Err(AppError::refused(
                     ErrorCode::ToolNotFound,
-                    format!("tool `{}` is no longer offered by connection `{}` (last discovery did not list it)", req.tool_name, connection.name),
+                    format!(
+                        "tool `{}` is no longer offered by connection `{}` (last discovery did not list it)",
+                        req.tool_name, connection.name
+                    ),
                 ));
             }
             None => {
@@ -151,27 +192,40 @@ impl App {
         match self.db.call_insert_from(&new_call, origin).await? {
             Some(row) => Ok((views::call(&row), true)),
             // A concurrent submission with the same request_id won the insert.
-            None => match self.db.call_find_by_request(workspace, new_call.request_id).await? {
+            None => match self
+                .db
+                .call_find_by_request(workspace, new_call.request_id)
+                .await?
+            {
                 Some(existing) => replay(existing, &payload_digest).map(|view| (view, false)),
-                None => Err(AppError::Internal("request_id conflict without a stored call".into())),
+                None => Err(AppError::Internal(
+                    "request_id conflict without a stored call".into(),
+                )),
             },
         }
     }
 
     /// One call, for a reader who holds Use on its profile right now.
     pub async fn call_get(&self, actor: &Actor, ws: &str, call: &str) -> AppResult<CallView> {
-        self.call_get_as(&Principal::User(actor.clone()), ws, call).await
+        self.call_get_as(&Principal::User(actor.clone()), ws, call)
+            .await
     }
 
     /// [`App::call_get`] for a user or a device (which may read the calls of its profile).
-    pub async fn call_get_as(&self, principal: &Principal, ws: &str, call: &str) -> AppResult<CallView> {
+    pub async fn call_get_as(
+        &self,
+        principal: &Principal,
+        ws: &str,
+        call: &str,
+    ) -> AppResult<CallView> {
         let workspace = self.principal_workspace(principal, ws).await?;
         let id = super::sessions::parse_call_id(call)?;
-        let row = self
-            .db
-            .call_get(workspace.id, id.0)
-            .await?
-            .ok_or_else(|| AppError::refused(ErrorCode::CallNotFound, format!("no call `{call}` in this workspace")))?;
+        let row = self.db.call_get(workspace.id, id.0).await?.ok_or_else(|| {
+            AppError::refused(
+                ErrorCode::CallNotFound,
+                format!("no call `{call}` in this workspace"),
+            )
+        })?;
         let profile = self.db.profile_get(row.profile_id).await?;
         self.require_use_by(principal, &profile).await?;
         // One call is shown with everything recorded beside it (attempt, observations,
@@ -182,8 +236,13 @@ impl App {
     /// The newest calls the actor may read.
     pub async fn call_list(&self, actor: &Actor, ws: &str) -> AppResult<CallList> {
         let membership = self.membership(actor, ws).await?;
-        let rows = self.db.call_list_usable(membership.workspace.id, actor.user.id, LIST_LIMIT).await?;
-        Ok(CallList { calls: rows.iter().map(views::call).collect() })
+        let rows = self
+            .db
+            .call_list_usable(membership.workspace.id, actor.user.id, LIST_LIMIT)
+            .await?;
+        Ok(CallList {
+            calls: rows.iter().map(views::call).collect(),
+        })
     }
 
     /// Records a runner's completion report under its lease epoch.
@@ -203,13 +262,20 @@ impl App {
         // The state change and what it implies (a lookup's observation on its unknown call,
         // captured evidence) are recorded in one transaction.
         let effects = self.completion_effects(&stored);
-        if let Some(completed) = self.db.call_complete_with_effects(call.0, runner_ref, epoch.0, &from, &stored, effects).await? {
+        if let Some(completed) = self
+            .db
+            .call_complete_with_effects(call.0, runner_ref, epoch.0, &from, &stored, effects)
+            .await?
+        {
             self.note_completed(&completed);
             return Ok(CompletionRecorded::Recorded);
         }
         // A report about a call already unknown: a valid late receipt is recorded beside it
         // (and settles it when certain); a call whose evidence was erased fences it.
-        if let Some(recorded) = self.record_late_receipt(runner_ref, call, epoch, &stored).await? {
+        if let Some(recorded) = self
+            .record_late_receipt(runner_ref, call, epoch, &stored)
+            .await?
+        {
             return Ok(recorded);
         }
         if self.db.runner_lease_is_current(runner_ref, epoch.0).await? {
@@ -248,7 +314,13 @@ fn replay(existing: CallRow, payload_digest: &[u8]) -> AppResult<CallView> {
 fn stored_completion(completion: Completion) -> StoredCompletion {
     let finished = |state, result: serde_json::Value| {
         let (result, result_truncated) = bound_result(result, RESULT_LIMIT);
-        StoredCompletion { state, result: Some(result), result_truncated, error_code: None, error_message: None }
+        StoredCompletion {
+            state,
+            result: Some(result),
+            result_truncated,
+            error_code: None,
+            error_message: None,
+        }
     };
     let errored = |state, error: CallError| StoredCompletion {
         state,
@@ -299,7 +371,13 @@ pub const MAX_PAGE: u32 = 200;
 impl App {
     /// A filtered, keyset-paginated page of the calls the actor may read (current Use on their
     /// profile), newest first; at most `limit` (1–[`MAX_PAGE`]) calls.
-    pub async fn call_page(&self, actor: &Actor, ws: &str, query: CallQuery, limit: u32) -> AppResult<CallPage> {
+    pub async fn call_page(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        query: CallQuery,
+        limit: u32,
+    ) -> AppResult<CallPage> {
         use crate::db::{CallFilter, PageFrom};
         let membership = self.membership(actor, ws).await?;
         let workspace = membership.workspace.id;
@@ -307,10 +385,25 @@ impl App {
             Some(key) => Some(self.find_connection(workspace, key).await?.id),
             None => None,
         };
-        let filter = CallFilter { state: query.state, connection, runner: query.runner, since: query.since, until: query.until };
+        let filter = CallFilter {
+            state: query.state,
+            connection,
+            runner: query.runner,
+            since: query.since,
+            until: query.until,
+        };
         let limit = limit.clamp(1, MAX_PAGE);
         // One more than asked tells whether another page follows in the direction of travel.
-        let mut rows = self.db.call_list_page(workspace, actor.user.id, &filter, query.from, i64::from(limit) + 1).await?;
+        let mut rows = self
+            .db
+            .call_list_page(
+                workspace,
+                actor.user.id,
+                &filter,
+                query.from,
+                i64::from(limit) + 1,
+            )
+            .await?;
         let more = rows.len() > limit as usize;
         if more {
             match query.from {
@@ -326,6 +419,10 @@ impl App {
             PageFrom::Before(_) => (if more { last } else { None }, first),
             PageFrom::After(_) => (last, if more { first } else { None }),
         };
-        Ok(CallPage { calls: rows.iter().map(views::call).collect(), older, newer })
+        Ok(CallPage {
+            calls: rows.iter().map(views::call).collect(),
+            older,
+            newer,
+        })
     }
 }

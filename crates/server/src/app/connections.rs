@@ -2,21 +2,28 @@
 
 use super::auth::already_exists;
 use super::names::validate_name;
-use super::{views, Actor, App};
+use super::{Actor, App, views};
 use crate::db::{ConnectionRow, Key};
 use crate::error::{AppError, AppResult};
-use switchyard_protocol::api::*;
-use switchyard_protocol::ErrorCode;
 use switchyard_mcp_runner::redact::Redactor;
+use switchyard_protocol::ErrorCode;
+use switchyard_protocol::api::*;
 use uuid::Uuid;
 
 impl App {
     /// Places a connector in a workspace (workspace admins only), on the central runner or a
     /// paired device of the workspace.
-    pub async fn connection_create(&self, actor: &Actor, ws: &str, req: CreateConnection) -> AppResult<ConnectionView> {
+    pub async fn connection_create(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        req: CreateConnection,
+    ) -> AppResult<ConnectionView> {
         let membership = self.admin_membership(actor, ws).await?;
         validate_name("connection", &req.name)?;
-        let runner = self.connection_runner(membership.workspace.id, req.runner.as_deref()).await?;
+        let runner = self
+            .connection_runner(membership.workspace.id, req.runner.as_deref())
+            .await?;
         let connector = self.find_connector(&req.connector).await?;
         let row = self
             .db
@@ -29,25 +36,49 @@ impl App {
     /// The connections of a workspace.
     pub async fn connection_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<ConnectionView>> {
         let membership = self.membership(actor, ws).await?;
-        Ok(self.db.connection_list(membership.workspace.id).await?.iter().map(views::connection).collect())
+        Ok(self
+            .db
+            .connection_list(membership.workspace.id)
+            .await?
+            .iter()
+            .map(views::connection)
+            .collect())
     }
 
     /// One connection.
-    pub async fn connection_get(&self, actor: &Actor, ws: &str, key: &str) -> AppResult<ConnectionView> {
+    pub async fn connection_get(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        key: &str,
+    ) -> AppResult<ConnectionView> {
         let membership = self.membership(actor, ws).await?;
-        Ok(views::connection(&self.find_connection(membership.workspace.id, key).await?))
+        Ok(views::connection(
+            &self.find_connection(membership.workspace.id, key).await?,
+        ))
     }
 
     /// The cached tool catalog of a connection.
     pub async fn tool_list(&self, actor: &Actor, ws: &str, key: &str) -> AppResult<Vec<ToolView>> {
         let membership = self.membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
-        Ok(self.db.tool_list(connection.id).await?.iter().map(views::tool).collect())
+        Ok(self
+            .db
+            .tool_list(connection.id)
+            .await?
+            .iter()
+            .map(views::tool)
+            .collect())
     }
 
     /// Discovers the connection's tools (initialize + paginated tools/list within the
     /// discovery deadline) and reconciles the cached catalog (workspace admins only).
-    pub async fn connection_discover(&self, actor: &Actor, ws: &str, key: &str) -> AppResult<DiscoveryView> {
+    pub async fn connection_discover(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        key: &str,
+    ) -> AppResult<DiscoveryView> {
         let membership = self.admin_membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
         if connection.runner_ref != CENTRAL_RUNNER {
@@ -65,7 +96,10 @@ impl App {
         if !connector.is_runnable() {
             return Err(not_approved(&connector.name));
         }
-        let discovered = match self.credentials.resolve(connection.id.into(), &connector.spec()) {
+        let discovered = match self
+            .credentials
+            .resolve(connection.id.into(), &connector.spec())
+        {
             Ok(launch) => {
                 // A failing server's stderr can echo what it was given: redact before keeping it.
                 let redactor = Redactor::for_launch(&launch);
@@ -81,18 +115,32 @@ impl App {
                     .into_iter()
                     .map(|t| (t.name, t.description, t.input_schema, t.annotations))
                     .collect();
-                self.db.connection_discovery_succeeded(connection.id, &tools).await?;
+                self.db
+                    .connection_discovery_succeeded(connection.id, &tools)
+                    .await?;
                 let detail = serde_json::json!({"tools": tools.len()});
-                self.db.event_record(connection.id, "discovery_succeeded", &detail, None).await?;
+                self.db
+                    .event_record(connection.id, "discovery_succeeded", &detail, None)
+                    .await?;
                 Ok(DiscoveryView {
                     connection_id: connection.id.into(),
-                    tools: self.db.tool_list(connection.id).await?.iter().map(views::tool).collect(),
+                    tools: self
+                        .db
+                        .tool_list(connection.id)
+                        .await?
+                        .iter()
+                        .map(views::tool)
+                        .collect(),
                 })
             }
             Err(message) => {
-                self.db.connection_discovery_failed(connection.id, &message).await?;
+                self.db
+                    .connection_discovery_failed(connection.id, &message)
+                    .await?;
                 let detail = serde_json::json!({"error": message});
-                self.db.event_record(connection.id, "discovery_failed", &detail, None).await?;
+                self.db
+                    .event_record(connection.id, "discovery_failed", &detail, None)
+                    .await?;
                 Err(AppError::refused(
                     ErrorCode::DiscoveryFailed,
                     format!("discovery of `{}` failed: {message}", connection.name),
@@ -101,16 +149,28 @@ impl App {
         }
     }
 
-    pub(crate) async fn find_connection(&self, workspace: Uuid, key: &str) -> AppResult<ConnectionRow> {
-        self.db.connection_find(workspace, &Key::parse(key)).await?.ok_or_else(|| {
-            AppError::refused(ErrorCode::ConnectionNotFound, format!("no connection `{key}` in this workspace"))
-        })
+    pub(crate) async fn find_connection(
+        &self,
+        workspace: Uuid,
+        key: &str,
+    ) -> AppResult<ConnectionRow> {
+        self.db
+            .connection_find(workspace, &Key::parse(key))
+            .await?
+            .ok_or_else(|| {
+                AppError::refused(
+                    ErrorCode::ConnectionNotFound,
+                    format!("no connection `{key}` in this workspace"),
+                )
+            })
     }
 }
 
 pub(crate) fn not_approved(connector: &str) -> AppError {
     AppError::refused(
         ErrorCode::ConnectorNotApproved,
-        format!("connector `{connector}` runs a command that is not approved; an installation owner must run `switchyard connector approve {connector}`"),
+        format!(
+            "connector `{connector}` runs a command that is not approved; an installation owner must run `switchyard connector approve {connector}`"
+        ),
     )
 }

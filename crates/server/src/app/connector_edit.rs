@@ -2,14 +2,19 @@
 //! connector's revision, so a stdio connector is inert again until an owner approves the new
 //! command, and calls dispatched to the old target can no longer be reconciled by lookup.
 
-use super::{views, Actor, App};
+use super::{Actor, App, views};
 use crate::error::AppResult;
 use switchyard_protocol::api::*;
 
 impl App {
     /// Replaces a connector's transport and target (owners only). The same spec again changes
     /// nothing.
-    pub async fn connector_update(&self, actor: &Actor, key: &str, spec: ConnectorSpec) -> AppResult<ConnectorView> {
+    pub async fn connector_update(
+        &self,
+        actor: &Actor,
+        key: &str,
+        spec: ConnectorSpec,
+    ) -> AppResult<ConnectorView> {
         self.require_owner(actor)?;
         let connector = self.find_connector(key).await?;
         super::connectors::validate_spec(&connector.name, &spec)?;

@@ -3,16 +3,20 @@
 
 use super::auth::already_exists;
 use super::names::validate_name;
-use super::{views, Actor, App};
+use super::{Actor, App, views};
 use crate::db::Key;
 use crate::error::{AppError, AppResult};
 use serde_json::Value;
-use switchyard_protocol::api::*;
 use switchyard_protocol::ErrorCode;
+use switchyard_protocol::api::*;
 
 impl App {
     /// Creates a connector (owners only).
-    pub async fn connector_create(&self, actor: &Actor, req: CreateConnector) -> AppResult<ConnectorView> {
+    pub async fn connector_create(
+        &self,
+        actor: &Actor,
+        req: CreateConnector,
+    ) -> AppResult<ConnectorView> {
         self.require_owner(actor)?;
         validate_name("connector", &req.name)?;
         validate_spec(&req.name, &req.spec)?;
@@ -26,26 +30,46 @@ impl App {
 
     /// Imports connectors from the common `{"mcpServers": {...}}` JSON shape (owners only).
     /// All are created or none; environment *values* are dropped, only names are kept.
-    pub async fn connector_import(&self, actor: &Actor, document: Value) -> AppResult<ImportReport> {
+    pub async fn connector_import(
+        &self,
+        actor: &Actor,
+        document: Value,
+    ) -> AppResult<ImportReport> {
         self.require_owner(actor)?;
         let (connectors, warnings) = parse_mcp_servers(&document)?;
         for (name, spec) in &connectors {
             validate_name("connector", name)?;
             validate_spec(name, spec)?;
         }
-        let rows = self.db.connector_create_all(&connectors).await.map_err(|e| {
-            if crate::db::is_unique_violation(&e) {
-                AppError::refused(ErrorCode::AlreadyExists, "a connector with one of these names already exists; nothing was imported")
-            } else {
-                AppError::Database(e)
-            }
-        })?;
-        Ok(ImportReport { created: rows.iter().map(views::connector).collect(), warnings })
+        let rows = self
+            .db
+            .connector_create_all(&connectors)
+            .await
+            .map_err(|e| {
+                if crate::db::is_unique_violation(&e) {
+                    AppError::refused(
+                        ErrorCode::AlreadyExists,
+                        "a connector with one of these names already exists; nothing was imported",
+                    )
+                } else {
+                    AppError::Database(e)
+                }
+            })?;
+        Ok(ImportReport {
+            created: rows.iter().map(views::connector).collect(),
+            warnings,
+        })
     }
 
     /// All connectors (metadata only; they hold no secrets).
     pub async fn connector_list(&self, _actor: &Actor) -> AppResult<Vec<ConnectorView>> {
-        Ok(self.db.connector_list().await?.iter().map(views::connector).collect())
+        Ok(self
+            .db
+            .connector_list()
+            .await?
+            .iter()
+            .map(views::connector)
+            .collect())
     }
 
     /// One connector.
@@ -57,19 +81,32 @@ impl App {
     pub async fn connector_approve(&self, actor: &Actor, key: &str) -> AppResult<ConnectorView> {
         self.require_owner(actor)?;
         let connector = self.find_connector(key).await?;
-        Ok(views::connector(&self.db.connector_approve(connector.id, actor.user.id).await?))
+        Ok(views::connector(
+            &self
+                .db
+                .connector_approve(connector.id, actor.user.id)
+                .await?,
+        ))
     }
 
     pub(crate) async fn find_connector(&self, key: &str) -> AppResult<crate::db::ConnectorRow> {
         self.db
             .connector_find(&Key::parse(key))
             .await?
-            .ok_or_else(|| AppError::refused(ErrorCode::ConnectorNotFound, format!("no connector `{key}`")))
+            .ok_or_else(|| {
+                AppError::refused(
+                    ErrorCode::ConnectorNotFound,
+                    format!("no connector `{key}`"),
+                )
+            })
     }
 }
 
 fn invalid(name: &str, why: impl std::fmt::Display) -> AppError {
-    AppError::refused(ErrorCode::InvalidConnector, format!("connector `{name}`: {why}"))
+    AppError::refused(
+        ErrorCode::InvalidConnector,
+        format!("connector `{name}`: {why}"),
+    )
 }
 
 pub(super) fn validate_spec(name: &str, spec: &ConnectorSpec) -> AppResult<()> {
@@ -79,15 +116,24 @@ pub(super) fn validate_spec(name: &str, spec: &ConnectorSpec) -> AppResult<()> {
                 return Err(invalid(name, "`command` must not be empty"));
             }
             if command.contains('\0') || args.iter().any(|a| a.contains('\0')) {
-                return Err(invalid(name, "command and arguments must not contain NUL bytes"));
+                return Err(invalid(
+                    name,
+                    "command and arguments must not contain NUL bytes",
+                ));
             }
             if let Some(bad) = env.iter().find(|e| !is_env_name(e)) {
-                return Err(invalid(name, format!("`{bad}` is not an environment variable name")));
+                return Err(invalid(
+                    name,
+                    format!("`{bad}` is not an environment variable name"),
+                ));
             }
         }
         ConnectorSpec::Http { url } => {
             if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
-                return Err(invalid(name, format!("`{url}` is not an http:// or https:// URL")));
+                return Err(invalid(
+                    name,
+                    format!("`{url}` is not an http:// or https:// URL"),
+                ));
             }
         }
     }
@@ -108,22 +154,38 @@ fn parse_mcp_servers(document: &Value) -> AppResult<(Vec<(String, ConnectorSpec)
             r#"expected {"mcpServers": {"NAME": {"command": "...", "args": [...]} or {"url": "..."}}}"#,
         )
     };
-    let servers = document.get("mcpServers").and_then(Value::as_object).ok_or_else(shape)?;
+    let servers = document
+        .get("mcpServers")
+        .and_then(Value::as_object)
+        .ok_or_else(shape)?;
     if servers.is_empty() {
-        return Err(AppError::refused(ErrorCode::InvalidRequest, "`mcpServers` is empty: nothing to import"));
+        return Err(AppError::refused(
+            ErrorCode::InvalidRequest,
+            "`mcpServers` is empty: nothing to import",
+        ));
     }
     let mut connectors = Vec::new();
     let mut warnings = Vec::new();
     for (name, server) in servers {
-        let server = server.as_object().ok_or_else(|| invalid(name, "each server must be a JSON object"))?;
+        let server = server
+            .as_object()
+            .ok_or_else(|| invalid(name, "each server must be a JSON object"))?;
         let spec = if let Some(url) = server.get("url") {
-            let url = url.as_str().ok_or_else(|| invalid(name, "`url` must be a string"))?;
+            let url = url
+                .as_str()
+                .ok_or_else(|| invalid(name, "`url` must be a string"))?;
             if server.contains_key("headers") {
-                warnings.push(format!("{name}: `headers` dropped; bind credentials by reference instead"));
+                warnings.push(format!(
+                    "{name}: `headers` dropped; bind credentials by reference instead"
+                ));
             }
-            ConnectorSpec::Http { url: url.to_owned() }
+            ConnectorSpec::Http {
+                url: url.to_owned(),
+            }
         } else if let Some(command) = server.get("command") {
-            let command = command.as_str().ok_or_else(|| invalid(name, "`command` must be a string"))?;
+            let command = command
+                .as_str()
+                .ok_or_else(|| invalid(name, "`command` must be a string"))?;
             let args = match server.get("args") {
                 None => Vec::new(),
                 Some(Value::Array(items)) => items
@@ -149,11 +211,23 @@ fn parse_mcp_servers(document: &Value) -> AppResult<(Vec<(String, ConnectorSpec)
                     .map(|n| n.as_str().map(str::to_owned))
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(|| invalid(name, "`env` must be an object or an array of names"))?,
-                Some(_) => return Err(invalid(name, "`env` must be an object or an array of names")),
+                Some(_) => {
+                    return Err(invalid(
+                        name,
+                        "`env` must be an object or an array of names",
+                    ));
+                }
             };
-            ConnectorSpec::Stdio { command: command.to_owned(), args, env }
+            ConnectorSpec::Stdio {
+                command: command.to_owned(),
+                args,
+                env,
+            }
         } else {
-            return Err(invalid(name, "needs either `command` (stdio) or `url` (http)"));
+            return Err(invalid(
+                name,
+                "needs either `command` (stdio) or `url` (http)",
+            ));
         };
         connectors.push((name.clone(), spec));
     }
@@ -197,29 +271,52 @@ pub struct InspectedTool {
 impl App {
     /// Imports connectors from a JSON, TOML or YAML document (owners only): the document is
     /// read into the JSON `mcpServers` shape, then imported as [`App::connector_import`] does.
-    pub async fn connector_import_text(&self, actor: &Actor, format: ImportFormat, text: &str) -> AppResult<ImportReport> {
+    pub async fn connector_import_text(
+        &self,
+        actor: &Actor,
+        format: ImportFormat,
+        text: &str,
+    ) -> AppResult<ImportReport> {
         self.require_owner(actor)?;
-        self.connector_import(actor, parse_import_document(format, text)?).await
+        self.connector_import(actor, parse_import_document(format, text)?)
+            .await
     }
 
     /// Inspects an HTTP connector (owners only): initialize and list its tools within the
     /// discovery deadline, with no credentials, calling no tool and storing nothing. Stdio
     /// connectors are refused: looking at one means starting its command, which only an
     /// approved connection's discovery does.
-    pub async fn connector_inspect(&self, actor: &Actor, key: &str) -> AppResult<ConnectorInspection> {
+    pub async fn connector_inspect(
+        &self,
+        actor: &Actor,
+        key: &str,
+    ) -> AppResult<ConnectorInspection> {
         self.require_owner(actor)?;
         let connector = self.find_connector(key).await?;
         let spec = connector.spec();
         if !matches!(spec, ConnectorSpec::Http { .. }) {
             return Err(AppError::refused(
                 ErrorCode::InvalidRequest,
-                format!("connector `{}` is a stdio command; discover it through a connection instead", connector.name),
+                format!(
+                    "connector `{}` is a stdio command; discover it through a connection instead",
+                    connector.name
+                ),
             ));
         }
-        let launch = switchyard_mcp_runner::launch::SessionLaunch { spec, env: Vec::new(), headers: Vec::new() };
-        let tools = switchyard_mcp_runner::session::discover(&launch, self.config.discovery_deadline)
-            .await
-            .map_err(|e| AppError::refused(ErrorCode::DiscoveryFailed, format!("inspecting `{}` failed: {e}", connector.name)))?;
+        let launch = switchyard_mcp_runner::launch::SessionLaunch {
+            spec,
+            env: Vec::new(),
+            headers: Vec::new(),
+        };
+        let tools =
+            switchyard_mcp_runner::session::discover(&launch, self.config.discovery_deadline)
+                .await
+                .map_err(|e| {
+                    AppError::refused(
+                        ErrorCode::DiscoveryFailed,
+                        format!("inspecting `{}` failed: {e}", connector.name),
+                    )
+                })?;
         Ok(ConnectorInspection {
             total_tools: tools.len(),
             tools: tools
@@ -227,7 +324,9 @@ impl App {
                 .take(INSPECT_MAX_TOOLS)
                 .map(|t| InspectedTool {
                     name: t.name,
-                    description: t.description.map(|d| cut_chars(&d, INSPECT_MAX_DESCRIPTION)),
+                    description: t
+                        .description
+                        .map(|d| cut_chars(&d, INSPECT_MAX_DESCRIPTION)),
                 })
                 .collect(),
         })
@@ -245,7 +344,10 @@ fn cut_chars(text: &str, max: usize) -> String {
 /// the line and column only: the text around them may hold an environment value.
 fn parse_import_document(format: ImportFormat, text: &str) -> AppResult<Value> {
     let syntax = |kind: &str, line: usize, column: usize, what: &str| {
-        AppError::refused(ErrorCode::InvalidRequest, format!("the {kind} document has an error at line {line}, column {column} ({what})"))
+        AppError::refused(
+            ErrorCode::InvalidRequest,
+            format!("the {kind} document has an error at line {line}, column {column} ({what})"),
+        )
     };
     let mut document: Value = match format {
         ImportFormat::Json => serde_json::from_str(text).map_err(|e| {
@@ -256,11 +358,17 @@ fn parse_import_document(format: ImportFormat, text: &str) -> AppResult<Value> {
             syntax("JSON", e.line(), e.column(), what)
         })?,
         ImportFormat::Toml => toml::from_str(text).map_err(|e| {
-            let (line, column) = e.span().map(|span| line_column(text, span.start)).unwrap_or((1, 1));
+            let (line, column) = e
+                .span()
+                .map(|span| line_column(text, span.start))
+                .unwrap_or((1, 1));
             syntax("TOML", line, column, "invalid TOML")
         })?,
         ImportFormat::Yaml => serde_norway::from_str(text).map_err(|e| {
-            let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((1, 1));
             syntax("YAML", line, column, "invalid YAML")
         })?,
     };
@@ -297,16 +405,30 @@ mod tests {
         assert_eq!(connectors.len(), 2);
         assert_eq!(
             connectors[0].1,
-            ConnectorSpec::Stdio { command: "npx".into(), args: vec!["-y".into(), "server".into()], env: vec!["TOKEN".into()] }
+            ConnectorSpec::Stdio {
+                command: "npx".into(),
+                args: vec!["-y".into(), "server".into()],
+                env: vec!["TOKEN".into()]
+            }
         );
-        assert_eq!(connectors[1].1, ConnectorSpec::Http { url: "https://example.test/mcp".into() });
+        assert_eq!(
+            connectors[1].1,
+            ConnectorSpec::Http {
+                url: "https://example.test/mcp".into()
+            }
+        );
         assert_eq!(warnings.len(), 1);
         assert!(!warnings[0].contains("hunter22"));
     }
 
     #[test]
     fn import_rejects_bad_shapes() {
-        for doc in [json!({}), json!({"mcpServers": {}}), json!({"mcpServers": {"x": {"args": []}}}), json!({"mcpServers": {"x": {"command": "a", "args": [1]}}})] {
+        for doc in [
+            json!({}),
+            json!({"mcpServers": {}}),
+            json!({"mcpServers": {"x": {"args": []}}}),
+            json!({"mcpServers": {"x": {"command": "a", "args": [1]}}}),
+        ] {
             assert!(parse_mcp_servers(&doc).is_err(), "{doc}");
         }
     }
@@ -319,8 +441,17 @@ mod tests {
             let (connectors, warnings) = parse_mcp_servers(&document).unwrap();
             assert_eq!(connectors.len(), 2, "{format:?}");
             assert!(connectors.iter().any(|(name, spec)| name == "files"
-                && *spec == ConnectorSpec::Stdio { command: "npx".into(), args: vec!["-y".into(), "server".into()], env: vec!["TOKEN".into()] }));
-            assert!(connectors.iter().any(|(name, spec)| name == "remote" && *spec == ConnectorSpec::Http { url: "https://example.test/mcp".into() }));
+                && *spec
+                    == ConnectorSpec::Stdio {
+                        command: "npx".into(),
+                        args: vec!["-y".into(), "server".into()],
+                        env: vec!["TOKEN".into()]
+                    }));
+            assert!(connectors.iter().any(|(name, spec)| name == "remote"
+                && *spec
+                    == ConnectorSpec::Http {
+                        url: "https://example.test/mcp".into()
+                    }));
             assert!(!warnings.concat().contains("hunter22"));
         }
     }
@@ -328,9 +459,18 @@ mod tests {
     #[test]
     fn syntax_errors_give_a_position_and_never_the_text() {
         for (format, text) in [
-            (ImportFormat::Toml, "[mcp_servers.x]\nenv = { K = \"hunter22\" \n"),
-            (ImportFormat::Yaml, "mcpServers:\n  x: {env: {K: hunter22}\n"),
-            (ImportFormat::Json, "{\"mcpServers\": {\"x\": {\"env\": {\"K\": \"hunter22\"}}"),
+            (
+                ImportFormat::Toml,
+                "[mcp_servers.x]\nenv = { K = \"hunter22\" \n",
+            ),
+            (
+                ImportFormat::Yaml,
+                "mcpServers:\n  x: {env: {K: hunter22}\n",
+            ),
+            (
+                ImportFormat::Json,
+                "{\"mcpServers\": {\"x\": {\"env\": {\"K\": \"hunter22\"}}",
+            ),
         ] {
             let message = parse_import_document(format, text).unwrap_err().to_string();
             assert!(message.contains("line "), "{message}");

@@ -3,29 +3,43 @@
 //! once, so the sweeper settles what it held.
 
 use super::principal::device_runner_ref;
-use super::{views, Actor, App};
+use super::{Actor, App, views};
 use crate::db::{ConnectionRow, DeviceRow};
 use crate::error::{AppError, AppResult};
-use switchyard_protocol::api::*;
 use switchyard_protocol::ErrorCode;
+use switchyard_protocol::api::*;
 use uuid::Uuid;
 
 impl App {
     /// The devices of a workspace, revoked ones included (any member).
     pub async fn device_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<DeviceView>> {
         let membership = self.membership(actor, ws).await?;
-        Ok(self.db.device_list(membership.workspace.id).await?.iter().map(views::device).collect())
+        Ok(self
+            .db
+            .device_list(membership.workspace.id)
+            .await?
+            .iter()
+            .map(views::device)
+            .collect())
     }
 
     /// Revokes a device (a workspace admin, or the user who approved it).
-    pub async fn device_revoke(&self, actor: &Actor, ws: &str, device: &str) -> AppResult<DeviceView> {
+    pub async fn device_revoke(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        device: &str,
+    ) -> AppResult<DeviceView> {
         let membership = self.membership(actor, ws).await?;
         let workspace = membership.workspace.id;
         let row = self.find_device(workspace, device).await?;
         if !membership.is_admin && row.approved_by != actor.user.id {
             return Err(AppError::refused(
                 ErrorCode::Forbidden,
-                format!("only a workspace admin or the user who approved device `{}` may revoke it", row.name),
+                format!(
+                    "only a workspace admin or the user who approved device `{}` may revoke it",
+                    row.name
+                ),
             ));
         }
         let revoked = self
@@ -38,7 +52,11 @@ impl App {
 
     /// The runner a new connection is placed on: `central` when none is named, or
     /// `device:<id>` naming an unrevoked device of the workspace.
-    pub(crate) async fn connection_runner(&self, workspace: Uuid, requested: Option<&str>) -> AppResult<String> {
+    pub(crate) async fn connection_runner(
+        &self,
+        workspace: Uuid,
+        requested: Option<&str>,
+    ) -> AppResult<String> {
         let requested = requested.unwrap_or(CENTRAL_RUNNER);
         if requested == CENTRAL_RUNNER {
             return Ok(CENTRAL_RUNNER.to_owned());
@@ -51,18 +69,26 @@ impl App {
             Some(device) if device.revoked_at.is_none() => Ok(device_runner_ref(device.id)),
             Some(device) => Err(AppError::refused(
                 ErrorCode::InvalidRequest,
-                format!("device `{}` ({requested}) was revoked; pair a device again or use `central`", device.name),
+                format!(
+                    "device `{}` ({requested}) was revoked; pair a device again or use `central`",
+                    device.name
+                ),
             )),
             None => Err(AppError::refused(
                 ErrorCode::InvalidRequest,
-                format!("runner `{requested}` is not available; use `central` or `device:<id>` of a paired device of this workspace (GET /api/v1/workspaces/{{ws}}/devices)"),
+                format!(
+                    "runner `{requested}` is not available; use `central` or `device:<id>` of a paired device of this workspace (GET /api/v1/workspaces/{{ws}}/devices)"
+                ),
             )),
         }
     }
 
     /// Refuses a call on a connection placed on a device that was revoked (or is gone): its
     /// calls could only wait in the queue until they expire.
-    pub(crate) async fn require_runner_available(&self, connection: &ConnectionRow) -> AppResult<()> {
+    pub(crate) async fn require_runner_available(
+        &self,
+        connection: &ConnectionRow,
+    ) -> AppResult<()> {
         let Some(device) = connection.runner_ref.strip_prefix("device:") else {
             return Ok(());
         };
@@ -74,18 +100,28 @@ impl App {
             Some(row) if row.revoked_at.is_none() => Ok(()),
             _ => Err(AppError::refused(
                 ErrorCode::DeviceNotFound,
-                format!("connection `{}` is placed on {}, which was revoked; place the connector on another runner", connection.name, connection.runner_ref),
+                format!(
+                    "connection `{}` is placed on {}, which was revoked; place the connector on another runner",
+                    connection.name, connection.runner_ref
+                ),
             )),
         }
     }
 
     /// A device of a workspace by id (or `device:<id>`).
     pub(crate) async fn find_device(&self, workspace: Uuid, key: &str) -> AppResult<DeviceRow> {
-        let id = Uuid::parse_str(key.strip_prefix("device:").unwrap_or(key)).map_err(|_| device_not_found(key))?;
-        self.db.device_get(workspace, id).await?.ok_or_else(|| device_not_found(key))
+        let id = Uuid::parse_str(key.strip_prefix("device:").unwrap_or(key))
+            .map_err(|_| device_not_found(key))?;
+        self.db
+            .device_get(workspace, id)
+            .await?
+            .ok_or_else(|| device_not_found(key))
     }
 }
 
 fn device_not_found(key: &str) -> AppError {
-    AppError::refused(ErrorCode::DeviceNotFound, format!("no device `{key}` in this workspace"))
+    AppError::refused(
+        ErrorCode::DeviceNotFound,
+        format!("no device `{key}` in this workspace"),
+    )
 }

@@ -5,7 +5,7 @@
 //! for, and an admin turns it on deliberately. It never grants Use: a call's own result, through
 //! the calls API, still needs Use on its profile.
 
-use super::{views, Actor, App};
+use super::{Actor, App, views};
 use crate::db::{CallRow, EraseRefusal};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::api::*;
@@ -16,7 +16,11 @@ pub const ERASURE_NOTICE: &str = "Erasure removed Switchyard's retained evidence
 
 impl App {
     /// A workspace's capture policy and queue (any member). Off unless an admin turned it on.
-    pub async fn capture_policy_get(&self, actor: &Actor, ws: &str) -> AppResult<CapturePolicyView> {
+    pub async fn capture_policy_get(
+        &self,
+        actor: &Actor,
+        ws: &str,
+    ) -> AppResult<CapturePolicyView> {
         let workspace = self.membership(actor, ws).await?.workspace.id;
         let row = self.db.capture_policy_get(workspace).await?;
         Ok(views::capture_policy(workspace, row.as_ref()))
@@ -24,9 +28,17 @@ impl App {
 
     /// Turns capture of completed managed tool results on or off (workspace admins). Turning
     /// it on captures completions from now on only; it grants no Use.
-    pub async fn capture_policy_set(&self, actor: &Actor, ws: &str, req: SetCapturePolicy) -> AppResult<CapturePolicyView> {
+    pub async fn capture_policy_set(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        req: SetCapturePolicy,
+    ) -> AppResult<CapturePolicyView> {
         let workspace = self.admin_membership(actor, ws).await?.workspace.id;
-        let row = self.db.capture_policy_set(workspace, req.capture_managed_tool_results, actor.user.id).await?;
+        let row = self
+            .db
+            .capture_policy_set(workspace, req.capture_managed_tool_results, actor.user.id)
+            .await?;
         Ok(views::capture_policy(workspace, Some(&row)))
     }
 
@@ -34,7 +46,12 @@ impl App {
     /// minimal disposition.
     pub async fn evidence_get(&self, actor: &Actor, ws: &str, id: &str) -> AppResult<EvidenceView> {
         let workspace = self.membership(actor, ws).await?.workspace.id;
-        let not_found = || AppError::refused(ErrorCode::EvidenceNotFound, format!("no evidence record `{id}` in this workspace"));
+        let not_found = || {
+            AppError::refused(
+                ErrorCode::EvidenceNotFound,
+                format!("no evidence record `{id}` in this workspace"),
+            )
+        };
         let id: EvidenceId = id.parse().map_err(|_| not_found())?;
         match self.db.evidence_get(workspace, id.0).await? {
             Some(row) => Ok(views::evidence(&row)),
@@ -50,18 +67,26 @@ impl App {
         let erased = match self.db.call_erase(workspace, row.id).await? {
             Ok(erased) => erased,
             Err(EraseRefusal::NotFound) => {
-                return Err(AppError::refused(ErrorCode::CallNotFound, format!("no call `{call}` in this workspace")));
+                return Err(AppError::refused(
+                    ErrorCode::CallNotFound,
+                    format!("no call `{call}` in this workspace"),
+                ));
             }
             Err(EraseRefusal::Active) => {
                 return Err(AppError::refused(
                     ErrorCode::CallActive,
-                    format!("call {} is still {}; cancel it or wait until it finishes (or becomes unknown), then erase", row.id, row.state),
+                    format!(
+                        "call {} is still {}; cancel it or wait until it finishes (or becomes unknown), then erase",
+                        row.id, row.state
+                    ),
                 ));
             }
         };
         tracing::info!(call = %row.id, by = %actor.user.id, ?erased, "erased a call's evidence");
         Ok(EraseAnswer {
-            call: self.call_view_full(&self.call_row(workspace, call).await?).await?,
+            call: self
+                .call_view_full(&self.call_row(workspace, call).await?)
+                .await?,
             observations_erased: erased.observations,
             evidence_erased: erased.evidence,
             pending_evidence_dropped: erased.pending,
@@ -74,12 +99,35 @@ impl App {
     pub(crate) async fn call_view_full(&self, row: &CallRow) -> AppResult<CallView> {
         let mut view = views::call(row);
         view.attempts = views::attempt(row).into_iter().collect();
-        view.observations = self.db.observation_list(row.id).await?.iter().map(views::observation).collect();
-        view.resolution = self.db.resolution_of_call(row.id).await?.as_ref().map(views::resolution);
+        view.observations = self
+            .db
+            .observation_list(row.id)
+            .await?
+            .iter()
+            .map(views::observation)
+            .collect();
+        view.resolution = self
+            .db
+            .resolution_of_call(row.id)
+            .await?
+            .as_ref()
+            .map(views::resolution);
         view.lineage = Some(LineageView {
-            lookup_call_ids: self.db.call_lookup_ids(row.id).await?.into_iter().map(Into::into).collect(),
+            lookup_call_ids: self
+                .db
+                .call_lookup_ids(row.id)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
             receipt_ids: self.db.call_receipt_ids(row.id).await?,
-            evidence_ids: self.db.evidence_ids_of_call(row.id).await?.into_iter().map(Into::into).collect(),
+            evidence_ids: self
+                .db
+                .evidence_ids_of_call(row.id)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
         });
         Ok(view)
     }

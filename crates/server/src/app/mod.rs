@@ -26,13 +26,13 @@ mod web_sessions;
 mod workspaces;
 
 pub use auth::{Actor, hash_token, new_token};
-pub use principal::{device_runner_ref, DeviceActor, Principal, DEVICE_CREDENTIAL_PREFIX};
-pub use runner_api::RELEASE_TTL;
-pub use wakeups::WakeupFeed;
 pub use calls::{CallPage, CallQuery, CompletionRecorded, MAX_PAGE};
 pub use connectors::{ConnectorInspection, ImportFormat, InspectedTool};
 pub use evidence::ERASURE_NOTICE;
-pub use web_sessions::{random_secret, NewWebSession, WebSession};
+pub use principal::{DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref};
+pub use runner_api::RELEASE_TTL;
+pub use wakeups::WakeupFeed;
+pub use web_sessions::{NewWebSession, WebSession, random_secret};
 
 /// The view of an authenticated user.
 pub fn views_user(actor: &Actor) -> switchyard_protocol::api::UserView {
@@ -82,7 +82,9 @@ pub struct App {
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("App").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("App")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -97,8 +99,16 @@ impl App {
                 Arc::new(NoKeyring)
             }
         };
-        let credentials = Arc::new(CredentialResolver::new(config.credentials_file.clone(), store));
-        Self { db, credentials, config, wakeups: Arc::default() }
+        let credentials = Arc::new(CredentialResolver::new(
+            config.credentials_file.clone(),
+            store,
+        ));
+        Self {
+            db,
+            credentials,
+            config,
+            wakeups: Arc::default(),
+        }
     }
 
     /// The central runner's credential resolver.

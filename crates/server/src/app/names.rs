@@ -14,7 +14,9 @@ const MAX_NAME: usize = 64;
 pub fn validate_name(kind: &str, name: &str) -> AppResult<()> {
     let well_formed = !name.is_empty()
         && name.len() <= MAX_NAME
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric());
     if !well_formed {
         return Err(AppError::refused(
@@ -84,14 +86,24 @@ mod tests {
         let a = json!({"b": 1, "a": {"y": [1, {"q": 2, "p": 1}], "x": "s"}});
         let b = json!({"a": {"x": "s", "y": [1, {"p": 1, "q": 2}]}, "b": 1});
         assert_eq!(canonical_json(&a), canonical_json(&b));
-        assert_eq!(canonical_json(&a), r#"{"a":{"x":"s","y":[1,{"p":1,"q":2}]},"b":1}"#);
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"x":"s","y":[1,{"p":1,"q":2}]},"b":1}"#
+        );
         assert_ne!(digest(&a), digest(&json!({"b": 2})));
     }
 
     #[test]
     fn names_are_checked() {
         assert!(validate_name("workspace", "demo-1.x_y").is_ok());
-        for bad in ["", "-x", "a b", "a/b", &"x".repeat(65), "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d5e"] {
+        for bad in [
+            "",
+            "-x",
+            "a b",
+            "a/b",
+            &"x".repeat(65),
+            "0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d5e",
+        ] {
             assert!(validate_name("workspace", bad).is_err(), "{bad:?}");
         }
     }

@@ -3,7 +3,7 @@
 //! one (then the same rules hold) or none.
 
 use super::principal::Principal;
-use super::{views, App};
+use super::{App, views};
 use crate::db::{OperationOwner, ProfileRow};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::api::*;
@@ -16,7 +16,12 @@ const MAX_TASK: usize = 500;
 impl App {
     /// Begins an operation: a user holding Use on the profile, or a device bound to it. The
     /// environment must be the profile's.
-    pub async fn operation_begin(&self, principal: &Principal, ws: &str, req: BeginOperation) -> AppResult<OperationView> {
+    pub async fn operation_begin(
+        &self,
+        principal: &Principal,
+        ws: &str,
+        req: BeginOperation,
+    ) -> AppResult<OperationView> {
         let workspace = self.principal_workspace(principal, ws).await?.id;
         let task = req.task.trim();
         if task.is_empty() || task.chars().count() > MAX_TASK {
@@ -31,14 +36,20 @@ impl App {
         if environment.id != profile.environment_id {
             return Err(AppError::refused(
                 ErrorCode::EnvironmentMismatch,
-                format!("profile `{}` runs in another environment than `{}`", profile.name, environment.name),
+                format!(
+                    "profile `{}` runs in another environment than `{}`",
+                    profile.name, environment.name
+                ),
             ));
         }
         let owner = match principal {
             Principal::User(actor) => OperationOwner::User(actor.user.id),
             Principal::Device(device) => OperationOwner::Device(device.device.id),
         };
-        let row = self.db.operation_create(workspace, environment.id, profile.id, task, owner).await?;
+        let row = self
+            .db
+            .operation_create(workspace, environment.id, profile.id, task, owner)
+            .await?;
         Ok(views::operation(&row))
     }
 
@@ -61,8 +72,17 @@ impl App {
                 Principal::User(_) => Ok(None),
             };
         };
-        let not_found = || AppError::refused(ErrorCode::OperationNotFound, format!("no operation `{id}` in this workspace"));
-        let operation = self.db.operation_get(workspace, id.0).await?.ok_or_else(not_found)?;
+        let not_found = || {
+            AppError::refused(
+                ErrorCode::OperationNotFound,
+                format!("no operation `{id}` in this workspace"),
+            )
+        };
+        let operation = self
+            .db
+            .operation_get(workspace, id.0)
+            .await?
+            .ok_or_else(not_found)?;
         if let Principal::Device(device) = principal
             && operation.profile_id != device.device.profile_id
         {
@@ -71,7 +91,9 @@ impl App {
         if operation.profile_id != profile.id || operation.environment_id != environment {
             return Err(AppError::refused(
                 ErrorCode::OperationMismatch,
-                format!("operation `{id}` is scoped to another profile or environment than this call's"),
+                format!(
+                    "operation `{id}` is scoped to another profile or environment than this call's"
+                ),
             ));
         }
         Ok(Some(operation.id))

@@ -7,12 +7,12 @@
 
 use super::auth::hash_token;
 use super::principal::DEVICE_CREDENTIAL_PREFIX;
-use super::{random_secret, views, Actor, App};
+use super::{Actor, App, random_secret, views};
 use crate::db::is_unique_violation;
 use crate::error::{AppError, AppResult};
 use std::time::Duration;
-use switchyard_protocol::api::*;
 use switchyard_protocol::ErrorCode;
+use switchyard_protocol::api::*;
 
 /// The code alphabet: digits and capitals without the look-alikes 0/O, 1/I/L.
 const CODE_ALPHABET: &[u8] = b"23456789ABCDEFGHJKMNPQRSTUVWXYZ";
@@ -29,16 +29,30 @@ impl App {
     /// Starts a pairing: a fresh code and poll secret for the device to show and keep.
     pub async fn pairing_start(&self, req: StartPairing) -> AppResult<PairingStarted> {
         let device_name = req.device_name.trim();
-        if device_name.is_empty() || device_name.chars().count() > MAX_DEVICE_NAME || device_name.chars().any(char::is_control) {
+        if device_name.is_empty()
+            || device_name.chars().count() > MAX_DEVICE_NAME
+            || device_name.chars().any(char::is_control)
+        {
             return Err(AppError::refused(
                 ErrorCode::InvalidRequest,
-                format!("`device_name` must be 1–{MAX_DEVICE_NAME} printable characters, e.g. the host name"),
+                format!(
+                    "`device_name` must be 1–{MAX_DEVICE_NAME} printable characters, e.g. the host name"
+                ),
             ));
         }
         let poll_secret = random_secret()?;
         for _ in 0..CODE_ATTEMPTS {
             let code = new_code()?;
-            match self.db.pairing_create(&hash_token(&code), &hash_token(&poll_secret), device_name, PAIRING_TTL).await {
+            match self
+                .db
+                .pairing_create(
+                    &hash_token(&code),
+                    &hash_token(&poll_secret),
+                    device_name,
+                    PAIRING_TTL,
+                )
+                .await
+            {
                 Ok(row) => {
                     return Ok(PairingStarted {
                         pairing_id: row.id,
@@ -51,39 +65,73 @@ impl App {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(AppError::Internal("could not draw an unused pairing code".into()))
+        Err(AppError::Internal(
+            "could not draw an unused pairing code".into(),
+        ))
     }
 
     /// Where a pairing stands, for the device holding its poll secret. The first poll after
     /// approval generates the device credential and returns it; later polls return none.
     pub async fn pairing_poll(&self, pairing: &str, req: PollPairing) -> AppResult<PairingStatus> {
         let id = uuid::Uuid::parse_str(pairing).map_err(|_| pairing_not_found())?;
-        let row = self.db.pairing_find(id, &hash_token(&req.poll_secret)).await?.ok_or_else(pairing_not_found)?;
+        let row = self
+            .db
+            .pairing_find(id, &hash_token(&req.poll_secret))
+            .await?
+            .ok_or_else(pairing_not_found)?;
         match row.state.as_str() {
             "pending" if row.expired => Ok(PairingStatus::Expired),
-            "pending" => Ok(PairingStatus::Pending { expires_at: row.expires_at }),
+            "pending" => Ok(PairingStatus::Pending {
+                expires_at: row.expires_at,
+            }),
             _ => {
                 let credential = format!("{DEVICE_CREDENTIAL_PREFIX}{}", random_secret()?);
-                let (device, credential) = match self.db.pairing_collect(row.id, &hash_token(&credential)).await? {
+                let (device, credential) = match self
+                    .db
+                    .pairing_collect(row.id, &hash_token(&credential))
+                    .await?
+                {
                     Some(device) => (device, Some(credential)),
                     // Collected before: the credential is handed out once.
-                    None => (self.db.device_by_pairing(row.id).await?.ok_or_else(pairing_not_found)?, None),
+                    None => (
+                        self.db
+                            .device_by_pairing(row.id)
+                            .await?
+                            .ok_or_else(pairing_not_found)?,
+                        None,
+                    ),
                 };
-                Ok(PairingStatus::Approved { device_id: device.id.into(), workspace_id: device.workspace_id.into(), credential })
+                Ok(PairingStatus::Approved {
+                    device_id: device.id.into(),
+                    workspace_id: device.workspace_id.into(),
+                    credential,
+                })
             }
         }
     }
 
     /// Approves a device's code (any workspace member holding Use on the profile), binding the
     /// new device to the workspace and that profile.
-    pub async fn device_approve(&self, actor: &Actor, ws: &str, req: ApproveDevice) -> AppResult<DeviceView> {
+    pub async fn device_approve(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        req: ApproveDevice,
+    ) -> AppResult<DeviceView> {
         let membership = self.membership(actor, ws).await?;
-        let profile = self.find_profile(membership.workspace.id, &req.profile).await?;
+        let profile = self
+            .find_profile(membership.workspace.id, &req.profile)
+            .await?;
         self.require_use(actor, &profile).await?;
         let code = normalize_code(&req.code).ok_or_else(pairing_not_found)?;
         let device = self
             .db
-            .pairing_approve(&hash_token(&code), membership.workspace.id, profile.id, actor.user.id)
+            .pairing_approve(
+                &hash_token(&code),
+                membership.workspace.id,
+                profile.id,
+                actor.user.id,
+            )
             .await?
             .ok_or_else(pairing_not_found)?;
         Ok(views::device(&device))
@@ -105,10 +153,13 @@ fn new_code() -> AppResult<String> {
     let mut code = String::with_capacity(CODE_LEN);
     while code.len() < CODE_LEN {
         let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).map_err(|e| AppError::Internal(format!("no randomness: {e}")))?;
+        getrandom::fill(&mut bytes)
+            .map_err(|e| AppError::Internal(format!("no randomness: {e}")))?;
         for byte in bytes.into_iter().filter(|b| *b < limit) {
             if code.len() < CODE_LEN {
-                code.push(char::from(CODE_ALPHABET[usize::from(byte) % CODE_ALPHABET.len()]));
+                code.push(char::from(
+                    CODE_ALPHABET[usize::from(byte) % CODE_ALPHABET.len()],
+                ));
             }
         }
     }
@@ -146,13 +197,23 @@ mod tests {
             let shown = display_code(&code);
             assert_eq!(shown.len(), CODE_LEN + 1);
             assert_eq!(normalize_code(&shown).as_deref(), Some(code.as_str()));
-            assert_eq!(normalize_code(&shown.to_lowercase()).as_deref(), Some(code.as_str()));
+            assert_eq!(
+                normalize_code(&shown.to_lowercase()).as_deref(),
+                Some(code.as_str())
+            );
         }
     }
 
     #[test]
     fn malformed_codes_are_no_codes() {
-        for typed in ["", "ABCD-EFG", "ABCD-EFGHJ", "ABCD-EFG0", "ABCD-EFGI", "ABCD_EFGH"] {
+        for typed in [
+            "",
+            "ABCD-EFG",
+            "ABCD-EFGHJ",
+            "ABCD-EFG0",
+            "ABCD-EFGI",
+            "ABCD_EFGH",
+        ] {
             assert_eq!(normalize_code(typed), None, "{typed:?}");
         }
         assert_eq!(normalize_code(" abcd efgh ").as_deref(), Some("ABCDEFGH"));

@@ -58,7 +58,11 @@ impl App {
                 "this endpoint needs a device credential (`sy_dev_…`, from `switchyard pair`); personal API tokens are refused here",
             ));
         }
-        let Some(device) = self.db.device_by_credential(&hash_token(credential)).await? else {
+        let Some(device) = self
+            .db
+            .device_by_credential(&hash_token(credential))
+            .await?
+        else {
             return Err(AppError::refused(
                 ErrorCode::Unauthenticated,
                 "the device credential is not valid; pair the device again with `switchyard pair`",
@@ -67,11 +71,17 @@ impl App {
         if let Some(revoked_at) = device.revoked_at {
             return Err(AppError::refused(
                 ErrorCode::DeviceRevoked,
-                format!("device `{}` was revoked at {revoked_at}; pair it again with `switchyard pair`", device.name),
+                format!(
+                    "device `{}` was revoked at {revoked_at}; pair it again with `switchyard pair`",
+                    device.name
+                ),
             ));
         }
         let stale = device.last_seen_at.is_none_or(|seen| {
-            chrono::Utc::now().signed_duration_since(seen).to_std().is_ok_and(|age| age >= SEEN_EVERY)
+            chrono::Utc::now()
+                .signed_duration_since(seen)
+                .to_std()
+                .is_ok_and(|age| age >= SEEN_EVERY)
         });
         if stale {
             self.db.device_touch(device.id, SEEN_EVERY).await?;
@@ -90,26 +100,42 @@ impl App {
 
     /// The workspace named by `key`: one the user is a member of, or the device's own.
     /// Anything else looks unknown (404).
-    pub(crate) async fn principal_workspace(&self, principal: &Principal, key: &str) -> AppResult<WorkspaceRow> {
+    pub(crate) async fn principal_workspace(
+        &self,
+        principal: &Principal,
+        key: &str,
+    ) -> AppResult<WorkspaceRow> {
         match principal {
             Principal::User(actor) => Ok(self.membership(actor, key).await?.workspace),
             Principal::Device(device) => self
                 .db
                 .workspace_find_for_device(&Key::parse(key), device.device.id)
                 .await?
-                .ok_or_else(|| AppError::refused(ErrorCode::WorkspaceNotFound, format!("no workspace `{key}` that this device belongs to"))),
+                .ok_or_else(|| {
+                    AppError::refused(
+                        ErrorCode::WorkspaceNotFound,
+                        format!("no workspace `{key}` that this device belongs to"),
+                    )
+                }),
         }
     }
 
     /// Refuses unless the principal holds Use on the profile right now: a user through a
     /// grant, a device by being bound to it.
-    pub(crate) async fn require_use_by(&self, principal: &Principal, profile: &ProfileRow) -> AppResult<()> {
+    pub(crate) async fn require_use_by(
+        &self,
+        principal: &Principal,
+        profile: &ProfileRow,
+    ) -> AppResult<()> {
         match principal {
             Principal::User(actor) => self.require_use(actor, profile).await,
             Principal::Device(device) if device.device.profile_id == profile.id => Ok(()),
             Principal::Device(device) => Err(AppError::refused(
                 ErrorCode::Forbidden,
-                format!("device `{}` is bound to another profile than `{}`; it may use only its own", device.device.name, profile.name),
+                format!(
+                    "device `{}` is bound to another profile than `{}`; it may use only its own",
+                    device.device.name, profile.name
+                ),
             )),
         }
     }

@@ -3,16 +3,21 @@
 
 use super::auth::already_exists;
 use super::names::validate_name;
-use super::{views, Actor, App};
+use super::{Actor, App, views};
 use crate::db::{Grants, Key, ProfileRow};
 use crate::error::{AppError, AppResult};
-use switchyard_protocol::api::*;
 use switchyard_protocol::ErrorCode;
+use switchyard_protocol::api::*;
 use uuid::Uuid;
 
 impl App {
     /// Creates a profile (workspace admins only). The creator receives Manage and Share, not Use.
-    pub async fn profile_create(&self, actor: &Actor, ws: &str, req: CreateProfile) -> AppResult<ProfileView> {
+    pub async fn profile_create(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        req: CreateProfile,
+    ) -> AppResult<ProfileView> {
         let membership = self.admin_membership(actor, ws).await?;
         let workspace = membership.workspace.id;
         validate_name("profile", &req.name)?;
@@ -22,10 +27,21 @@ impl App {
         for key in &req.connections {
             connections.push(self.find_connection(workspace, key).await?.id);
         }
-        let creator = Grants { use_: false, manage: true, share: true };
+        let creator = Grants {
+            use_: false,
+            manage: true,
+            share: true,
+        };
         let row = self
             .db
-            .profile_create(workspace, environment.id, &req.name, &connections, actor.user.id, creator)
+            .profile_create(
+                workspace,
+                environment.id,
+                &req.name,
+                &connections,
+                actor.user.id,
+                creator,
+            )
             .await
             .map_err(|e| already_exists(e, "profile", &req.name))?;
         self.profile_view(&row).await
@@ -49,27 +65,53 @@ impl App {
     }
 
     /// Adds grants on a profile (holders of Share only) to a member of the workspace.
-    pub async fn profile_grant(&self, actor: &Actor, ws: &str, key: &str, req: GrantRequest) -> AppResult<ProfileView> {
+    pub async fn profile_grant(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        key: &str,
+        req: GrantRequest,
+    ) -> AppResult<ProfileView> {
         let membership = self.membership(actor, ws).await?;
         let profile = self.find_profile(membership.workspace.id, key).await?;
         if !self.db.grants_of(profile.id, actor.user.id).await?.share {
             return Err(AppError::refused(
                 ErrorCode::Forbidden,
-                format!("you need the Share grant on profile `{}` to grant access", profile.name),
+                format!(
+                    "you need the Share grant on profile `{}` to grant access",
+                    profile.name
+                ),
             ));
         }
-        let grants = Grants { use_: req.use_, manage: req.manage, share: req.share };
+        let grants = Grants {
+            use_: req.use_,
+            manage: req.manage,
+            share: req.share,
+        };
         if grants == Grants::default() {
-            return Err(AppError::refused(ErrorCode::InvalidRequest, "name at least one of `use`, `manage`, `share`"));
-        }
-        let user = self.find_user(&req.user).await?;
-        if self.db.workspace_find_for_member(&Key::Id(membership.workspace.id), user.id).await?.is_none() {
             return Err(AppError::refused(
                 ErrorCode::InvalidRequest,
-                format!("`{}` is not a member of this workspace; add them first (`switchyard workspace member add`)", user.name),
+                "name at least one of `use`, `manage`, `share`",
             ));
         }
-        self.db.grant_add(profile.id, user.id, grants, actor.user.id).await?;
+        let user = self.find_user(&req.user).await?;
+        if self
+            .db
+            .workspace_find_for_member(&Key::Id(membership.workspace.id), user.id)
+            .await?
+            .is_none()
+        {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "`{}` is not a member of this workspace; add them first (`switchyard workspace member add`)",
+                    user.name
+                ),
+            ));
+        }
+        self.db
+            .grant_add(profile.id, user.id, grants, actor.user.id)
+            .await?;
         self.profile_view(&profile).await
     }
 
@@ -79,7 +121,13 @@ impl App {
             workspace_id: row.workspace_id.into(),
             name: row.name.clone(),
             environment_id: row.environment_id.into(),
-            connection_ids: self.db.profile_connection_ids(row.id).await?.into_iter().map(Into::into).collect(),
+            connection_ids: self
+                .db
+                .profile_connection_ids(row.id)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
             grants: self
                 .db
                 .grant_list(row.id)
@@ -91,14 +139,30 @@ impl App {
     }
 
     pub(crate) async fn find_profile(&self, workspace: Uuid, key: &str) -> AppResult<ProfileRow> {
-        self.db.profile_find(workspace, &Key::parse(key)).await?.ok_or_else(|| {
-            AppError::refused(ErrorCode::ProfileNotFound, format!("no profile `{key}` in this workspace"))
-        })
+        self.db
+            .profile_find(workspace, &Key::parse(key))
+            .await?
+            .ok_or_else(|| {
+                AppError::refused(
+                    ErrorCode::ProfileNotFound,
+                    format!("no profile `{key}` in this workspace"),
+                )
+            })
     }
 
-    pub(crate) async fn find_environment(&self, workspace: Uuid, key: &str) -> AppResult<crate::db::EnvironmentRow> {
-        self.db.environment_find(workspace, &Key::parse(key)).await?.ok_or_else(|| {
-            AppError::refused(ErrorCode::EnvironmentNotFound, format!("no environment `{key}` in this workspace"))
-        })
+    pub(crate) async fn find_environment(
+        &self,
+        workspace: Uuid,
+        key: &str,
+    ) -> AppResult<crate::db::EnvironmentRow> {
+        self.db
+            .environment_find(workspace, &Key::parse(key))
+            .await?
+            .ok_or_else(|| {
+                AppError::refused(
+                    ErrorCode::EnvironmentNotFound,
+                    format!("no environment `{key}` in this workspace"),
+                )
+            })
     }
 }

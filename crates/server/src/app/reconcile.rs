@@ -10,10 +10,13 @@
 
 use super::calls::CompletionRecorded;
 use super::names::digest;
-use super::{views, Actor, App};
-use crate::db::{Captured, CallRow, Completed, CompletionEffects, ConnectionRow, ConnectorRow, LateReceipt, NewCall, StoredCompletion};
+use super::{Actor, App, views};
+use crate::db::{
+    CallRow, Captured, Completed, CompletionEffects, ConnectionRow, ConnectorRow, LateReceipt,
+    NewCall, StoredCompletion,
+};
 use crate::error::{AppError, AppResult};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{CallId, CallState, ErrorCode};
@@ -26,7 +29,13 @@ impl App {
     /// Approves a connection's receipt policy: a workspace admin who holds Manage on every
     /// profile that includes the connection (the calls it settles are theirs). On a central
     /// connection the tool must be in the discovered catalog.
-    pub async fn receipt_policy_set(&self, actor: &Actor, ws: &str, key: &str, req: SetReceiptPolicy) -> AppResult<ReceiptPolicyView> {
+    pub async fn receipt_policy_set(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        key: &str,
+        req: SetReceiptPolicy,
+    ) -> AppResult<ReceiptPolicyView> {
         let membership = self.admin_membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
         for profile in self.db.receipt_policy_profiles(connection.id).await? {
@@ -41,7 +50,10 @@ impl App {
             }
         }
         if req.tool.is_empty() {
-            return Err(AppError::refused(ErrorCode::InvalidRequest, "`tool` must name the connector's read-only lookup tool"));
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                "`tool` must name the connector's read-only lookup tool",
+            ));
         }
         validate_template(&req.arguments)?;
         if connection.runner_ref == CENTRAL_RUNNER {
@@ -50,17 +62,28 @@ impl App {
                 _ => {
                     return Err(AppError::refused(
                         ErrorCode::ToolNotFound,
-                        format!("connection `{}` offers no discovered tool `{}`", connection.name, req.tool),
+                        format!(
+                            "connection `{}` offers no discovered tool `{}`",
+                            connection.name, req.tool
+                        ),
                     ));
                 }
             }
         }
-        let row = self.db.receipt_policy_set(connection.id, &req.tool, &req.arguments, actor.user.id).await?;
+        let row = self
+            .db
+            .receipt_policy_set(connection.id, &req.tool, &req.arguments, actor.user.id)
+            .await?;
         Ok(views::receipt_policy(&row))
     }
 
     /// A connection's receipt policy (any member).
-    pub async fn receipt_policy_get(&self, actor: &Actor, ws: &str, key: &str) -> AppResult<ReceiptPolicyView> {
+    pub async fn receipt_policy_get(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        key: &str,
+    ) -> AppResult<ReceiptPolicyView> {
         let membership = self.membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
         match self.db.receipt_policy_get(connection.id).await? {
@@ -71,7 +94,13 @@ impl App {
 
     /// Queues the receipt lookup for an unknown call (Use on its profile), or returns the
     /// lookup already queued under this request_id. The bool is true when it was created now.
-    pub async fn call_reconcile(&self, actor: &Actor, ws: &str, call: &str, req: ReconcileCall) -> AppResult<(ReconcileAnswer, bool)> {
+    pub async fn call_reconcile(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        call: &str,
+        req: ReconcileCall,
+    ) -> AppResult<(ReconcileAnswer, bool)> {
         let workspace = self.membership(actor, ws).await?.workspace.id;
         let row = self.call_row(workspace, call).await?;
         let profile = self.db.profile_get(row.profile_id).await?;
@@ -84,8 +113,15 @@ impl App {
             "parent_call_id": row.id,
             "client_session_id": req.client_session_id,
         }));
-        if let Some(existing) = self.db.call_find_by_request(workspace, req.request_id.0).await? {
-            return self.lookup_replay(&row, existing, &payload_digest).await.map(|answer| (answer, false));
+        if let Some(existing) = self
+            .db
+            .call_find_by_request(workspace, req.request_id.0)
+            .await?
+        {
+            return self
+                .lookup_replay(&row, existing, &payload_digest)
+                .await
+                .map(|answer| (answer, false));
         }
         self.require_settleable(&row)?;
         let connection = self.db.connection_get(row.connection_id).await?;
@@ -93,7 +129,11 @@ impl App {
             return Err(policy_missing(&connection.name));
         };
         let connector = self.db.connector_get(connection.connector_id).await?;
-        let dispatched = self.db.call_target_of(row.id).await?.and_then(|(_, digest, _)| digest);
+        let dispatched = self
+            .db
+            .call_target_of(row.id)
+            .await?
+            .and_then(|(_, digest, _)| digest);
         if dispatched.as_deref() != Some(self.target_digest(&connection, &connector).as_slice()) {
             return Err(config_changed(&connection.name));
         }
@@ -101,10 +141,17 @@ impl App {
             return Err(super::connections::not_approved(&connector.name));
         }
         self.require_runner_available(&connection).await?;
-        if !self.db.profile_has_connection(profile.id, connection.id).await? {
+        if !self
+            .db
+            .profile_has_connection(profile.id, connection.id)
+            .await?
+        {
             return Err(AppError::refused(
                 ErrorCode::ConnectionNotInProfile,
-                format!("profile `{}` no longer includes connection `{}`", profile.name, connection.name),
+                format!(
+                    "profile `{}` no longer includes connection `{}`",
+                    profile.name, connection.name
+                ),
             ));
         }
         let lookup = NewCall {
@@ -125,19 +172,39 @@ impl App {
         match self.db.call_insert_lookup(&lookup, row.id).await? {
             Some(inserted) => {
                 let call = self.call_row(workspace, &row.id.to_string()).await?;
-                Ok((ReconcileAnswer { lookup: views::call(&inserted), call: self.call_view_full(&call).await? }, true))
+                Ok((
+                    ReconcileAnswer {
+                        lookup: views::call(&inserted),
+                        call: self.call_view_full(&call).await?,
+                    },
+                    true,
+                ))
             }
             // A concurrent request with the same request_id won the insert.
-            None => match self.db.call_find_by_request(workspace, req.request_id.0).await? {
-                Some(existing) => self.lookup_replay(&row, existing, &payload_digest).await.map(|answer| (answer, false)),
-                None => Err(AppError::Internal("request_id conflict without a stored call".into())),
+            None => match self
+                .db
+                .call_find_by_request(workspace, req.request_id.0)
+                .await?
+            {
+                Some(existing) => self
+                    .lookup_replay(&row, existing, &payload_digest)
+                    .await
+                    .map(|answer| (answer, false)),
+                None => Err(AppError::Internal(
+                    "request_id conflict without a stored call".into(),
+                )),
             },
         }
     }
 
     /// The answer for a request_id that was used before: the same lookup of the same call, or
     /// a conflict.
-    async fn lookup_replay(&self, call: &CallRow, existing: CallRow, payload_digest: &[u8]) -> AppResult<ReconcileAnswer> {
+    async fn lookup_replay(
+        &self,
+        call: &CallRow,
+        existing: CallRow,
+        payload_digest: &[u8],
+    ) -> AppResult<ReconcileAnswer> {
         if existing.parent_call_id != Some(call.id) || existing.payload_digest != payload_digest {
             return Err(AppError::refused(
                 ErrorCode::McpRequestConflict,
@@ -147,7 +214,10 @@ impl App {
                 ),
             ));
         }
-        Ok(ReconcileAnswer { lookup: views::call(&existing), call: self.call_view_full(call).await? })
+        Ok(ReconcileAnswer {
+            lookup: views::call(&existing),
+            call: self.call_view_full(call).await?,
+        })
     }
 
     /// Refuses unless the call can still be settled: unknown, and its evidence not erased.
@@ -155,13 +225,19 @@ impl App {
         if call.evidence_erased_at.is_some() {
             return Err(AppError::refused(
                 ErrorCode::CallErased,
-                format!("the evidence of call {} was erased; it can no longer be reconciled or resolved", call.id),
+                format!(
+                    "the evidence of call {} was erased; it can no longer be reconciled or resolved",
+                    call.id
+                ),
             ));
         }
         if call.state != CallState::Unknown.as_str() {
             return Err(AppError::refused(
                 ErrorCode::McpReconcileNotUnknown,
-                format!("call {} is {}, not unknown: there is nothing to settle", call.id, call.state),
+                format!(
+                    "call {} is {}, not unknown: there is nothing to settle",
+                    call.id, call.state
+                ),
             ));
         }
         Ok(())
@@ -170,27 +246,45 @@ impl App {
     /// A call of a workspace, or `call_not_found`.
     pub(crate) async fn call_row(&self, workspace: Uuid, call: &str) -> AppResult<CallRow> {
         let id = super::sessions::parse_call_id(call)?;
-        self.db
-            .call_get(workspace, id.0)
-            .await?
-            .ok_or_else(|| AppError::refused(ErrorCode::CallNotFound, format!("no call `{call}` in this workspace")))
+        self.db.call_get(workspace, id.0).await?.ok_or_else(|| {
+            AppError::refused(
+                ErrorCode::CallNotFound,
+                format!("no call `{call}` in this workspace"),
+            )
+        })
     }
 
     /// Records the target a leased call is dispatched to. A receipt lookup is admitted only
     /// while its unknown call is still unknown, unerased and was dispatched to this same
     /// target; otherwise it is failed here, before anything is sent. Returns whether the call
     /// may be handed to the runner.
-    pub(crate) async fn lease_admits(&self, call: Uuid, epoch: Epoch, connection: &ConnectionRow, connector: &ConnectorRow) -> Result<bool, sqlx::Error> {
+    pub(crate) async fn lease_admits(
+        &self,
+        call: Uuid,
+        epoch: Epoch,
+        connection: &ConnectionRow,
+        connector: &ConnectorRow,
+    ) -> Result<bool, sqlx::Error> {
         let target = self.target_digest(connection, connector);
-        let Some(parent) = self.db.call_note_target(call, epoch.0, connector.id, connector.revision, &target).await? else {
+        let Some(parent) = self
+            .db
+            .call_note_target(call, epoch.0, connector.id, connector.revision, &target)
+            .await?
+        else {
             return Ok(false);
         };
-        let Some(parent) = parent else { return Ok(true) };
+        let Some(parent) = parent else {
+            return Ok(true);
+        };
         let refusal = match self.db.call_target_of(parent).await? {
-            Some((_, _, Some(_))) => Some(("call_erased", "the evidence of the call it looks up was erased")),
-            Some((state, _, None)) if state != CallState::Unknown.as_str() => {
-                Some(("mcp_reconcile_not_unknown", "the call it looks up is no longer unknown"))
-            }
+            Some((_, _, Some(_))) => Some((
+                "call_erased",
+                "the evidence of the call it looks up was erased",
+            )),
+            Some((state, _, None)) if state != CallState::Unknown.as_str() => Some((
+                "mcp_reconcile_not_unknown",
+                "the call it looks up is no longer unknown",
+            )),
             Some((_, Some(dispatched), None)) if dispatched == target => None,
             _ => Some((
                 "mcp_reconcile_config_changed",
@@ -200,7 +294,9 @@ impl App {
         match refusal {
             None => Ok(true),
             Some((code, message)) => {
-                self.db.call_fail_leased(call, epoch.0, code, message).await?;
+                self.db
+                    .call_fail_leased(call, epoch.0, code, message)
+                    .await?;
                 Ok(false)
             }
         }
@@ -210,7 +306,11 @@ impl App {
     /// connection and connector revisions, transport and target, and (for the central runner)
     /// the credential binding's references as the bindings file holds them — never values.
     fn target_digest(&self, connection: &ConnectionRow, connector: &ConnectorRow) -> Vec<u8> {
-        let binding = if connection.runner_ref == CENTRAL_RUNNER { self.binding_references(connection.id) } else { Value::Null };
+        let binding = if connection.runner_ref == CENTRAL_RUNNER {
+            self.binding_references(connection.id)
+        } else {
+            Value::Null
+        };
         digest(&json!({
             "runner": connection.runner_ref,
             "connection": connection.id,
@@ -225,10 +325,16 @@ impl App {
     /// The central bindings file's entry for a connection (references only), `null` when
     /// nothing is bound, or a marker when the file cannot be read (calls then fail closed).
     fn binding_references(&self, connection: Uuid) -> Value {
-        let Some(path) = &self.config.credentials_file else { return Value::Null };
+        let Some(path) = &self.config.credentials_file else {
+            return Value::Null;
+        };
         match std::fs::read_to_string(path) {
             Ok(text) => match serde_json::from_str::<Value>(&text) {
-                Ok(file) => file.get("bindings").and_then(|b| b.get(connection.to_string())).cloned().unwrap_or(Value::Null),
+                Ok(file) => file
+                    .get("bindings")
+                    .and_then(|b| b.get(connection.to_string()))
+                    .cloned()
+                    .unwrap_or(Value::Null),
                 Err(_) => json!("unreadable"),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Null,
@@ -238,12 +344,17 @@ impl App {
 
     /// What recording a completion implies beside the state change.
     pub(crate) fn completion_effects(&self, completion: &StoredCompletion) -> CompletionEffects {
-        CompletionEffects { lookup_reports: lookup_report(completion), bounds: self.config.evidence_queue }
+        CompletionEffects {
+            lookup_reports: lookup_report(completion),
+            bounds: self.config.evidence_queue,
+        }
     }
 
     /// Logs what a recorded completion settled and captured.
     pub(crate) fn note_completed(&self, completed: &Completed) {
-        if let (Some(parent), Some(outcome)) = (completed.call.parent_call_id, completed.settled_parent) {
+        if let (Some(parent), Some(outcome)) =
+            (completed.call.parent_call_id, completed.settled_parent)
+        {
             tracing::info!(call = %parent, lookup = %completed.call.id, outcome = outcome.as_str(), "receipt lookup settled an unknown call");
         }
         note_capture(completed.call.id, completed.captured);
@@ -263,7 +374,14 @@ impl App {
         let reported = late_report(completion);
         let (late, captured) = self
             .db
-            .call_record_late_receipt(call.0, runner_ref, epoch.0, reported, completion, self.config.evidence_queue)
+            .call_record_late_receipt(
+                call.0,
+                runner_ref,
+                epoch.0,
+                reported,
+                completion,
+                self.config.evidence_queue,
+            )
             .await?;
         note_capture(call.0, captured);
         Ok(match late {
@@ -273,7 +391,9 @@ impl App {
             }
             LateReceipt::Observed => Some(CompletionRecorded::Superseded),
             LateReceipt::Erased => Some(CompletionRecorded::Fenced),
-            LateReceipt::NotLate if self.db.call_is_erased(call.0).await? => Some(CompletionRecorded::Fenced),
+            LateReceipt::NotLate if self.db.call_is_erased(call.0).await? => {
+                Some(CompletionRecorded::Fenced)
+            }
             LateReceipt::NotLate => None,
         })
     }
@@ -310,7 +430,9 @@ fn not_a_tool_call(call: &CallRow, verb: &str) -> AppError {
         format!(
             "call {} is a receipt lookup; {verb} the call it looks up ({}) instead",
             call.id,
-            call.parent_call_id.map(|p| p.to_string()).unwrap_or_default()
+            call.parent_call_id
+                .map(|p| p.to_string())
+                .unwrap_or_default()
         ),
     )
 }
@@ -318,7 +440,10 @@ fn not_a_tool_call(call: &CallRow, verb: &str) -> AppError {
 /// Refuses a lookup argument template that is not an object or names an unknown placeholder.
 fn validate_template(arguments: &Value) -> AppResult<()> {
     if !arguments.is_object() {
-        return Err(AppError::refused(ErrorCode::InvalidArguments, "`arguments` must be a JSON object, e.g. {\"request_id\": \"{{request_id}}\"}"));
+        return Err(AppError::refused(
+            ErrorCode::InvalidArguments,
+            "`arguments` must be a JSON object, e.g. {\"request_id\": \"{{request_id}}\"}",
+        ));
     }
     let mut strings = Vec::new();
     collect_strings(arguments, &mut strings);
@@ -331,7 +456,10 @@ fn validate_template(arguments: &Value) -> AppResult<()> {
             if !RECEIPT_PLACEHOLDERS.contains(&placeholder) {
                 return Err(AppError::refused(
                     ErrorCode::InvalidArguments,
-                    format!("unknown placeholder `{placeholder}`; use {}", RECEIPT_PLACEHOLDERS.join(", ")),
+                    format!(
+                        "unknown placeholder `{placeholder}`; use {}",
+                        RECEIPT_PLACEHOLDERS.join(", ")
+                    ),
                 ));
             }
             rest = &after[end + 2..];
@@ -362,9 +490,19 @@ fn placeholder_values(call: &CallRow) -> [(&'static str, String); 3] {
 /// kept as they are), so a value can never change the arguments' shape.
 fn fill_template(template: &Value, values: &[(&'static str, String)]) -> Value {
     match template {
-        Value::String(text) => Value::String(values.iter().fold(text.clone(), |acc, (key, value)| acc.replace(key, value))),
-        Value::Array(items) => Value::Array(items.iter().map(|v| fill_template(v, values)).collect()),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), fill_template(v, values))).collect()),
+        Value::String(text) => Value::String(
+            values
+                .iter()
+                .fold(text.clone(), |acc, (key, value)| acc.replace(key, value)),
+        ),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| fill_template(v, values)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill_template(v, values)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
@@ -373,10 +511,17 @@ fn fill_template(template: &Value, values: &[(&'static str, String)]) -> Value {
 /// a text answer of exactly `applied` or `not applied`; anything else (including an error or
 /// an uncertain lookup) is `unknown`.
 pub(crate) fn lookup_report(completion: &StoredCompletion) -> Reported {
-    let Some(result) = completion.result.as_ref().filter(|_| completion.state == CallState::Succeeded) else {
+    let Some(result) = completion
+        .result
+        .as_ref()
+        .filter(|_| completion.state == CallState::Succeeded)
+    else {
         return Reported::Unknown;
     };
-    if let Some(applied) = result.get("structuredContent").and_then(|s| s.get("applied")) {
+    if let Some(applied) = result
+        .get("structuredContent")
+        .and_then(|s| s.get("applied"))
+    {
         return match applied.as_bool() {
             Some(true) => Reported::Applied,
             Some(false) => Reported::NotApplied,
@@ -386,7 +531,12 @@ pub(crate) fn lookup_report(completion: &StoredCompletion) -> Reported {
     let text: Vec<&str> = result
         .get("content")
         .and_then(Value::as_array)
-        .map(|items| items.iter().filter_map(|i| i.get("text").and_then(Value::as_str)).collect())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i.get("text").and_then(Value::as_str))
+                .collect()
+        })
         .unwrap_or_default();
     match text.concat().trim() {
         "applied" => Reported::Applied,
@@ -411,18 +561,44 @@ mod tests {
     use super::*;
 
     fn succeeded(result: Value) -> StoredCompletion {
-        StoredCompletion { state: CallState::Succeeded, result: Some(result), result_truncated: false, error_code: None, error_message: None }
+        StoredCompletion {
+            state: CallState::Succeeded,
+            result: Some(result),
+            result_truncated: false,
+            error_code: None,
+            error_message: None,
+        }
     }
 
     #[test]
     fn lookups_are_read_from_structured_content_then_text() {
         let text = |t: &str| json!({"content": [{"type": "text", "text": t}]});
-        assert_eq!(lookup_report(&succeeded(json!({"structuredContent": {"applied": true}, "content": [{"type": "text", "text": "not applied"}]}))), Reported::Applied);
-        assert_eq!(lookup_report(&succeeded(json!({"structuredContent": {"applied": false}}))), Reported::NotApplied);
-        assert_eq!(lookup_report(&succeeded(json!({"structuredContent": {"applied": "yes"}}))), Reported::Unknown);
-        assert_eq!(lookup_report(&succeeded(text("applied"))), Reported::Applied);
-        assert_eq!(lookup_report(&succeeded(text(" not applied\n"))), Reported::NotApplied);
-        assert_eq!(lookup_report(&succeeded(text("probably applied"))), Reported::Unknown);
+        assert_eq!(
+            lookup_report(&succeeded(
+                json!({"structuredContent": {"applied": true}, "content": [{"type": "text", "text": "not applied"}]})
+            )),
+            Reported::Applied
+        );
+        assert_eq!(
+            lookup_report(&succeeded(json!({"structuredContent": {"applied": false}}))),
+            Reported::NotApplied
+        );
+        assert_eq!(
+            lookup_report(&succeeded(json!({"structuredContent": {"applied": "yes"}}))),
+            Reported::Unknown
+        );
+        assert_eq!(
+            lookup_report(&succeeded(text("applied"))),
+            Reported::Applied
+        );
+        assert_eq!(
+            lookup_report(&succeeded(text(" not applied\n"))),
+            Reported::NotApplied
+        );
+        assert_eq!(
+            lookup_report(&succeeded(text("probably applied"))),
+            Reported::Unknown
+        );
         let mut error = succeeded(text("applied"));
         error.state = CallState::ToolError;
         assert_eq!(lookup_report(&error), Reported::Unknown);

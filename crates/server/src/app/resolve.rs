@@ -8,13 +8,19 @@ use super::{Actor, App};
 use crate::db::{NewResolution, ResolutionRow};
 use crate::error::{AppError, AppResult};
 use serde_json::json;
-use switchyard_protocol::api::*;
 use switchyard_protocol::ErrorCode;
+use switchyard_protocol::api::*;
 
 impl App {
     /// Settles an unknown call with the caller's outcome, evidence and explanation, or
     /// returns the call as it is for a request_id used before with the same request.
-    pub async fn call_resolve(&self, actor: &Actor, ws: &str, call: &str, req: ResolveCall) -> AppResult<CallView> {
+    pub async fn call_resolve(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        call: &str,
+        req: ResolveCall,
+    ) -> AppResult<CallView> {
         let workspace = self.membership(actor, ws).await?.workspace.id;
         let row = self.call_row(workspace, call).await?;
         let profile = self.db.profile_get(row.profile_id).await?;
@@ -22,18 +28,26 @@ impl App {
         if row.kind != CallKind::Tool.as_str() {
             return Err(AppError::refused(
                 ErrorCode::InvalidRequest,
-                format!("call {} is a receipt lookup; resolve the call it looks up instead", row.id),
+                format!(
+                    "call {} is a receipt lookup; resolve the call it looks up instead",
+                    row.id
+                ),
             ));
         }
         let length = req.explanation.chars().count();
         if length > MAX_EXPLANATION_CHARS {
             return Err(AppError::refused(
                 ErrorCode::ExplanationTooLong,
-                format!("`explanation` has {length} characters; at most {MAX_EXPLANATION_CHARS} are kept"),
+                format!(
+                    "`explanation` has {length} characters; at most {MAX_EXPLANATION_CHARS} are kept"
+                ),
             ));
         }
         if req.explanation.trim().is_empty() {
-            return Err(AppError::refused(ErrorCode::InvalidRequest, "`explanation` must say why the evidence settles the call"));
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                "`explanation` must say why the evidence settles the call",
+            ));
         }
         let payload_digest = digest(&json!({
             "call_id": row.id,
@@ -41,8 +55,14 @@ impl App {
             "source_version_id": req.source_version_id,
             "explanation": req.explanation,
         }));
-        if let Some(existing) = self.db.resolution_find_by_request(workspace, req.request_id.0).await? {
-            return self.resolution_replay(workspace, &existing, row.id, &payload_digest).await;
+        if let Some(existing) = self
+            .db
+            .resolution_find_by_request(workspace, req.request_id.0)
+            .await?
+        {
+            return self
+                .resolution_replay(workspace, &existing, row.id, &payload_digest)
+                .await;
         }
         self.require_settleable(&row)?;
         let readable = self
@@ -53,7 +73,10 @@ impl App {
         if !readable {
             return Err(AppError::refused(
                 ErrorCode::EvidenceNotFound,
-                format!("no readable evidence record `{}` in this workspace (unknown, another workspace's, or erased)", req.source_version_id),
+                format!(
+                    "no readable evidence record `{}` in this workspace (unknown, another workspace's, or erased)",
+                    req.source_version_id
+                ),
             ));
         }
         let resolution = NewResolution {
@@ -72,25 +95,42 @@ impl App {
             Ok(false) => self.require_settleable(&self.call_row(workspace, call).await?)?,
             // A concurrent resolution with the same request_id was recorded first.
             Err(e) if crate::db::is_unique_violation(&e) => {
-                if let Some(existing) = self.db.resolution_find_by_request(workspace, req.request_id.0).await? {
-                    return self.resolution_replay(workspace, &existing, row.id, &payload_digest).await;
+                if let Some(existing) = self
+                    .db
+                    .resolution_find_by_request(workspace, req.request_id.0)
+                    .await?
+                {
+                    return self
+                        .resolution_replay(workspace, &existing, row.id, &payload_digest)
+                        .await;
                 }
                 return Err(AppError::Database(e));
             }
             Err(e) => return Err(AppError::Database(e)),
         }
-        self.call_view_full(&self.call_row(workspace, call).await?).await
+        self.call_view_full(&self.call_row(workspace, call).await?)
+            .await
     }
 
     /// The answer for a request_id used before: the call as it is for the same request, else
     /// a conflict.
-    async fn resolution_replay(&self, workspace: uuid::Uuid, existing: &ResolutionRow, call: uuid::Uuid, payload_digest: &[u8]) -> AppResult<CallView> {
+    async fn resolution_replay(
+        &self,
+        workspace: uuid::Uuid,
+        existing: &ResolutionRow,
+        call: uuid::Uuid,
+        payload_digest: &[u8],
+    ) -> AppResult<CallView> {
         if existing.call_id != call || existing.payload_digest.as_deref() != Some(payload_digest) {
             return Err(AppError::refused(
                 ErrorCode::McpRequestConflict,
-                format!("request_id {} was already used for another resolution; use a fresh request_id", existing.request_id.unwrap_or_default()),
+                format!(
+                    "request_id {} was already used for another resolution; use a fresh request_id",
+                    existing.request_id.unwrap_or_default()
+                ),
             ));
         }
-        self.call_view_full(&self.call_row(workspace, &call.to_string()).await?).await
+        self.call_view_full(&self.call_row(workspace, &call.to_string()).await?)
+            .await
     }
 }

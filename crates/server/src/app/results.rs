@@ -1,6 +1,6 @@
 //! What a completion looks like once stored: bounded retained output.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Largest retained result, in bytes of JSON.
 pub const RESULT_LIMIT: usize = 1024 * 1024;
@@ -13,7 +13,10 @@ pub fn bound_result(result: Value, limit: usize) -> (Value, bool) {
     if size <= limit {
         return (result, false);
     }
-    let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    let is_error = result
+        .get("isError")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let mut text: String = result
         .get("content")
         .and_then(Value::as_array)
@@ -28,11 +31,20 @@ pub fn bound_result(result: Value, limit: usize) -> (Value, bool) {
     // Leave room for the marker and JSON escaping of the worst case (every byte escaped
     // as \u00XX is six bytes; in practice far less, but the bound must hold).
     let budget = (limit.saturating_sub(512)) / 6;
-    let budget = budget.max(limit.saturating_sub(512).min(text.len()) * usize::from(text.is_ascii() && !needs_escape(&text)));
+    let budget = budget.max(
+        limit.saturating_sub(512).min(text.len())
+            * usize::from(text.is_ascii() && !needs_escape(&text)),
+    );
     cut_at_char_boundary(&mut text, budget);
-    let marker = format!("\n[truncated by Switchyard: kept {} of {size} bytes]", text.len());
+    let marker = format!(
+        "\n[truncated by Switchyard: kept {} of {size} bytes]",
+        text.len()
+    );
     text.push_str(&marker);
-    (json!({"content": [{"type": "text", "text": text}], "isError": is_error}), true)
+    (
+        json!({"content": [{"type": "text", "text": text}], "isError": is_error}),
+        true,
+    )
 }
 
 fn needs_escape(text: &str) -> bool {
@@ -69,7 +81,10 @@ mod tests {
         assert!(cut);
         assert!(bounded.to_string().len() <= RESULT_LIMIT);
         let text = bounded["content"][0]["text"].as_str().unwrap();
-        assert!(text.ends_with(&format!("of {} bytes]", text_result(&"x".repeat(3 * RESULT_LIMIT)).to_string().len())));
+        assert!(text.ends_with(&format!(
+            "of {} bytes]",
+            text_result(&"x".repeat(3 * RESULT_LIMIT)).to_string().len()
+        )));
         assert!(text.len() > RESULT_LIMIT / 2, "keeps most of what fits");
     }
 

@@ -9,10 +9,10 @@
 //! predecessor (or whose lease answer was lost) and never started go back to the queue.
 //! Uploaded receipts are stored, so a repeated upload answers what the first one did.
 
+use super::App;
 use super::calls::CompletionRecorded;
 use super::principal::DeviceActor;
 use super::sessions::parse_call_id;
-use super::App;
 use crate::db::{CallRow, Key, NewReceipt};
 use crate::error::{AppError, AppResult};
 use std::time::Duration;
@@ -33,11 +33,24 @@ pub const RELEASE_TTL: Duration = Duration::from_secs(300);
 impl App {
     /// Takes the device's runner lease, or resumes it for the same holder. Another holder's
     /// live lease answers `held`.
-    pub async fn runner_acquire(&self, device: &DeviceActor, req: AcquireLease) -> AppResult<AcquireAnswer> {
+    pub async fn runner_acquire(
+        &self,
+        device: &DeviceActor,
+        req: AcquireLease,
+    ) -> AppResult<AcquireAnswer> {
         let ttl = self.config.runner_lease_ttl;
-        match self.db.runner_lease_acquire(&device.runner_ref(), req.holder, ttl).await? {
-            Some(epoch) => Ok(AcquireAnswer::Acquired { epoch: Epoch(epoch), ttl_seconds: ttl.as_secs() }),
-            None => Ok(AcquireAnswer::Held { retry_after_ms: millis(ttl / 6) }),
+        match self
+            .db
+            .runner_lease_acquire(&device.runner_ref(), req.holder, ttl)
+            .await?
+        {
+            Some(epoch) => Ok(AcquireAnswer::Acquired {
+                epoch: Epoch(epoch),
+                ttl_seconds: ttl.as_secs(),
+            }),
+            None => Ok(AcquireAnswer::Held {
+                retry_after_ms: millis(ttl / 6),
+            }),
         }
     }
 
@@ -45,34 +58,58 @@ impl App {
     /// Calls leased under this epoch that the runner does not hold any more, and that were
     /// leased longer than a lease ago, go back to the queue (nothing was sent for them); calls
     /// started under it that it does not hold, longer than a lease ago, become `unknown`.
-    pub async fn runner_heartbeat(&self, device: &DeviceActor, req: Heartbeat) -> AppResult<HeartbeatAnswer> {
+    pub async fn runner_heartbeat(
+        &self,
+        device: &DeviceActor,
+        req: Heartbeat,
+    ) -> AppResult<HeartbeatAnswer> {
         let runner = device.runner_ref();
         let ttl = self.config.runner_lease_ttl;
-        if !self.db.runner_lease_renew_epoch(&runner, req.epoch.0, ttl).await? {
+        if !self
+            .db
+            .runner_lease_renew_epoch(&runner, req.epoch.0, ttl)
+            .await?
+        {
             return Err(fenced(req.epoch));
         }
         let held: Vec<Uuid> = req.active.iter().map(|c| c.0).collect();
-        let (requeued, orphaned) = self.db.call_settle_unheld(&runner, req.epoch.0, &held, ttl).await?;
+        let (requeued, orphaned) = self
+            .db
+            .call_settle_unheld(&runner, req.epoch.0, &held, ttl)
+            .await?;
         if requeued > 0 {
             tracing::info!(%runner, requeued, "requeued calls leased to the runner that it no longer holds");
         }
         if orphaned > 0 {
             tracing::warn!(%runner, orphaned, "calls started under the runner's lease that it no longer holds are unknown");
         }
-        let cancel = self.db.call_cancel_requested(&runner).await?.into_iter().map(CallId).collect();
+        let cancel = self
+            .db
+            .call_cancel_requested(&runner)
+            .await?
+            .into_iter()
+            .map(CallId)
+            .collect();
         let release = self
             .db
             .session_release_take(&runner, RELEASE_TTL)
             .await?
             .into_iter()
-            .map(|(connection, client_session_id)| SessionRelease { connection_id: connection.into(), client_session_id })
+            .map(|(connection, client_session_id)| SessionRelease {
+                connection_id: connection.into(),
+                client_session_id,
+            })
             .collect();
         Ok(HeartbeatAnswer { cancel, release })
     }
 
     /// Long-polls for work: leases what is queued for the device, else waits (without touching
     /// the database) until a call for it is announced or the wait ends, and looks again.
-    pub async fn runner_lease(&self, device: &DeviceActor, req: LeaseRequest) -> AppResult<LeaseAnswer> {
+    pub async fn runner_lease(
+        &self,
+        device: &DeviceActor,
+        req: LeaseRequest,
+    ) -> AppResult<LeaseAnswer> {
         let runner = device.runner_ref();
         if !self.db.runner_lease_is_live(&runner, req.epoch.0).await? {
             return Err(fenced(req.epoch));
@@ -90,14 +127,27 @@ impl App {
 
     /// The start ack: `proceed` when the call moved to running under this epoch, `abandon`
     /// when it is no longer leased to this runner, 409 `runner_fenced` for a stale epoch.
-    pub async fn runner_start(&self, device: &DeviceActor, call: &str, req: StartRequest) -> AppResult<StartAnswer> {
+    pub async fn runner_start(
+        &self,
+        device: &DeviceActor,
+        call: &str,
+        req: StartRequest,
+    ) -> AppResult<StartAnswer> {
         let runner = device.runner_ref();
         let id = parse_call_id(call)?;
         if self.db.call_start(id.0, &runner, req.epoch.0).await? {
             return Ok(StartAnswer::Proceed);
         }
-        if self.db.runner_lease_is_current(&runner, req.epoch.0).await? {
-            Ok(StartAnswer::Abandon { reason: "the call is no longer leased to this runner (cancelled, expired or requeued)".into() })
+        if self
+            .db
+            .runner_lease_is_current(&runner, req.epoch.0)
+            .await?
+        {
+            Ok(StartAnswer::Abandon {
+                reason:
+                    "the call is no longer leased to this runner (cancelled, expired or requeued)"
+                        .into(),
+            })
         } else {
             Err(fenced(req.epoch))
         }
@@ -105,20 +155,31 @@ impl App {
 
     /// Records an uploaded receipt, once per receipt id: a repeated upload answers what the
     /// first one did. A stale epoch answers 409 `runner_fenced`.
-    pub async fn runner_complete(&self, device: &DeviceActor, call: &str, req: CompleteRequest) -> AppResult<CompleteAnswer> {
+    pub async fn runner_complete(
+        &self,
+        device: &DeviceActor,
+        call: &str,
+        req: CompleteRequest,
+    ) -> AppResult<CompleteAnswer> {
         let runner = device.runner_ref();
         let row = self.device_call(device, call).await?;
         if let Some(stored) = self.db.receipt_get(req.receipt_id).await? {
             return stored_answer(&stored, row.id, &runner, req.epoch);
         }
         let outcome = outcome_name(&req.completion);
-        let recorded = self.call_record_completion(&runner, CallId(row.id), req.epoch, req.completion).await?;
+        let recorded = self
+            .call_record_completion(&runner, CallId(row.id), req.epoch, req.completion)
+            .await?;
         let answer = match recorded {
             CompletionRecorded::Recorded => CompleteAnswer::Recorded,
             CompletionRecorded::Fenced => CompleteAnswer::Fenced,
             // Applied before under another receipt id (a retry after a lost answer): the call
             // already holds exactly this outcome from this runner and epoch.
-            CompletionRecorded::Superseded if self.holds_outcome(device, row.id, &runner, req.epoch, outcome).await? => {
+            CompletionRecorded::Superseded
+                if self
+                    .holds_outcome(device, row.id, &runner, req.epoch, outcome)
+                    .await? =>
+            {
                 CompleteAnswer::Recorded
             }
             CompletionRecorded::Superseded => CompleteAnswer::Superseded,
@@ -134,7 +195,11 @@ impl App {
         };
         if !self.db.receipt_insert(&receipt).await? {
             // A concurrent upload of the same receipt stored its answer first.
-            let stored = self.db.receipt_get(req.receipt_id).await?.ok_or_else(|| AppError::Internal("receipt vanished".into()))?;
+            let stored = self
+                .db
+                .receipt_get(req.receipt_id)
+                .await?
+                .ok_or_else(|| AppError::Internal("receipt vanished".into()))?;
             return stored_answer(&stored, row.id, &runner, req.epoch);
         }
         match answer {
@@ -146,7 +211,11 @@ impl App {
     /// Which of the runner's unacknowledged receipts must stay quarantined: those of another
     /// epoch than the current one whose call is no longer running under their epoch, those of
     /// calls whose evidence was erased, and those of calls that are not this runner's.
-    pub async fn runner_check_receipts(&self, device: &DeviceActor, req: ReceiptCheck) -> AppResult<ReceiptCheckAnswer> {
+    pub async fn runner_check_receipts(
+        &self,
+        device: &DeviceActor,
+        req: ReceiptCheck,
+    ) -> AppResult<ReceiptCheckAnswer> {
         if req.receipts.len() > MAX_RECEIPT_CHECK {
             return Err(AppError::refused(
                 ErrorCode::InvalidRequest,
@@ -157,12 +226,17 @@ impl App {
         let current = self.db.runner_lease_epoch(&runner).await?;
         let mut fenced = Vec::new();
         for receipt in req.receipts {
-            let call = self.db.call_get(device.device.workspace_id, receipt.call_id.0).await?;
+            let call = self
+                .db
+                .call_get(device.device.workspace_id, receipt.call_id.0)
+                .await?;
             let quarantined = match call {
                 Some(call) if call.runner_ref == runner => {
-                    let still_running = call.state == "running" && call.lease_epoch == Some(receipt.epoch.0);
+                    let still_running =
+                        call.state == "running" && call.lease_epoch == Some(receipt.epoch.0);
                     // A receipt of a call whose evidence was erased is fenced too.
-                    !still_running && (current != Some(receipt.epoch.0) || call.evidence_erased_at.is_some())
+                    !still_running
+                        && (current != Some(receipt.epoch.0) || call.evidence_erased_at.is_some())
                 }
                 _ => true,
             };
@@ -193,7 +267,10 @@ impl App {
 
     /// Gives the lease of `epoch` up at once (clean shutdown), so a successor need not wait.
     pub async fn runner_release(&self, device: &DeviceActor, epoch: Epoch) -> AppResult<()> {
-        Ok(self.db.runner_lease_release_epoch(&device.runner_ref(), epoch.0).await?)
+        Ok(self
+            .db
+            .runner_lease_release_epoch(&device.runner_ref(), epoch.0)
+            .await?)
     }
 
     /// A call of the device's workspace placed on the device, or `call_not_found`.
@@ -201,26 +278,46 @@ impl App {
         let id = parse_call_id(call)?;
         match self.db.call_get(device.device.workspace_id, id.0).await? {
             Some(row) if row.runner_ref == device.runner_ref() => Ok(row),
-            _ => Err(AppError::refused(ErrorCode::CallNotFound, format!("no call `{call}` placed on this device"))),
+            _ => Err(AppError::refused(
+                ErrorCode::CallNotFound,
+                format!("no call `{call}` placed on this device"),
+            )),
         }
     }
 
     /// Whether the call ended with `outcome`, reported by this runner under `epoch`.
-    async fn holds_outcome(&self, device: &DeviceActor, call: Uuid, runner: &str, epoch: Epoch, outcome: &str) -> AppResult<bool> {
+    async fn holds_outcome(
+        &self,
+        device: &DeviceActor,
+        call: Uuid,
+        runner: &str,
+        epoch: Epoch,
+        outcome: &str,
+    ) -> AppResult<bool> {
         Ok(self
             .db
             .call_get(device.device.workspace_id, call)
             .await?
-            .is_some_and(|c| c.runner_ref == runner && c.lease_epoch == Some(epoch.0) && c.state == outcome))
+            .is_some_and(|c| {
+                c.runner_ref == runner && c.lease_epoch == Some(epoch.0) && c.state == outcome
+            }))
     }
 }
 
 /// The answer a stored receipt was given, for a repeated upload of it.
-fn stored_answer(stored: &crate::db::ReceiptRow, call: Uuid, runner: &str, epoch: Epoch) -> AppResult<CompleteAnswer> {
+fn stored_answer(
+    stored: &crate::db::ReceiptRow,
+    call: Uuid,
+    runner: &str,
+    epoch: Epoch,
+) -> AppResult<CompleteAnswer> {
     if stored.call_id != call || stored.runner_ref != runner || stored.epoch != epoch.0 {
         return Err(AppError::refused(
             ErrorCode::InvalidRequest,
-            format!("receipt `{}` was uploaded before for another call or epoch; receipt ids must be unique", stored.receipt_id),
+            format!(
+                "receipt `{}` was uploaded before for another call or epoch; receipt ids must be unique",
+                stored.receipt_id
+            ),
         ));
     }
     match stored.answer.as_str() {
@@ -233,7 +330,10 @@ fn stored_answer(stored: &crate::db::ReceiptRow, call: Uuid, runner: &str, epoch
 fn fenced(epoch: Epoch) -> AppError {
     AppError::refused(
         ErrorCode::RunnerFenced,
-        format!("lease epoch {} is not this runner's current lease: another process owns the runner now; stop sending and drain", epoch.0),
+        format!(
+            "lease epoch {} is not this runner's current lease: another process owns the runner now; stop sending and drain",
+            epoch.0
+        ),
     )
 }
 

@@ -1,6 +1,6 @@
 //! Cancelling calls, releasing warm sessions and reading connection lifecycle events.
 
-use super::{views, Actor, App};
+use super::{Actor, App, views};
 use crate::db::CancelEffect;
 use crate::error::{AppError, AppResult};
 use serde_json::json;
@@ -11,9 +11,18 @@ use switchyard_protocol::{CallId, ErrorCode};
 impl App {
     /// Cancels a call (Use on its profile needed): a queued or leased call is cancelled at once,
     /// a running one is asked to stop through its runner, a finished one is left as it is.
-    pub async fn call_cancel(&self, actor: &Actor, ws: &str, call: &str) -> AppResult<CancelAnswer> {
+    pub async fn call_cancel(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        call: &str,
+    ) -> AppResult<CancelAnswer> {
         let before = self.call_get(actor, ws, call).await?;
-        let outcome = match self.db.call_cancel(before.workspace_id.0, before.id.0).await? {
+        let outcome = match self
+            .db
+            .call_cancel(before.workspace_id.0, before.id.0)
+            .await?
+        {
             CancelEffect::Cancelled => CancelOutcome::Cancelled,
             CancelEffect::Requested => CancelOutcome::CancellationRequested,
             CancelEffect::Nothing => CancelOutcome::AlreadyFinished,
@@ -24,16 +33,28 @@ impl App {
 
     /// Drains the warm sessions with this key on one connection, or on every connection the
     /// actor may use: active calls finish, then the sessions close.
-    pub async fn session_release(&self, actor: &Actor, ws: &str, client_session_id: &str, req: ReleaseSession) -> AppResult<ReleaseAnswer> {
+    pub async fn session_release(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        client_session_id: &str,
+        req: ReleaseSession,
+    ) -> AppResult<ReleaseAnswer> {
         let membership = self.membership(actor, ws).await?;
-        let usable = self.db.connection_usable(membership.workspace.id, actor.user.id).await?;
+        let usable = self
+            .db
+            .connection_usable(membership.workspace.id, actor.user.id)
+            .await?;
         let targets: Vec<(uuid::Uuid, String)> = match &req.connection_id {
             Some(key) => {
                 let connection = self.find_connection(membership.workspace.id, key).await?;
                 if !usable.iter().any(|(id, _)| *id == connection.id) {
                     return Err(AppError::refused(
                         ErrorCode::Forbidden,
-                        format!("you need Use on a profile that includes connection `{}`", connection.name),
+                        format!(
+                            "you need Use on a profile that includes connection `{}`",
+                            connection.name
+                        ),
                     ));
                 }
                 vec![(connection.id, connection.runner_ref)]
@@ -41,7 +62,9 @@ impl App {
             None => usable,
         };
         for (connection, runner) in &targets {
-            self.db.session_release_notify(runner, *connection, client_session_id).await?;
+            self.db
+                .session_release_notify(runner, *connection, client_session_id)
+                .await?;
         }
         Ok(ReleaseAnswer {
             client_session_id: client_session_id.to_owned(),
@@ -50,31 +73,65 @@ impl App {
     }
 
     /// The last lifecycle events of a connection, newest first.
-    pub async fn connection_events(&self, actor: &Actor, ws: &str, key: &str) -> AppResult<Vec<ConnectionEventView>> {
+    pub async fn connection_events(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        key: &str,
+    ) -> AppResult<Vec<ConnectionEventView>> {
         let membership = self.membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
-        Ok(self.db.event_list(connection.id).await?.iter().map(views::event).collect())
+        Ok(self
+            .db
+            .event_list(connection.id)
+            .await?
+            .iter()
+            .map(views::event)
+            .collect())
     }
 
     /// Records a runner's lifecycle event. The event types carry no secret by construction.
     pub async fn event_record(&self, runner: &str, event: &LifecycleEvent) -> AppResult<()> {
         let (kind, detail) = match event {
-            LifecycleEvent::SessionStarted { client_session_id, pid, .. } => {
-                ("session_started", json!({"client_session_id": client_session_id, "pid": pid}))
-            }
-            LifecycleEvent::SessionClosed { client_session_id, reason, .. } => {
-                ("session_closed", json!({"client_session_id": client_session_id, "reason": reason}))
-            }
-            LifecycleEvent::ProcessExited { pid, status, signal, .. } => {
-                ("process_exited", json!({"pid": pid, "status": status, "signal": signal}))
-            }
+            LifecycleEvent::SessionStarted {
+                client_session_id,
+                pid,
+                ..
+            } => (
+                "session_started",
+                json!({"client_session_id": client_session_id, "pid": pid}),
+            ),
+            LifecycleEvent::SessionClosed {
+                client_session_id,
+                reason,
+                ..
+            } => (
+                "session_closed",
+                json!({"client_session_id": client_session_id, "reason": reason}),
+            ),
+            LifecycleEvent::ProcessExited {
+                pid,
+                status,
+                signal,
+                ..
+            } => (
+                "process_exited",
+                json!({"pid": pid, "status": status, "signal": signal}),
+            ),
         };
-        Ok(self.db.event_record(event.connection_id().0, kind, &detail, Some(runner)).await?)
+        Ok(self
+            .db
+            .event_record(event.connection_id().0, kind, &detail, Some(runner))
+            .await?)
     }
 }
 
 /// The call id in a path, or `call_not_found`.
 pub(crate) fn parse_call_id(call: &str) -> AppResult<CallId> {
-    call.parse()
-        .map_err(|_| AppError::refused(ErrorCode::CallNotFound, format!("no call `{call}` in this workspace")))
+    call.parse().map_err(|_| {
+        AppError::refused(
+            ErrorCode::CallNotFound,
+            format!("no call `{call}` in this workspace"),
+        )
+    })
 }

@@ -1,16 +1,27 @@
 //! Conversions from datastore rows to protocol views: the only place server types become
 //! wire types.
 
-use crate::db::{CallRow, ConnectionRow, ConnectorRow, EnvironmentRow, Grants, MemberRow, ToolRow, UserRow, WorkspaceRow};
-use switchyard_protocol::api::*;
+use crate::db::{
+    CallRow, ConnectionRow, ConnectorRow, EnvironmentRow, Grants, MemberRow, ToolRow, UserRow,
+    WorkspaceRow,
+};
 use switchyard_protocol::CallState;
+use switchyard_protocol::api::*;
 
 pub(crate) fn user(row: &UserRow) -> UserView {
-    UserView { id: row.id.into(), name: row.name.clone(), is_owner: row.is_owner }
+    UserView {
+        id: row.id.into(),
+        name: row.name.clone(),
+        is_owner: row.is_owner,
+    }
 }
 
 pub(crate) fn workspace(row: &WorkspaceRow) -> WorkspaceView {
-    WorkspaceView { id: row.id.into(), name: row.name.clone(), created_at: row.created_at }
+    WorkspaceView {
+        id: row.id.into(),
+        name: row.name.clone(),
+        created_at: row.created_at,
+    }
 }
 
 pub(crate) fn member(row: &MemberRow) -> MemberView {
@@ -18,12 +29,20 @@ pub(crate) fn member(row: &MemberRow) -> MemberView {
         workspace_id: row.workspace_id.into(),
         user_id: row.user_id.into(),
         user_name: row.user_name.clone(),
-        role: if row.role == "admin" { MemberRole::Admin } else { MemberRole::Member },
+        role: if row.role == "admin" {
+            MemberRole::Admin
+        } else {
+            MemberRole::Member
+        },
     }
 }
 
 pub(crate) fn environment(row: &EnvironmentRow) -> EnvironmentView {
-    EnvironmentView { id: row.id.into(), workspace_id: row.workspace_id.into(), name: row.name.clone() }
+    EnvironmentView {
+        id: row.id.into(),
+        workspace_id: row.workspace_id.into(),
+        name: row.name.clone(),
+    }
 }
 
 pub(crate) fn connector(row: &ConnectorRow) -> ConnectorView {
@@ -100,9 +119,16 @@ pub(crate) fn call(row: &CallRow) -> CallView {
         finished_at: row.finished_at,
         cancel_requested_at: row.cancel_requested_at,
         retention_expired_at: row.retention_expired_at,
-        kind: if row.kind == CallKind::Lookup.as_str() { CallKind::Lookup } else { CallKind::Tool },
+        kind: if row.kind == CallKind::Lookup.as_str() {
+            CallKind::Lookup
+        } else {
+            CallKind::Tool
+        },
         parent_call_id: row.parent_call_id.map(Into::into),
-        resolution_outcome: row.resolution_outcome.as_deref().and_then(ResolutionOutcome::parse),
+        resolution_outcome: row
+            .resolution_outcome
+            .as_deref()
+            .and_then(ResolutionOutcome::parse),
         attempts: Vec::new(),
         observations: Vec::new(),
         resolution: None,
@@ -131,7 +157,11 @@ pub(crate) fn attempt(row: &CallRow) -> Option<AttemptView> {
 pub(crate) fn observation(row: &crate::db::ObservationRow) -> ObservationView {
     ObservationView {
         id: row.id.into(),
-        source: if row.source == "lookup" { ObservationSource::Lookup } else { ObservationSource::LateReceipt },
+        source: if row.source == "lookup" {
+            ObservationSource::Lookup
+        } else {
+            ObservationSource::LateReceipt
+        },
         // The column's CHECK constraint admits only known names.
         reported: Reported::parse(&row.reported).unwrap_or(Reported::Unknown),
         lookup_call_id: row.lookup_call_id.map(Into::into),
@@ -147,7 +177,11 @@ pub(crate) fn resolution(row: &crate::db::ResolutionRow) -> ResolutionView {
     ResolutionView {
         // The column's CHECK constraint admits only known names.
         outcome: ResolutionOutcome::parse(&row.outcome).unwrap_or(ResolutionOutcome::Failed),
-        source: if row.source == "caller" { ResolutionSource::Caller } else { ResolutionSource::Observation },
+        source: if row.source == "caller" {
+            ResolutionSource::Caller
+        } else {
+            ResolutionSource::Observation
+        },
         observation_id: row.observation_id.map(Into::into),
         source_version_id: row.evidence_id.map(Into::into),
         explanation: row.explanation.clone(),
@@ -169,7 +203,10 @@ pub(crate) fn receipt_policy(row: &crate::db::ReceiptPolicyRow) -> ReceiptPolicy
 }
 
 /// A workspace's capture policy; no row means it was never set (off, empty queue).
-pub(crate) fn capture_policy(workspace: uuid::Uuid, row: Option<&crate::db::CapturePolicyRow>) -> CapturePolicyView {
+pub(crate) fn capture_policy(
+    workspace: uuid::Uuid,
+    row: Option<&crate::db::CapturePolicyRow>,
+) -> CapturePolicyView {
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
     CapturePolicyView {
         workspace_id: workspace.into(),
@@ -188,7 +225,11 @@ pub(crate) fn evidence(row: &crate::db::EvidenceRow) -> EvidenceView {
         workspace_id: row.workspace_id.into(),
         call_id: row.call_id.into(),
         request_id: row.request_id.into(),
-        kind: if row.kind == CallKind::Lookup.as_str() { CallKind::Lookup } else { CallKind::Tool },
+        kind: if row.kind == CallKind::Lookup.as_str() {
+            CallKind::Lookup
+        } else {
+            CallKind::Tool
+        },
         profile_id: row.profile_id.into(),
         environment_id: row.environment_id.into(),
         operation_id: row.operation_id.map(Into::into),
@@ -199,7 +240,10 @@ pub(crate) fn evidence(row: &crate::db::EvidenceRow) -> EvidenceView {
         runner: row.runner_ref.clone(),
         // The column's CHECK constraint admits only succeeded, tool_error and resolved.
         outcome: row.outcome.parse().unwrap_or(CallState::Resolved),
-        resolution_outcome: row.resolution_outcome.as_deref().and_then(ResolutionOutcome::parse),
+        resolution_outcome: row
+            .resolution_outcome
+            .as_deref()
+            .and_then(ResolutionOutcome::parse),
         output: row.output.as_ref().map(|o| o.0.clone()),
         output_truncated: row.output_truncated,
         lineage: row.lineage.0.clone(),

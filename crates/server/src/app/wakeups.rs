@@ -43,7 +43,11 @@ pub struct Wakeups {
 
 impl Default for Wakeups {
     fn default() -> Self {
-        Self { tx: broadcast::channel(CAPACITY).0, settled: broadcast::channel(CAPACITY).0, stopping: CancellationToken::new() }
+        Self {
+            tx: broadcast::channel(CAPACITY).0,
+            settled: broadcast::channel(CAPACITY).0,
+            stopping: CancellationToken::new(),
+        }
     }
 }
 
@@ -51,13 +55,21 @@ impl Wakeups {
     /// A waiter for `runner_ref`. Subscribe before looking for work, so that nothing
     /// announced in between is missed.
     pub(crate) fn waiter(&self, runner_ref: &str) -> Waiter {
-        Waiter { rx: self.tx.subscribe(), key: runner_ref.to_owned(), stopping: self.stopping.clone() }
+        Waiter {
+            rx: self.tx.subscribe(),
+            key: runner_ref.to_owned(),
+            stopping: self.stopping.clone(),
+        }
     }
 
     /// A waiter for call `call` to settle. Subscribe before reading the call, so that a
     /// completion recorded in between is not missed.
     pub(crate) fn settled_waiter(&self, call: uuid::Uuid) -> Waiter {
-        Waiter { rx: self.settled.subscribe(), key: call.to_string(), stopping: self.stopping.clone() }
+        Waiter {
+            rx: self.settled.subscribe(),
+            key: call.to_string(),
+            stopping: self.stopping.clone(),
+        }
     }
 
     fn wake(&self, runner_ref: &str) {
@@ -155,7 +167,9 @@ impl WakeupFeed {
                 received = active.try_recv() => received,
             };
             match received {
-                Ok(Some(notification)) if notification.channel() == SETTLED_CHANNEL => wakeups.wake_settled(notification.payload()),
+                Ok(Some(notification)) if notification.channel() == SETTLED_CHANNEL => {
+                    wakeups.wake_settled(notification.payload())
+                }
                 Ok(Some(notification)) => wakeups.wake(notification.payload()),
                 // The connection was lost and is back (listening again): what was announced
                 // meanwhile is gone, so every waiter looks again.
@@ -170,8 +184,12 @@ impl WakeupFeed {
 }
 
 async fn listen(app: &App) -> Result<PgListener, sqlx::Error> {
-    let own = PgPoolOptions::new().max_connections(1).connect_lazy_with(app.db().pool().connect_options().as_ref().clone());
+    let own = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_lazy_with(app.db().pool().connect_options().as_ref().clone());
     let mut listener = PgListener::connect_with(&own).await?;
-    listener.listen_all([CALLS_CHANNEL, SETTLED_CHANNEL]).await?;
+    listener
+        .listen_all([CALLS_CHANNEL, SETTLED_CHANNEL])
+        .await?;
     Ok(listener)
 }

@@ -29,7 +29,9 @@ pub struct NewWebSession {
 impl std::fmt::Debug for NewWebSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The session id is a bearer secret: never print it.
-        f.debug_struct("NewWebSession").field("session", &self.session).finish_non_exhaustive()
+        f.debug_struct("NewWebSession")
+            .field("session", &self.session)
+            .finish_non_exhaustive()
     }
 }
 
@@ -41,34 +43,69 @@ pub fn random_secret() -> AppResult<String> {
 }
 
 fn signed_out() -> AppError {
-    AppError::refused(ErrorCode::Unauthenticated, "you are signed out; sign in with your personal API token")
+    AppError::refused(
+        ErrorCode::Unauthenticated,
+        "you are signed out; sign in with your personal API token",
+    )
 }
 
 fn web_session(row: WebSessionRow) -> WebSession {
-    WebSession { actor: Actor { user: row.user }, csrf_token: row.csrf_token }
+    WebSession {
+        actor: Actor { user: row.user },
+        csrf_token: row.csrf_token,
+    }
 }
 
 impl App {
     /// Signs in with a personal API token: creates a session bound to that token.
-    pub async fn web_session_start(&self, token: &str, times: SessionTimes) -> AppResult<NewWebSession> {
+    pub async fn web_session_start(
+        &self,
+        token: &str,
+        times: SessionTimes,
+    ) -> AppResult<NewWebSession> {
         let session_id = random_secret()?;
         let csrf_token = random_secret()?;
         let row = self
             .db
-            .web_session_insert(&hash_token(&session_id), &hash_token(token.trim()), &csrf_token, times)
+            .web_session_insert(
+                &hash_token(&session_id),
+                &hash_token(token.trim()),
+                &csrf_token,
+                times,
+            )
             .await?
-            .ok_or_else(|| AppError::refused(ErrorCode::Unauthenticated, "that token is not valid (or was revoked)"))?;
-        Ok(NewWebSession { session_id, session: web_session(row) })
+            .ok_or_else(|| {
+                AppError::refused(
+                    ErrorCode::Unauthenticated,
+                    "that token is not valid (or was revoked)",
+                )
+            })?;
+        Ok(NewWebSession {
+            session_id,
+            session: web_session(row),
+        })
     }
 
     /// The live session with this id, its expiry slid forward.
-    pub async fn web_session_resume(&self, session_id: &str, times: SessionTimes) -> AppResult<WebSession> {
-        self.db.web_session_touch(&hash_token(session_id), times).await?.map(web_session).ok_or_else(signed_out)
+    pub async fn web_session_resume(
+        &self,
+        session_id: &str,
+        times: SessionTimes,
+    ) -> AppResult<WebSession> {
+        self.db
+            .web_session_touch(&hash_token(session_id), times)
+            .await?
+            .map(web_session)
+            .ok_or_else(signed_out)
     }
 
     /// Refuses unless the session is still live; does not slide its expiry.
     pub async fn web_session_require_live(&self, session_id: &str) -> AppResult<()> {
-        if self.db.web_session_live(&hash_token(session_id)).await? { Ok(()) } else { Err(signed_out()) }
+        if self.db.web_session_live(&hash_token(session_id)).await? {
+            Ok(())
+        } else {
+            Err(signed_out())
+        }
     }
 
     /// Signs out: the session ends on the server, whatever the browser keeps.

@@ -2,13 +2,17 @@
 
 use super::auth::already_exists;
 use super::names::validate_name;
-use super::{views, Actor, App};
+use super::{Actor, App, views};
 use crate::error::AppResult;
 use switchyard_protocol::api::*;
 
 impl App {
     /// Creates a workspace; the creator becomes its admin.
-    pub async fn workspace_create(&self, actor: &Actor, req: CreateWorkspace) -> AppResult<WorkspaceView> {
+    pub async fn workspace_create(
+        &self,
+        actor: &Actor,
+        req: CreateWorkspace,
+    ) -> AppResult<WorkspaceView> {
         validate_name("workspace", &req.name)?;
         let row = self
             .db
@@ -20,33 +24,62 @@ impl App {
 
     /// The workspaces the actor belongs to.
     pub async fn workspace_list(&self, actor: &Actor) -> AppResult<Vec<WorkspaceView>> {
-        Ok(self.db.workspace_list_for_member(actor.user.id).await?.iter().map(views::workspace).collect())
+        Ok(self
+            .db
+            .workspace_list_for_member(actor.user.id)
+            .await?
+            .iter()
+            .map(views::workspace)
+            .collect())
     }
 
     /// One workspace the actor belongs to.
     pub async fn workspace_get(&self, actor: &Actor, ws: &str) -> AppResult<WorkspaceView> {
-        Ok(views::workspace(&self.membership(actor, ws).await?.workspace))
+        Ok(views::workspace(
+            &self.membership(actor, ws).await?.workspace,
+        ))
     }
 
     /// Adds a member (workspace admins only).
-    pub async fn member_add(&self, actor: &Actor, ws: &str, req: AddMember) -> AppResult<MemberView> {
+    pub async fn member_add(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        req: AddMember,
+    ) -> AppResult<MemberView> {
         let membership = self.admin_membership(actor, ws).await?;
         let user = self.find_user(&req.user).await?;
         let role = match req.role {
             MemberRole::Admin => "admin",
             MemberRole::Member => "member",
         };
-        Ok(views::member(&self.db.member_upsert(membership.workspace.id, user.id, role).await?))
+        Ok(views::member(
+            &self
+                .db
+                .member_upsert(membership.workspace.id, user.id, role)
+                .await?,
+        ))
     }
 
     /// The members of a workspace.
     pub async fn member_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<MemberView>> {
         let membership = self.membership(actor, ws).await?;
-        Ok(self.db.member_list(membership.workspace.id).await?.iter().map(views::member).collect())
+        Ok(self
+            .db
+            .member_list(membership.workspace.id)
+            .await?
+            .iter()
+            .map(views::member)
+            .collect())
     }
 
     /// Creates an environment (workspace admins only).
-    pub async fn environment_create(&self, actor: &Actor, ws: &str, req: CreateEnvironment) -> AppResult<EnvironmentView> {
+    pub async fn environment_create(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        req: CreateEnvironment,
+    ) -> AppResult<EnvironmentView> {
         let membership = self.admin_membership(actor, ws).await?;
         validate_name("environment", &req.name)?;
         let row = self
@@ -58,8 +91,18 @@ impl App {
     }
 
     /// The environments of a workspace.
-    pub async fn environment_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<EnvironmentView>> {
+    pub async fn environment_list(
+        &self,
+        actor: &Actor,
+        ws: &str,
+    ) -> AppResult<Vec<EnvironmentView>> {
         let membership = self.membership(actor, ws).await?;
-        Ok(self.db.environment_list(membership.workspace.id).await?.iter().map(views::environment).collect())
+        Ok(self
+            .db
+            .environment_list(membership.workspace.id)
+            .await?
+            .iter()
+            .map(views::environment)
+            .collect())
     }
 }

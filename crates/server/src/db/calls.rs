@@ -160,7 +160,11 @@ impl Datastore {
 
     /// [`Datastore::call_insert`], recording the operation the call runs under and the device
     /// that submitted it.
-    pub async fn call_insert_from(&self, call: &NewCall, origin: CallOrigin) -> Result<Option<CallRow>, sqlx::Error> {
+    pub async fn call_insert_from(
+        &self,
+        call: &NewCall,
+        origin: CallOrigin,
+    ) -> Result<Option<CallRow>, sqlx::Error> {
         // One statement, one commit: the notification that wakes the call's runner is sent
         // when the insert commits, and only if it inserted.
         sqlx::query_as(
@@ -194,7 +198,11 @@ impl Datastore {
     }
 
     /// The call with this request_id in a workspace.
-    pub async fn call_find_by_request(&self, workspace: Uuid, request_id: Uuid) -> Result<Option<CallRow>, sqlx::Error> {
+    pub async fn call_find_by_request(
+        &self,
+        workspace: Uuid,
+        request_id: Uuid,
+    ) -> Result<Option<CallRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM calls WHERE workspace_id = $1 AND request_id = $2")
             .bind(workspace)
             .bind(request_id)
@@ -203,7 +211,11 @@ impl Datastore {
     }
 
     /// A call of a workspace.
-    pub async fn call_get(&self, workspace: Uuid, id: Uuid) -> Result<Option<CallRow>, sqlx::Error> {
+    pub async fn call_get(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> Result<Option<CallRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM calls WHERE workspace_id = $1 AND id = $2")
             .bind(workspace)
             .bind(id)
@@ -212,7 +224,12 @@ impl Datastore {
     }
 
     /// The newest calls of a workspace on profiles the user currently holds Use on.
-    pub async fn call_list_usable(&self, workspace: Uuid, user: Uuid, limit: i64) -> Result<Vec<CallRow>, sqlx::Error> {
+    pub async fn call_list_usable(
+        &self,
+        workspace: Uuid,
+        user: Uuid,
+        limit: i64,
+    ) -> Result<Vec<CallRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT c.* FROM calls c WHERE c.workspace_id = $1 AND EXISTS (
                  SELECT 1 FROM profile_grants g
@@ -228,7 +245,12 @@ impl Datastore {
 
     /// Leases up to `max` queued calls of a runner under `epoch`, oldest first, skipping rows
     /// other transactions hold. Leases nothing unless `epoch` is the runner's live lease.
-    pub async fn call_lease(&self, runner_ref: &str, epoch: i64, max: i64) -> Result<Vec<LeasedRow>, sqlx::Error> {
+    pub async fn call_lease(
+        &self,
+        runner_ref: &str,
+        epoch: i64,
+        max: i64,
+    ) -> Result<Vec<LeasedRow>, sqlx::Error> {
         sqlx::query_as(
             "WITH picked AS (
                  SELECT id FROM calls
@@ -252,7 +274,12 @@ impl Datastore {
     /// The start ack: `leased` → `running`, only under the runner's live lease epoch.
     /// Returns whether it won. Idempotent: a runner that lost the first answer and asks again
     /// under the same epoch is told yes again (the start time is kept).
-    pub async fn call_start(&self, id: Uuid, runner_ref: &str, epoch: i64) -> Result<bool, sqlx::Error> {
+    pub async fn call_start(
+        &self,
+        id: Uuid,
+        runner_ref: &str,
+        epoch: i64,
+    ) -> Result<bool, sqlx::Error> {
         let done = sqlx::query(
             "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
              WHERE id = $1 AND state IN ('leased', 'running') AND runner_ref = $2 AND lease_epoch = $3
@@ -303,7 +330,13 @@ impl Datastore {
 
     /// Fails a call that was leased but can certainly not run (e.g. its connector lost its
     /// approval): `leased` → `failed`, nothing was sent.
-    pub async fn call_fail_leased(&self, id: Uuid, epoch: i64, code: &str, message: &str) -> Result<bool, sqlx::Error> {
+    pub async fn call_fail_leased(
+        &self,
+        id: Uuid,
+        epoch: i64,
+        code: &str,
+        message: &str,
+    ) -> Result<bool, sqlx::Error> {
         let done = sqlx::query(
             "UPDATE calls SET state = 'failed', error_code = $3, error_message = $4, finished_at = now()
              WHERE id = $1 AND state = 'leased' AND lease_epoch = $2",
@@ -331,7 +364,11 @@ pub enum CancelEffect {
 
 impl Datastore {
     /// Cancels a call as far as its state allows, each step one guarded update.
-    pub async fn call_cancel(&self, workspace: Uuid, id: Uuid) -> Result<CancelEffect, sqlx::Error> {
+    pub async fn call_cancel(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> Result<CancelEffect, sqlx::Error> {
         let cancelled = sqlx::query(
             "UPDATE calls SET state = 'cancelled', finished_at = now(), error_code = 'cancelled',
                  error_message = 'cancelled before it was sent'
@@ -365,7 +402,10 @@ impl Datastore {
     }
 
     /// Expires calls queued longer than `max_wait`. Returns how many.
-    pub async fn call_expire_queued(&self, max_wait: std::time::Duration) -> Result<u64, sqlx::Error> {
+    pub async fn call_expire_queued(
+        &self,
+        max_wait: std::time::Duration,
+    ) -> Result<u64, sqlx::Error> {
         let done = sqlx::query(
             "UPDATE calls SET state = 'expired', finished_at = now(), error_code = 'queue_expired',
                  error_message = 'no runner took the call in time'
@@ -399,14 +439,19 @@ impl Datastore {
         .execute(&self.pool)
         .await?;
         if requeued.rows_affected() > 0 {
-            sqlx::query("SELECT pg_notify('switchyard_calls', '*')").execute(&self.pool).await?;
+            sqlx::query("SELECT pg_notify('switchyard_calls', '*')")
+                .execute(&self.pool)
+                .await?;
         }
         Ok((requeued.rows_affected(), unknown.rows_affected()))
     }
 
     /// Erases inputs and results of calls finished longer than `retention` ago, keeping the
     /// minimal disposition (state, error code, times). Returns how many.
-    pub async fn call_sweep_retention(&self, retention: std::time::Duration) -> Result<u64, sqlx::Error> {
+    pub async fn call_sweep_retention(
+        &self,
+        retention: std::time::Duration,
+    ) -> Result<u64, sqlx::Error> {
         let done = sqlx::query(
             "UPDATE calls SET arguments = NULL, result = NULL, error_message = NULL, retention_expired_at = now()
              WHERE retention_expired_at IS NULL AND finished_at IS NOT NULL
@@ -537,7 +582,13 @@ impl Datastore {
     /// as long as the lease lives; the server cannot tell whether it was sent, so it is
     /// uncertain, never retried. The grace covers a lease or start answer still on its way.
     /// Returns (requeued, unknown).
-    pub async fn call_settle_unheld(&self, runner_ref: &str, epoch: i64, held: &[Uuid], grace: std::time::Duration) -> Result<(u64, u64), sqlx::Error> {
+    pub async fn call_settle_unheld(
+        &self,
+        runner_ref: &str,
+        epoch: i64,
+        held: &[Uuid],
+        grace: std::time::Duration,
+    ) -> Result<(u64, u64), sqlx::Error> {
         // SET expressions read the row as it was; RETURNING reads it as it became.
         let requeued: Vec<bool> = sqlx::query_scalar(
             "UPDATE calls SET
@@ -561,16 +612,21 @@ impl Datastore {
         .await?;
         let queued = requeued.iter().filter(|q| **q).count() as u64;
         if queued > 0 {
-            sqlx::query("SELECT pg_notify('switchyard_calls', $1)").bind(runner_ref).execute(&self.pool).await?;
+            sqlx::query("SELECT pg_notify('switchyard_calls', $1)")
+                .bind(runner_ref)
+                .execute(&self.pool)
+                .await?;
         }
         Ok((queued, requeued.len() as u64 - queued))
     }
 
     /// Those of `ids` that are leased or running.
     pub async fn call_in_flight_among(&self, ids: &[Uuid]) -> Result<Vec<Uuid>, sqlx::Error> {
-        sqlx::query_scalar("SELECT id FROM calls WHERE id = ANY($1) AND state IN ('leased', 'running')")
-            .bind(ids)
-            .fetch_all(&self.pool)
-            .await
+        sqlx::query_scalar(
+            "SELECT id FROM calls WHERE id = ANY($1) AND state IN ('leased', 'running')",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await
     }
 }

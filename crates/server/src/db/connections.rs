@@ -86,14 +86,20 @@ impl Datastore {
     /// A connection by id.
     pub async fn connection_get(&self, id: Uuid) -> Result<ConnectionRow, sqlx::Error> {
         sqlx::query_as(select_connection!("WHERE c.id = $1"))
-        .bind(id)
-        .fetch_one(&self.pool)
-        .await
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
     }
 
     /// A connection of a workspace by id or name.
-    pub async fn connection_find(&self, workspace: Uuid, key: &Key<'_>) -> Result<Option<ConnectionRow>, sqlx::Error> {
-        sqlx::query_as(select_connection!("WHERE c.workspace_id = $1 AND (c.id = $2 OR c.name = $3)"))
+    pub async fn connection_find(
+        &self,
+        workspace: Uuid,
+        key: &Key<'_>,
+    ) -> Result<Option<ConnectionRow>, sqlx::Error> {
+        sqlx::query_as(select_connection!(
+            "WHERE c.workspace_id = $1 AND (c.id = $2 OR c.name = $3)"
+        ))
         .bind(workspace)
         .bind(key.id())
         .bind(key.name())
@@ -102,8 +108,13 @@ impl Datastore {
     }
 
     /// The connections of a workspace, by name.
-    pub async fn connection_list(&self, workspace: Uuid) -> Result<Vec<ConnectionRow>, sqlx::Error> {
-        sqlx::query_as(select_connection!("WHERE c.workspace_id = $1 ORDER BY c.name"))
+    pub async fn connection_list(
+        &self,
+        workspace: Uuid,
+    ) -> Result<Vec<ConnectionRow>, sqlx::Error> {
+        sqlx::query_as(select_connection!(
+            "WHERE c.workspace_id = $1 ORDER BY c.name"
+        ))
         .bind(workspace)
         .fetch_all(&self.pool)
         .await
@@ -134,11 +145,13 @@ impl Datastore {
             .await?;
         }
         let names: Vec<&str> = tools.iter().map(|t| t.0.as_str()).collect();
-        sqlx::query("UPDATE tools SET available = false WHERE connection_id = $1 AND NOT (name = ANY($2))")
-            .bind(connection)
-            .bind(&names)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE tools SET available = false WHERE connection_id = $1 AND NOT (name = ANY($2))",
+        )
+        .bind(connection)
+        .bind(&names)
+        .execute(&mut *tx)
+        .await?;
         sqlx::query(
             "UPDATE connections SET last_discovery_at = now(), last_discovery_error = NULL WHERE id = $1",
         )
@@ -149,7 +162,11 @@ impl Datastore {
     }
 
     /// Records a failed discovery; the cached catalog is left as it was.
-    pub async fn connection_discovery_failed(&self, connection: Uuid, error: &str) -> Result<(), sqlx::Error> {
+    pub async fn connection_discovery_failed(
+        &self,
+        connection: Uuid,
+        error: &str,
+    ) -> Result<(), sqlx::Error> {
         sqlx::query("UPDATE connections SET last_discovery_at = now(), last_discovery_error = $2 WHERE id = $1")
             .bind(connection)
             .bind(error)
@@ -170,7 +187,11 @@ impl Datastore {
     }
 
     /// One cached tool.
-    pub async fn tool_find(&self, connection: Uuid, name: &str) -> Result<Option<ToolRow>, sqlx::Error> {
+    pub async fn tool_find(
+        &self,
+        connection: Uuid,
+        name: &str,
+    ) -> Result<Option<ToolRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT name, description, input_schema, annotations, available, discovered_at
              FROM tools WHERE connection_id = $1 AND name = $2",
@@ -185,7 +206,11 @@ impl Datastore {
 impl Datastore {
     /// The connections of a workspace that `user` may run through some profile they hold Use on,
     /// with their runner references.
-    pub async fn connection_usable(&self, workspace: Uuid, user: Uuid) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+    pub async fn connection_usable(
+        &self,
+        workspace: Uuid,
+        user: Uuid,
+    ) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
         sqlx::query_as(
             "SELECT DISTINCT c.id, c.runner_ref FROM connections c
              JOIN profile_connections pc ON pc.connection_id = c.id
@@ -202,9 +227,15 @@ impl Datastore {
     /// Tells the runner of a connection to drain its sessions with this key. The central
     /// runner hears it through `NOTIFY`; a device runner takes it from `session_releases` with
     /// its next heartbeat.
-    pub async fn session_release_notify(&self, runner: &str, connection: Uuid, client_session_id: &str) -> Result<(), sqlx::Error> {
+    pub async fn session_release_notify(
+        &self,
+        runner: &str,
+        connection: Uuid,
+        client_session_id: &str,
+    ) -> Result<(), sqlx::Error> {
         if runner != switchyard_protocol::api::CENTRAL_RUNNER {
-            self.session_release_store(runner, connection, client_session_id).await?;
+            self.session_release_store(runner, connection, client_session_id)
+                .await?;
         }
         let payload = serde_json::json!({"runner": runner, "connection_id": connection, "client_session_id": client_session_id});
         sqlx::query("SELECT pg_notify('switchyard_release', $1)")

@@ -53,15 +53,24 @@ impl ConnectorRow {
 
 impl Datastore {
     /// Creates connectors, all or none.
-    pub async fn connector_create_all(&self, connectors: &[(String, ConnectorSpec)]) -> Result<Vec<ConnectorRow>, sqlx::Error> {
+    pub async fn connector_create_all(
+        &self,
+        connectors: &[(String, ConnectorSpec)],
+    ) -> Result<Vec<ConnectorRow>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let mut rows = Vec::with_capacity(connectors.len());
         for (name, spec) in connectors {
             let (transport, command, args, env, url) = match spec {
-                ConnectorSpec::Stdio { command, args, env } => {
-                    ("stdio", Some(command.as_str()), args.clone(), env.clone(), None)
+                ConnectorSpec::Stdio { command, args, env } => (
+                    "stdio",
+                    Some(command.as_str()),
+                    args.clone(),
+                    env.clone(),
+                    None,
+                ),
+                ConnectorSpec::Http { url } => {
+                    ("http", None, Vec::new(), Vec::new(), Some(url.as_str()))
                 }
-                ConnectorSpec::Http { url } => ("http", None, Vec::new(), Vec::new(), Some(url.as_str())),
             };
             let row = sqlx::query_as(
                 "INSERT INTO connectors (id, name, transport, command, args, env_names, url)
@@ -101,11 +110,17 @@ impl Datastore {
 
     /// All connectors, by name.
     pub async fn connector_list(&self) -> Result<Vec<ConnectorRow>, sqlx::Error> {
-        sqlx::query_as("SELECT * FROM connectors ORDER BY name").fetch_all(&self.pool).await
+        sqlx::query_as("SELECT * FROM connectors ORDER BY name")
+            .fetch_all(&self.pool)
+            .await
     }
 
     /// Approves the connector's current revision.
-    pub async fn connector_approve(&self, id: Uuid, approver: Uuid) -> Result<ConnectorRow, sqlx::Error> {
+    pub async fn connector_approve(
+        &self,
+        id: Uuid,
+        approver: Uuid,
+    ) -> Result<ConnectorRow, sqlx::Error> {
         sqlx::query_as(
             "UPDATE connectors SET approved_revision = revision, approved_by = $2, approved_at = now()
              WHERE id = $1 RETURNING *",
@@ -118,10 +133,22 @@ impl Datastore {
 
     /// Replaces a connector's transport and target. The revision is bumped, so a stdio
     /// connector needs a new approval before it runs again.
-    pub async fn connector_update(&self, id: Uuid, spec: &ConnectorSpec) -> Result<ConnectorRow, sqlx::Error> {
+    pub async fn connector_update(
+        &self,
+        id: Uuid,
+        spec: &ConnectorSpec,
+    ) -> Result<ConnectorRow, sqlx::Error> {
         let (transport, command, args, env, url) = match spec {
-            ConnectorSpec::Stdio { command, args, env } => ("stdio", Some(command.as_str()), args.clone(), env.clone(), None),
-            ConnectorSpec::Http { url } => ("http", None, Vec::new(), Vec::new(), Some(url.as_str())),
+            ConnectorSpec::Stdio { command, args, env } => (
+                "stdio",
+                Some(command.as_str()),
+                args.clone(),
+                env.clone(),
+                None,
+            ),
+            ConnectorSpec::Http { url } => {
+                ("http", None, Vec::new(), Vec::new(), Some(url.as_str()))
+            }
         };
         sqlx::query_as(
             "UPDATE connectors SET transport = $2, command = $3, args = $4, env_names = $5, url = $6, revision = revision + 1

@@ -33,7 +33,10 @@ pub struct DeviceRow {
 
 impl Datastore {
     /// The device holding a collected credential with this hash (revoked or not).
-    pub async fn device_by_credential(&self, credential_hash: &[u8]) -> Result<Option<DeviceRow>, sqlx::Error> {
+    pub async fn device_by_credential(
+        &self,
+        credential_hash: &[u8],
+    ) -> Result<Option<DeviceRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM devices WHERE credential_hash = $1")
             .bind(credential_hash)
             .fetch_optional(&self.pool)
@@ -55,7 +58,11 @@ impl Datastore {
     }
 
     /// A device of a workspace.
-    pub async fn device_get(&self, workspace: Uuid, id: Uuid) -> Result<Option<DeviceRow>, sqlx::Error> {
+    pub async fn device_get(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> Result<Option<DeviceRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM devices WHERE workspace_id = $1 AND id = $2")
             .bind(workspace)
             .bind(id)
@@ -74,7 +81,13 @@ impl Datastore {
     /// Revokes a device and ends its runner lease now, in one transaction, so the sweeper
     /// settles what it held (leased calls back to the queue, started ones `unknown`).
     /// Revoking a revoked device changes nothing. `None` when there is no such device.
-    pub async fn device_revoke(&self, workspace: Uuid, id: Uuid, by: Uuid, runner_ref: &str) -> Result<Option<DeviceRow>, sqlx::Error> {
+    pub async fn device_revoke(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        by: Uuid,
+        runner_ref: &str,
+    ) -> Result<Option<DeviceRow>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let revoked: Option<DeviceRow> = sqlx::query_as(
             "UPDATE devices SET revoked_at = now(), revoked_by = $3
@@ -99,7 +112,11 @@ impl Datastore {
     }
 
     /// The workspace named by `key`, if it is the device's.
-    pub async fn workspace_find_for_device(&self, key: &Key<'_>, device: Uuid) -> Result<Option<WorkspaceRow>, sqlx::Error> {
+    pub async fn workspace_find_for_device(
+        &self,
+        key: &Key<'_>,
+        device: Uuid,
+    ) -> Result<Option<WorkspaceRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT w.id, w.name, w.created_at FROM workspaces w JOIN devices d ON d.workspace_id = w.id
              WHERE d.id = $3 AND (w.id = $1 OR w.name = $2)",
@@ -114,10 +131,12 @@ impl Datastore {
     /// Deletes session releases older than `release_ttl` and unapproved pairing attempts
     /// expired long ago. Returns how many rows went.
     pub async fn device_sweep(&self, release_ttl: Duration) -> Result<u64, sqlx::Error> {
-        let releases = sqlx::query("DELETE FROM session_releases WHERE requested_at < now() - make_interval(secs => $1)")
-            .bind(release_ttl.as_secs_f64())
-            .execute(&self.pool)
-            .await?;
+        let releases = sqlx::query(
+            "DELETE FROM session_releases WHERE requested_at < now() - make_interval(secs => $1)",
+        )
+        .bind(release_ttl.as_secs_f64())
+        .execute(&self.pool)
+        .await?;
         let pairings = sqlx::query(
             "DELETE FROM pairings WHERE state = 'pending' AND expires_at < now() - make_interval(secs => $1)",
         )

@@ -29,7 +29,13 @@ pub struct EventRow {
 
 impl Datastore {
     /// Records an event and drops the connection's events beyond the newest [`EVENTS_KEPT`].
-    pub async fn event_record(&self, connection: Uuid, kind: &str, detail: &Value, runner: Option<&str>) -> Result<(), sqlx::Error> {
+    pub async fn event_record(
+        &self,
+        connection: Uuid,
+        kind: &str,
+        detail: &Value,
+        runner: Option<&str>,
+    ) -> Result<(), sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("INSERT INTO connection_events (connection_id, kind, detail, runner_ref) VALUES ($1, $2, $3, $4)")
             .bind(connection)
@@ -52,10 +58,12 @@ impl Datastore {
 
     /// The connection's events, newest first.
     pub async fn event_list(&self, connection: Uuid) -> Result<Vec<EventRow>, sqlx::Error> {
-        sqlx::query_as("SELECT * FROM connection_events WHERE connection_id = $1 ORDER BY id DESC LIMIT $2")
-            .bind(connection)
-            .bind(EVENTS_KEPT)
-            .fetch_all(&self.pool)
-            .await
+        sqlx::query_as(
+            "SELECT * FROM connection_events WHERE connection_id = $1 ORDER BY id DESC LIMIT $2",
+        )
+        .bind(connection)
+        .bind(EVENTS_KEPT)
+        .fetch_all(&self.pool)
+        .await
     }
 }

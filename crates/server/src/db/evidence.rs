@@ -10,8 +10,8 @@
 use super::Datastore;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::types::Json;
 use sqlx::PgConnection;
+use sqlx::types::Json;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -37,7 +37,10 @@ pub struct QueueBounds {
 
 impl Default for QueueBounds {
     fn default() -> Self {
-        Self { max_records: 1000, max_bytes: 64 * 1024 * 1024 }
+        Self {
+            max_records: 1000,
+            max_bytes: 64 * 1024 * 1024,
+        }
     }
 }
 
@@ -161,7 +164,11 @@ pub enum EraseRefusal {
 impl Datastore {
     /// Offers evidence for capture on `conn`, inside the completion's transaction: queued when
     /// the workspace captures and its queue has room, else counted as dropped.
-    pub(super) async fn evidence_capture_on(conn: &mut PgConnection, offer: EvidenceOffer<'_>, bounds: QueueBounds) -> Result<Captured, sqlx::Error> {
+    pub(super) async fn evidence_capture_on(
+        conn: &mut PgConnection,
+        offer: EvidenceOffer<'_>,
+        bounds: QueueBounds,
+    ) -> Result<Captured, sqlx::Error> {
         let size = offer.output.map_or(0, |o| o.to_string().len());
         let size = i64::try_from(size).unwrap_or(i64::MAX);
         let slot: Option<Uuid> = sqlx::query_scalar(
@@ -184,7 +191,11 @@ impl Datastore {
             .bind(offer.workspace)
             .fetch_optional(&mut *conn)
             .await?;
-            return Ok(if full.is_some() { Captured::Dropped } else { Captured::Off });
+            return Ok(if full.is_some() {
+                Captured::Dropped
+            } else {
+                Captured::Off
+            });
         }
         let id = Uuid::now_v7();
         sqlx::query(
@@ -211,7 +222,10 @@ impl Datastore {
     }
 
     /// A workspace's capture policy row, if it was ever set.
-    pub async fn capture_policy_get(&self, workspace: Uuid) -> Result<Option<CapturePolicyRow>, sqlx::Error> {
+    pub async fn capture_policy_get(
+        &self,
+        workspace: Uuid,
+    ) -> Result<Option<CapturePolicyRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT workspace_id, capture_managed_tool_results, pending_records, pending_bytes, dropped, expired, updated_at
              FROM capture_policies WHERE workspace_id = $1",
@@ -222,7 +236,12 @@ impl Datastore {
     }
 
     /// Turns capture on or off. Evidence already pending is published either way.
-    pub async fn capture_policy_set(&self, workspace: Uuid, capture: bool, by: Uuid) -> Result<CapturePolicyRow, sqlx::Error> {
+    pub async fn capture_policy_set(
+        &self,
+        workspace: Uuid,
+        capture: bool,
+        by: Uuid,
+    ) -> Result<CapturePolicyRow, sqlx::Error> {
         sqlx::query_as(
             "INSERT INTO capture_policies (workspace_id, capture_managed_tool_results, updated_by, updated_at)
              VALUES ($1, $2, $3, now())
@@ -316,11 +335,18 @@ impl Datastore {
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(expired.into_iter().map(|n| u64::try_from(n).unwrap_or(0)).sum())
+        Ok(expired
+            .into_iter()
+            .map(|n| u64::try_from(n).unwrap_or(0))
+            .sum())
     }
 
     /// An evidence record of a workspace (erased ones included).
-    pub async fn evidence_get(&self, workspace: Uuid, id: Uuid) -> Result<Option<EvidenceRow>, sqlx::Error> {
+    pub async fn evidence_get(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> Result<Option<EvidenceRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM evidence_records WHERE workspace_id = $1 AND id = $2")
             .bind(workspace)
             .bind(id)
@@ -339,10 +365,12 @@ impl Datastore {
 
     /// Whether a call's evidence was erased: its receipts are fenced.
     pub async fn call_is_erased(&self, call: Uuid) -> Result<bool, sqlx::Error> {
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM calls WHERE id = $1 AND evidence_erased_at IS NOT NULL)")
-            .bind(call)
-            .fetch_one(&self.pool)
-            .await
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM calls WHERE id = $1 AND evidence_erased_at IS NOT NULL)",
+        )
+        .bind(call)
+        .fetch_one(&self.pool)
+        .await
     }
 
     /// Erases a finished or unknown call's evidence in one transaction: its retained inputs and
@@ -350,7 +378,11 @@ impl Datastore {
     /// evidence records' outputs, its pending evidence, and the explanations of resolutions of
     /// it or citing its evidence. Ids, times, states and outcomes remain. Erasing again
     /// changes nothing.
-    pub async fn call_erase(&self, workspace: Uuid, call: Uuid) -> Result<Result<Erased, EraseRefusal>, sqlx::Error> {
+    pub async fn call_erase(
+        &self,
+        workspace: Uuid,
+        call: Uuid,
+    ) -> Result<Result<Erased, EraseRefusal>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let found: Option<(String, Option<DateTime<Utc>>)> =
             sqlx::query_as("SELECT state, evidence_erased_at FROM calls WHERE workspace_id = $1 AND id = $2 FOR UPDATE")
@@ -358,7 +390,9 @@ impl Datastore {
                 .bind(call)
                 .fetch_optional(&mut *tx)
                 .await?;
-        let Some((state, erased_at)) = found else { return Ok(Err(EraseRefusal::NotFound)) };
+        let Some((state, erased_at)) = found else {
+            return Ok(Err(EraseRefusal::NotFound));
+        };
         if matches!(state.as_str(), "queued" | "leased" | "running") {
             return Ok(Err(EraseRefusal::Active));
         }
@@ -385,9 +419,9 @@ impl Datastore {
              WHERE (call_id = $1 OR lookup_call_id = $1) AND erased_at IS NULL",
         )
         .bind(call)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
         let evidence = sqlx::query(
             "UPDATE evidence_records SET output = NULL, erased_at = now() WHERE call_id = ANY($1) AND erased_at IS NULL",
         )

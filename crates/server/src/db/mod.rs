@@ -20,22 +20,24 @@ mod users;
 mod web_sessions;
 mod workspaces;
 
-pub use calls::{CallFilter, CallOrigin, CallRow, CancelEffect, LeasedRow, NewCall, PageFrom, StoredCompletion};
-pub use devices::DeviceRow;
-pub use operations::{OperationOwner, OperationRow};
-pub use pairings::PairingRow;
-pub use receipts::{NewReceipt, ReceiptRow};
-pub use events::{EventRow, EVENTS_KEPT};
+pub use calls::{
+    CallFilter, CallOrigin, CallRow, CancelEffect, LeasedRow, NewCall, PageFrom, StoredCompletion,
+};
 pub use connections::{ConnectionRow, ToolRow};
 pub use connectors::ConnectorRow;
+pub use devices::DeviceRow;
+pub use events::{EVENTS_KEPT, EventRow};
+pub use evidence::{CapturePolicyRow, Captured, EraseRefusal, Erased, EvidenceRow, QueueBounds};
+pub use observations::{Completed, CompletionEffects, LateReceipt, ObservationRow};
+pub use operations::{OperationOwner, OperationRow};
+pub use pairings::PairingRow;
 pub use profiles::{Grants, ProfileRow};
+pub use receipt_policies::ReceiptPolicyRow;
+pub use receipts::{NewReceipt, ReceiptRow};
+pub use resolutions::{NewResolution, ResolutionRow};
 pub use users::UserRow;
 pub use web_sessions::{SessionTimes, WebSessionRow};
 pub use workspaces::{EnvironmentRow, MemberRow, WorkspaceRow};
-pub use evidence::{CapturePolicyRow, Captured, EraseRefusal, Erased, EvidenceRow, QueueBounds};
-pub use observations::{Completed, CompletionEffects, LateReceipt, ObservationRow};
-pub use receipt_policies::ReceiptPolicyRow;
-pub use resolutions::{NewResolution, ResolutionRow};
 
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -62,11 +64,12 @@ impl Datastore {
 
     /// Whether the database answers and every embedded migration is applied.
     pub async fn readiness(&self) -> Result<(), String> {
-        let applied: Vec<i64> =
-            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| format!("database not ready: {e}"))?;
+        let applied: Vec<i64> = sqlx::query_scalar(
+            "SELECT version FROM _sqlx_migrations WHERE success ORDER BY version",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| format!("database not ready: {e}"))?;
         let missing: Vec<i64> = MIGRATOR
             .iter()
             .map(|m| m.version)
@@ -75,7 +78,9 @@ impl Datastore {
         if missing.is_empty() {
             Ok(())
         } else {
-            Err(format!("migrations not applied: {missing:?}; run `switchyard-server migrate`"))
+            Err(format!(
+                "migrations not applied: {missing:?}; run `switchyard-server migrate`"
+            ))
         }
     }
 }
@@ -117,5 +122,7 @@ impl<'a> Key<'a> {
 
 /// Whether a database error is a unique-constraint violation.
 pub fn is_unique_violation(error: &sqlx::Error) -> bool {
-    error.as_database_error().is_some_and(|e| e.is_unique_violation())
+    error
+        .as_database_error()
+        .is_some_and(|e| e.is_unique_violation())
 }

@@ -7,10 +7,10 @@ use super::evidence::{Captured, EvidenceOffer, QueueBounds};
 use super::{CallRow, Datastore, NewCall, StoredCompletion};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::types::Json;
 use sqlx::PgConnection;
-use switchyard_protocol::api::{Reported, ResolutionOutcome};
+use sqlx::types::Json;
 use switchyard_protocol::CallState;
+use switchyard_protocol::api::{Reported, ResolutionOutcome};
 use uuid::Uuid;
 
 /// A row of `observations`.
@@ -77,7 +77,11 @@ pub enum LateReceipt {
 impl Datastore {
     /// Inserts a receipt lookup for `parent` unless the request_id was taken. Inserted as a
     /// lookup from the start, so no runner ever sees it as anything else.
-    pub async fn call_insert_lookup(&self, call: &NewCall, parent: Uuid) -> Result<Option<CallRow>, sqlx::Error> {
+    pub async fn call_insert_lookup(
+        &self,
+        call: &NewCall,
+        parent: Uuid,
+    ) -> Result<Option<CallRow>, sqlx::Error> {
         let row: Option<CallRow> = sqlx::query_as(
             "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
                  connection_revision, environment_id, tool_name, arguments, client_session_id,
@@ -104,7 +108,10 @@ impl Datastore {
         .fetch_optional(&self.pool)
         .await?;
         if row.is_some() {
-            sqlx::query("SELECT pg_notify('switchyard_calls', $1)").bind(&call.runner_ref).execute(&self.pool).await?;
+            sqlx::query("SELECT pg_notify('switchyard_calls', $1)")
+                .bind(&call.runner_ref)
+                .execute(&self.pool)
+                .await?;
         }
         Ok(row)
     }
@@ -134,7 +141,10 @@ impl Datastore {
     }
 
     /// The state, target digest and erasure time of a call: what a lookup for it checks.
-    pub async fn call_target_of(&self, id: Uuid) -> Result<Option<(String, Option<Vec<u8>>, Option<DateTime<Utc>>)>, sqlx::Error> {
+    pub async fn call_target_of(
+        &self,
+        id: Uuid,
+    ) -> Result<Option<(String, Option<Vec<u8>>, Option<DateTime<Utc>>)>, sqlx::Error> {
         sqlx::query_as("SELECT state, target_digest, evidence_erased_at FROM calls WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
@@ -155,14 +165,23 @@ impl Datastore {
         effects: CompletionEffects,
     ) -> Result<Option<Completed>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        let Some(call) = Datastore::call_complete_on(&mut tx, id, runner_ref, epoch, from, completion).await? else {
+        let Some(call) =
+            Datastore::call_complete_on(&mut tx, id, runner_ref, epoch, from, completion).await?
+        else {
             return Ok(None);
         };
         if call.evidence_erased_at.is_some() {
             // A lookup still running when its parent was erased: keep nothing it answered.
-            sqlx::query("UPDATE calls SET result = NULL WHERE id = $1").bind(id).execute(&mut *tx).await?;
+            sqlx::query("UPDATE calls SET result = NULL WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
-            return Ok(Some(Completed { call, settled_parent: None, captured: Captured::Off }));
+            return Ok(Some(Completed {
+                call,
+                settled_parent: None,
+                captured: Captured::Off,
+            }));
         }
         let mut settled_parent = None;
         if let Some(parent) = call.parent_call_id {
@@ -177,7 +196,10 @@ impl Datastore {
             };
             settled_parent = observe_and_settle(&mut tx, &observation).await?;
         }
-        let captured = if matches!(completion.state, CallState::Succeeded | CallState::ToolError) {
+        let captured = if matches!(
+            completion.state,
+            CallState::Succeeded | CallState::ToolError
+        ) {
             let offer = EvidenceOffer {
                 call: id,
                 workspace: call.workspace_id,
@@ -190,7 +212,11 @@ impl Datastore {
             Captured::Off
         };
         tx.commit().await?;
-        Ok(Some(Completed { call, settled_parent, captured }))
+        Ok(Some(Completed {
+            call,
+            settled_parent,
+            captured,
+        }))
     }
 
     /// Records a report about a tool call that is already `unknown`, made by the runner that
@@ -218,7 +244,9 @@ impl Datastore {
         .bind(epoch)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((workspace, erased_at)) = call else { return Ok((LateReceipt::NotLate, Captured::Off)) };
+        let Some((workspace, erased_at)) = call else {
+            return Ok((LateReceipt::NotLate, Captured::Off));
+        };
         if erased_at.is_some() {
             return Ok((LateReceipt::Erased, Captured::Off));
         }
@@ -264,7 +292,10 @@ impl Datastore {
 
     /// Removes observation outputs recorded longer than `retention` ago, like call results.
     /// Returns how many.
-    pub async fn observation_sweep_retention(&self, retention: std::time::Duration) -> Result<u64, sqlx::Error> {
+    pub async fn observation_sweep_retention(
+        &self,
+        retention: std::time::Duration,
+    ) -> Result<u64, sqlx::Error> {
         let done = sqlx::query(
             "UPDATE observations SET output = NULL, output_expired_at = now()
              WHERE output IS NOT NULL AND recorded_at < now() - make_interval(secs => $1)",
@@ -285,10 +316,12 @@ impl Datastore {
 
     /// The receipts runners uploaded for a call, oldest first.
     pub async fn call_receipt_ids(&self, call: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
-        sqlx::query_scalar("SELECT receipt_id FROM receipts WHERE call_id = $1 ORDER BY received_at, receipt_id")
-            .bind(call)
-            .fetch_all(&self.pool)
-            .await
+        sqlx::query_scalar(
+            "SELECT receipt_id FROM receipts WHERE call_id = $1 ORDER BY received_at, receipt_id",
+        )
+        .bind(call)
+        .fetch_all(&self.pool)
+        .await
     }
 }
 
@@ -306,7 +339,10 @@ struct NewObservation<'a> {
 /// Records an observation on a call unless the call's evidence was erased, and settles the
 /// call when the report is certain and the call is still unknown. Returns the outcome it was
 /// settled with.
-async fn observe_and_settle(conn: &mut PgConnection, observation: &NewObservation<'_>) -> Result<Option<ResolutionOutcome>, sqlx::Error> {
+async fn observe_and_settle(
+    conn: &mut PgConnection,
+    observation: &NewObservation<'_>,
+) -> Result<Option<ResolutionOutcome>, sqlx::Error> {
     let erased: Option<Option<DateTime<Utc>>> =
         sqlx::query_scalar("SELECT evidence_erased_at FROM calls WHERE id = $1 FOR UPDATE")
             .bind(observation.call)
@@ -320,7 +356,11 @@ async fn observe_and_settle(conn: &mut PgConnection, observation: &NewObservatio
 }
 
 /// [`observe_and_settle`] for a call already locked and known not erased, under a chosen id.
-async fn observe_and_settle_as(conn: &mut PgConnection, id: Uuid, observation: &NewObservation<'_>) -> Result<Option<ResolutionOutcome>, sqlx::Error> {
+async fn observe_and_settle_as(
+    conn: &mut PgConnection,
+    id: Uuid,
+    observation: &NewObservation<'_>,
+) -> Result<Option<ResolutionOutcome>, sqlx::Error> {
     sqlx::query(
         "INSERT INTO observations (id, call_id, source, lookup_call_id, runner_ref, epoch, reported, output)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -335,7 +375,9 @@ async fn observe_and_settle_as(conn: &mut PgConnection, id: Uuid, observation: &
     .bind(observation.output.map(Json))
     .execute(&mut *conn)
     .await?;
-    let Some(outcome) = observation.reported.settles() else { return Ok(None) };
+    let Some(outcome) = observation.reported.settles() else {
+        return Ok(None);
+    };
     let settled = sqlx::query(
         "UPDATE calls SET state = 'resolved', resolution_outcome = $2
          WHERE id = $1 AND state = 'unknown' AND evidence_erased_at IS NULL",

@@ -54,7 +54,11 @@ impl Datastore {
     }
 
     /// The pairing with this id, if the poll secret matches.
-    pub async fn pairing_find(&self, id: Uuid, poll_secret_hash: &[u8]) -> Result<Option<PairingRow>, sqlx::Error> {
+    pub async fn pairing_find(
+        &self,
+        id: Uuid,
+        poll_secret_hash: &[u8],
+    ) -> Result<Option<PairingRow>, sqlx::Error> {
         sqlx::query_as(select_pairing!("WHERE id = $1 AND poll_secret_hash = $2"))
             .bind(id)
             .bind(poll_secret_hash)
@@ -103,7 +107,11 @@ impl Datastore {
     /// Marks an approved pairing collected and stores the device's credential hash, in one
     /// transaction. Returns the device when this call won; `None` when the credential was
     /// collected before (it is handed out once).
-    pub async fn pairing_collect(&self, pairing: Uuid, credential_hash: &[u8]) -> Result<Option<DeviceRow>, sqlx::Error> {
+    pub async fn pairing_collect(
+        &self,
+        pairing: Uuid,
+        credential_hash: &[u8],
+    ) -> Result<Option<DeviceRow>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let won = sqlx::query("UPDATE pairings SET state = 'collected', collected_at = now() WHERE id = $1 AND state = 'approved'")
             .bind(pairing)
@@ -114,11 +122,13 @@ impl Datastore {
         if !won {
             return Ok(None);
         }
-        let device: DeviceRow = sqlx::query_as("UPDATE devices SET credential_hash = $2 WHERE pairing_id = $1 RETURNING *")
-            .bind(pairing)
-            .bind(credential_hash)
-            .fetch_one(&mut *tx)
-            .await?;
+        let device: DeviceRow = sqlx::query_as(
+            "UPDATE devices SET credential_hash = $2 WHERE pairing_id = $1 RETURNING *",
+        )
+        .bind(pairing)
+        .bind(credential_hash)
+        .fetch_one(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(Some(device))
     }

@@ -29,10 +29,14 @@ pub struct Grants {
 
 impl Grants {
     fn kinds(self) -> Vec<&'static str> {
-        [("use", self.use_), ("manage", self.manage), ("share", self.share)]
-            .into_iter()
-            .filter_map(|(kind, held)| held.then_some(kind))
-            .collect()
+        [
+            ("use", self.use_),
+            ("manage", self.manage),
+            ("share", self.share),
+        ]
+        .into_iter()
+        .filter_map(|(kind, held)| held.then_some(kind))
+        .collect()
     }
 
     fn from_kinds(kinds: &[String]) -> Self {
@@ -88,7 +92,11 @@ impl Datastore {
     }
 
     /// A profile of a workspace by id or name.
-    pub async fn profile_find(&self, workspace: Uuid, key: &Key<'_>) -> Result<Option<ProfileRow>, sqlx::Error> {
+    pub async fn profile_find(
+        &self,
+        workspace: Uuid,
+        key: &Key<'_>,
+    ) -> Result<Option<ProfileRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT id, workspace_id, environment_id, name FROM profiles
              WHERE workspace_id = $1 AND (id = $2 OR name = $3)",
@@ -127,7 +135,11 @@ impl Datastore {
     }
 
     /// Whether a profile may run a connection.
-    pub async fn profile_has_connection(&self, profile: Uuid, connection: Uuid) -> Result<bool, sqlx::Error> {
+    pub async fn profile_has_connection(
+        &self,
+        profile: Uuid,
+        connection: Uuid,
+    ) -> Result<bool, sqlx::Error> {
         sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM profile_connections WHERE profile_id = $1 AND connection_id = $2)",
         )
@@ -138,7 +150,13 @@ impl Datastore {
     }
 
     /// Adds grants (existing ones are kept).
-    pub async fn grant_add(&self, profile: Uuid, user: Uuid, grants: Grants, by: Uuid) -> Result<(), sqlx::Error> {
+    pub async fn grant_add(
+        &self,
+        profile: Uuid,
+        user: Uuid,
+        grants: Grants,
+        by: Uuid,
+    ) -> Result<(), sqlx::Error> {
         sqlx::query(
             "INSERT INTO profile_grants (profile_id, user_id, grant_kind, granted_by)
              SELECT $1, $2, unnest($3::text[]), $4 ON CONFLICT DO NOTHING",
@@ -154,17 +172,21 @@ impl Datastore {
 
     /// The grants a user holds on a profile right now.
     pub async fn grants_of(&self, profile: Uuid, user: Uuid) -> Result<Grants, sqlx::Error> {
-        let kinds: Vec<String> =
-            sqlx::query_scalar("SELECT grant_kind FROM profile_grants WHERE profile_id = $1 AND user_id = $2")
-                .bind(profile)
-                .bind(user)
-                .fetch_all(&self.pool)
-                .await?;
+        let kinds: Vec<String> = sqlx::query_scalar(
+            "SELECT grant_kind FROM profile_grants WHERE profile_id = $1 AND user_id = $2",
+        )
+        .bind(profile)
+        .bind(user)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(Grants::from_kinds(&kinds))
     }
 
     /// Everyone's grants on a profile: (user id, user name, grants), by user name.
-    pub async fn grant_list(&self, profile: Uuid) -> Result<Vec<(Uuid, String, Grants)>, sqlx::Error> {
+    pub async fn grant_list(
+        &self,
+        profile: Uuid,
+    ) -> Result<Vec<(Uuid, String, Grants)>, sqlx::Error> {
         let rows: Vec<(Uuid, String, Vec<String>)> = sqlx::query_as(
             "SELECT g.user_id, u.name, array_agg(g.grant_kind) FROM profile_grants g
              JOIN users u ON u.id = g.user_id WHERE g.profile_id = $1

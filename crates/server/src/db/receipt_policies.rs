@@ -24,7 +24,13 @@ pub struct ReceiptPolicyRow {
 
 impl Datastore {
     /// Sets (or replaces) a connection's receipt policy.
-    pub async fn receipt_policy_set(&self, connection: Uuid, tool: &str, arguments: &Value, by: Uuid) -> Result<ReceiptPolicyRow, sqlx::Error> {
+    pub async fn receipt_policy_set(
+        &self,
+        connection: Uuid,
+        tool: &str,
+        arguments: &Value,
+        by: Uuid,
+    ) -> Result<ReceiptPolicyRow, sqlx::Error> {
         sqlx::query_as(
             "INSERT INTO receipt_policies (connection_id, tool_name, arguments, approved_by) VALUES ($1, $2, $3, $4)
              ON CONFLICT (connection_id) DO UPDATE SET tool_name = EXCLUDED.tool_name, arguments = EXCLUDED.arguments,
@@ -40,7 +46,10 @@ impl Datastore {
     }
 
     /// A connection's receipt policy, if one was approved.
-    pub async fn receipt_policy_get(&self, connection: Uuid) -> Result<Option<ReceiptPolicyRow>, sqlx::Error> {
+    pub async fn receipt_policy_get(
+        &self,
+        connection: Uuid,
+    ) -> Result<Option<ReceiptPolicyRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM receipt_policies WHERE connection_id = $1")
             .bind(connection)
             .fetch_optional(&self.pool)
@@ -48,7 +57,10 @@ impl Datastore {
     }
 
     /// The profiles that include a connection: whose calls a receipt policy on it settles.
-    pub async fn receipt_policy_profiles(&self, connection: Uuid) -> Result<Vec<ProfileRow>, sqlx::Error> {
+    pub async fn receipt_policy_profiles(
+        &self,
+        connection: Uuid,
+    ) -> Result<Vec<ProfileRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT p.id, p.workspace_id, p.environment_id, p.name FROM profiles p
              JOIN profile_connections pc ON pc.profile_id = p.id WHERE pc.connection_id = $1 ORDER BY p.name",

@@ -74,7 +74,12 @@ impl Datastore {
     }
 
     /// Stores a session release for a device runner, to be taken by its next heartbeat.
-    pub async fn session_release_store(&self, runner_ref: &str, connection: Uuid, client_session_id: &str) -> Result<(), sqlx::Error> {
+    pub async fn session_release_store(
+        &self,
+        runner_ref: &str,
+        connection: Uuid,
+        client_session_id: &str,
+    ) -> Result<(), sqlx::Error> {
         sqlx::query("INSERT INTO session_releases (runner_ref, connection_id, client_session_id) VALUES ($1, $2, $3)")
             .bind(runner_ref)
             .bind(connection)
@@ -86,7 +91,11 @@ impl Datastore {
 
     /// Takes (deletes and returns) the session releases waiting for a runner that are younger
     /// than `ttl`, oldest first: (connection, client_session_id).
-    pub async fn session_release_take(&self, runner_ref: &str, ttl: Duration) -> Result<Vec<(Uuid, Option<String>)>, sqlx::Error> {
+    pub async fn session_release_take(
+        &self,
+        runner_ref: &str,
+        ttl: Duration,
+    ) -> Result<Vec<(Uuid, Option<String>)>, sqlx::Error> {
         sqlx::query_as(
             "WITH taken AS (DELETE FROM session_releases WHERE runner_ref = $1
                             RETURNING id, connection_id, client_session_id, requested_at)

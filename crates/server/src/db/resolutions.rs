@@ -99,7 +99,10 @@ impl Datastore {
     }
 
     /// The resolution of a call, if it was settled.
-    pub async fn resolution_of_call(&self, call: Uuid) -> Result<Option<ResolutionRow>, sqlx::Error> {
+    pub async fn resolution_of_call(
+        &self,
+        call: Uuid,
+    ) -> Result<Option<ResolutionRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM resolutions WHERE call_id = $1")
             .bind(call)
             .fetch_optional(&self.pool)
@@ -107,7 +110,11 @@ impl Datastore {
     }
 
     /// The caller's resolution recorded under a request_id in a workspace.
-    pub async fn resolution_find_by_request(&self, workspace: Uuid, request_id: Uuid) -> Result<Option<ResolutionRow>, sqlx::Error> {
+    pub async fn resolution_find_by_request(
+        &self,
+        workspace: Uuid,
+        request_id: Uuid,
+    ) -> Result<Option<ResolutionRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM resolutions WHERE workspace_id = $1 AND request_id = $2")
             .bind(workspace)
             .bind(request_id)

@@ -93,7 +93,12 @@ impl Datastore {
     }
 
     /// Gives a lease up at once (clean shutdown), so a successor need not wait for expiry.
-    pub async fn runner_lease_release(&self, runner_ref: &str, holder: Uuid, epoch: i64) -> Result<(), sqlx::Error> {
+    pub async fn runner_lease_release(
+        &self,
+        runner_ref: &str,
+        holder: Uuid,
+        epoch: i64,
+    ) -> Result<(), sqlx::Error> {
         sqlx::query(
             "UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1 AND holder = $2 AND epoch = $3",
         )
@@ -106,17 +111,28 @@ impl Datastore {
     }
 
     /// Whether `epoch` is the runner's current epoch (live or not).
-    pub async fn runner_lease_is_current(&self, runner_ref: &str, epoch: i64) -> Result<bool, sqlx::Error> {
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM runner_leases WHERE runner_ref = $1 AND epoch = $2)")
-            .bind(runner_ref)
-            .bind(epoch)
-            .fetch_one(&self.pool)
-            .await
+    pub async fn runner_lease_is_current(
+        &self,
+        runner_ref: &str,
+        epoch: i64,
+    ) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM runner_leases WHERE runner_ref = $1 AND epoch = $2)",
+        )
+        .bind(runner_ref)
+        .bind(epoch)
+        .fetch_one(&self.pool)
+        .await
     }
 
     /// Extends the live lease of `epoch` (whoever holds it: the epoch names one acquisition).
     /// Returns false when the lease expired or passed to another epoch.
-    pub async fn runner_lease_renew_epoch(&self, runner_ref: &str, epoch: i64, ttl: Duration) -> Result<bool, sqlx::Error> {
+    pub async fn runner_lease_renew_epoch(
+        &self,
+        runner_ref: &str,
+        epoch: i64,
+        ttl: Duration,
+    ) -> Result<bool, sqlx::Error> {
         let done = sqlx::query(
             "UPDATE runner_leases SET expires_at = now() + make_interval(secs => $3)
              WHERE runner_ref = $1 AND epoch = $2 AND expires_at > now()",
@@ -130,7 +146,11 @@ impl Datastore {
     }
 
     /// Gives up the lease of `epoch` at once (clean shutdown of a device runner).
-    pub async fn runner_lease_release_epoch(&self, runner_ref: &str, epoch: i64) -> Result<(), sqlx::Error> {
+    pub async fn runner_lease_release_epoch(
+        &self,
+        runner_ref: &str,
+        epoch: i64,
+    ) -> Result<(), sqlx::Error> {
         sqlx::query("UPDATE runner_leases SET expires_at = LEAST(expires_at, now()) WHERE runner_ref = $1 AND epoch = $2")
             .bind(runner_ref)
             .bind(epoch)
@@ -140,7 +160,11 @@ impl Datastore {
     }
 
     /// Whether `epoch` is the runner's current epoch and its lease is live.
-    pub async fn runner_lease_is_live(&self, runner_ref: &str, epoch: i64) -> Result<bool, sqlx::Error> {
+    pub async fn runner_lease_is_live(
+        &self,
+        runner_ref: &str,
+        epoch: i64,
+    ) -> Result<bool, sqlx::Error> {
         sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM runner_leases WHERE runner_ref = $1 AND epoch = $2 AND expires_at > now())",
         )

@@ -45,7 +45,10 @@ impl Datastore {
     }
 
     /// The user holding an unrevoked token with this hash.
-    pub async fn user_by_token_hash(&self, token_hash: &[u8]) -> Result<Option<UserRow>, sqlx::Error> {
+    pub async fn user_by_token_hash(
+        &self,
+        token_hash: &[u8],
+    ) -> Result<Option<UserRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
              WHERE t.token_hash = $1 AND t.revoked_at IS NULL",

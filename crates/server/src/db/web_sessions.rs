@@ -54,7 +54,11 @@ impl Datastore {
 
     /// Resumes a live session and slides its expiry; `None` when it expired, was ended, or its
     /// token was revoked.
-    pub async fn web_session_touch(&self, id_hash: &[u8], times: SessionTimes) -> Result<Option<WebSessionRow>, sqlx::Error> {
+    pub async fn web_session_touch(
+        &self,
+        id_hash: &[u8],
+        times: SessionTimes,
+    ) -> Result<Option<WebSessionRow>, sqlx::Error> {
         sqlx::query_as(
             "WITH s AS (
                  UPDATE web_sessions s SET last_used_at = now(),
@@ -85,13 +89,18 @@ impl Datastore {
 
     /// Ends a session. Returns whether one was there.
     pub async fn web_session_delete(&self, id_hash: &[u8]) -> Result<bool, sqlx::Error> {
-        let done = sqlx::query("DELETE FROM web_sessions WHERE id_hash = $1").bind(id_hash).execute(&self.pool).await?;
+        let done = sqlx::query("DELETE FROM web_sessions WHERE id_hash = $1")
+            .bind(id_hash)
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
     /// Deletes expired sessions. Returns how many.
     pub async fn web_session_sweep(&self) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query("DELETE FROM web_sessions WHERE expires_at <= now()").execute(&self.pool).await?;
+        let done = sqlx::query("DELETE FROM web_sessions WHERE expires_at <= now()")
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected())
     }
 }

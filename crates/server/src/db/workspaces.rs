@@ -42,7 +42,11 @@ pub struct EnvironmentRow {
 
 impl Datastore {
     /// Creates a workspace with its creator as admin and the `default` environment, atomically.
-    pub async fn workspace_create(&self, name: &str, creator: Uuid) -> Result<WorkspaceRow, sqlx::Error> {
+    pub async fn workspace_create(
+        &self,
+        name: &str,
+        creator: Uuid,
+    ) -> Result<WorkspaceRow, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let workspace: WorkspaceRow = sqlx::query_as(
             "INSERT INTO workspaces (id, name, created_by) VALUES ($1, $2, $3)
@@ -53,11 +57,13 @@ impl Datastore {
         .bind(creator)
         .fetch_one(&mut *tx)
         .await?;
-        sqlx::query("INSERT INTO workspace_members (workspace_id, user_id, role) VALUES ($1, $2, 'admin')")
-            .bind(workspace.id)
-            .bind(creator)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO workspace_members (workspace_id, user_id, role) VALUES ($1, $2, 'admin')",
+        )
+        .bind(workspace.id)
+        .bind(creator)
+        .execute(&mut *tx)
+        .await?;
         sqlx::query("INSERT INTO environments (id, workspace_id, name) VALUES ($1, $2, $3)")
             .bind(Uuid::now_v7())
             .bind(workspace.id)
@@ -85,11 +91,23 @@ impl Datastore {
         .bind(user)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|(id, name, created_at, role)| (WorkspaceRow { id, name, created_at }, role)))
+        Ok(row.map(|(id, name, created_at, role)| {
+            (
+                WorkspaceRow {
+                    id,
+                    name,
+                    created_at,
+                },
+                role,
+            )
+        }))
     }
 
     /// The workspaces a user belongs to, by name.
-    pub async fn workspace_list_for_member(&self, user: Uuid) -> Result<Vec<WorkspaceRow>, sqlx::Error> {
+    pub async fn workspace_list_for_member(
+        &self,
+        user: Uuid,
+    ) -> Result<Vec<WorkspaceRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT w.id, w.name, w.created_at FROM workspaces w
              JOIN workspace_members m ON m.workspace_id = w.id AND m.user_id = $1
@@ -101,7 +119,12 @@ impl Datastore {
     }
 
     /// Adds a member or changes an existing member's role.
-    pub async fn member_upsert(&self, workspace: Uuid, user: Uuid, role: &str) -> Result<MemberRow, sqlx::Error> {
+    pub async fn member_upsert(
+        &self,
+        workspace: Uuid,
+        user: Uuid,
+        role: &str,
+    ) -> Result<MemberRow, sqlx::Error> {
         sqlx::query_as(
             "WITH m AS (
                  INSERT INTO workspace_members (workspace_id, user_id, role) VALUES ($1, $2, $3)
@@ -129,7 +152,11 @@ impl Datastore {
     }
 
     /// Creates an environment.
-    pub async fn environment_create(&self, workspace: Uuid, name: &str) -> Result<EnvironmentRow, sqlx::Error> {
+    pub async fn environment_create(
+        &self,
+        workspace: Uuid,
+        name: &str,
+    ) -> Result<EnvironmentRow, sqlx::Error> {
         sqlx::query_as(
             "INSERT INTO environments (id, workspace_id, name) VALUES ($1, $2, $3)
              RETURNING id, workspace_id, name",
@@ -142,7 +169,11 @@ impl Datastore {
     }
 
     /// An environment of a workspace by id or name.
-    pub async fn environment_find(&self, workspace: Uuid, key: &Key<'_>) -> Result<Option<EnvironmentRow>, sqlx::Error> {
+    pub async fn environment_find(
+        &self,
+        workspace: Uuid,
+        key: &Key<'_>,
+    ) -> Result<Option<EnvironmentRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT id, workspace_id, name FROM environments
              WHERE workspace_id = $1 AND (id = $2 OR name = $3)",
@@ -155,10 +186,15 @@ impl Datastore {
     }
 
     /// The environments of a workspace, by name.
-    pub async fn environment_list(&self, workspace: Uuid) -> Result<Vec<EnvironmentRow>, sqlx::Error> {
-        sqlx::query_as("SELECT id, workspace_id, name FROM environments WHERE workspace_id = $1 ORDER BY name")
-            .bind(workspace)
-            .fetch_all(&self.pool)
-            .await
+    pub async fn environment_list(
+        &self,
+        workspace: Uuid,
+    ) -> Result<Vec<EnvironmentRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT id, workspace_id, name FROM environments WHERE workspace_id = $1 ORDER BY name",
+        )
+        .bind(workspace)
+        .fetch_all(&self.pool)
+        .await
     }
 }

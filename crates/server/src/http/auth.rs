@@ -2,8 +2,8 @@
 //! device credentials refused), a [`DeviceActor`] (a device: user tokens refused, for the
 //! runner API) or a [`Principal`] (either, for calls and operations).
 
-use super::error::ApiError;
 use super::AppState;
+use super::error::ApiError;
 use crate::app::{Actor, DeviceActor, Principal};
 use crate::error::AppError;
 use axum::extract::FromRequestParts;
@@ -19,7 +19,12 @@ fn bearer<'a>(parts: &'a Parts, what: &str) -> Result<&'a str, ApiError> {
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| ApiError(AppError::refused(ErrorCode::Unauthenticated, format!("send {what} as `Authorization: Bearer <token>`"))))
+        .ok_or_else(|| {
+            ApiError(AppError::refused(
+                ErrorCode::Unauthenticated,
+                format!("send {what} as `Authorization: Bearer <token>`"),
+            ))
+        })
 }
 
 const USER_TOKEN: &str = "your personal API token (SWITCHYARD_TOKEN for the CLI)";
@@ -27,7 +32,10 @@ const USER_TOKEN: &str = "your personal API token (SWITCHYARD_TOKEN for the CLI)
 impl FromRequestParts<AppState> for Actor {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         Ok(state.app.authenticate(bearer(parts, USER_TOKEN)?).await?)
     }
 }
@@ -35,15 +43,30 @@ impl FromRequestParts<AppState> for Actor {
 impl FromRequestParts<AppState> for DeviceActor {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        Ok(state.app.authenticate_device(bearer(parts, "the device credential from `switchyard pair`")?).await?)
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(state
+            .app
+            .authenticate_device(bearer(
+                parts,
+                "the device credential from `switchyard pair`",
+            )?)
+            .await?)
     }
 }
 
 impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        Ok(state.app.authenticate_principal(bearer(parts, USER_TOKEN)?).await?)
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(state
+            .app
+            .authenticate_principal(bearer(parts, USER_TOKEN)?)
+            .await?)
     }
 }

@@ -1,7 +1,7 @@
 //! Routes for pairing devices, managing them, and beginning operations.
 
-use super::error::{ApiError, ApiJson};
 use super::AppState;
+use super::error::{ApiError, ApiJson};
 use crate::app::{Actor, Principal};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -16,17 +16,27 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/pairing/{pairing}/poll", post(pairing_poll))
         .route("/workspaces/{ws}/devices", get(device_list))
         .route("/workspaces/{ws}/devices/approve", post(device_approve))
-        .route("/workspaces/{ws}/devices/{device}/revoke", post(device_revoke))
+        .route(
+            "/workspaces/{ws}/devices/{device}/revoke",
+            post(device_revoke),
+        )
         .route("/workspaces/{ws}/operations", post(operation_begin))
 }
 
 /// No authentication: the device has no credential yet.
-async fn pairing_start(State(s): State<AppState>, ApiJson(req): ApiJson<StartPairing>) -> Result<(StatusCode, Json<PairingStarted>), ApiError> {
+async fn pairing_start(
+    State(s): State<AppState>,
+    ApiJson(req): ApiJson<StartPairing>,
+) -> Result<(StatusCode, Json<PairingStarted>), ApiError> {
     Ok((StatusCode::CREATED, Json(s.app.pairing_start(req).await?)))
 }
 
 /// No authentication: the poll secret proves the caller started the pairing.
-async fn pairing_poll(State(s): State<AppState>, Path(pairing): Path<String>, ApiJson(req): ApiJson<PollPairing>) -> Result<Json<PairingStatus>, ApiError> {
+async fn pairing_poll(
+    State(s): State<AppState>,
+    Path(pairing): Path<String>,
+    ApiJson(req): ApiJson<PollPairing>,
+) -> Result<Json<PairingStatus>, ApiError> {
     Ok(Json(s.app.pairing_poll(&pairing, req).await?))
 }
 
@@ -36,14 +46,25 @@ async fn device_approve(
     Path(ws): Path<String>,
     ApiJson(req): ApiJson<ApproveDevice>,
 ) -> Result<(StatusCode, Json<DeviceView>), ApiError> {
-    Ok((StatusCode::CREATED, Json(s.app.device_approve(&actor, &ws, req).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(s.app.device_approve(&actor, &ws, req).await?),
+    ))
 }
 
-async fn device_list(State(s): State<AppState>, actor: Actor, Path(ws): Path<String>) -> Result<Json<Vec<DeviceView>>, ApiError> {
+async fn device_list(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(ws): Path<String>,
+) -> Result<Json<Vec<DeviceView>>, ApiError> {
     Ok(Json(s.app.device_list(&actor, &ws).await?))
 }
 
-async fn device_revoke(State(s): State<AppState>, actor: Actor, Path((ws, device)): Path<(String, String)>) -> Result<Json<DeviceView>, ApiError> {
+async fn device_revoke(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, device)): Path<(String, String)>,
+) -> Result<Json<DeviceView>, ApiError> {
     Ok(Json(s.app.device_revoke(&actor, &ws, &device).await?))
 }
 
@@ -54,5 +75,8 @@ async fn operation_begin(
     Path(ws): Path<String>,
     ApiJson(req): ApiJson<BeginOperation>,
 ) -> Result<(StatusCode, Json<OperationView>), ApiError> {
-    Ok((StatusCode::CREATED, Json(s.app.operation_begin(&principal, &ws, req).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(s.app.operation_begin(&principal, &ws, req).await?),
+    ))
 }

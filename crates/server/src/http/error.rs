@@ -26,14 +26,21 @@ impl IntoResponse for ApiError {
             AppError::Refused { code, message } => (code, message),
             AppError::Database(e) => {
                 tracing::error!(error = %e, "database error");
-                (ErrorCode::Internal, "internal error; see the server log".to_owned())
+                (
+                    ErrorCode::Internal,
+                    "internal error; see the server log".to_owned(),
+                )
             }
             AppError::Internal(e) => {
                 tracing::error!(error = %e, "internal error");
-                (ErrorCode::Internal, "internal error; see the server log".to_owned())
+                (
+                    ErrorCode::Internal,
+                    "internal error; see the server log".to_owned(),
+                )
             }
         };
-        let status = StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status =
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         (status, axum::Json(ErrorBody::new(code, message))).into_response()
     }
 }
@@ -51,11 +58,21 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             Ok(axum::Json(value)) => Ok(ApiJson(value)),
             Err(rejection) => {
                 let (code, message) = match &rejection {
-                    JsonRejection::JsonSyntaxError(e) => (ErrorCode::InvalidJson, format!("the body is not valid JSON: {}", source_text(e))),
-                    JsonRejection::JsonDataError(e) => (ErrorCode::InvalidRequest, format!("the body does not have the expected shape: {}", source_text(e))),
-                    JsonRejection::MissingJsonContentType(_) => {
-                        (ErrorCode::InvalidRequest, "send the body with `Content-Type: application/json`".to_owned())
-                    }
+                    JsonRejection::JsonSyntaxError(e) => (
+                        ErrorCode::InvalidJson,
+                        format!("the body is not valid JSON: {}", source_text(e)),
+                    ),
+                    JsonRejection::JsonDataError(e) => (
+                        ErrorCode::InvalidRequest,
+                        format!(
+                            "the body does not have the expected shape: {}",
+                            source_text(e)
+                        ),
+                    ),
+                    JsonRejection::MissingJsonContentType(_) => (
+                        ErrorCode::InvalidRequest,
+                        "send the body with `Content-Type: application/json`".to_owned(),
+                    ),
                     other => (ErrorCode::InvalidRequest, other.body_text()),
                 };
                 Err(ApiError(AppError::refused(code, message)))

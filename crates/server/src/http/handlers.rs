@@ -1,16 +1,16 @@
 //! Route handlers. Each one: extract, authenticate, one app call, a view.
 
-use super::error::{ApiError, ApiJson};
 use super::AppState;
-use crate::app::{views_user, Actor, Principal};
+use super::error::{ApiError, ApiJson};
+use crate::app::{Actor, Principal, views_user};
 use crate::error::AppError;
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::Json;
-use serde_json::{json, Value};
-use switchyard_protocol::api::*;
+use serde_json::{Value, json};
 use switchyard_protocol::ErrorCode;
+use switchyard_protocol::api::*;
 
 type Answer<T> = Result<Json<T>, ApiError>;
 type Created<T> = Result<(StatusCode, Json<T>), ApiError>;
@@ -26,35 +26,61 @@ pub(super) async fn healthz() -> Json<Value> {
 pub(super) async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     match state.app.db().readiness().await {
         Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))),
-        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "not_ready", "reason": reason}))),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "not_ready", "reason": reason})),
+        ),
     }
 }
 
 pub(super) async fn not_found() -> ApiError {
-    ApiError(AppError::refused(ErrorCode::InvalidRequest, "no such API route; see docs/API.md"))
+    ApiError(AppError::refused(
+        ErrorCode::InvalidRequest,
+        "no such API route; see docs/API.md",
+    ))
 }
 
 pub(super) async fn me(actor: Actor) -> Json<UserView> {
     Json(views_user(&actor))
 }
 
-pub(super) async fn workspace_create(State(s): State<AppState>, actor: Actor, ApiJson(req): ApiJson<CreateWorkspace>) -> Created<WorkspaceView> {
+pub(super) async fn workspace_create(
+    State(s): State<AppState>,
+    actor: Actor,
+    ApiJson(req): ApiJson<CreateWorkspace>,
+) -> Created<WorkspaceView> {
     Ok(created(s.app.workspace_create(&actor, req).await?))
 }
 
-pub(super) async fn workspace_list(State(s): State<AppState>, actor: Actor) -> Answer<Vec<WorkspaceView>> {
+pub(super) async fn workspace_list(
+    State(s): State<AppState>,
+    actor: Actor,
+) -> Answer<Vec<WorkspaceView>> {
     Ok(Json(s.app.workspace_list(&actor).await?))
 }
 
-pub(super) async fn workspace_get(State(s): State<AppState>, actor: Actor, Path(ws): Path<String>) -> Answer<WorkspaceView> {
+pub(super) async fn workspace_get(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(ws): Path<String>,
+) -> Answer<WorkspaceView> {
     Ok(Json(s.app.workspace_get(&actor, &ws).await?))
 }
 
-pub(super) async fn member_add(State(s): State<AppState>, actor: Actor, Path(ws): Path<String>, ApiJson(req): ApiJson<AddMember>) -> Created<MemberView> {
+pub(super) async fn member_add(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(ws): Path<String>,
+    ApiJson(req): ApiJson<AddMember>,
+) -> Created<MemberView> {
     Ok(created(s.app.member_add(&actor, &ws, req).await?))
 }
 
-pub(super) async fn member_list(State(s): State<AppState>, actor: Actor, Path(ws): Path<String>) -> Answer<Vec<MemberView>> {
+pub(super) async fn member_list(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(ws): Path<String>,
+) -> Answer<Vec<MemberView>> {
     Ok(Json(s.app.member_list(&actor, &ws).await?))
 }
 
@@ -67,27 +93,50 @@ pub(super) async fn environment_create(
     Ok(created(s.app.environment_create(&actor, &ws, req).await?))
 }
 
-pub(super) async fn environment_list(State(s): State<AppState>, actor: Actor, Path(ws): Path<String>) -> Answer<Vec<EnvironmentView>> {
+pub(super) async fn environment_list(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(ws): Path<String>,
+) -> Answer<Vec<EnvironmentView>> {
     Ok(Json(s.app.environment_list(&actor, &ws).await?))
 }
 
-pub(super) async fn connector_create(State(s): State<AppState>, actor: Actor, ApiJson(req): ApiJson<CreateConnector>) -> Created<ConnectorView> {
+pub(super) async fn connector_create(
+    State(s): State<AppState>,
+    actor: Actor,
+    ApiJson(req): ApiJson<CreateConnector>,
+) -> Created<ConnectorView> {
     Ok(created(s.app.connector_create(&actor, req).await?))
 }
 
-pub(super) async fn connector_import(State(s): State<AppState>, actor: Actor, ApiJson(doc): ApiJson<Value>) -> Created<ImportReport> {
+pub(super) async fn connector_import(
+    State(s): State<AppState>,
+    actor: Actor,
+    ApiJson(doc): ApiJson<Value>,
+) -> Created<ImportReport> {
     Ok(created(s.app.connector_import(&actor, doc).await?))
 }
 
-pub(super) async fn connector_list(State(s): State<AppState>, actor: Actor) -> Answer<Vec<ConnectorView>> {
+pub(super) async fn connector_list(
+    State(s): State<AppState>,
+    actor: Actor,
+) -> Answer<Vec<ConnectorView>> {
     Ok(Json(s.app.connector_list(&actor).await?))
 }
 
-pub(super) async fn connector_get(State(s): State<AppState>, actor: Actor, Path(key): Path<String>) -> Answer<ConnectorView> {
+pub(super) async fn connector_get(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(key): Path<String>,
+) -> Answer<ConnectorView> {
     Ok(Json(s.app.connector_get(&actor, &key).await?))
 }
 
-pub(super) async fn connector_approve(State(s): State<AppState>, actor: Actor, Path(key): Path<String>) -> Answer<ConnectorView> {
+pub(super) async fn connector_approve(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(key): Path<String>,
+) -> Answer<ConnectorView> {
     Ok(Json(s.app.connector_approve(&actor, &key).await?))
 }
 
@@ -100,31 +149,60 @@ pub(super) async fn connection_create(
     Ok(created(s.app.connection_create(&actor, &ws, req).await?))
 }
 
-pub(super) async fn connection_list(State(s): State<AppState>, actor: Actor, Path(ws): Path<String>) -> Answer<Vec<ConnectionView>> {
+pub(super) async fn connection_list(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(ws): Path<String>,
+) -> Answer<Vec<ConnectionView>> {
     Ok(Json(s.app.connection_list(&actor, &ws).await?))
 }
 
-pub(super) async fn connection_get(State(s): State<AppState>, actor: Actor, Path((ws, c)): Path<(String, String)>) -> Answer<ConnectionView> {
+pub(super) async fn connection_get(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, c)): Path<(String, String)>,
+) -> Answer<ConnectionView> {
     Ok(Json(s.app.connection_get(&actor, &ws, &c).await?))
 }
 
-pub(super) async fn connection_discover(State(s): State<AppState>, actor: Actor, Path((ws, c)): Path<(String, String)>) -> Answer<DiscoveryView> {
+pub(super) async fn connection_discover(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, c)): Path<(String, String)>,
+) -> Answer<DiscoveryView> {
     Ok(Json(s.app.connection_discover(&actor, &ws, &c).await?))
 }
 
-pub(super) async fn tool_list(State(s): State<AppState>, actor: Actor, Path((ws, c)): Path<(String, String)>) -> Answer<Vec<ToolView>> {
+pub(super) async fn tool_list(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, c)): Path<(String, String)>,
+) -> Answer<Vec<ToolView>> {
     Ok(Json(s.app.tool_list(&actor, &ws, &c).await?))
 }
 
-pub(super) async fn profile_create(State(s): State<AppState>, actor: Actor, Path(ws): Path<String>, ApiJson(req): ApiJson<CreateProfile>) -> Created<ProfileView> {
+pub(super) async fn profile_create(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(ws): Path<String>,
+    ApiJson(req): ApiJson<CreateProfile>,
+) -> Created<ProfileView> {
     Ok(created(s.app.profile_create(&actor, &ws, req).await?))
 }
 
-pub(super) async fn profile_list(State(s): State<AppState>, actor: Actor, Path(ws): Path<String>) -> Answer<Vec<ProfileView>> {
+pub(super) async fn profile_list(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(ws): Path<String>,
+) -> Answer<Vec<ProfileView>> {
     Ok(Json(s.app.profile_list(&actor, &ws).await?))
 }
 
-pub(super) async fn profile_get(State(s): State<AppState>, actor: Actor, Path((ws, p)): Path<(String, String)>) -> Answer<ProfileView> {
+pub(super) async fn profile_get(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, p)): Path<(String, String)>,
+) -> Answer<ProfileView> {
     Ok(Json(s.app.profile_get(&actor, &ws, &p).await?))
 }
 
@@ -146,10 +224,21 @@ pub(super) async fn call_submit(
     ApiJson(req): ApiJson<SubmitCall>,
 ) -> Created<CallView> {
     let (call, is_new) = s.app.call_submit_as(&principal, &ws, req).await?;
-    Ok((if is_new { StatusCode::CREATED } else { StatusCode::OK }, Json(call)))
+    Ok((
+        if is_new {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        Json(call),
+    ))
 }
 
-pub(super) async fn call_list(State(s): State<AppState>, actor: Actor, Path(ws): Path<String>) -> Answer<CallList> {
+pub(super) async fn call_list(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(ws): Path<String>,
+) -> Answer<CallList> {
     Ok(Json(s.app.call_list(&actor, &ws).await?))
 }
 
@@ -167,15 +256,31 @@ pub(super) async fn call_get(
     query: Result<axum::extract::Query<ReadCall>, axum::extract::rejection::QueryRejection>,
 ) -> Answer<CallView> {
     let axum::extract::Query(read) = query.map_err(|e| {
-        ApiError(AppError::refused(ErrorCode::InvalidRequest, format!("`wait_ms` must be a number of milliseconds: {e}")))
+        ApiError(AppError::refused(
+            ErrorCode::InvalidRequest,
+            format!("`wait_ms` must be a number of milliseconds: {e}"),
+        ))
     })?;
     match read.wait_ms {
-        Some(wait) if wait > 0 => Ok(Json(s.app.call_wait_as(&principal, &ws, &call, std::time::Duration::from_millis(wait)).await?)),
+        Some(wait) if wait > 0 => Ok(Json(
+            s.app
+                .call_wait_as(
+                    &principal,
+                    &ws,
+                    &call,
+                    std::time::Duration::from_millis(wait),
+                )
+                .await?,
+        )),
         _ => Ok(Json(s.app.call_get_as(&principal, &ws, &call).await?)),
     }
 }
 
-pub(super) async fn call_cancel(State(s): State<AppState>, actor: Actor, Path((ws, call)): Path<(String, String)>) -> Answer<CancelAnswer> {
+pub(super) async fn call_cancel(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, call)): Path<(String, String)>,
+) -> Answer<CancelAnswer> {
     Ok(Json(s.app.call_cancel(&actor, &ws, &call).await?))
 }
 
@@ -190,10 +295,15 @@ pub(super) async fn session_release(
         ReleaseSession::default()
     } else {
         serde_json::from_slice(&body).map_err(|e| {
-            ApiError(AppError::refused(ErrorCode::InvalidRequest, format!("the body is not a release request: {e}")))
+            ApiError(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!("the body is not a release request: {e}"),
+            ))
         })?
     };
-    Ok(Json(s.app.session_release(&actor, &ws, &session, req).await?))
+    Ok(Json(
+        s.app.session_release(&actor, &ws, &session, req).await?,
+    ))
 }
 
 pub(super) async fn connection_events(

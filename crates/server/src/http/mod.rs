@@ -11,8 +11,8 @@ mod runner;
 pub use error::{ApiError, ApiJson};
 
 use crate::app::App;
-use axum::routing::{get, post};
 use axum::Router;
+use axum::routing::{get, post};
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]
@@ -28,24 +28,57 @@ pub fn router(app: App) -> Router {
         .route("/me", get(me))
         .route("/workspaces", post(workspace_create).get(workspace_list))
         .route("/workspaces/{ws}", get(workspace_get))
-        .route("/workspaces/{ws}/members", post(member_add).get(member_list))
-        .route("/workspaces/{ws}/environments", post(environment_create).get(environment_list))
+        .route(
+            "/workspaces/{ws}/members",
+            post(member_add).get(member_list),
+        )
+        .route(
+            "/workspaces/{ws}/environments",
+            post(environment_create).get(environment_list),
+        )
         .route("/connectors", post(connector_create).get(connector_list))
         .route("/connectors/import", post(connector_import))
-        .route("/connectors/{connector}", get(connector_get).patch(reconcile::connector_update))
+        .route(
+            "/connectors/{connector}",
+            get(connector_get).patch(reconcile::connector_update),
+        )
         .route("/connectors/{connector}/approve", post(connector_approve))
-        .route("/workspaces/{ws}/connections", post(connection_create).get(connection_list))
-        .route("/workspaces/{ws}/connections/{connection}", get(connection_get))
-        .route("/workspaces/{ws}/connections/{connection}/discover", post(connection_discover))
-        .route("/workspaces/{ws}/connections/{connection}/tools", get(tool_list))
-        .route("/workspaces/{ws}/profiles", post(profile_create).get(profile_list))
+        .route(
+            "/workspaces/{ws}/connections",
+            post(connection_create).get(connection_list),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}",
+            get(connection_get),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/discover",
+            post(connection_discover),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/tools",
+            get(tool_list),
+        )
+        .route(
+            "/workspaces/{ws}/profiles",
+            post(profile_create).get(profile_list),
+        )
         .route("/workspaces/{ws}/profiles/{profile}", get(profile_get))
-        .route("/workspaces/{ws}/profiles/{profile}/grants", post(profile_grant))
+        .route(
+            "/workspaces/{ws}/profiles/{profile}/grants",
+            post(profile_grant),
+        )
         .route("/workspaces/{ws}/calls", post(call_submit).get(call_list))
         .route("/workspaces/{ws}/calls/{call}", get(call_get))
         .route("/workspaces/{ws}/calls/{call}/cancel", post(call_cancel))
-        .route("/workspaces/{ws}/sessions/{session}/release", post(session_release))
-        .route("/workspaces/{ws}/connections/{connection}/events", get(connection_events))
+        .route(
+            "/workspaces/{ws}/sessions/{session}/release",
+            post(session_release),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/events",
+            get(connection_events),
+        )
         .merge(devices::routes())
         .merge(runner::routes())
         .merge(reconcile::routes())

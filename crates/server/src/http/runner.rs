@@ -1,8 +1,8 @@
 //! The device runner API (`/api/v1/runner/...`): authenticated with a device credential only;
 //! every route calls one app function under the device's runner reference.
 
-use super::error::{ApiError, ApiJson};
 use super::AppState;
+use super::error::{ApiError, ApiJson};
 use crate::app::DeviceActor;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -26,7 +26,11 @@ pub(super) fn routes() -> Router<AppState> {
 
 type Answer<T> = Result<Json<T>, ApiError>;
 
-async fn acquire(State(s): State<AppState>, device: DeviceActor, ApiJson(req): ApiJson<AcquireLease>) -> Answer<AcquireAnswer> {
+async fn acquire(
+    State(s): State<AppState>,
+    device: DeviceActor,
+    ApiJson(req): ApiJson<AcquireLease>,
+) -> Answer<AcquireAnswer> {
     Ok(Json(s.app.runner_acquire(&device, req).await?))
 }
 
@@ -36,21 +40,38 @@ struct ReleaseLease {
     epoch: Epoch,
 }
 
-async fn release(State(s): State<AppState>, device: DeviceActor, ApiJson(req): ApiJson<ReleaseLease>) -> Result<StatusCode, ApiError> {
+async fn release(
+    State(s): State<AppState>,
+    device: DeviceActor,
+    ApiJson(req): ApiJson<ReleaseLease>,
+) -> Result<StatusCode, ApiError> {
     s.app.runner_release(&device, req.epoch).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn heartbeat(State(s): State<AppState>, device: DeviceActor, ApiJson(req): ApiJson<Heartbeat>) -> Answer<HeartbeatAnswer> {
+async fn heartbeat(
+    State(s): State<AppState>,
+    device: DeviceActor,
+    ApiJson(req): ApiJson<Heartbeat>,
+) -> Answer<HeartbeatAnswer> {
     Ok(Json(s.app.runner_heartbeat(&device, req).await?))
 }
 
 /// A long-poll: answers when work arrives or the (capped) wait ends.
-async fn lease(State(s): State<AppState>, device: DeviceActor, ApiJson(req): ApiJson<LeaseRequest>) -> Answer<LeaseAnswer> {
+async fn lease(
+    State(s): State<AppState>,
+    device: DeviceActor,
+    ApiJson(req): ApiJson<LeaseRequest>,
+) -> Answer<LeaseAnswer> {
     Ok(Json(s.app.runner_lease(&device, req).await?))
 }
 
-async fn start(State(s): State<AppState>, device: DeviceActor, Path(call): Path<String>, ApiJson(req): ApiJson<StartRequest>) -> Answer<StartAnswer> {
+async fn start(
+    State(s): State<AppState>,
+    device: DeviceActor,
+    Path(call): Path<String>,
+    ApiJson(req): ApiJson<StartRequest>,
+) -> Answer<StartAnswer> {
     Ok(Json(s.app.runner_start(&device, &call, req).await?))
 }
 
@@ -63,11 +84,19 @@ async fn complete(
     Ok(Json(s.app.runner_complete(&device, &call, req).await?))
 }
 
-async fn check_receipts(State(s): State<AppState>, device: DeviceActor, ApiJson(req): ApiJson<ReceiptCheck>) -> Answer<ReceiptCheckAnswer> {
+async fn check_receipts(
+    State(s): State<AppState>,
+    device: DeviceActor,
+    ApiJson(req): ApiJson<ReceiptCheck>,
+) -> Answer<ReceiptCheckAnswer> {
     Ok(Json(s.app.runner_check_receipts(&device, req).await?))
 }
 
-async fn event(State(s): State<AppState>, device: DeviceActor, ApiJson(event): ApiJson<LifecycleEvent>) -> Result<StatusCode, ApiError> {
+async fn event(
+    State(s): State<AppState>,
+    device: DeviceActor,
+    ApiJson(event): ApiJson<LifecycleEvent>,
+) -> Result<StatusCode, ApiError> {
     s.app.runner_event(&device, event).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,8 +1,8 @@
 //! The UI's static files, embedded in the binary.
 
 use axum::extract::Path;
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::StatusCode;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 
 const CSS: &str = include_str!("static/app.css");
@@ -18,5 +18,9 @@ pub(super) async fn file(Path(file): Path<String>) -> Response {
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     // Revalidated on every use: the files change with the binary, and they are small.
-    ([(CONTENT_TYPE, content_type), (CACHE_CONTROL, "no-cache")], body).into_response()
+    (
+        [(CONTENT_TYPE, content_type), (CACHE_CONTROL, "no-cache")],
+        body,
+    )
+        .into_response()
 }

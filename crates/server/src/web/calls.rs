@@ -2,11 +2,11 @@
 //! over Server-Sent Events, timing, outcome, retained output, cancellation and End tool
 //! session.
 
+use super::WebState;
 use super::error::{WebError, WebResult};
 use super::output::{self, LaterSection, OutputItem};
-use super::page::{encode_segment, html, took, when, when_precise, Chrome, NoticeQuery};
-use super::session::{encode_query, CsrfOnly, Protected, SignedIn};
-use super::WebState;
+use super::page::{Chrome, NoticeQuery, encode_segment, html, took, when, when_precise};
+use super::session::{CsrfOnly, Protected, SignedIn, encode_query};
 use crate::app::{Actor, CallQuery};
 use crate::db::PageFrom;
 use askama::Template;
@@ -26,7 +26,10 @@ const PAGE_SIZE: u32 = 25;
 
 /// Whether a call's state can still change on its own (the stream stops after that).
 fn settled(state: CallState) -> bool {
-    !matches!(state, CallState::Queued | CallState::Leased | CallState::Running)
+    !matches!(
+        state,
+        CallState::Queued | CallState::Leased | CallState::Running
+    )
 }
 
 fn state_label(state: CallState) -> String {
@@ -47,14 +50,20 @@ fn tone(state: CallState) -> &'static str {
 fn explanation(state: CallState) -> &'static str {
     match state {
         CallState::Queued => "Waiting for its runner to lease it. Nothing has been sent.",
-        CallState::Leased => "Its runner holds it and is about to ask to start it. Nothing has been sent yet.",
-        CallState::Running => "The start was acknowledged: the request may have reached the MCP server.",
+        CallState::Leased => {
+            "Its runner holds it and is about to ask to start it. Nothing has been sent yet."
+        }
+        CallState::Running => {
+            "The start was acknowledged: the request may have reached the MCP server."
+        }
         CallState::Succeeded => "The MCP server answered with a result.",
         CallState::ToolError => "The MCP server answered with an error result (isError).",
         CallState::Failed => "It certainly had no effect: it failed before the request was sent.",
         CallState::Cancelled => "Cancelled before anything was sent.",
         CallState::Expired => "No runner took it in time. Nothing was sent.",
-        CallState::Unknown => "It may or may not have taken effect: no answer was recorded. It is never retried by itself.",
+        CallState::Unknown => {
+            "It may or may not have taken effect: no answer was recorded. It is never retried by itself."
+        }
         CallState::Resolved => "An unknown call, settled by a later observation or resolution.",
     }
 }
@@ -71,10 +80,28 @@ struct Names {
 impl Names {
     async fn load(s: &WebState, actor: &Actor, ws: &str, call: &CallView) -> WebResult<Self> {
         let workspace = s.app.workspace_get(actor, ws).await?;
-        let profile = s.app.profile_get(actor, ws, &call.profile_id.to_string()).await?;
-        let connection = s.app.connection_get(actor, ws, &call.connection_id.to_string()).await?;
-        let environment = s.app.environment_list(actor, ws).await?.into_iter().find(|e| e.id == call.environment_id).map(|e| e.name).unwrap_or_default();
-        Ok(Names { ws: workspace.name, profile: profile.name, environment, connection: connection.name })
+        let profile = s
+            .app
+            .profile_get(actor, ws, &call.profile_id.to_string())
+            .await?;
+        let connection = s
+            .app
+            .connection_get(actor, ws, &call.connection_id.to_string())
+            .await?;
+        let environment = s
+            .app
+            .environment_list(actor, ws)
+            .await?
+            .into_iter()
+            .find(|e| e.id == call.environment_id)
+            .map(|e| e.name)
+            .unwrap_or_default();
+        Ok(Names {
+            ws: workspace.name,
+            profile: profile.name,
+            environment,
+            connection: connection.name,
+        })
     }
 }
 
@@ -119,11 +146,23 @@ struct CallModel {
 
 impl CallModel {
     fn new(call: &CallView, names: &Names) -> Self {
-        let mut timeline = vec![Step { label: "Submitted", at: when_precise(&call.created_at), after: String::new() }];
+        let mut timeline = vec![Step {
+            label: "Submitted",
+            at: when_precise(&call.created_at),
+            after: String::new(),
+        }];
         let mut previous = call.created_at;
-        for (label, stamp) in [("Leased", call.leased_at), ("Started", call.started_at), ("Finished", call.finished_at)] {
+        for (label, stamp) in [
+            ("Leased", call.leased_at),
+            ("Started", call.started_at),
+            ("Finished", call.finished_at),
+        ] {
             if let Some(at) = stamp {
-                timeline.push(Step { label, at: when_precise(&at), after: format!("+{}", took(&previous, &at)) });
+                timeline.push(Step {
+                    label,
+                    at: when_precise(&at),
+                    after: format!("+{}", took(&previous, &at)),
+                });
                 previous = at;
             }
         }
@@ -148,15 +187,26 @@ impl CallModel {
             cancellable: !settled(call.state) && call.cancel_requested_at.is_none(),
             cancel_requested: call.cancel_requested_at.as_ref().map(when_precise),
             timeline,
-            total: call.finished_at.as_ref().map(|end| took(&call.created_at, end)),
-            error: call.error.as_ref().map(|e| (e.code.clone(), e.message.clone())),
+            total: call
+                .finished_at
+                .as_ref()
+                .map(|end| took(&call.created_at, end)),
+            error: call
+                .error
+                .as_ref()
+                .map(|e| (e.code.clone(), e.message.clone())),
             output: result.map(output::content_items).unwrap_or_default(),
             structured: result.and_then(output::structured),
             has_result: result.is_some(),
             truncated: call.result_truncated,
             retention_expired: call.retention_expired_at.as_ref().map(when),
-            arguments: call.arguments.as_ref().map(|a| serde_json::to_string_pretty(a).unwrap_or_default()),
-            later: serde_json::to_value(call).map(|v| output::later_sections(&v)).unwrap_or_default(),
+            arguments: call
+                .arguments
+                .as_ref()
+                .map(|a| serde_json::to_string_pretty(a).unwrap_or_default()),
+            later: serde_json::to_value(call)
+                .map(|v| output::later_sections(&v))
+                .unwrap_or_default(),
         }
     }
 }
@@ -193,7 +243,8 @@ pub(super) async fn inspector(
     let view = s.app.call_get(actor, &ws, &call).await?;
     let names = Names::load(&s, actor, &ws, &view).await?;
     html(&CallPage {
-        chrome: Chrome::in_workspace(&signed_in, &names.ws, "calls").with_notice(q.notice.as_deref()),
+        chrome: Chrome::in_workspace(&signed_in, &names.ws, "calls")
+            .with_notice(q.notice.as_deref()),
         csrf: signed_in.session.csrf_token.clone(),
         m: CallModel::new(&view, &names),
     })
@@ -244,8 +295,18 @@ async fn next_event(mut watch: Watch) -> Option<(Result<Event, Infallible>, Watc
                     _ = watch.s.shutdown.cancelled() => return None,
                     _ = tokio::time::sleep(watch.s.config.stream_poll) => {}
                 }
-                watch.s.app.web_session_require_live(&watch.session_id).await.ok()?;
-                watch.s.app.call_get(&watch.actor, &watch.ws, &watch.call).await.ok()?
+                watch
+                    .s
+                    .app
+                    .web_session_require_live(&watch.session_id)
+                    .await
+                    .ok()?;
+                watch
+                    .s
+                    .app
+                    .call_get(&watch.actor, &watch.ws, &watch.call)
+                    .await
+                    .ok()?
             }
         };
         let serialized = serde_json::to_string(&view).ok()?;
@@ -289,26 +350,55 @@ pub(super) async fn events(
 }
 
 /// `POST /workspaces/{ws}/calls/{call}/cancel`.
-pub(super) async fn cancel(State(s): State<WebState>, Path((ws, call)): Path<(String, String)>, protected: Protected<CsrfOnly>) -> WebResult<Redirect> {
-    let answer = s.app.call_cancel(&protected.signed_in.session.actor, &ws, &call).await?;
+pub(super) async fn cancel(
+    State(s): State<WebState>,
+    Path((ws, call)): Path<(String, String)>,
+    protected: Protected<CsrfOnly>,
+) -> WebResult<Redirect> {
+    let answer = s
+        .app
+        .call_cancel(&protected.signed_in.session.actor, &ws, &call)
+        .await?;
     let notice = match answer.outcome {
         CancelOutcome::Cancelled => "cancelled",
         CancelOutcome::CancellationRequested => "cancellation-requested",
         CancelOutcome::AlreadyFinished => "already-finished",
     };
-    Ok(Redirect::to(&format!("/workspaces/{ws}/calls/{}?notice={notice}", answer.call.id)))
+    Ok(Redirect::to(&format!(
+        "/workspaces/{ws}/calls/{}?notice={notice}",
+        answer.call.id
+    )))
 }
 
 /// `POST /workspaces/{ws}/calls/{call}/release`: End tool session — drains the call's warm
 /// session on its connection; calls already active there may finish.
-pub(super) async fn release(State(s): State<WebState>, Path((ws, call)): Path<(String, String)>, protected: Protected<CsrfOnly>) -> WebResult<Redirect> {
+pub(super) async fn release(
+    State(s): State<WebState>,
+    Path((ws, call)): Path<(String, String)>,
+    protected: Protected<CsrfOnly>,
+) -> WebResult<Redirect> {
     let actor = &protected.signed_in.session.actor;
     let view = s.app.call_get(actor, &ws, &call).await?;
-    let session = view
-        .client_session_id
-        .ok_or_else(|| WebError::refused(ErrorCode::InvalidRequest, "this call was not made in a tool session"))?;
-    s.app.session_release(actor, &ws, &session, ReleaseSession { connection_id: Some(view.connection_id.to_string()) }).await?;
-    Ok(Redirect::to(&format!("/workspaces/{ws}/calls/{}?notice=released", view.id)))
+    let session = view.client_session_id.ok_or_else(|| {
+        WebError::refused(
+            ErrorCode::InvalidRequest,
+            "this call was not made in a tool session",
+        )
+    })?;
+    s.app
+        .session_release(
+            actor,
+            &ws,
+            &session,
+            ReleaseSession {
+                connection_id: Some(view.connection_id.to_string()),
+            },
+        )
+        .await?;
+    Ok(Redirect::to(&format!(
+        "/workspaces/{ws}/calls/{}?notice=released",
+        view.id
+    )))
 }
 
 /// Query of the calls list; empty values mean "any".
@@ -329,10 +419,15 @@ fn given(value: &Option<String>) -> Option<&str> {
 
 /// A `datetime-local` value, read as UTC.
 fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
-        .iter()
-        .find_map(|format| NaiveDateTime::parse_from_str(text, format).ok())
-        .map(|t| t.and_utc())
+    [
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%d %H:%M:%S",
+    ]
+    .iter()
+    .find_map(|format| NaiveDateTime::parse_from_str(text, format).ok())
+    .map(|t| t.and_utc())
 }
 
 struct ListRow {
@@ -369,11 +464,22 @@ struct CallsPage {
 }
 
 fn choices(values: impl IntoIterator<Item = String>, current: Option<&str>) -> Vec<Choice> {
-    values.into_iter().map(|value| Choice { selected: current == Some(value.as_str()), value }).collect()
+    values
+        .into_iter()
+        .map(|value| Choice {
+            selected: current == Some(value.as_str()),
+            value,
+        })
+        .collect()
 }
 
 /// `GET /workspaces/{ws}/calls`: the calls the reader may read, filtered and paginated.
-pub(super) async fn list(State(s): State<WebState>, signed_in: SignedIn, Path(ws): Path<String>, Query(q): Query<ListQuery>) -> WebResult<Html<String>> {
+pub(super) async fn list(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+    Path(ws): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> WebResult<Html<String>> {
     let actor = &signed_in.session.actor;
     let workspace = s.app.workspace_get(actor, &ws).await?;
     let connections = s.app.connection_list(actor, &ws).await?;
@@ -393,11 +499,16 @@ pub(super) async fn list(State(s): State<WebState>, signed_in: SignedIn, Path(ws
         }
     }
     query.runner = given(&q.runner).map(str::to_owned);
-    for (text, slot, what) in [(given(&q.since), &mut query.since, "From"), (given(&q.until), &mut query.until, "Until")] {
+    for (text, slot, what) in [
+        (given(&q.since), &mut query.since, "From"),
+        (given(&q.until), &mut query.until, "Until"),
+    ] {
         if let Some(text) = text {
             match parse_time(text) {
                 Some(t) => *slot = Some(t),
-                None => problems.push(format!("{what} `{text}` is not a date and time like 2026-01-31T14:05")),
+                None => problems.push(format!(
+                    "{what} `{text}` is not a date and time like 2026-01-31T14:05"
+                )),
             }
         }
     }
@@ -407,24 +518,43 @@ pub(super) async fn list(State(s): State<WebState>, signed_in: SignedIn, Path(ws
         (None, Some(id)) => PageFrom::After(id),
         (None, None) => PageFrom::Newest,
     };
-    let filtered = query.state.is_some() || query.connection.is_some() || query.runner.is_some() || query.since.is_some() || query.until.is_some();
+    let filtered = query.state.is_some()
+        || query.connection.is_some()
+        || query.runner.is_some()
+        || query.since.is_some()
+        || query.until.is_some();
     let page = s.app.call_page(actor, &ws, query, PAGE_SIZE).await?;
 
-    let names: HashMap<String, String> = connections.iter().map(|c| (c.id.to_string(), c.name.clone())).collect();
+    let names: HashMap<String, String> = connections
+        .iter()
+        .map(|c| (c.id.to_string(), c.name.clone()))
+        .collect();
     let mut runners: Vec<String> = connections.iter().map(|c| c.runner.clone()).collect();
     runners.push(switchyard_protocol::api::CENTRAL_RUNNER.to_owned());
     runners.sort();
     runners.dedup();
     // Links to other pages keep the filter.
-    let filter_query: String = [("state", &q.state), ("connection", &q.connection), ("runner", &q.runner), ("since", &q.since), ("until", &q.until)]
-        .iter()
-        .filter_map(|(key, value)| given(value).map(|v| format!("&{key}={}", encode_query(v))))
-        .collect();
+    let filter_query: String = [
+        ("state", &q.state),
+        ("connection", &q.connection),
+        ("runner", &q.runner),
+        ("since", &q.since),
+        ("until", &q.until),
+    ]
+    .iter()
+    .filter_map(|(key, value)| given(value).map(|v| format!("&{key}={}", encode_query(v))))
+    .collect();
     let base = format!("/workspaces/{}/calls", workspace.name);
     html(&CallsPage {
         chrome: Chrome::in_workspace(&signed_in, &workspace.name, "calls"),
-        states: choices(ALL_STATES.iter().map(|s| s.as_str().to_owned()), given(&q.state)),
-        connections: choices(connections.iter().map(|c| c.name.clone()), given(&q.connection)),
+        states: choices(
+            ALL_STATES.iter().map(|s| s.as_str().to_owned()),
+            given(&q.state),
+        ),
+        connections: choices(
+            connections.iter().map(|c| c.name.clone()),
+            given(&q.connection),
+        ),
         runners: choices(runners, given(&q.runner)),
         since: given(&q.since).unwrap_or("").to_owned(),
         until: given(&q.until).unwrap_or("").to_owned(),
@@ -435,16 +565,27 @@ pub(super) async fn list(State(s): State<WebState>, signed_in: SignedIn, Path(ws
             .map(|c| ListRow {
                 id: c.id.to_string(),
                 tool: c.tool_name.clone(),
-                connection: names.get(&c.connection_id.to_string()).cloned().unwrap_or_else(|| c.connection_id.to_string()),
+                connection: names
+                    .get(&c.connection_id.to_string())
+                    .cloned()
+                    .unwrap_or_else(|| c.connection_id.to_string()),
                 runner: c.runner.clone(),
                 state_label: state_label(c.state),
                 tone: tone(c.state),
                 submitted: when(&c.created_at),
-                duration: c.finished_at.as_ref().map(|end| took(&c.created_at, end)).unwrap_or_default(),
+                duration: c
+                    .finished_at
+                    .as_ref()
+                    .map(|end| took(&c.created_at, end))
+                    .unwrap_or_default(),
             })
             .collect(),
-        newer: page.newer.map(|id| format!("{base}?after={id}{filter_query}")),
-        older: page.older.map(|id| format!("{base}?before={id}{filter_query}")),
+        newer: page
+            .newer
+            .map(|id| format!("{base}?after={id}{filter_query}")),
+        older: page
+            .older
+            .map(|id| format!("{base}?before={id}{filter_query}")),
         ws: workspace.name,
         filtered,
     })

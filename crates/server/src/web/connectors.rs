@@ -2,11 +2,11 @@
 //! them, import them (JSON, TOML or YAML), approve stdio commands and inspect HTTP servers.
 //! Pasted import documents are never echoed back: they may hold environment values.
 
+use super::WebState;
 use super::error::{WebError, WebResult};
-use super::page::{encode_segment, html, when, Chrome, NoticeQuery};
+use super::page::{Chrome, NoticeQuery, encode_segment, html, when};
 use super::session::{CsrfForm, CsrfOnly, Protected, SignedIn};
 use super::workspaces::target_line;
-use super::WebState;
 use crate::app::{ConnectorInspection, ImportFormat};
 use crate::error::AppError;
 use askama::Template;
@@ -93,17 +93,31 @@ struct ConnectorsPage {
     report: Option<ImportReport>,
 }
 
-async fn list_page(s: &WebState, signed_in: &SignedIn, page: impl FnOnce(Chrome, Vec<ConnectorRow>) -> ConnectorsPage) -> WebResult<Html<String>> {
+async fn list_page(
+    s: &WebState,
+    signed_in: &SignedIn,
+    page: impl FnOnce(Chrome, Vec<ConnectorRow>) -> ConnectorsPage,
+) -> WebResult<Html<String>> {
     let connectors = s.app.connector_list(&signed_in.session.actor).await?;
-    html(&page(Chrome::new(signed_in, "connectors"), connectors.iter().map(row).collect()))
+    html(&page(
+        Chrome::new(signed_in, "connectors"),
+        connectors.iter().map(row).collect(),
+    ))
 }
 
 /// `GET /connectors`.
-pub(super) async fn list(State(s): State<WebState>, signed_in: SignedIn, Query(q): Query<NoticeQuery>) -> WebResult<Html<String>> {
+pub(super) async fn list(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+    Query(q): Query<NoticeQuery>,
+) -> WebResult<Html<String>> {
     list_page(&s, &signed_in, |chrome, connectors| ConnectorsPage {
         chrome: chrome.with_notice(q.notice.as_deref()),
         connectors,
-        add: CreateForm { transport: "stdio".to_owned(), ..CreateForm::default() },
+        add: CreateForm {
+            transport: "stdio".to_owned(),
+            ..CreateForm::default()
+        },
         add_error: None,
         import_error: None,
         report: None,
@@ -113,34 +127,66 @@ pub(super) async fn list(State(s): State<WebState>, signed_in: SignedIn, Query(q
 
 fn status_of(e: &AppError) -> StatusCode {
     match e {
-        AppError::Refused { code, .. } => StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::BAD_REQUEST),
+        AppError::Refused { code, .. } => {
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::BAD_REQUEST)
+        }
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
 /// `POST /connectors`: adds one connector (owners only).
-pub(super) async fn create(State(s): State<WebState>, protected: Protected<CreateForm>) -> WebResult<Response> {
+pub(super) async fn create(
+    State(s): State<WebState>,
+    protected: Protected<CreateForm>,
+) -> WebResult<Response> {
     let signed_in = &protected.signed_in;
     let form = protected.form;
     let spec = if form.transport == "http" {
-        ConnectorSpec::Http { url: form.url.trim().to_owned() }
+        ConnectorSpec::Http {
+            url: form.url.trim().to_owned(),
+        }
     } else {
         ConnectorSpec::Stdio {
             command: form.command.trim().to_owned(),
-            args: form.args.lines().map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).collect(),
-            env: form.env.split(|c: char| c == ',' || c.is_whitespace()).filter(|e| !e.is_empty()).map(str::to_owned).collect(),
+            args: form
+                .args
+                .lines()
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            env: form
+                .env
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|e| !e.is_empty())
+                .map(str::to_owned)
+                .collect(),
         }
     };
-    let request = CreateConnector { name: form.name.trim().to_owned(), spec };
-    match s.app.connector_create(&signed_in.session.actor, request).await {
-        Ok(created) => Ok(Redirect::to(&format!("/connectors/{}?notice=created", encode_segment(&created.name))).into_response()),
+    let request = CreateConnector {
+        name: form.name.trim().to_owned(),
+        spec,
+    };
+    match s
+        .app
+        .connector_create(&signed_in.session.actor, request)
+        .await
+    {
+        Ok(created) => Ok(Redirect::to(&format!(
+            "/connectors/{}?notice=created",
+            encode_segment(&created.name)
+        ))
+        .into_response()),
         Err(e @ AppError::Refused { .. }) => {
             let status = status_of(&e);
             let message = refusal_message(e);
             let body = list_page(&s, signed_in, |chrome, connectors| ConnectorsPage {
                 chrome,
                 connectors,
-                add: CreateForm { csrf: String::new(), ..form },
+                add: CreateForm {
+                    csrf: String::new(),
+                    ..form
+                },
                 add_error: Some(message),
                 import_error: None,
                 report: None,
@@ -160,14 +206,21 @@ fn refusal_message(e: AppError) -> String {
 }
 
 /// `POST /connectors/import`: imports a JSON, TOML or YAML document (owners only).
-pub(super) async fn import(State(s): State<WebState>, protected: Protected<ImportForm>) -> WebResult<Response> {
+pub(super) async fn import(
+    State(s): State<WebState>,
+    protected: Protected<ImportForm>,
+) -> WebResult<Response> {
     let signed_in = &protected.signed_in;
     let format = match protected.form.format.as_str() {
         "toml" => ImportFormat::Toml,
         "yaml" => ImportFormat::Yaml,
         _ => ImportFormat::Json,
     };
-    let (status, report, import_error) = match s.app.connector_import_text(&signed_in.session.actor, format, &protected.form.document).await {
+    let (status, report, import_error) = match s
+        .app
+        .connector_import_text(&signed_in.session.actor, format, &protected.form.document)
+        .await
+    {
         Ok(report) => (StatusCode::OK, Some(report), None),
         Err(e @ AppError::Refused { .. }) => (status_of(&e), None, Some(refusal_message(e))),
         Err(e) => return Err(WebError(e)),
@@ -175,7 +228,10 @@ pub(super) async fn import(State(s): State<WebState>, protected: Protected<Impor
     let body = list_page(&s, signed_in, |chrome, connectors| ConnectorsPage {
         chrome,
         connectors,
-        add: CreateForm { transport: "stdio".to_owned(), ..CreateForm::default() },
+        add: CreateForm {
+            transport: "stdio".to_owned(),
+            ..CreateForm::default()
+        },
         add_error: None,
         import_error,
         report,
@@ -193,34 +249,72 @@ struct ConnectorPage {
     inspect_error: Option<String>,
 }
 
-async fn detail_page(s: &WebState, signed_in: &SignedIn, key: &str, notice: Option<&str>, inspected: Option<Result<ConnectorInspection, String>>) -> WebResult<Html<String>> {
+async fn detail_page(
+    s: &WebState,
+    signed_in: &SignedIn,
+    key: &str,
+    notice: Option<&str>,
+    inspected: Option<Result<ConnectorInspection, String>>,
+) -> WebResult<Html<String>> {
     let connector = s.app.connector_get(&signed_in.session.actor, key).await?;
     let (inspection, inspect_error) = match inspected {
         Some(Ok(inspection)) => (Some(inspection), None),
         Some(Err(message)) => (None, Some(message)),
         None => (None, None),
     };
-    html(&ConnectorPage { chrome: Chrome::new(signed_in, "connectors").with_notice(notice), c: row(&connector), inspection, inspect_error })
+    html(&ConnectorPage {
+        chrome: Chrome::new(signed_in, "connectors").with_notice(notice),
+        c: row(&connector),
+        inspection,
+        inspect_error,
+    })
 }
 
 /// `GET /connectors/{connector}`.
-pub(super) async fn detail(State(s): State<WebState>, signed_in: SignedIn, Path(key): Path<String>, Query(q): Query<NoticeQuery>) -> WebResult<Html<String>> {
+pub(super) async fn detail(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+    Path(key): Path<String>,
+    Query(q): Query<NoticeQuery>,
+) -> WebResult<Html<String>> {
     detail_page(&s, &signed_in, &key, q.notice.as_deref(), None).await
 }
 
 /// `POST /connectors/{connector}/approve`: approves the current command and arguments.
-pub(super) async fn approve(State(s): State<WebState>, Path(key): Path<String>, protected: Protected<CsrfOnly>) -> WebResult<Redirect> {
-    let approved = s.app.connector_approve(&protected.signed_in.session.actor, &key).await?;
-    Ok(Redirect::to(&format!("/connectors/{}?notice=approved", encode_segment(&approved.name))))
+pub(super) async fn approve(
+    State(s): State<WebState>,
+    Path(key): Path<String>,
+    protected: Protected<CsrfOnly>,
+) -> WebResult<Redirect> {
+    let approved = s
+        .app
+        .connector_approve(&protected.signed_in.session.actor, &key)
+        .await?;
+    Ok(Redirect::to(&format!(
+        "/connectors/{}?notice=approved",
+        encode_segment(&approved.name)
+    )))
 }
 
 /// `POST /connectors/{connector}/inspect`: a bounded look at an HTTP connector's server.
-pub(super) async fn inspect(State(s): State<WebState>, Path(key): Path<String>, protected: Protected<CsrfOnly>) -> WebResult<Response> {
+pub(super) async fn inspect(
+    State(s): State<WebState>,
+    Path(key): Path<String>,
+    protected: Protected<CsrfOnly>,
+) -> WebResult<Response> {
     let signed_in = &protected.signed_in;
-    let (status, inspected) = match s.app.connector_inspect(&signed_in.session.actor, &key).await {
+    let (status, inspected) = match s
+        .app
+        .connector_inspect(&signed_in.session.actor, &key)
+        .await
+    {
         Ok(inspection) => (StatusCode::OK, Ok(inspection)),
         Err(e @ AppError::Refused { .. }) => (status_of(&e), Err(refusal_message(e))),
         Err(e) => return Err(WebError(e)),
     };
-    Ok((status, detail_page(&s, signed_in, &key, None, Some(inspected)).await?).into_response())
+    Ok((
+        status,
+        detail_page(&s, signed_in, &key, None, Some(inspected)).await?,
+    )
+        .into_response())
 }

@@ -1,10 +1,10 @@
 //! Devices of a workspace: approve a pairing code (binding the device to a profile the
 //! approver holds Use on), list them, revoke one.
 
-use super::error::WebResult;
-use super::page::{html, when, Chrome, NoticeQuery};
-use super::session::{CsrfForm, CsrfOnly, Protected, SignedIn};
 use super::WebState;
+use super::error::WebResult;
+use super::page::{Chrome, NoticeQuery, html, when};
+use super::session::{CsrfForm, CsrfOnly, Protected, SignedIn};
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::response::{Html, Redirect};
@@ -37,24 +37,49 @@ struct DevicesPage {
 }
 
 /// `GET /workspaces/{ws}/devices`.
-pub(super) async fn list(State(s): State<WebState>, signed_in: SignedIn, Path(ws): Path<String>, Query(q): Query<NoticeQuery>) -> WebResult<Html<String>> {
+pub(super) async fn list(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+    Path(ws): Path<String>,
+    Query(q): Query<NoticeQuery>,
+) -> WebResult<Html<String>> {
     let actor = &signed_in.session.actor;
     let workspace = s.app.workspace_get(actor, &ws).await?;
     let profiles = s.app.profile_list(actor, &ws).await?;
-    let profile_names: HashMap<String, String> = profiles.iter().map(|p| (p.id.to_string(), p.name.clone())).collect();
-    let members: HashMap<String, String> = s.app.member_list(actor, &ws).await?.into_iter().map(|m| (m.user_id.to_string(), m.user_name)).collect();
+    let profile_names: HashMap<String, String> = profiles
+        .iter()
+        .map(|p| (p.id.to_string(), p.name.clone()))
+        .collect();
+    let members: HashMap<String, String> = s
+        .app
+        .member_list(actor, &ws)
+        .await?
+        .into_iter()
+        .map(|m| (m.user_id.to_string(), m.user_name))
+        .collect();
     let devices = s.app.device_list(actor, &ws).await?;
     html(&DevicesPage {
-        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "devices").with_notice(q.notice.as_deref()),
+        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "devices")
+            .with_notice(q.notice.as_deref()),
         ws: workspace.name,
         devices: devices
             .into_iter()
             .map(|d| DeviceRow {
                 id: d.id.to_string(),
-                profile: profile_names.get(&d.profile_id.to_string()).cloned().unwrap_or_else(|| d.profile_id.to_string()),
-                approved_by: members.get(&d.approved_by.to_string()).cloned().unwrap_or_else(|| d.approved_by.to_string()),
+                profile: profile_names
+                    .get(&d.profile_id.to_string())
+                    .cloned()
+                    .unwrap_or_else(|| d.profile_id.to_string()),
+                approved_by: members
+                    .get(&d.approved_by.to_string())
+                    .cloned()
+                    .unwrap_or_else(|| d.approved_by.to_string()),
                 paired: when(&d.created_at),
-                last_seen: d.last_seen_at.as_ref().map(when).unwrap_or_else(|| "never".to_owned()),
+                last_seen: d
+                    .last_seen_at
+                    .as_ref()
+                    .map(when)
+                    .unwrap_or_else(|| "never".to_owned()),
                 revoked: d.revoked_at.as_ref().map(when),
                 name: d.name,
                 runner: d.runner,
@@ -62,7 +87,13 @@ pub(super) async fn list(State(s): State<WebState>, signed_in: SignedIn, Path(ws
             .collect(),
         profiles: profiles
             .iter()
-            .map(|p| ProfileChoice { name: p.name.clone(), usable: p.grants.iter().any(|g| g.user_id.0 == actor.user.id && g.use_) })
+            .map(|p| ProfileChoice {
+                name: p.name.clone(),
+                usable: p
+                    .grants
+                    .iter()
+                    .any(|g| g.user_id.0 == actor.user.id && g.use_),
+            })
             .collect(),
     })
 }
@@ -83,15 +114,34 @@ impl CsrfForm for ApproveForm {
 }
 
 /// `POST /workspaces/{ws}/devices/approve`.
-pub(super) async fn approve(State(s): State<WebState>, Path(ws): Path<String>, protected: Protected<ApproveForm>) -> WebResult<Redirect> {
+pub(super) async fn approve(
+    State(s): State<WebState>,
+    Path(ws): Path<String>,
+    protected: Protected<ApproveForm>,
+) -> WebResult<Redirect> {
     let form = protected.form;
-    let request = ApproveDevice { code: form.code.trim().to_owned(), profile: form.profile };
-    s.app.device_approve(&protected.signed_in.session.actor, &ws, request).await?;
-    Ok(Redirect::to(&format!("/workspaces/{ws}/devices?notice=approved")))
+    let request = ApproveDevice {
+        code: form.code.trim().to_owned(),
+        profile: form.profile,
+    };
+    s.app
+        .device_approve(&protected.signed_in.session.actor, &ws, request)
+        .await?;
+    Ok(Redirect::to(&format!(
+        "/workspaces/{ws}/devices?notice=approved"
+    )))
 }
 
 /// `POST /workspaces/{ws}/devices/{device}/revoke`.
-pub(super) async fn revoke(State(s): State<WebState>, Path((ws, device)): Path<(String, String)>, protected: Protected<CsrfOnly>) -> WebResult<Redirect> {
-    s.app.device_revoke(&protected.signed_in.session.actor, &ws, &device).await?;
-    Ok(Redirect::to(&format!("/workspaces/{ws}/devices?notice=revoked")))
+pub(super) async fn revoke(
+    State(s): State<WebState>,
+    Path((ws, device)): Path<(String, String)>,
+    protected: Protected<CsrfOnly>,
+) -> WebResult<Redirect> {
+    s.app
+        .device_revoke(&protected.signed_in.session.actor, &ws, &device)
+        .await?;
+    Ok(Redirect::to(&format!(
+        "/workspaces/{ws}/devices?notice=revoked"
+    )))
 }

@@ -37,15 +37,27 @@ impl IntoResponse for WebError {
             AppError::Refused { code, message } => (code, message),
             AppError::Database(e) => {
                 tracing::error!(error = %e, "database error");
-                (ErrorCode::Internal, "internal error; see the server log".to_owned())
+                (
+                    ErrorCode::Internal,
+                    "internal error; see the server log".to_owned(),
+                )
             }
             AppError::Internal(e) => {
                 tracing::error!(error = %e, "internal error");
-                (ErrorCode::Internal, "internal error; see the server log".to_owned())
+                (
+                    ErrorCode::Internal,
+                    "internal error; see the server log".to_owned(),
+                )
             }
         };
-        let status = StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let page = ErrorPage { status: status.as_u16(), reason: status.canonical_reason().unwrap_or("Error"), code: code.as_str(), message };
+        let status =
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let page = ErrorPage {
+            status: status.as_u16(),
+            reason: status.canonical_reason().unwrap_or("Error"),
+            code: code.as_str(),
+            message,
+        };
         match page.render() {
             Ok(body) => (status, Html(body)).into_response(),
             Err(e) => {

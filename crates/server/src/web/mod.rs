@@ -25,11 +25,14 @@ mod workspaces;
 
 use crate::app::App;
 use crate::db::SessionTimes;
-use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS};
+use axum::Router;
 use axum::http::HeaderValue;
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+    X_FRAME_OPTIONS,
+};
 use axum::response::Response;
 use axum::routing::{get, post};
-use axum::Router;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -59,7 +62,10 @@ impl Default for WebConfig {
 
 impl WebConfig {
     fn session_times(&self) -> SessionTimes {
-        SessionTimes { idle: self.session_idle, lifetime: self.session_lifetime }
+        SessionTimes {
+            idle: self.session_idle,
+            lifetime: self.session_lifetime,
+        }
     }
 }
 
@@ -74,7 +80,11 @@ pub struct WebState {
 
 /// The web UI's routes, to be merged with the API router.
 pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Router {
-    let state = WebState { app, config, shutdown };
+    let state = WebState {
+        app,
+        config,
+        shutdown,
+    };
     Router::new()
         .route("/", get(sign_in::home))
         .route("/sign-in", get(sign_in::form).post(sign_in::submit))
@@ -82,21 +92,45 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
         .route("/static/{file}", get(assets::file))
         .route("/workspaces", get(workspaces::list))
         .route("/workspaces/{ws}", get(workspaces::connections))
-        .route("/workspaces/{ws}/connections/{connection}", get(workspaces::connection))
-        .route("/workspaces/{ws}/connections/{connection}/discover", post(workspaces::discover))
+        .route(
+            "/workspaces/{ws}/connections/{connection}",
+            get(workspaces::connection),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/discover",
+            post(workspaces::discover),
+        )
         .route("/workspaces/{ws}/profiles", get(workspaces::profiles))
-        .route("/workspaces/{ws}/profiles/{profile}", get(workspaces::profile))
-        .route("/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools", get(tools::list))
-        .route("/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools/{tool}/run", get(tools::run_form).post(tools::run_submit))
+        .route(
+            "/workspaces/{ws}/profiles/{profile}",
+            get(workspaces::profile),
+        )
+        .route(
+            "/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools",
+            get(tools::list),
+        )
+        .route(
+            "/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools/{tool}/run",
+            get(tools::run_form).post(tools::run_submit),
+        )
         .route("/workspaces/{ws}/calls", get(calls::list))
         .route("/workspaces/{ws}/calls/{call}", get(calls::inspector))
         .route("/workspaces/{ws}/calls/{call}/events", get(calls::events))
         .route("/workspaces/{ws}/calls/{call}/cancel", post(calls::cancel))
-        .route("/workspaces/{ws}/calls/{call}/release", post(calls::release))
+        .route(
+            "/workspaces/{ws}/calls/{call}/release",
+            post(calls::release),
+        )
         .route("/workspaces/{ws}/devices", get(devices::list))
         .route("/workspaces/{ws}/devices/approve", post(devices::approve))
-        .route("/workspaces/{ws}/devices/{device}/revoke", post(devices::revoke))
-        .route("/connectors", get(connectors::list).post(connectors::create))
+        .route(
+            "/workspaces/{ws}/devices/{device}/revoke",
+            post(devices::revoke),
+        )
+        .route(
+            "/connectors",
+            get(connectors::list).post(connectors::create),
+        )
         .route("/connectors/import", post(connectors::import))
         .route("/connectors/{connector}", get(connectors::detail))
         .route("/connectors/{connector}/approve", post(connectors::approve))
@@ -121,6 +155,8 @@ async fn security_headers(mut response: Response) -> Response {
     headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(REFERRER_POLICY, HeaderValue::from_static("same-origin"));
-    headers.entry(CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+    headers
+        .entry(CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
     response
 }

@@ -23,7 +23,10 @@ pub struct OutputItem {
 const INLINE_IMAGES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 fn is_base64(data: &str) -> bool {
-    !data.is_empty() && data.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    !data.is_empty()
+        && data
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
 }
 
 fn pretty(value: &Value) -> String {
@@ -35,17 +38,30 @@ pub fn content_items(result: &Value) -> Vec<OutputItem> {
     let Some(items) = result.get("content").and_then(Value::as_array) else {
         return Vec::new();
     };
-    items.iter().enumerate().map(|(i, item)| content_item(i + 1, item)).collect()
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| content_item(i + 1, item))
+        .collect()
 }
 
 fn content_item(n: usize, item: &Value) -> OutputItem {
     let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
-    let text = |kind, label: String, body: String| OutputItem { kind, label, body, src: String::new() };
+    let text = |kind, label: String, body: String| OutputItem {
+        kind,
+        label,
+        body,
+        src: String::new(),
+    };
     match kind {
         "text" => {
             let body = item.get("text").and_then(Value::as_str).unwrap_or("");
             match serde_json::from_str::<Value>(body) {
-                Ok(json @ (Value::Object(_) | Value::Array(_))) => text("json", format!("Content {n}: text holding JSON"), pretty(&json)),
+                Ok(json @ (Value::Object(_) | Value::Array(_))) => text(
+                    "json",
+                    format!("Content {n}: text holding JSON"),
+                    pretty(&json),
+                ),
                 _ => text("text", format!("Content {n}: text"), body.to_owned()),
             }
         }
@@ -53,26 +69,57 @@ fn content_item(n: usize, item: &Value) -> OutputItem {
             let mime = item.get("mimeType").and_then(Value::as_str).unwrap_or("");
             let data = item.get("data").and_then(Value::as_str).unwrap_or("");
             if INLINE_IMAGES.contains(&mime) && is_base64(data) {
-                OutputItem { kind: "image", label: format!("Content {n}: image ({mime})"), body: String::new(), src: format!("data:{mime};base64,{data}") }
+                OutputItem {
+                    kind: "image",
+                    label: format!("Content {n}: image ({mime})"),
+                    body: String::new(),
+                    src: format!("data:{mime};base64,{data}"),
+                }
             } else {
-                text("other", format!("Content {n}: image ({mime}), not shown inline"), format!("{} bytes of base64 data", data.len()))
+                text(
+                    "other",
+                    format!("Content {n}: image ({mime}), not shown inline"),
+                    format!("{} bytes of base64 data", data.len()),
+                )
             }
         }
         "resource" => {
             let resource = item.get("resource").unwrap_or(&Value::Null);
             let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
             match resource.get("text").and_then(Value::as_str) {
-                Some(body) => text("text", format!("Content {n}: resource {uri}"), body.to_owned()),
-                None => text("other", format!("Content {n}: resource {uri}"), "binary contents, not shown".to_owned()),
+                Some(body) => text(
+                    "text",
+                    format!("Content {n}: resource {uri}"),
+                    body.to_owned(),
+                ),
+                None => text(
+                    "other",
+                    format!("Content {n}: resource {uri}"),
+                    "binary contents, not shown".to_owned(),
+                ),
             }
         }
-        _ => text("other", format!("Content {n}: {}", if kind.is_empty() { "unknown content" } else { kind }), pretty(item)),
+        _ => text(
+            "other",
+            format!(
+                "Content {n}: {}",
+                if kind.is_empty() {
+                    "unknown content"
+                } else {
+                    kind
+                }
+            ),
+            pretty(item),
+        ),
     }
 }
 
 /// The result's structured content, pretty-printed.
 pub fn structured(result: &Value) -> Option<String> {
-    result.get("structuredContent").filter(|v| !v.is_null()).map(pretty)
+    result
+        .get("structuredContent")
+        .filter(|v| !v.is_null())
+        .map(pretty)
 }
 
 /// A section of the call view shown only when the call has it.
@@ -96,7 +143,14 @@ const LATER_SECTIONS: &[(&str, &str)] = &[
 pub fn later_sections(call: &Value) -> Vec<LaterSection> {
     LATER_SECTIONS
         .iter()
-        .filter_map(|(key, title)| call.get(*key).filter(|value| !is_blank(value)).map(|value| LaterSection { title, body: pretty(value) }))
+        .filter_map(|(key, title)| {
+            call.get(*key)
+                .filter(|value| !is_blank(value))
+                .map(|value| LaterSection {
+                    title,
+                    body: pretty(value),
+                })
+        })
         .collect()
 }
 
@@ -128,10 +182,16 @@ mod tests {
         ], "structuredContent": {"b": 2}});
         let items = content_items(&result);
         let kinds: Vec<&str> = items.iter().map(|i| i.kind).collect();
-        assert_eq!(kinds, ["text", "json", "image", "other", "other", "text", "other"]);
+        assert_eq!(
+            kinds,
+            ["text", "json", "image", "other", "other", "text", "other"]
+        );
         assert_eq!(items[1].body, "{\n  \"a\": 1\n}");
         assert_eq!(items[2].src, "data:image/png;base64,iVBORw0KGgo=");
-        assert!(items[4].src.is_empty(), "data that is not base64 never reaches an attribute");
+        assert!(
+            items[4].src.is_empty(),
+            "data that is not base64 never reaches an attribute"
+        );
         assert_eq!(structured(&result).as_deref(), Some("{\n  \"b\": 2\n}"));
     }
 
@@ -139,8 +199,17 @@ mod tests {
     fn later_sections_appear_only_when_present() {
         assert!(later_sections(&json!({"state": "unknown"})).is_empty());
         assert!(later_sections(&json!({"attempts": [], "resolution": null, "lineage": {"receipt_ids": [], "evidence_ids": []}})).is_empty());
-        let sections = later_sections(&json!({"attempts": [{"n": 1}], "lineage": {"lookup_call_ids": ["x"]}, "resolution": {"outcome": "applied"}}));
+        let sections = later_sections(
+            &json!({"attempts": [{"n": 1}], "lineage": {"lookup_call_ids": ["x"]}, "resolution": {"outcome": "applied"}}),
+        );
         let titles: Vec<&str> = sections.iter().map(|s| s.title).collect();
-        assert_eq!(titles, ["Attempts", "Reconciliation: lookups, receipts and evidence", "Resolution"]);
+        assert_eq!(
+            titles,
+            [
+                "Attempts",
+                "Reconciliation: lookups, receipts and evidence",
+                "Resolution"
+            ]
+        );
     }
 }

@@ -42,7 +42,10 @@ impl Chrome {
 
     /// The header of a page of workspace `ws` (its name).
     pub fn in_workspace(signed_in: &SignedIn, ws: &str, section: &'static str) -> Self {
-        Chrome { workspace: Some(ws.to_owned()), ..Chrome::new(signed_in, section) }
+        Chrome {
+            workspace: Some(ws.to_owned()),
+            ..Chrome::new(signed_in, section)
+        }
     }
 
     /// Adds the notice named by a `?notice=` code, if it is a known one.
@@ -53,7 +56,11 @@ impl Chrome {
 
     /// `aria-current` for a navigation entry.
     pub fn current(&self, section: &str) -> &'static str {
-        if self.section == section { "page" } else { "false" }
+        if self.section == section {
+            "page"
+        } else {
+            "false"
+        }
     }
 }
 
@@ -70,7 +77,9 @@ fn notice_text(code: &str) -> Option<&'static str> {
         "signed-out" => "You are signed out.",
         "discovered" => "Discovery finished; the cached tools are up to date.",
         "cancelled" => "The call was cancelled before it was sent.",
-        "cancellation-requested" => "Cancellation was requested; the runner asks the MCP server to stop. Whatever it answers is recorded.",
+        "cancellation-requested" => {
+            "Cancellation was requested; the runner asks the MCP server to stop. Whatever it answers is recorded."
+        }
         "already-finished" => "The call had already finished; nothing was cancelled.",
         "released" => "The tool session is draining: active calls may finish, then it closes.",
         "approved" => "Approved.",
@@ -121,7 +130,12 @@ pub struct ErrorPage {
 
 /// Any path the UI does not know.
 pub(super) async fn not_found() -> Response {
-    let page = ErrorPage { status: 404, reason: "Not Found", code: "not_found", message: "There is no page at this address.".to_owned() };
+    let page = ErrorPage {
+        status: 404,
+        reason: "Not Found",
+        code: "not_found",
+        message: "There is no page at this address.".to_owned(),
+    };
     match page.render() {
         Ok(body) => (StatusCode::NOT_FOUND, Html(body)).into_response(),
         Err(_) => StatusCode::NOT_FOUND.into_response(),
@@ -154,7 +168,9 @@ pub fn encode_segment(value: &str) -> String {
     value
         .bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()

@@ -156,7 +156,10 @@ fn single_type(schema: &Value) -> Option<&str> {
     match schema.get("type")? {
         Value::String(t) => Some(t),
         Value::Array(types) => {
-            let mut named = types.iter().filter_map(Value::as_str).filter(|t| *t != "null");
+            let mut named = types
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|t| *t != "null");
             match (named.next(), named.next()) {
                 (Some(t), None) => Some(t),
                 _ => None,
@@ -167,13 +170,22 @@ fn single_type(schema: &Value) -> Option<&str> {
 }
 
 fn spec_of(schema: &Value, depth: usize) -> Spec<'_> {
-    if schema.get("writeOnly") == Some(&Value::Bool(true)) || schema.get("format").and_then(Value::as_str) == Some("password") {
+    if schema.get("writeOnly") == Some(&Value::Bool(true))
+        || schema.get("format").and_then(Value::as_str) == Some("password")
+    {
         return Spec::Secret;
     }
-    if let Some(values) = schema.get("enum").and_then(Value::as_array).filter(|v| !v.is_empty()) {
+    if let Some(values) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .filter(|v| !v.is_empty())
+    {
         return Spec::Enum(values);
     }
-    if ["anyOf", "oneOf", "allOf", "$ref", "not"].iter().any(|k| schema.get(*k).is_some()) {
+    if ["anyOf", "oneOf", "allOf", "$ref", "not"]
+        .iter()
+        .any(|k| schema.get(*k).is_some())
+    {
         return Spec::Json;
     }
     match single_type(schema) {
@@ -187,13 +199,21 @@ fn spec_of(schema: &Value, depth: usize) -> Spec<'_> {
             Some(Spec::Boolean) => Spec::Lines(Scalar::Boolean),
             _ => Spec::Json,
         },
-        Some("object") if depth < MAX_DEPTH && schema.get("properties").is_some_and(Value::is_object) => Spec::Object(props(schema, depth + 1)),
+        Some("object")
+            if depth < MAX_DEPTH && schema.get("properties").is_some_and(Value::is_object) =>
+        {
+            Spec::Object(props(schema, depth + 1))
+        }
         _ => Spec::Json,
     }
 }
 
 fn props(schema: &Value, depth: usize) -> Vec<Prop<'_>> {
-    let required: Vec<&str> = schema.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     schema
         .get("properties")
         .and_then(Value::as_object)
@@ -214,8 +234,13 @@ fn props(schema: &Value, depth: usize) -> Vec<Prop<'_>> {
 
 /// The top-level arguments, when the schema is an object the form can show.
 fn top_level(schema: &Value) -> Option<Vec<Prop<'_>>> {
-    let is_object = single_type(schema) == Some("object") || (schema.get("type").is_none() && schema.get("properties").is_some());
-    (is_object && !["anyOf", "oneOf", "allOf", "$ref"].iter().any(|k| schema.get(*k).is_some())).then(|| props(schema, 0))
+    let is_object = single_type(schema) == Some("object")
+        || (schema.get("type").is_none() && schema.get("properties").is_some());
+    (is_object
+        && !["anyOf", "oneOf", "allOf", "$ref"]
+            .iter()
+            .any(|k| schema.get(*k).is_some()))
+    .then(|| props(schema, 0))
 }
 
 fn field_name(parent: &str, name: &str) -> String {
@@ -227,7 +252,11 @@ pub const ROOT: &str = "arg";
 
 /// The form for `schema`, filled from `submitted` (a refused submission) or else from the
 /// schema's defaults; `None` when only the raw JSON editor can express the arguments.
-pub fn items(schema: &Value, submitted: Option<&FormFields>, errors: &HashMap<String, String>) -> Option<Vec<Item>> {
+pub fn items(
+    schema: &Value,
+    submitted: Option<&FormFields>,
+    errors: &HashMap<String, String>,
+) -> Option<Vec<Item>> {
     let props = top_level(schema)?;
     let mut out = Vec::new();
     let mut counter = 0;
@@ -235,18 +264,35 @@ pub fn items(schema: &Value, submitted: Option<&FormFields>, errors: &HashMap<St
     Some(out)
 }
 
-fn render(props: &[Prop<'_>], parent: &str, submitted: Option<&FormFields>, errors: &HashMap<String, String>, counter: &mut usize, out: &mut Vec<Item>) {
+fn render(
+    props: &[Prop<'_>],
+    parent: &str,
+    submitted: Option<&FormFields>,
+    errors: &HashMap<String, String>,
+    counter: &mut usize,
+    out: &mut Vec<Item>,
+) {
     for prop in props {
         let name = field_name(parent, prop.name);
         if let Spec::Object(children) = &prop.spec {
-            out.push(Item::Open(Group { legend: prop.name.to_owned(), description: prop.description.map(str::to_owned), required: prop.required }));
+            out.push(Item::Open(Group {
+                legend: prop.name.to_owned(),
+                description: prop.description.map(str::to_owned),
+                required: prop.required,
+            }));
             render(children, &name, submitted, errors, counter, out);
             out.push(Item::Close);
             continue;
         }
         *counter += 1;
         let posted = submitted.map(|form| form.get(&name).unwrap_or(""));
-        out.push(Item::Field(field(prop, name.clone(), format!("arg-{counter}"), posted, errors.get(&name).cloned())));
+        out.push(Item::Field(field(
+            prop,
+            name.clone(),
+            format!("arg-{counter}"),
+            posted,
+            errors.get(&name).cloned(),
+        )));
     }
 }
 
@@ -258,7 +304,13 @@ fn default_text(default: Option<&Value>) -> String {
     }
 }
 
-fn field(prop: &Prop<'_>, name: String, id: String, posted: Option<&str>, error: Option<String>) -> Field {
+fn field(
+    prop: &Prop<'_>,
+    name: String,
+    id: String,
+    posted: Option<&str>,
+    error: Option<String>,
+) -> Field {
     let mut f = Field {
         name,
         id,
@@ -299,14 +351,27 @@ fn field(prop: &Prop<'_>, name: String, id: String, posted: Option<&str>, error:
             let current = initial.unwrap_or_else(|| default_text(prop.default));
             f.choices = [("", "(not set)"), ("true", "true"), ("false", "false")]
                 .into_iter()
-                .map(|(value, label)| Choice { value: value.to_owned(), label: label.to_owned(), selected: current == value })
+                .map(|(value, label)| Choice {
+                    value: value.to_owned(),
+                    label: label.to_owned(),
+                    selected: current == value,
+                })
                 .collect();
         }
         Spec::Enum(values) => {
             f.widget = Widget::Select;
             f.hint = "one of the listed values".to_owned();
-            let current = initial.unwrap_or_else(|| prop.default.and_then(|d| values.iter().position(|v| v == d)).map(|i| i.to_string()).unwrap_or_default());
-            let unset = (!prop.required).then(|| Choice { value: String::new(), label: "(not set)".to_owned(), selected: current.is_empty() });
+            let current = initial.unwrap_or_else(|| {
+                prop.default
+                    .and_then(|d| values.iter().position(|v| v == d))
+                    .map(|i| i.to_string())
+                    .unwrap_or_default()
+            });
+            let unset = (!prop.required).then(|| Choice {
+                value: String::new(),
+                label: "(not set)".to_owned(),
+                selected: current.is_empty(),
+            });
             f.choices = unset
                 .into_iter()
                 .chain(values.iter().enumerate().map(|(i, v)| Choice {
@@ -329,19 +394,29 @@ fn field(prop: &Prop<'_>, name: String, id: String, posted: Option<&str>, error:
             }
             .to_owned();
             f.value = initial.unwrap_or_else(|| match prop.default {
-                Some(Value::Array(items)) => items.iter().map(|v| default_text(Some(v))).collect::<Vec<_>>().join("\n"),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|v| default_text(Some(v)))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 _ => String::new(),
             });
         }
         Spec::Json | Spec::Object(_) => {
             f.widget = Widget::Json;
             f.hint = "JSON value".to_owned();
-            f.value = initial.unwrap_or_else(|| prop.default.map(|d| serde_json::to_string_pretty(d).unwrap_or_default()).unwrap_or_default());
+            f.value = initial.unwrap_or_else(|| {
+                prop.default
+                    .map(|d| serde_json::to_string_pretty(d).unwrap_or_default())
+                    .unwrap_or_default()
+            });
         }
         Spec::Secret => {
             f.widget = Widget::Secret;
             f.required = false;
-            f.hint = "a secret: bind it as a credential reference instead; it cannot be entered here".to_owned();
+            f.hint =
+                "a secret: bind it as a credential reference instead; it cannot be entered here"
+                    .to_owned();
         }
     }
     f
@@ -353,14 +428,26 @@ pub type FieldErrors = HashMap<String, String>;
 /// Reads the arguments object from a submitted form, or says which fields are wrong.
 pub fn arguments(schema: &Value, form: &FormFields) -> Result<Value, FieldErrors> {
     let Some(props) = top_level(schema) else {
-        return Err(FieldErrors::from([(ROOT.to_owned(), "this tool's arguments can only be given as raw JSON".to_owned())]));
+        return Err(FieldErrors::from([(
+            ROOT.to_owned(),
+            "this tool's arguments can only be given as raw JSON".to_owned(),
+        )]));
     };
     let mut errors = FieldErrors::new();
     let object = read_object(&props, ROOT, form, &mut errors);
-    if errors.is_empty() { Ok(Value::Object(object)) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok(Value::Object(object))
+    } else {
+        Err(errors)
+    }
 }
 
-fn read_object(props: &[Prop<'_>], parent: &str, form: &FormFields, errors: &mut FieldErrors) -> Map<String, Value> {
+fn read_object(
+    props: &[Prop<'_>],
+    parent: &str,
+    form: &FormFields,
+    errors: &mut FieldErrors,
+) -> Map<String, Value> {
     let mut object = Map::new();
     for prop in props {
         let name = field_name(parent, prop.name);
@@ -387,7 +474,13 @@ fn read_object(props: &[Prop<'_>], parent: &str, form: &FormFields, errors: &mut
 /// One field's value: `None` leaves an optional argument out.
 fn read_field(spec: &Spec<'_>, required: bool, text: &str) -> Result<Option<Value>, String> {
     let trimmed = text.trim();
-    let missing = || if required { Err("this argument is required".to_owned()) } else { Ok(None) };
+    let missing = || {
+        if required {
+            Err("this argument is required".to_owned())
+        } else {
+            Ok(None)
+        }
+    };
     match spec {
         Spec::Text if text.is_empty() && !required => Ok(None),
         Spec::Text => Ok(Some(Value::String(text.to_owned()))),
@@ -402,14 +495,32 @@ fn read_field(spec: &Spec<'_>, required: bool, text: &str) -> Result<Option<Valu
         },
         Spec::Enum(values) => match text {
             "" => missing(),
-            index => index.parse::<usize>().ok().and_then(|i| values.get(i)).map(|v| Some(v.clone())).ok_or_else(|| "choose one of the listed values".to_owned()),
+            index => index
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| values.get(i))
+                .map(|v| Some(v.clone()))
+                .ok_or_else(|| "choose one of the listed values".to_owned()),
         },
         Spec::Lines(item) => {
-            let items = text.lines().map(str::trim).filter(|line| !line.is_empty()).map(|line| scalar(*item, line)).collect::<Result<Vec<_>, _>>()?;
-            if items.is_empty() && !required { Ok(None) } else { Ok(Some(Value::Array(items))) }
+            let items = text
+                .lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty())
+                .map(|line| scalar(*item, line))
+                .collect::<Result<Vec<_>, _>>()?;
+            if items.is_empty() && !required {
+                Ok(None)
+            } else {
+                Ok(Some(Value::Array(items)))
+            }
         }
-        Spec::Json => serde_json::from_str(trimmed).map(Some).map_err(|e| format!("not valid JSON (line {}, column {})", e.line(), e.column())),
-        Spec::Secret if required => Err("this argument is a secret; it cannot be given through the form".to_owned()),
+        Spec::Json => serde_json::from_str(trimmed)
+            .map(Some)
+            .map_err(|e| format!("not valid JSON (line {}, column {})", e.line(), e.column())),
+        Spec::Secret if required => {
+            Err("this argument is a secret; it cannot be given through the form".to_owned())
+        }
         Spec::Secret => Ok(None),
         Spec::Object(_) => Ok(None),
     }
@@ -418,7 +529,10 @@ fn read_field(spec: &Spec<'_>, required: bool, text: &str) -> Result<Option<Valu
 fn scalar(kind: Scalar, text: &str) -> Result<Value, String> {
     match kind {
         Scalar::Text => Ok(Value::String(text.to_owned())),
-        Scalar::Number { integer: true } => text.parse::<i64>().map(Value::from).map_err(|_| format!("`{text}` is not a whole number")),
+        Scalar::Number { integer: true } => text
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| format!("`{text}` is not a whole number")),
         Scalar::Number { integer: false } => text
             .parse::<f64>()
             .ok()
@@ -443,14 +557,25 @@ pub fn skeleton(schema: &Value) -> String {
             Spec::Enum(values) => values[0].clone(),
             Spec::Lines(_) => Value::Array(Vec::new()),
             Spec::Json => Value::Null,
-            Spec::Object(children) => Value::Object(children.iter().filter(|c| c.required).map(|c| (c.name.to_owned(), empty(c))).collect()),
+            Spec::Object(children) => Value::Object(
+                children
+                    .iter()
+                    .filter(|c| c.required)
+                    .map(|c| (c.name.to_owned(), empty(c)))
+                    .collect(),
+            ),
         }
     }
     let object: Map<String, Value> = top_level(schema)
         .unwrap_or_default()
         .iter()
         .filter(|p| p.required)
-        .map(|p| (p.name.to_owned(), p.default.cloned().unwrap_or_else(|| empty(p))))
+        .map(|p| {
+            (
+                p.name.to_owned(),
+                p.default.cloned().unwrap_or_else(|| empty(p)),
+            )
+        })
         .collect();
     serde_json::to_string_pretty(&Value::Object(object)).unwrap_or_else(|_| "{}".to_owned())
 }
@@ -461,7 +586,12 @@ mod tests {
     use serde_json::json;
 
     fn form(pairs: &[(&str, &str)]) -> FormFields {
-        FormFields(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        FormFields(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
     }
 
     fn schema() -> Value {
@@ -488,14 +618,28 @@ mod tests {
     }
 
     fn fields(items: &[Item]) -> Vec<&Field> {
-        items.iter().filter_map(|i| if let Item::Field(f) = i { Some(f) } else { None }).collect()
+        items
+            .iter()
+            .filter_map(|i| {
+                if let Item::Field(f) = i {
+                    Some(f)
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
 
     #[test]
     fn every_supported_type_gets_its_control() {
         let schema = schema();
         let items = items(&schema, None, &HashMap::new()).unwrap();
-        let widget = |label: &str| fields(&items).into_iter().find(|f| f.label == label).map(|f| f.widget);
+        let widget = |label: &str| {
+            fields(&items)
+                .into_iter()
+                .find(|f| f.label == label)
+                .map(|f| f.widget)
+        };
         assert_eq!(widget("text"), Some(Widget::Text));
         assert_eq!(widget("count"), Some(Widget::Number));
         assert_eq!(widget("ratio"), Some(Widget::Number));
@@ -506,7 +650,9 @@ mod tests {
         assert_eq!(widget("host"), Some(Widget::Text));
         assert_eq!(widget("extra"), Some(Widget::Json));
         assert_eq!(widget("token"), Some(Widget::Secret));
-        assert!(matches!(&items.iter().find(|i| matches!(i, Item::Open(_))), Some(Item::Open(g)) if g.legend == "target"));
+        assert!(
+            matches!(&items.iter().find(|i| matches!(i, Item::Open(_))), Some(Item::Open(g)) if g.legend == "target")
+        );
     }
 
     #[test]
@@ -537,33 +683,61 @@ mod tests {
     fn optional_arguments_left_empty_are_left_out() {
         let schema = json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "boolean"},
             "o": {"type": "object", "properties": {"x": {"type": "integer"}}}}});
-        assert_eq!(arguments(&schema, &form(&[("arg/a", ""), ("arg/b", "")])).unwrap(), json!({}));
+        assert_eq!(
+            arguments(&schema, &form(&[("arg/a", ""), ("arg/b", "")])).unwrap(),
+            json!({})
+        );
     }
 
     #[test]
     fn bad_values_are_reported_per_field() {
         let schema = schema();
-        let errors = arguments(&schema, &form(&[("arg/count", "2.5"), ("arg/mode", "9"), ("arg/extra", "{"), ("arg/sizes", "1\nx")])).unwrap_err();
+        let errors = arguments(
+            &schema,
+            &form(&[
+                ("arg/count", "2.5"),
+                ("arg/mode", "9"),
+                ("arg/extra", "{"),
+                ("arg/sizes", "1\nx"),
+            ]),
+        )
+        .unwrap_err();
         for name in ["arg/count", "arg/mode", "arg/extra", "arg/sizes"] {
             assert!(errors.contains_key(name), "{name}: {errors:?}");
         }
         let refilled = items(&schema, Some(&form(&[("arg/count", "2.5")])), &errors).unwrap();
-        let count = fields(&refilled).into_iter().find(|f| f.label == "count").unwrap();
+        let count = fields(&refilled)
+            .into_iter()
+            .find(|f| f.label == "count")
+            .unwrap();
         assert_eq!((count.value.as_str(), count.error.is_some()), ("2.5", true));
     }
 
     #[test]
     fn only_object_schemas_get_a_form() {
         assert!(items(&json!({"type": "string"}), None, &HashMap::new()).is_none());
-        assert!(items(&json!({"oneOf": [{"type": "object"}]}), None, &HashMap::new()).is_none());
+        assert!(
+            items(
+                &json!({"oneOf": [{"type": "object"}]}),
+                None,
+                &HashMap::new()
+            )
+            .is_none()
+        );
         let none = items(&json!({"type": "object"}), None, &HashMap::new()).unwrap();
         assert!(none.is_empty());
-        assert_eq!(arguments(&json!({"type": "object", "properties": {}}), &form(&[])).unwrap(), json!({}));
+        assert_eq!(
+            arguments(&json!({"type": "object", "properties": {}}), &form(&[])).unwrap(),
+            json!({})
+        );
     }
 
     #[test]
     fn the_skeleton_lists_required_arguments() {
         let skeleton: Value = serde_json::from_str(&skeleton(&schema())).unwrap();
-        assert_eq!(skeleton, json!({"text": "", "count": 0, "loud": false, "mode": "fast", "target": {"host": ""}}));
+        assert_eq!(
+            skeleton,
+            json!({"text": "", "count": 0, "loud": false, "mode": "fast", "target": {"host": ""}})
+        );
     }
 }

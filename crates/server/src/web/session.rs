@@ -8,8 +8,8 @@
 //! and `Sec-Fetch-Site` headers as well. No token or secret is ever put in browser storage or
 //! echoed into a page.
 
-use super::error::WebError;
 use super::WebState;
+use super::error::WebError;
 use crate::app::WebSession;
 use axum::extract::{Form, FromRequest, FromRequestParts, Request};
 use axum::http::header::{COOKIE, HOST, LOCATION, ORIGIN};
@@ -41,14 +41,21 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// A `Set-Cookie` value for a cookie only the server reads; `max_age` of zero deletes it.
 pub fn set_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
-    let text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}", max_age.as_secs());
+    let text = format!(
+        "{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+        max_age.as_secs()
+    );
     // Names are constants and values are hex: always a valid header value.
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=; Max-Age=0"))
 }
 
 /// Compares secrets in time independent of where they differ.
 pub fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 /// Whether a state-changing request comes from this site: `Sec-Fetch-Site` must not say
@@ -71,7 +78,10 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
 }
 
 fn cross_site() -> WebError {
-    WebError::refused(ErrorCode::Forbidden, "this form came from another site; reload the page and try again")
+    WebError::refused(
+        ErrorCode::Forbidden,
+        "this form came from another site; reload the page and try again",
+    )
 }
 
 /// A signed-in request: the live session and its id.
@@ -98,12 +108,15 @@ impl IntoResponse for SignInRequired {
         match self {
             SignInRequired::Redirect(next) => {
                 let location = format!("/sign-in?next={}", encode_query(&next));
-                let location = HeaderValue::from_str(&location).unwrap_or(HeaderValue::from_static("/sign-in"));
+                let location = HeaderValue::from_str(&location)
+                    .unwrap_or(HeaderValue::from_static("/sign-in"));
                 (StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response()
             }
-            SignInRequired::Refused => {
-                WebError::refused(ErrorCode::Unauthenticated, "you are signed out; sign in again").into_response()
-            }
+            SignInRequired::Refused => WebError::refused(
+                ErrorCode::Unauthenticated,
+                "you are signed out; sign in again",
+            )
+            .into_response(),
         }
     }
 }
@@ -113,7 +126,9 @@ pub fn encode_query(value: &str) -> String {
     value
         .bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -122,10 +137,17 @@ pub fn encode_query(value: &str) -> String {
 impl FromRequestParts<WebState> for SignedIn {
     type Rejection = SignInRequired;
 
-    async fn from_request_parts(parts: &mut Parts, state: &WebState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &WebState,
+    ) -> Result<Self, Self::Rejection> {
         let reject = || {
             if parts.method == Method::GET && !is_stream(&parts.headers) {
-                let next = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+                let next = parts
+                    .uri
+                    .path_and_query()
+                    .map(|p| p.as_str())
+                    .unwrap_or("/");
                 SignInRequired::Redirect(next.to_owned())
             } else {
                 SignInRequired::Refused
@@ -134,8 +156,15 @@ impl FromRequestParts<WebState> for SignedIn {
         let Some(session_id) = cookie(&parts.headers, SESSION_COOKIE) else {
             return Err(reject());
         };
-        match state.app.web_session_resume(session_id, state.config.session_times()).await {
-            Ok(session) => Ok(SignedIn { session, session_id: session_id.to_owned() }),
+        match state
+            .app
+            .web_session_resume(session_id, state.config.session_times())
+            .await
+        {
+            Ok(session) => Ok(SignedIn {
+                session,
+                session_id: session_id.to_owned(),
+            }),
             Err(crate::error::AppError::Refused { .. }) => Err(reject()),
             Err(e) => {
                 tracing::error!(error = %e, "session lookup failed");
@@ -146,7 +175,10 @@ impl FromRequestParts<WebState> for SignedIn {
 }
 
 fn is_stream(headers: &HeaderMap) -> bool {
-    headers.get("accept").and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/event-stream"))
+    headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
 }
 
 /// A form that names its CSRF token.
@@ -177,7 +209,10 @@ pub struct FormFields(pub Vec<(String, String)>);
 impl FormFields {
     /// The first value of field `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
     }
 }
 
@@ -204,17 +239,30 @@ where
 
     async fn from_request(req: Request, state: &WebState) -> Result<Self, Self::Rejection> {
         let (mut parts, body) = req.into_parts();
-        let signed_in = SignedIn::from_request_parts(&mut parts, state).await.map_err(IntoResponse::into_response)?;
+        let signed_in = SignedIn::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
         if !same_origin(&parts.headers) {
             return Err(cross_site().into_response());
         }
-        let Form(form) = Form::<T>::from_request(Request::from_parts(parts, body), state).await.map_err(|e| {
-            WebError::refused(ErrorCode::InvalidRequest, format!("the form could not be read: {}", e.body_text())).into_response()
-        })?;
+        let Form(form) = Form::<T>::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(|e| {
+                WebError::refused(
+                    ErrorCode::InvalidRequest,
+                    format!("the form could not be read: {}", e.body_text()),
+                )
+                .into_response()
+            })?;
         match form.csrf() {
-            Some(token) if same_secret(token, &signed_in.session.csrf_token) => Ok(Protected { signed_in, form }),
-            _ => Err(WebError::refused(ErrorCode::Forbidden, "the form's security token is missing or stale; reload the page and try again")
-                .into_response()),
+            Some(token) if same_secret(token, &signed_in.session.csrf_token) => {
+                Ok(Protected { signed_in, form })
+            }
+            _ => Err(WebError::refused(
+                ErrorCode::Forbidden,
+                "the form's security token is missing or stale; reload the page and try again",
+            )
+            .into_response()),
         }
     }
 }
@@ -226,7 +274,10 @@ pub fn check_sign_in_form(headers: &HeaderMap, submitted: &str) -> Result<(), We
     }
     match cookie(headers, SIGN_IN_COOKIE) {
         Some(expected) if same_secret(expected, submitted) => Ok(()),
-        _ => Err(WebError::refused(ErrorCode::Forbidden, "the sign-in form expired; reload the page and try again")),
+        _ => Err(WebError::refused(
+            ErrorCode::Forbidden,
+            "the sign-in form expired; reload the page and try again",
+        )),
     }
 }
 
@@ -244,7 +295,10 @@ mod tests {
 
     #[test]
     fn cookies_are_found_by_exact_name() {
-        let h = headers(&[("cookie", "a=1; switchyard_session_x=2"), ("cookie", "switchyard_session=abc")]);
+        let h = headers(&[
+            ("cookie", "a=1; switchyard_session_x=2"),
+            ("cookie", "switchyard_session=abc"),
+        ]);
         assert_eq!(cookie(&h, SESSION_COOKIE), Some("abc"));
         assert_eq!(cookie(&h, "missing"), None);
     }
@@ -252,16 +306,31 @@ mod tests {
     #[test]
     fn cookies_are_http_only_and_strict() {
         let v = set_cookie(SESSION_COOKIE, "ff", Duration::from_secs(60), true);
-        assert_eq!(v.to_str().unwrap(), "switchyard_session=ff; Path=/; HttpOnly; SameSite=Strict; Max-Age=60; Secure");
+        assert_eq!(
+            v.to_str().unwrap(),
+            "switchyard_session=ff; Path=/; HttpOnly; SameSite=Strict; Max-Age=60; Secure"
+        );
     }
 
     #[test]
     fn cross_site_requests_are_told_apart() {
         assert!(same_origin(&headers(&[("host", "127.0.0.1:8787")])));
-        assert!(same_origin(&headers(&[("host", "127.0.0.1:8787"), ("origin", "http://127.0.0.1:8787")])));
-        assert!(!same_origin(&headers(&[("host", "127.0.0.1:8787"), ("origin", "http://evil.test")])));
-        assert!(!same_origin(&headers(&[("host", "127.0.0.1:8787"), ("origin", "null")])));
-        assert!(!same_origin(&headers(&[("host", "127.0.0.1:8787"), ("sec-fetch-site", "cross-site")])));
+        assert!(same_origin(&headers(&[
+            ("host", "127.0.0.1:8787"),
+            ("origin", "http://127.0.0.1:8787")
+        ])));
+        assert!(!same_origin(&headers(&[
+            ("host", "127.0.0.1:8787"),
+            ("origin", "http://evil.test")
+        ])));
+        assert!(!same_origin(&headers(&[
+            ("host", "127.0.0.1:8787"),
+            ("origin", "null")
+        ])));
+        assert!(!same_origin(&headers(&[
+            ("host", "127.0.0.1:8787"),
+            ("sec-fetch-site", "cross-site")
+        ])));
     }
 
     #[test]

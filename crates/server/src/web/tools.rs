@@ -3,11 +3,11 @@
 //! a submission names them explicitly, so a profile moved to another environment meanwhile is
 //! refused instead of silently running elsewhere.
 
+use super::WebState;
 use super::error::{WebError, WebResult};
-use super::page::{encode_segment, html, when, Chrome};
+use super::page::{Chrome, encode_segment, html, when};
 use super::schema_form::{self, FieldErrors, Item};
 use super::session::{FormFields, Protected, SignedIn};
-use super::WebState;
 use crate::app::Actor;
 use crate::error::AppError;
 use askama::Template;
@@ -15,7 +15,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde_json::Value;
-use switchyard_protocol::api::{ConnectionView, ProfileView, SubmitCall, ToolView, MAX_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
+use switchyard_protocol::api::{
+    ConnectionView, DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, ProfileView, SubmitCall, ToolView,
+};
 use switchyard_protocol::{ErrorCode, RequestId};
 
 /// The profile, environment and connection a tools page works in.
@@ -27,14 +29,23 @@ struct Context {
     can_use: bool,
 }
 
-async fn context(s: &WebState, actor: &Actor, ws: &str, profile: &str, connection: &str) -> WebResult<Context> {
+async fn context(
+    s: &WebState,
+    actor: &Actor,
+    ws: &str,
+    profile: &str,
+    connection: &str,
+) -> WebResult<Context> {
     let workspace = s.app.workspace_get(actor, ws).await?;
     let profile = s.app.profile_get(actor, ws, profile).await?;
     let connection = s.app.connection_get(actor, ws, connection).await?;
     if !profile.connection_ids.contains(&connection.id) {
         return Err(WebError::refused(
             ErrorCode::ConnectionNotInProfile,
-            format!("profile `{}` does not include connection `{}`", profile.name, connection.name),
+            format!(
+                "profile `{}` does not include connection `{}`",
+                profile.name, connection.name
+            ),
         ));
     }
     let environment = s
@@ -45,8 +56,17 @@ async fn context(s: &WebState, actor: &Actor, ws: &str, profile: &str, connectio
         .find(|e| e.id == profile.environment_id)
         .map(|e| e.name)
         .unwrap_or_default();
-    let can_use = profile.grants.iter().any(|g| g.user_id.0 == actor.user.id && g.use_);
-    Ok(Context { ws: workspace.name, profile, environment, connection, can_use })
+    let can_use = profile
+        .grants
+        .iter()
+        .any(|g| g.user_id.0 == actor.user.id && g.use_);
+    Ok(Context {
+        ws: workspace.name,
+        profile,
+        environment,
+        connection,
+        can_use,
+    })
 }
 
 struct ToolRow {
@@ -110,7 +130,12 @@ pub(super) async fn list(
     let tools = s.app.tool_list(actor, &ws, &connection).await?;
     html(&ToolsPage {
         chrome: Chrome::in_workspace(&signed_in, &ctx.ws, "profiles"),
-        last_discovery: ctx.connection.last_discovery_at.as_ref().map(when).unwrap_or_else(|| "never".to_owned()),
+        last_discovery: ctx
+            .connection
+            .last_discovery_at
+            .as_ref()
+            .map(when)
+            .unwrap_or_else(|| "never".to_owned()),
         ws: ctx.ws,
         profile: ctx.profile.name,
         environment: ctx.environment,
@@ -149,17 +174,36 @@ pub(super) struct RunQuery {
 
 /// A client session id chosen by the page: letters, digits and `._:-`, at most 64.
 fn valid_session(id: &str) -> bool {
-    (1..=64).contains(&id.len()) && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
+    (1..=64).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
 }
 
 fn fresh_session() -> WebResult<String> {
     Ok(format!("web-{}", &crate::app::random_secret()?[..16]))
 }
 
-async fn find_tool(s: &WebState, actor: &Actor, ws: &str, connection: &str, tool: &str) -> WebResult<ToolView> {
-    s.app.tool_list(actor, ws, connection).await?.into_iter().find(|t| t.name == tool && t.available).ok_or_else(|| {
-        WebError::refused(ErrorCode::ToolNotFound, format!("connection `{connection}` offers no tool `{tool}`; discover its tools again"))
-    })
+async fn find_tool(
+    s: &WebState,
+    actor: &Actor,
+    ws: &str,
+    connection: &str,
+    tool: &str,
+) -> WebResult<ToolView> {
+    s.app
+        .tool_list(actor, ws, connection)
+        .await?
+        .into_iter()
+        .find(|t| t.name == tool && t.available)
+        .ok_or_else(|| {
+            WebError::refused(
+                ErrorCode::ToolNotFound,
+                format!(
+                    "connection `{connection}` offers no tool `{tool}`; discover its tools again"
+                ),
+            )
+        })
 }
 
 /// `GET …/tools/{tool}/run`: the form, with a fresh request_id.
@@ -228,7 +272,11 @@ pub(super) async fn run_submit(
     let raw_mode = field("mode") == "raw";
     let session = field("session");
     let request_id: Option<RequestId> = field("request_id").parse().ok();
-    let timeout: Option<u32> = field("timeout").trim().parse().ok().filter(|t| (1..=MAX_TIMEOUT_SECONDS).contains(t));
+    let timeout: Option<u32> = field("timeout")
+        .trim()
+        .parse()
+        .ok()
+        .filter(|t| (1..=MAX_TIMEOUT_SECONDS).contains(t));
 
     let mut field_errors = FieldErrors::new();
     let mut problems = Vec::new();
@@ -236,11 +284,18 @@ pub(super) async fn run_submit(
         match serde_json::from_str::<Value>(&field("raw")) {
             Ok(value @ Value::Object(_)) => Some(value),
             Ok(_) => {
-                problems.push("the raw arguments must be a JSON object, e.g. {\"text\": \"hello\"}".to_owned());
+                problems.push(
+                    "the raw arguments must be a JSON object, e.g. {\"text\": \"hello\"}"
+                        .to_owned(),
+                );
                 None
             }
             Err(e) => {
-                problems.push(format!("the raw arguments are not valid JSON (line {}, column {})", e.line(), e.column()));
+                problems.push(format!(
+                    "the raw arguments are not valid JSON (line {}, column {})",
+                    e.line(),
+                    e.column()
+                ));
                 None
             }
         }
@@ -255,7 +310,9 @@ pub(super) async fn run_submit(
         }
     };
     if timeout.is_none() {
-        problems.push(format!("the timeout must be a whole number of seconds from 1 to {MAX_TIMEOUT_SECONDS}"));
+        problems.push(format!(
+            "the timeout must be a whole number of seconds from 1 to {MAX_TIMEOUT_SECONDS}"
+        ));
     }
     if !valid_session(&session) || request_id.is_none() {
         problems.push("the form is damaged; reload the page".to_owned());
@@ -274,7 +331,12 @@ pub(super) async fn run_submit(
                 operation_id: None,
             };
             match s.app.call_submit(actor, &ws, call).await {
-                Ok((call, _)) => return Ok(Redirect::to(&format!("/workspaces/{}/calls/{}", ctx.ws, call.id)).into_response()),
+                Ok((call, _)) => {
+                    return Ok(
+                        Redirect::to(&format!("/workspaces/{}/calls/{}", ctx.ws, call.id))
+                            .into_response(),
+                    );
+                }
                 Err(AppError::Refused { code, message }) => Some((code, message)),
                 Err(e) => return Err(WebError(e)),
             }
@@ -282,7 +344,10 @@ pub(super) async fn run_submit(
         _ => None,
     };
     let (status, error) = match submitted {
-        Some((code, message)) => (StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY), message),
+        Some((code, message)) => (
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY),
+            message,
+        ),
         None => (StatusCode::UNPROCESSABLE_ENTITY, problems.join("; ")),
     };
     let items = schema_form::items(&tool.input_schema, Some(form), &field_errors);
@@ -293,7 +358,11 @@ pub(super) async fn run_submit(
         // Nothing was created under the old id, but a fresh one keeps a refused id (say, one
         // reused after going Back) from being sent again.
         request_id: RequestId::new().to_string(),
-        session: if valid_session(&session) { session } else { fresh_session()? },
+        session: if valid_session(&session) {
+            session
+        } else {
+            fresh_session()?
+        },
         timeout: field("timeout"),
         error: Some(error),
         ..run_page_context(signed_in, ctx, &tool)

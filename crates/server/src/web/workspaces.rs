@@ -1,18 +1,20 @@
 //! Workspaces, their connections (status, runner, revision, discovery, lifecycle events) and
 //! profiles (environment, connections, grants).
 
-use super::error::{WebError, WebResult};
-use super::page::{html, when, Chrome, NoticeQuery};
-use super::session::{CsrfOnly, Protected, SignedIn};
 use super::WebState;
+use super::error::{WebError, WebResult};
+use super::page::{Chrome, NoticeQuery, html, when};
+use super::session::{CsrfOnly, Protected, SignedIn};
 use crate::app::Actor;
 use crate::error::AppError;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::response::{Html, Redirect};
 use std::collections::HashMap;
-use switchyard_protocol::api::{ConnectionView, ConnectorSpec, GrantView, ProfileView, WorkspaceView};
 use switchyard_protocol::ErrorCode;
+use switchyard_protocol::api::{
+    ConnectionView, ConnectorSpec, GrantView, ProfileView, WorkspaceView,
+};
 
 #[derive(Template)]
 #[template(path = "workspaces.html")]
@@ -27,11 +29,20 @@ struct WorkspaceRow {
 }
 
 /// `GET /workspaces`.
-pub(super) async fn list(State(s): State<WebState>, signed_in: SignedIn) -> WebResult<Html<String>> {
+pub(super) async fn list(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+) -> WebResult<Html<String>> {
     let workspaces = s.app.workspace_list(&signed_in.session.actor).await?;
     html(&WorkspacesPage {
         chrome: Chrome::new(&signed_in, "workspaces"),
-        workspaces: workspaces.iter().map(|w: &WorkspaceView| WorkspaceRow { name: w.name.clone(), created: when(&w.created_at) }).collect(),
+        workspaces: workspaces
+            .iter()
+            .map(|w: &WorkspaceView| WorkspaceRow {
+                name: w.name.clone(),
+                created: when(&w.created_at),
+            })
+            .collect(),
     })
 }
 
@@ -54,28 +65,55 @@ struct Status {
 
 fn status(connection: &ConnectionView, connector_approved: bool) -> Status {
     if !connector_approved {
-        Status { label: "connector not approved", tone: "warn" }
+        Status {
+            label: "connector not approved",
+            tone: "warn",
+        }
     } else if connection.last_discovery_error.is_some() {
-        Status { label: "discovery failed", tone: "bad" }
+        Status {
+            label: "discovery failed",
+            tone: "bad",
+        }
     } else if connection.last_discovery_at.is_none() {
-        Status { label: "not discovered", tone: "muted" }
+        Status {
+            label: "not discovered",
+            tone: "muted",
+        }
     } else {
-        Status { label: "ready", tone: "ok" }
+        Status {
+            label: "ready",
+            tone: "ok",
+        }
     }
 }
 
 async fn connector_approval(s: &WebState, actor: &Actor) -> WebResult<HashMap<String, bool>> {
-    Ok(s.app.connector_list(actor).await?.into_iter().map(|c| (c.id.to_string(), c.approved)).collect())
+    Ok(s.app
+        .connector_list(actor)
+        .await?
+        .into_iter()
+        .map(|c| (c.id.to_string(), c.approved))
+        .collect())
 }
 
 fn connection_row(c: &ConnectionView, approval: &HashMap<String, bool>) -> ConnectionRow {
     ConnectionRow {
         name: c.name.clone(),
         connector: c.connector_name.clone(),
-        status: status(c, approval.get(&c.connector_id.to_string()).copied().unwrap_or(false)),
+        status: status(
+            c,
+            approval
+                .get(&c.connector_id.to_string())
+                .copied()
+                .unwrap_or(false),
+        ),
         runner: c.runner.clone(),
         revision: c.revision,
-        last_discovery: c.last_discovery_at.as_ref().map(when).unwrap_or_else(|| "never".to_owned()),
+        last_discovery: c
+            .last_discovery_at
+            .as_ref()
+            .map(when)
+            .unwrap_or_else(|| "never".to_owned()),
     }
 }
 
@@ -88,15 +126,24 @@ struct ConnectionsPage {
 }
 
 /// `GET /workspaces/{ws}`: the workspace's connections.
-pub(super) async fn connections(State(s): State<WebState>, signed_in: SignedIn, Path(ws): Path<String>, Query(q): Query<NoticeQuery>) -> WebResult<Html<String>> {
+pub(super) async fn connections(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+    Path(ws): Path<String>,
+    Query(q): Query<NoticeQuery>,
+) -> WebResult<Html<String>> {
     let actor = &signed_in.session.actor;
     let workspace = s.app.workspace_get(actor, &ws).await?;
     let approval = connector_approval(&s, actor).await?;
     let connections = s.app.connection_list(actor, &ws).await?;
     html(&ConnectionsPage {
-        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "connections").with_notice(q.notice.as_deref()),
+        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "connections")
+            .with_notice(q.notice.as_deref()),
         ws: workspace.name,
-        connections: connections.iter().map(|c| connection_row(c, &approval)).collect(),
+        connections: connections
+            .iter()
+            .map(|c| connection_row(c, &approval))
+            .collect(),
     })
 }
 
@@ -111,7 +158,11 @@ fn grant_words(g: &GrantView) -> String {
         .into_iter()
         .filter_map(|(word, held)| held.then_some(word))
         .collect();
-    if words.is_empty() { "none".to_owned() } else { words.join(", ") }
+    if words.is_empty() {
+        "none".to_owned()
+    } else {
+        words.join(", ")
+    }
 }
 
 /// A profile that includes a connection, with the viewer's own grants.
@@ -145,25 +196,40 @@ struct ConnectionPage {
 /// The connector's target, as one line.
 pub(super) fn target_line(spec: &ConnectorSpec) -> String {
     match spec {
-        ConnectorSpec::Stdio { command, args, .. } => std::iter::once(command.as_str()).chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" "),
+        ConnectorSpec::Stdio { command, args, .. } => std::iter::once(command.as_str())
+            .chain(args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
         ConnectorSpec::Http { url } => url.clone(),
     }
 }
 
 async fn is_admin(s: &WebState, actor: &Actor, ws: &str) -> WebResult<bool> {
-    Ok(s.app
-        .member_list(actor, ws)
-        .await?
-        .iter()
-        .any(|m| m.user_id.0 == actor.user.id && m.role == switchyard_protocol::api::MemberRole::Admin))
+    Ok(s.app.member_list(actor, ws).await?.iter().any(|m| {
+        m.user_id.0 == actor.user.id && m.role == switchyard_protocol::api::MemberRole::Admin
+    }))
 }
 
-async fn environment_names(s: &WebState, actor: &Actor, ws: &str) -> WebResult<HashMap<String, String>> {
-    Ok(s.app.environment_list(actor, ws).await?.into_iter().map(|e| (e.id.to_string(), e.name)).collect())
+async fn environment_names(
+    s: &WebState,
+    actor: &Actor,
+    ws: &str,
+) -> WebResult<HashMap<String, String>> {
+    Ok(s.app
+        .environment_list(actor, ws)
+        .await?
+        .into_iter()
+        .map(|e| (e.id.to_string(), e.name))
+        .collect())
 }
 
 fn my_grants(profile: &ProfileView, actor: &Actor) -> String {
-    profile.grants.iter().find(|g| g.user_id.0 == actor.user.id).map(grant_words).unwrap_or_else(|| "none".to_owned())
+    profile
+        .grants
+        .iter()
+        .find(|g| g.user_id.0 == actor.user.id)
+        .map(grant_words)
+        .unwrap_or_else(|| "none".to_owned())
 }
 
 /// `GET /workspaces/{ws}/connections/{connection}`.
@@ -176,7 +242,10 @@ pub(super) async fn connection(
     let actor = &signed_in.session.actor;
     let workspace = s.app.workspace_get(actor, &ws).await?;
     let connection = s.app.connection_get(actor, &ws, &key).await?;
-    let connector = s.app.connector_get(actor, &connection.connector_id.to_string()).await?;
+    let connector = s
+        .app
+        .connector_get(actor, &connection.connector_id.to_string())
+        .await?;
     let environments = environment_names(&s, actor, &ws).await?;
     let profiles = s
         .app
@@ -185,7 +254,10 @@ pub(super) async fn connection(
         .into_iter()
         .filter(|p| p.connection_ids.contains(&connection.id))
         .map(|p| ProfileLink {
-            environment: environments.get(&p.environment_id.to_string()).cloned().unwrap_or_default(),
+            environment: environments
+                .get(&p.environment_id.to_string())
+                .cloned()
+                .unwrap_or_default(),
             mine: my_grants(&p, actor),
             name: p.name,
         })
@@ -204,7 +276,8 @@ pub(super) async fn connection(
         .collect();
     let approval = HashMap::from([(connector.id.to_string(), connector.approved)]);
     html(&ConnectionPage {
-        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "connections").with_notice(q.notice.as_deref()),
+        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "connections")
+            .with_notice(q.notice.as_deref()),
         is_admin: is_admin(&s, actor, &ws).await?,
         ws: workspace.name,
         row: connection_row(&connection, &approval),
@@ -218,13 +291,20 @@ pub(super) async fn connection(
 
 /// `POST /workspaces/{ws}/connections/{connection}/discover`: a failed discovery is recorded on
 /// the connection, so both outcomes go back to its page.
-pub(super) async fn discover(State(s): State<WebState>, Path((ws, key)): Path<(String, String)>, protected: Protected<CsrfOnly>) -> WebResult<Redirect> {
+pub(super) async fn discover(
+    State(s): State<WebState>,
+    Path((ws, key)): Path<(String, String)>,
+    protected: Protected<CsrfOnly>,
+) -> WebResult<Redirect> {
     let actor = &protected.signed_in.session.actor;
     let connection = s.app.connection_get(actor, &ws, &key).await?;
     let back = format!("/workspaces/{ws}/connections/{}", connection.name);
     match s.app.connection_discover(actor, &ws, &key).await {
         Ok(_) => Ok(Redirect::to(&format!("{back}?notice=discovered"))),
-        Err(AppError::Refused { code: ErrorCode::DiscoveryFailed, .. }) => Ok(Redirect::to(&back)),
+        Err(AppError::Refused {
+            code: ErrorCode::DiscoveryFailed,
+            ..
+        }) => Ok(Redirect::to(&back)),
         Err(e) => Err(WebError(e)),
     }
 }
@@ -244,21 +324,53 @@ struct ProfilesPage {
     profiles: Vec<ProfileRow>,
 }
 
-async fn connection_names(s: &WebState, actor: &Actor, ws: &str) -> WebResult<HashMap<String, String>> {
-    Ok(s.app.connection_list(actor, ws).await?.into_iter().map(|c| (c.id.to_string(), c.name)).collect())
+async fn connection_names(
+    s: &WebState,
+    actor: &Actor,
+    ws: &str,
+) -> WebResult<HashMap<String, String>> {
+    Ok(s.app
+        .connection_list(actor, ws)
+        .await?
+        .into_iter()
+        .map(|c| (c.id.to_string(), c.name))
+        .collect())
 }
 
-fn profile_row(p: &ProfileView, environments: &HashMap<String, String>, connections: &HashMap<String, String>) -> ProfileRow {
+fn profile_row(
+    p: &ProfileView,
+    environments: &HashMap<String, String>,
+    connections: &HashMap<String, String>,
+) -> ProfileRow {
     ProfileRow {
         name: p.name.clone(),
-        environment: environments.get(&p.environment_id.to_string()).cloned().unwrap_or_default(),
-        connections: p.connection_ids.iter().filter_map(|id| connections.get(&id.to_string()).cloned()).collect::<Vec<_>>().join(", "),
-        grants: p.grants.iter().map(|g| GrantRow { user: g.user_name.clone(), grants: grant_words(g) }).collect(),
+        environment: environments
+            .get(&p.environment_id.to_string())
+            .cloned()
+            .unwrap_or_default(),
+        connections: p
+            .connection_ids
+            .iter()
+            .filter_map(|id| connections.get(&id.to_string()).cloned())
+            .collect::<Vec<_>>()
+            .join(", "),
+        grants: p
+            .grants
+            .iter()
+            .map(|g| GrantRow {
+                user: g.user_name.clone(),
+                grants: grant_words(g),
+            })
+            .collect(),
     }
 }
 
 /// `GET /workspaces/{ws}/profiles`.
-pub(super) async fn profiles(State(s): State<WebState>, signed_in: SignedIn, Path(ws): Path<String>) -> WebResult<Html<String>> {
+pub(super) async fn profiles(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+    Path(ws): Path<String>,
+) -> WebResult<Html<String>> {
     let actor = &signed_in.session.actor;
     let workspace = s.app.workspace_get(actor, &ws).await?;
     let environments = environment_names(&s, actor, &ws).await?;
@@ -267,7 +379,10 @@ pub(super) async fn profiles(State(s): State<WebState>, signed_in: SignedIn, Pat
     html(&ProfilesPage {
         chrome: Chrome::in_workspace(&signed_in, &workspace.name, "profiles"),
         ws: workspace.name,
-        profiles: profiles.iter().map(|p| profile_row(p, &environments, &connections)).collect(),
+        profiles: profiles
+            .iter()
+            .map(|p| profile_row(p, &environments, &connections))
+            .collect(),
     })
 }
 
@@ -282,7 +397,11 @@ struct ProfilePage {
 }
 
 /// `GET /workspaces/{ws}/profiles/{profile}`.
-pub(super) async fn profile(State(s): State<WebState>, signed_in: SignedIn, Path((ws, key)): Path<(String, String)>) -> WebResult<Html<String>> {
+pub(super) async fn profile(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+    Path((ws, key)): Path<(String, String)>,
+) -> WebResult<Html<String>> {
     let actor = &signed_in.session.actor;
     let workspace = s.app.workspace_get(actor, &ws).await?;
     let environments = environment_names(&s, actor, &ws).await?;
@@ -291,8 +410,15 @@ pub(super) async fn profile(State(s): State<WebState>, signed_in: SignedIn, Path
     html(&ProfilePage {
         chrome: Chrome::in_workspace(&signed_in, &workspace.name, "profiles"),
         ws: workspace.name,
-        connections: profile.connection_ids.iter().filter_map(|id| names.get(&id.to_string()).cloned()).collect(),
-        can_use: profile.grants.iter().any(|g| g.user_id.0 == actor.user.id && g.use_),
+        connections: profile
+            .connection_ids
+            .iter()
+            .filter_map(|id| names.get(&id.to_string()).cloned())
+            .collect(),
+        can_use: profile
+            .grants
+            .iter()
+            .any(|g| g.user_id.0 == actor.user.id && g.use_),
         profile: profile_row(&profile, &environments, &names),
     })
 }

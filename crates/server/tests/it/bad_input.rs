@@ -11,37 +11,73 @@ async fn bad_call_submissions_are_refused_and_write_nothing(pool: PgPool) {
     let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
     let owner = &server.owner;
 
-    owner.send_raw(&calls, "{\"request_id\": ").await.refused(400, "invalid_json");
+    owner
+        .send_raw(&calls, "{\"request_id\": ")
+        .await
+        .refused(400, "invalid_json");
     let mut missing = call_body("echo", json!({}));
     missing.as_object_mut().unwrap().remove("tool_name");
-    let message = owner.post(&calls, missing).await.refused(400, "invalid_request");
+    let message = owner
+        .post(&calls, missing)
+        .await
+        .refused(400, "invalid_request");
     assert!(message.contains("tool_name"), "{message}");
     let mut bad_id = call_body("echo", json!({}));
     bad_id["request_id"] = json!("not-a-uuid");
-    owner.post(&calls, bad_id).await.refused(400, "invalid_request");
-    owner.post(&calls, call_body("echo", json!(["text"]))).await.refused(400, "invalid_arguments");
+    owner
+        .post(&calls, bad_id)
+        .await
+        .refused(400, "invalid_request");
+    owner
+        .post(&calls, call_body("echo", json!(["text"])))
+        .await
+        .refused(400, "invalid_arguments");
     for timeout in [0, 3601] {
         let mut body = call_body("echo", json!({}));
         body["timeout_seconds"] = json!(timeout);
-        let message = owner.post(&calls, body).await.refused(400, "invalid_timeout");
+        let message = owner
+            .post(&calls, body)
+            .await
+            .refused(400, "invalid_timeout");
         assert!(message.contains("between 1 and 3600"), "{message}");
     }
     let mut body = call_body("echo", json!({}));
     body["profile_id"] = json!("nope");
-    owner.post(&calls, body).await.refused(404, "profile_not_found");
+    owner
+        .post(&calls, body)
+        .await
+        .refused(404, "profile_not_found");
     let mut body = call_body("echo", json!({}));
     body["connection_id"] = json!("nope");
-    owner.post(&calls, body).await.refused(404, "connection_not_found");
-    let message = owner.post(&calls, call_body("no_such_tool", json!({}))).await.refused(404, "tool_not_found");
+    owner
+        .post(&calls, body)
+        .await
+        .refused(404, "connection_not_found");
+    let message = owner
+        .post(&calls, call_body("no_such_tool", json!({})))
+        .await
+        .refused(404, "tool_not_found");
     assert!(message.contains("connection discover"), "{message}");
     owner
-        .post("/api/v1/workspaces/nowhere/calls", call_body("echo", json!({})))
+        .post(
+            "/api/v1/workspaces/nowhere/calls",
+            call_body("echo", json!({})),
+        )
         .await
         .refused(404, "workspace_not_found");
-    owner.post("/api/v1/workspaces", json!({"name": "bad name!"})).await.refused(400, "invalid_name");
-    owner.post("/api/v1/workspaces", json!({"name": "acme"})).await.refused(409, "already_exists");
+    owner
+        .post("/api/v1/workspaces", json!({"name": "bad name!"}))
+        .await
+        .refused(400, "invalid_name");
+    owner
+        .post("/api/v1/workspaces", json!({"name": "acme"}))
+        .await
+        .refused(409, "already_exists");
 
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM calls").fetch_one(&pool).await.unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(rows, 0, "a refused submission left a call behind");
 }
 
@@ -53,33 +89,63 @@ async fn unapproved_and_unlisted_connections_are_refused_before_queueing(pool: P
     let ws = &setup.ws;
     // A second connection outside the profile.
     owner
-        .post(&format!("/api/v1/workspaces/{ws}/connections"), json!({"name": "other", "connector": format!("fixture-{ws}")}))
+        .post(
+            &format!("/api/v1/workspaces/{ws}/connections"),
+            json!({"name": "other", "connector": format!("fixture-{ws}")}),
+        )
         .await
         .ok();
     let mut body = call_body("echo", json!({}));
     body["connection_id"] = json!("other");
-    owner.post(&format!("/api/v1/workspaces/{ws}/calls"), body).await.refused(422, "connection_not_in_profile");
+    owner
+        .post(&format!("/api/v1/workspaces/{ws}/calls"), body)
+        .await
+        .refused(422, "connection_not_in_profile");
 
     let mut body = call_body("echo", json!({}));
     body["environment_id"] = json!("nope");
-    owner.post(&format!("/api/v1/workspaces/{ws}/calls"), body).await.refused(404, "environment_not_found");
-    owner.post(&format!("/api/v1/workspaces/{ws}/environments"), json!({"name": "prod"})).await.ok();
+    owner
+        .post(&format!("/api/v1/workspaces/{ws}/calls"), body)
+        .await
+        .refused(404, "environment_not_found");
+    owner
+        .post(
+            &format!("/api/v1/workspaces/{ws}/environments"),
+            json!({"name": "prod"}),
+        )
+        .await
+        .ok();
     let mut body = call_body("echo", json!({}));
     body["environment_id"] = json!("prod");
-    owner.post(&format!("/api/v1/workspaces/{ws}/calls"), body).await.refused(422, "environment_mismatch");
+    owner
+        .post(&format!("/api/v1/workspaces/{ws}/calls"), body)
+        .await
+        .refused(422, "environment_mismatch");
 
     owner
-        .post("/api/v1/connectors", json!({"name": "bad", "transport": "stdio", "command": ""}))
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "bad", "transport": "stdio", "command": ""}),
+        )
         .await
         .refused(400, "invalid_connector");
     owner
-        .post("/api/v1/connectors", json!({"name": "bad", "transport": "http", "url": "ftp://x"}))
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "bad", "transport": "http", "url": "ftp://x"}),
+        )
         .await
         .refused(400, "invalid_connector");
     owner
-        .post(&format!("/api/v1/workspaces/{ws}/connections"), json!({"name": "dev", "connector": format!("fixture-{ws}"), "runner": "elsewhere"}))
+        .post(
+            &format!("/api/v1/workspaces/{ws}/connections"),
+            json!({"name": "dev", "connector": format!("fixture-{ws}"), "runner": "elsewhere"}),
+        )
         .await
         .refused(400, "invalid_request");
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM calls").fetch_one(&pool).await.unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(rows, 0);
 }

@@ -9,7 +9,7 @@
 
 use crate::harness::{ChildGuard, Scratch};
 use base64::Engine;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -55,7 +55,10 @@ impl Browser {
         let chromedriver = required_program("chromedriver", "chromium-driver");
         let profile = Scratch::new("chromium-profile");
         let mut command = Command::new(chromedriver);
-        command.arg("--port=0").stdout(Stdio::piped()).stderr(Stdio::null());
+        command
+            .arg("--port=0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command.spawn().expect("chromedriver starts");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -89,18 +92,45 @@ impl Browser {
             "goog:loggingPrefs": {"browser": "ALL"},
         }}});
         let base = format!("http://127.0.0.1:{port}");
-        let answer: Value = http.post(format!("{base}/session")).json(&capabilities).send().await.expect("new session").json().await.expect("JSON");
-        let id = answer["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("chromium did not start: {answer}")).to_owned();
-        Browser { http, session: format!("{base}/session/{id}"), driver, _profile: profile }
+        let answer: Value = http
+            .post(format!("{base}/session"))
+            .json(&capabilities)
+            .send()
+            .await
+            .expect("new session")
+            .json()
+            .await
+            .expect("JSON");
+        let id = answer["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("chromium did not start: {answer}"))
+            .to_owned();
+        Browser {
+            http,
+            session: format!("{base}/session/{id}"),
+            driver,
+            _profile: profile,
+        }
     }
 
     /// Sends a WebDriver command: its `value`, or the WebDriver error code and message.
-    async fn try_command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, (String, String)> {
+    async fn try_command(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, (String, String)> {
         let mut request = self.http.request(method, format!("{}{path}", self.session));
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let answer: Value = request.send().await.expect("chromedriver answers").json().await.expect("JSON from chromedriver");
+        let answer: Value = request
+            .send()
+            .await
+            .expect("chromedriver answers")
+            .json()
+            .await
+            .expect("JSON from chromedriver");
         match answer["value"]["error"].as_str() {
             Some(error) => Err((error.to_owned(), answer["value"]["message"].to_string())),
             None => Ok(answer["value"].clone()),
@@ -109,7 +139,9 @@ impl Browser {
 
     /// Sends a WebDriver command and returns its `value`; a WebDriver error fails the test.
     async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        self.try_command(method, path, body).await.unwrap_or_else(|(error, message)| panic!("WebDriver {path}: {error}: {message}"))
+        self.try_command(method, path, body)
+            .await
+            .unwrap_or_else(|(error, message)| panic!("WebDriver {path}: {error}: {message}"))
     }
 
     async fn post(&self, path: &str, body: Value) -> Value {
@@ -127,18 +159,33 @@ impl Browser {
 
     /// The current URL.
     pub async fn url(&self) -> String {
-        self.get("/url").await.as_str().unwrap_or_default().to_owned()
+        self.get("/url")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     /// Runs a script in the page and returns its value.
     pub async fn execute(&self, script: &str, args: Vec<Value>) -> Value {
-        self.post("/execute/sync", json!({"script": script, "args": args})).await
+        self.post("/execute/sync", json!({"script": script, "args": args}))
+            .await
     }
 
     /// The elements matching a CSS selector now.
     pub async fn find_all(&self, css: &str) -> Vec<Element> {
-        let found = self.post("/elements", json!({"using": "css selector", "value": css})).await;
-        found.as_array().map(|items| items.iter().filter_map(|e| e[ELEMENT].as_str().map(|id| Element(id.to_owned()))).collect()).unwrap_or_default()
+        let found = self
+            .post("/elements", json!({"using": "css selector", "value": css}))
+            .await;
+        found
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|e| e[ELEMENT].as_str().map(|id| Element(id.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Waits until an element matches `css` and returns the first.
@@ -148,7 +195,11 @@ impl Browser {
             if let Some(element) = self.find_all(css).await.into_iter().next() {
                 return element;
             }
-            assert!(Instant::now() < deadline, "no element matches `{css}` on {} after {PATIENCE:?}", self.url().await);
+            assert!(
+                Instant::now() < deadline,
+                "no element matches `{css}` on {} after {PATIENCE:?}",
+                self.url().await
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -159,9 +210,20 @@ impl Browser {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let element = self.find(css).await;
-            match self.try_command(reqwest::Method::POST, &format!("/element/{}/click", element.0), Some(json!({}))).await {
+            match self
+                .try_command(
+                    reqwest::Method::POST,
+                    &format!("/element/{}/click", element.0),
+                    Some(json!({})),
+                )
+                .await
+            {
                 Ok(_) => return,
-                Err((error, _)) if error == "stale element reference" && Instant::now() < deadline => continue,
+                Err((error, _))
+                    if error == "stale element reference" && Instant::now() < deadline =>
+                {
+                    continue;
+                }
                 Err((error, message)) => panic!("clicking `{css}`: {error}: {message}"),
             }
         }
@@ -170,22 +232,34 @@ impl Browser {
     /// Replaces the text of the input matching `css`.
     pub async fn fill(&self, css: &str, text: &str) {
         let element = self.find(css).await;
-        self.post(&format!("/element/{}/clear", element.0), json!({})).await;
-        self.post(&format!("/element/{}/value", element.0), json!({"text": text})).await;
+        self.post(&format!("/element/{}/clear", element.0), json!({}))
+            .await;
+        self.post(
+            &format!("/element/{}/value", element.0),
+            json!({"text": text}),
+        )
+        .await;
     }
 
     /// Chooses the option with this value in the select matching `css`.
     pub async fn select(&self, css: &str, value: &str) {
-        self.click(&format!("{css} option[value=\"{value}\"]")).await;
+        self.click(&format!("{css} option[value=\"{value}\"]"))
+            .await;
     }
 
     /// The visible text of the first element matching `css`, read in one step in the page (a
     /// live region may replace the element between two WebDriver commands).
     pub async fn text(&self, css: &str) -> String {
         self.find(css).await;
-        let script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;";
-        let text = self.execute(script, vec![Value::String(css.to_owned())]).await;
-        text.as_str().unwrap_or_else(|| panic!("`{css}` disappeared")).trim().to_owned()
+        let script =
+            "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;";
+        let text = self
+            .execute(script, vec![Value::String(css.to_owned())])
+            .await;
+        text.as_str()
+            .unwrap_or_else(|| panic!("`{css}` disappeared"))
+            .trim()
+            .to_owned()
     }
 
     /// Waits until a script returns `true`; `what` says what was awaited when it never does.
@@ -195,7 +269,11 @@ impl Browser {
             if self.execute(script, vec![]).await == Value::Bool(true) {
                 return;
             }
-            assert!(Instant::now() < deadline, "{what}: still not true after {within:?} on {}", self.url().await);
+            assert!(
+                Instant::now() < deadline,
+                "{what}: still not true after {within:?} on {}",
+                self.url().await
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -207,13 +285,20 @@ impl Browser {
             Value::String(css.to_owned()),
             Value::String(expected.to_owned())
         );
-        self.wait_until(&script, &format!("`{css}` containing `{expected}`"), PATIENCE).await;
+        self.wait_until(
+            &script,
+            &format!("`{css}` containing `{expected}`"),
+            PATIENCE,
+        )
+        .await;
     }
 
     /// Saves a screenshot as `target/screenshots/NAME.png`.
     pub async fn screenshot(&self, name: &str) {
         let encoded = self.get("/screenshot").await;
-        let png = base64::engine::general_purpose::STANDARD.decode(encoded.as_str().unwrap_or_default()).expect("a base64 PNG");
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(encoded.as_str().unwrap_or_default())
+            .expect("a base64 PNG");
         let dir = screenshot_dir();
         std::fs::create_dir_all(&dir).expect("screenshot directory");
         std::fs::write(dir.join(format!("{name}.png")), png).expect("screenshot written");
@@ -238,7 +323,12 @@ impl Browser {
     pub fn assert_no_console_errors(&self) -> impl std::future::Future<Output = ()> + '_ {
         async move {
             let errors = self.console_errors().await;
-            assert!(errors.is_empty(), "the browser console has errors on {}:\n{}", self.url().await, errors.join("\n"));
+            assert!(
+                errors.is_empty(),
+                "the browser console has errors on {}:\n{}",
+                self.url().await,
+                errors.join("\n")
+            );
         }
     }
 
@@ -261,5 +351,8 @@ impl Drop for Browser {
 fn screenshot_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/debug/deps/it-… → target
-    exe.ancestors().nth(3).expect("target directory").join("screenshots")
+    exe.ancestors()
+        .nth(3)
+        .expect("target directory")
+        .join("screenshots")
 }

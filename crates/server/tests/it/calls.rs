@@ -13,21 +13,34 @@ async fn echo_runs_centrally_and_its_result_is_retained(pool: PgPool) {
     let setup = setup_workspace(&server, "acme", &[]).await;
     let submitted = server
         .owner
-        .post(&format!("/api/v1/workspaces/{}/calls", setup.ws), call_body("echo", json!({"text": "hello, switchyard"})))
+        .post(
+            &format!("/api/v1/workspaces/{}/calls", setup.ws),
+            call_body("echo", json!({"text": "hello, switchyard"})),
+        )
         .await;
     assert_eq!(submitted.status.as_u16(), 201);
     let call = submitted.ok();
     assert_eq!(call["state"], "queued");
     assert_eq!(call["runner"], "central");
 
-    let done = server.owner.wait_call(&setup.ws, call["id"].as_str().unwrap(), WAIT).await;
+    let done = server
+        .owner
+        .wait_call(&setup.ws, call["id"].as_str().unwrap(), WAIT)
+        .await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(result_text(&done), "hello, switchyard");
-    assert_eq!(done["result"]["structuredContent"]["text"], "hello, switchyard");
+    assert_eq!(
+        done["result"]["structuredContent"]["text"],
+        "hello, switchyard"
+    );
     for stamp in ["leased_at", "started_at", "finished_at"] {
         assert!(done[stamp].is_string(), "{stamp} missing: {done}");
     }
-    let listed = server.owner.get(&format!("/api/v1/workspaces/{}/calls", setup.ws)).await.ok();
+    let listed = server
+        .owner
+        .get(&format!("/api/v1/workspaces/{}/calls", setup.ws))
+        .await
+        .ok();
     assert_eq!(listed["calls"][0]["id"], call["id"]);
     server.stop().await;
 }
@@ -38,15 +51,32 @@ async fn tool_errors_and_crashes_are_told_apart(pool: PgPool) {
     let setup = setup_workspace(&server, "acme", &[]).await;
     let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
 
-    let failing = server.owner.post(&calls, call_body("fail", json!({"message": "disk on fire"}))).await.ok();
-    let failing = server.owner.wait_call(&setup.ws, failing["id"].as_str().unwrap(), WAIT).await;
+    let failing = server
+        .owner
+        .post(
+            &calls,
+            call_body("fail", json!({"message": "disk on fire"})),
+        )
+        .await
+        .ok();
+    let failing = server
+        .owner
+        .wait_call(&setup.ws, failing["id"].as_str().unwrap(), WAIT)
+        .await;
     assert_eq!(failing["state"], "tool_error");
     assert_eq!(failing["result"]["isError"], true);
     assert!(result_text(&failing).contains("disk on fire"));
 
     // The server died after the request was sent: the effect is uncertain, never "failed".
-    let crashing = server.owner.post(&calls, call_body("crash", json!({}))).await.ok();
-    let crashing = server.owner.wait_call(&setup.ws, crashing["id"].as_str().unwrap(), WAIT).await;
+    let crashing = server
+        .owner
+        .post(&calls, call_body("crash", json!({})))
+        .await
+        .ok();
+    let crashing = server
+        .owner
+        .wait_call(&setup.ws, crashing["id"].as_str().unwrap(), WAIT)
+        .await;
     assert_eq!(crashing["state"], "unknown", "{crashing}");
     assert_eq!(crashing["error"]["code"], "transport_closed");
     assert!(crashing["result"].is_null());
@@ -58,22 +88,46 @@ async fn stderr_never_reaches_results_and_big_results_are_bounded(pool: PgPool) 
     let setup = setup_workspace(&server, "acme", &[]).await;
     let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
 
-    let noisy = server.owner.post(&calls, call_body("noisy", json!({"lines": 50}))).await.ok();
-    let noisy = server.owner.wait_call(&setup.ws, noisy["id"].as_str().unwrap(), WAIT).await;
+    let noisy = server
+        .owner
+        .post(&calls, call_body("noisy", json!({"lines": 50})))
+        .await
+        .ok();
+    let noisy = server
+        .owner
+        .wait_call(&setup.ws, noisy["id"].as_str().unwrap(), WAIT)
+        .await;
     assert_eq!(noisy["state"], "succeeded");
     assert_eq!(result_text(&noisy), "quiet result");
     assert!(!noisy.to_string().contains("noise"));
 
-    let big = server.owner.post(&calls, call_body("big", json!({"bytes": 3 * 1024 * 1024}))).await.ok();
-    let big = server.owner.wait_call(&setup.ws, big["id"].as_str().unwrap(), WAIT).await;
+    let big = server
+        .owner
+        .post(&calls, call_body("big", json!({"bytes": 3 * 1024 * 1024})))
+        .await
+        .ok();
+    let big = server
+        .owner
+        .wait_call(&setup.ws, big["id"].as_str().unwrap(), WAIT)
+        .await;
     assert_eq!(big["state"], "succeeded");
     assert_eq!(big["result_truncated"], true);
     assert!(big["result"].to_string().len() <= 1024 * 1024);
     assert!(result_text(&big).contains("[truncated by Switchyard"));
 
-    let small = server.owner.post(&calls, call_body("big", json!({"bytes": 1000}))).await.ok();
-    let small = server.owner.wait_call(&setup.ws, small["id"].as_str().unwrap(), WAIT).await;
-    assert_eq!((result_text(&small).len(), &small["result_truncated"]), (1000, &json!(false)));
+    let small = server
+        .owner
+        .post(&calls, call_body("big", json!({"bytes": 1000})))
+        .await
+        .ok();
+    let small = server
+        .owner
+        .wait_call(&setup.ws, small["id"].as_str().unwrap(), WAIT)
+        .await;
+    assert_eq!(
+        (result_text(&small).len(), &small["result_truncated"]),
+        (1000, &json!(false))
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -85,13 +139,30 @@ async fn stdio_servers_do_not_inherit_the_servers_secrets(pool: PgPool) {
     // SAFETY: single-purpose variable set before the child is spawned; tests read it only here.
     unsafe { std::env::set_var("SWITCHYARD_TEST_CANARY", "canary-value-1234") };
     for name in ["DATABASE_URL", "SWITCHYARD_TEST_CANARY"] {
-        let call = server.owner.post(&calls, call_body("env", json!({"name": name}))).await.ok();
-        let call = server.owner.wait_call(&setup.ws, call["id"].as_str().unwrap(), WAIT).await;
-        assert_eq!(call["state"], "tool_error", "{name} reached the MCP server: {call}");
+        let call = server
+            .owner
+            .post(&calls, call_body("env", json!({"name": name})))
+            .await
+            .ok();
+        let call = server
+            .owner
+            .wait_call(&setup.ws, call["id"].as_str().unwrap(), WAIT)
+            .await;
+        assert_eq!(
+            call["state"], "tool_error",
+            "{name} reached the MCP server: {call}"
+        );
         assert_eq!(result_text(&call), "not set");
     }
-    let path = server.owner.post(&calls, call_body("env", json!({"name": "PATH"}))).await.ok();
-    let path = server.owner.wait_call(&setup.ws, path["id"].as_str().unwrap(), WAIT).await;
+    let path = server
+        .owner
+        .post(&calls, call_body("env", json!({"name": "PATH"})))
+        .await
+        .ok();
+    let path = server
+        .owner
+        .wait_call(&setup.ws, path["id"].as_str().unwrap(), WAIT)
+        .await;
     assert_eq!(path["state"], "succeeded");
 }
 
@@ -104,11 +175,21 @@ async fn many_calls_all_complete_exactly_once(pool: PgPool) {
     let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
     let mut ids = Vec::new();
     for i in 0..20 {
-        let call = server.owner.post(&calls, call_body("count", json!({"label": format!("n{i}")}))).await.ok();
+        let call = server
+            .owner
+            .post(
+                &calls,
+                call_body("count", json!({"label": format!("n{i}")})),
+            )
+            .await
+            .ok();
         ids.push(call["id"].as_str().unwrap().to_owned());
     }
     for id in &ids {
-        assert_eq!(server.owner.wait_call(&setup.ws, id, WAIT).await["state"], "succeeded");
+        assert_eq!(
+            server.owner.wait_call(&setup.ws, id, WAIT).await["state"],
+            "succeeded"
+        );
     }
     assert_eq!(count_lines(&counter), 20);
 }
@@ -120,18 +201,47 @@ async fn a_read_with_wait_ms_answers_when_the_call_settles(pool: PgPool) {
     let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
 
     // A slow call: the read waits for it instead of answering `running` at once.
-    let slow = server.owner.post(&calls, call_body("slow", json!({"seconds": 1}))).await.ok();
+    let slow = server
+        .owner
+        .post(&calls, call_body("slow", json!({"seconds": 1})))
+        .await
+        .ok();
     let path = format!("{calls}/{}?wait_ms=20000", slow["id"].as_str().unwrap());
     let started = std::time::Instant::now();
     let done = server.owner.get(&path).await.ok();
     assert_eq!(done["state"], "succeeded", "{done}");
-    assert!(started.elapsed() < Duration::from_secs(15), "the read waited {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the read waited {:?}",
+        started.elapsed()
+    );
 
     // A settled call answers at once; a call that does not settle in time answers as it is.
     let again = server.owner.get(&path).await.ok();
     assert_eq!(again["state"], "succeeded");
-    let slower = server.owner.post(&calls, call_body("slow", json!({"seconds": 30}))).await.ok();
-    let early = server.owner.get(&format!("{calls}/{}?wait_ms=300", slower["id"].as_str().unwrap())).await.ok();
-    assert!(["queued", "leased", "running"].contains(&early["state"].as_str().unwrap()), "{early}");
-    server.owner.get(&format!("{calls}/{}?wait_ms=soon", slower["id"].as_str().unwrap())).await.refused(400, "invalid_request");
+    let slower = server
+        .owner
+        .post(&calls, call_body("slow", json!({"seconds": 30})))
+        .await
+        .ok();
+    let early = server
+        .owner
+        .get(&format!(
+            "{calls}/{}?wait_ms=300",
+            slower["id"].as_str().unwrap()
+        ))
+        .await
+        .ok();
+    assert!(
+        ["queued", "leased", "running"].contains(&early["state"].as_str().unwrap()),
+        "{early}"
+    );
+    server
+        .owner
+        .get(&format!(
+            "{calls}/{}?wait_ms=soon",
+            slower["id"].as_str().unwrap()
+        ))
+        .await
+        .refused(400, "invalid_request");
 }

@@ -2,7 +2,7 @@
 //! the real HTTP API.
 
 use crate::harness::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::time::Duration;
 
@@ -23,15 +23,24 @@ pub fn client_with(server: &TestServer, token: &str) -> Client {
 
 /// Starts a pairing as the device would; returns the `PairingStarted` body.
 pub async fn start_pairing(server: &TestServer, name: &str) -> Value {
-    let started = server.anonymous().post("/api/v1/pairing", json!({"device_name": name})).await;
+    let started = server
+        .anonymous()
+        .post("/api/v1/pairing", json!({"device_name": name}))
+        .await;
     assert_eq!(started.status.as_u16(), 201, "{}", started.body);
     started.body
 }
 
 /// Polls a pairing with its secret.
 pub async fn poll(server: &TestServer, started: &Value) -> Answer {
-    let path = format!("/api/v1/pairing/{}/poll", started["pairing_id"].as_str().unwrap());
-    server.anonymous().post(&path, json!({"poll_secret": started["poll_secret"]})).await
+    let path = format!(
+        "/api/v1/pairing/{}/poll",
+        started["pairing_id"].as_str().unwrap()
+    );
+    server
+        .anonymous()
+        .post(&path, json!({"poll_secret": started["poll_secret"]}))
+        .await
 }
 
 /// Pairs a device bound to `profile` of `ws`, approved by the owner (who must hold Use on it).
@@ -39,12 +48,18 @@ pub async fn pair_device(server: &TestServer, ws: &str, profile: &str) -> Device
     let started = start_pairing(server, "laptop").await;
     let approved = server
         .owner
-        .post(&format!("/api/v1/workspaces/{ws}/devices/approve"), json!({"code": started["code"], "profile": profile}))
+        .post(
+            &format!("/api/v1/workspaces/{ws}/devices/approve"),
+            json!({"code": started["code"], "profile": profile}),
+        )
         .await
         .ok();
     let status = poll(server, &started).await.ok();
     assert_eq!(status["status"], "approved", "{status}");
-    let credential = status["credential"].as_str().expect("credential on the first poll").to_owned();
+    let credential = status["credential"]
+        .as_str()
+        .expect("credential on the first poll")
+        .to_owned();
     Device {
         id: approved["id"].as_str().unwrap().to_owned(),
         runner: approved["runner"].as_str().unwrap().to_owned(),
@@ -67,14 +82,32 @@ pub async fn setup_device_connection(server: &TestServer, counter: &str) -> Devi
         )
         .await
         .ok();
-    owner.post("/api/v1/connectors/counted/approve", json!({})).await.ok();
+    owner
+        .post("/api/v1/connectors/counted/approve", json!({}))
+        .await
+        .ok();
     let connection = owner
-        .post("/api/v1/workspaces/acme/connections", json!({"name": "local", "connector": "counted", "runner": device.runner}))
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "local", "connector": "counted", "runner": device.runner}),
+        )
         .await
         .ok();
     assert_eq!(connection["runner"], device.runner.as_str());
-    owner.post("/api/v1/workspaces/acme/profiles", json!({"name": "dev", "connections": ["local"]})).await.ok();
-    owner.post("/api/v1/workspaces/acme/profiles/dev/grants", json!({"user": "owner", "use": true})).await.ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/profiles",
+            json!({"name": "dev", "connections": ["local"]}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/dev/grants",
+            json!({"user": "owner", "use": true}),
+        )
+        .await
+        .ok();
     device
 }
 
@@ -94,36 +127,76 @@ async fn a_device_pairs_once_with_a_short_code_approved_by_a_member_with_use(poo
     let code = started["code"].as_str().unwrap().to_owned();
     assert_eq!(code.len(), 9);
     assert_eq!(&code[4..5], "-");
-    assert!(code.chars().filter(|c| *c != '-').all(|c| "23456789ABCDEFGHJKMNPQRSTUVWXYZ".contains(c)), "{code}");
+    assert!(
+        code.chars()
+            .filter(|c| *c != '-')
+            .all(|c| "23456789ABCDEFGHJKMNPQRSTUVWXYZ".contains(c)),
+        "{code}"
+    );
     assert_eq!(poll(&server, &started).await.ok()["status"], "pending");
 
     // A member without Use on the profile may not approve; a member with it may.
     let bob = server.user("bob").await;
-    server.owner.post("/api/v1/workspaces/acme/members", json!({"user": "bob"})).await.ok();
+    server
+        .owner
+        .post("/api/v1/workspaces/acme/members", json!({"user": "bob"}))
+        .await
+        .ok();
     let approve = json!({"code": code.to_lowercase(), "profile": "main"});
-    bob.post("/api/v1/workspaces/acme/devices/approve", approve.clone()).await.refused(403, "forbidden");
-    server.owner.post("/api/v1/workspaces/acme/profiles/main/grants", json!({"user": "bob", "use": true})).await.ok();
-    let approved = bob.post("/api/v1/workspaces/acme/devices/approve", approve).await;
+    bob.post("/api/v1/workspaces/acme/devices/approve", approve.clone())
+        .await
+        .refused(403, "forbidden");
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/main/grants",
+            json!({"user": "bob", "use": true}),
+        )
+        .await
+        .ok();
+    let approved = bob
+        .post("/api/v1/workspaces/acme/devices/approve", approve)
+        .await;
     assert_eq!(approved.status.as_u16(), 201);
     let device = approved.ok();
     assert_eq!(device["name"], "laptop");
-    assert_eq!(device["runner"], format!("device:{}", device["id"].as_str().unwrap()));
+    assert_eq!(
+        device["runner"],
+        format!("device:{}", device["id"].as_str().unwrap())
+    );
     assert!(device["revoked_at"].is_null());
 
     let first = poll(&server, &started).await.ok();
-    assert_eq!((first["status"].as_str(), &first["device_id"]), (Some("approved"), &device["id"]));
+    assert_eq!(
+        (first["status"].as_str(), &first["device_id"]),
+        (Some("approved"), &device["id"])
+    );
     let credential = first["credential"].as_str().unwrap().to_owned();
-    assert!(credential.starts_with("sy_dev_") && credential.len() == 7 + 64, "{credential}");
+    assert!(
+        credential.starts_with("sy_dev_") && credential.len() == 7 + 64,
+        "{credential}"
+    );
     let second = poll(&server, &started).await.ok();
     assert_eq!(second["status"], "approved");
-    assert!(second["credential"].is_null(), "the credential is handed out once: {second}");
+    assert!(
+        second["credential"].is_null(),
+        "the credential is handed out once: {second}"
+    );
 
     // The code, the poll secret and the credential are stored only as hashes.
     let dump = dump_database(&pool).await;
-    for secret in [code.replace('-', ""), started["poll_secret"].as_str().unwrap().to_owned(), credential] {
+    for secret in [
+        code.replace('-', ""),
+        started["poll_secret"].as_str().unwrap().to_owned(),
+        credential,
+    ] {
         assert!(!dump.contains(&secret), "{secret} is stored in clear");
     }
-    let listed = server.owner.get("/api/v1/workspaces/acme/devices").await.ok();
+    let listed = server
+        .owner
+        .get("/api/v1/workspaces/acme/devices")
+        .await
+        .ok();
     assert_eq!(listed.as_array().unwrap().len(), 1);
 }
 
@@ -135,12 +208,24 @@ async fn unknown_expired_and_used_codes_get_one_answer(pool: PgPool) {
     let path = "/api/v1/workspaces/acme/devices/approve";
 
     for bad in ["ABCD-EFGH", "not a code", ""] {
-        server.owner.post(path, approve(bad)).await.refused(404, "pairing_not_found");
+        server
+            .owner
+            .post(path, approve(bad))
+            .await
+            .refused(404, "pairing_not_found");
     }
 
     let used = start_pairing(&server, "one").await;
-    server.owner.post(path, approve(used["code"].as_str().unwrap())).await.ok();
-    server.owner.post(path, approve(used["code"].as_str().unwrap())).await.refused(404, "pairing_not_found");
+    server
+        .owner
+        .post(path, approve(used["code"].as_str().unwrap()))
+        .await
+        .ok();
+    server
+        .owner
+        .post(path, approve(used["code"].as_str().unwrap()))
+        .await
+        .refused(404, "pairing_not_found");
 
     let late = start_pairing(&server, "two").await;
     sqlx::query("UPDATE pairings SET expires_at = now() - interval '1 second' WHERE id = $1")
@@ -148,14 +233,33 @@ async fn unknown_expired_and_used_codes_get_one_answer(pool: PgPool) {
         .execute(&pool)
         .await
         .unwrap();
-    server.owner.post(path, approve(late["code"].as_str().unwrap())).await.refused(404, "pairing_not_found");
+    server
+        .owner
+        .post(path, approve(late["code"].as_str().unwrap()))
+        .await
+        .refused(404, "pairing_not_found");
     assert_eq!(poll(&server, &late).await.ok()["status"], "expired");
 
     // Polling needs the pairing's own secret.
-    let path = format!("/api/v1/pairing/{}/poll", late["pairing_id"].as_str().unwrap());
-    server.anonymous().post(&path, json!({"poll_secret": "guess"})).await.refused(404, "pairing_not_found");
-    server.anonymous().post("/api/v1/pairing/nope/poll", json!({"poll_secret": "guess"})).await.refused(404, "pairing_not_found");
-    server.anonymous().post("/api/v1/pairing", json!({"device_name": " "})).await.refused(400, "invalid_request");
+    let path = format!(
+        "/api/v1/pairing/{}/poll",
+        late["pairing_id"].as_str().unwrap()
+    );
+    server
+        .anonymous()
+        .post(&path, json!({"poll_secret": "guess"}))
+        .await
+        .refused(404, "pairing_not_found");
+    server
+        .anonymous()
+        .post("/api/v1/pairing/nope/poll", json!({"poll_secret": "guess"}))
+        .await
+        .refused(404, "pairing_not_found");
+    server
+        .anonymous()
+        .post("/api/v1/pairing", json!({"device_name": " "}))
+        .await
+        .refused(400, "invalid_request");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -163,19 +267,57 @@ async fn device_credentials_and_user_tokens_do_not_cross(pool: PgPool) {
     let server = TestServer::start(pool).await;
     setup_workspace(&server, "acme", &[]).await;
     let device = pair_device(&server, "acme", "main").await;
-    for path in ["/api/v1/me", "/api/v1/workspaces", "/api/v1/workspaces/acme/devices"] {
-        device.client.get(path).await.refused(401, "unauthenticated");
+    for path in [
+        "/api/v1/me",
+        "/api/v1/workspaces",
+        "/api/v1/workspaces/acme/devices",
+    ] {
+        device
+            .client
+            .get(path)
+            .await
+            .refused(401, "unauthenticated");
     }
     device
         .client
-        .post("/api/v1/workspaces/acme/connections", json!({"name": "x", "connector": "fixture-acme"}))
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "x", "connector": "fixture-acme"}),
+        )
         .await
         .refused(401, "unauthenticated");
-    let message = server.owner.post("/api/v1/runner/heartbeat", json!({"epoch": 1, "active": []})).await.refused(401, "unauthenticated");
+    let message = server
+        .owner
+        .post(
+            "/api/v1/runner/heartbeat",
+            json!({"epoch": 1, "active": []}),
+        )
+        .await
+        .refused(401, "unauthenticated");
     assert!(message.contains("device credential"), "{message}");
-    server.owner.post("/api/v1/runner/lease/acquire", json!({"holder": uuid::Uuid::new_v4()})).await.refused(401, "unauthenticated");
-    server.anonymous().post("/api/v1/runner/lease/acquire", json!({"holder": uuid::Uuid::new_v4()})).await.refused(401, "unauthenticated");
-    client_with(&server, "sy_dev_0000").post("/api/v1/runner/lease/acquire", json!({"holder": uuid::Uuid::new_v4()})).await.refused(401, "unauthenticated");
+    server
+        .owner
+        .post(
+            "/api/v1/runner/lease/acquire",
+            json!({"holder": uuid::Uuid::new_v4()}),
+        )
+        .await
+        .refused(401, "unauthenticated");
+    server
+        .anonymous()
+        .post(
+            "/api/v1/runner/lease/acquire",
+            json!({"holder": uuid::Uuid::new_v4()}),
+        )
+        .await
+        .refused(401, "unauthenticated");
+    client_with(&server, "sy_dev_0000")
+        .post(
+            "/api/v1/runner/lease/acquire",
+            json!({"holder": uuid::Uuid::new_v4()}),
+        )
+        .await
+        .refused(401, "unauthenticated");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -183,38 +325,92 @@ async fn a_revoked_device_is_refused_at_its_next_request(pool: PgPool) {
     let server = TestServer::start(pool).await;
     setup_workspace(&server, "acme", &[]).await;
     let device = pair_device(&server, "acme", "main").await;
-    let acquired = device.client.post("/api/v1/runner/lease/acquire", json!({"holder": uuid::Uuid::new_v4()})).await.ok();
+    let acquired = device
+        .client
+        .post(
+            "/api/v1/runner/lease/acquire",
+            json!({"holder": uuid::Uuid::new_v4()}),
+        )
+        .await
+        .ok();
     assert_eq!(acquired["status"], "acquired");
     server
         .owner
-        .post("/api/v1/workspaces/acme/connections", json!({"name": "local", "connector": "fixture-acme", "runner": device.runner}))
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "local", "connector": "fixture-acme", "runner": device.runner}),
+        )
         .await
         .ok();
 
     // Another member who neither approved it nor administers the workspace may not revoke it.
     let bob = server.user("bob").await;
-    server.owner.post("/api/v1/workspaces/acme/members", json!({"user": "bob"})).await.ok();
+    server
+        .owner
+        .post("/api/v1/workspaces/acme/members", json!({"user": "bob"}))
+        .await
+        .ok();
     let revoke = format!("/api/v1/workspaces/acme/devices/{}/revoke", device.id);
     bob.post(&revoke, json!({})).await.refused(403, "forbidden");
-    bob.post(&format!("/api/v1/workspaces/acme/devices/{}/revoke", uuid::Uuid::new_v4()), json!({})).await.refused(404, "device_not_found");
+    bob.post(
+        &format!(
+            "/api/v1/workspaces/acme/devices/{}/revoke",
+            uuid::Uuid::new_v4()
+        ),
+        json!({}),
+    )
+    .await
+    .refused(404, "device_not_found");
     let revoked = server.owner.post(&revoke, json!({})).await.ok();
     assert!(revoked["revoked_at"].is_string());
 
     let heartbeat = json!({"epoch": acquired["epoch"], "active": []});
-    device.client.post("/api/v1/runner/heartbeat", heartbeat).await.refused(401, "device_revoked");
-    device.client.post("/api/v1/workspaces/acme/operations", json!({"environment": "default", "profile": "main", "task": "t"})).await.refused(401, "device_revoked");
+    device
+        .client
+        .post("/api/v1/runner/heartbeat", heartbeat)
+        .await
+        .refused(401, "device_revoked");
+    device
+        .client
+        .post(
+            "/api/v1/workspaces/acme/operations",
+            json!({"environment": "default", "profile": "main", "task": "t"}),
+        )
+        .await
+        .refused(401, "device_revoked");
     // Nothing new is placed on it, and its connections take no more calls.
     server
         .owner
-        .post("/api/v1/workspaces/acme/connections", json!({"name": "again", "connector": "fixture-acme", "runner": device.runner}))
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "again", "connector": "fixture-acme", "runner": device.runner}),
+        )
         .await
         .refused(400, "invalid_request");
-    server.owner.post("/api/v1/workspaces/acme/profiles", json!({"name": "dev", "connections": ["local"]})).await.ok();
-    server.owner.post("/api/v1/workspaces/acme/profiles/dev/grants", json!({"user": "owner", "use": true})).await.ok();
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/profiles",
+            json!({"name": "dev", "connections": ["local"]}),
+        )
+        .await
+        .ok();
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/dev/grants",
+            json!({"user": "owner", "use": true}),
+        )
+        .await
+        .ok();
     let mut body = call_body("echo", json!({"text": "x"}));
     body["profile_id"] = json!("dev");
     body["connection_id"] = json!("local");
-    server.owner.post("/api/v1/workspaces/acme/calls", body).await.refused(404, "device_not_found");
+    server
+        .owner
+        .post("/api/v1/workspaces/acme/calls", body)
+        .await
+        .refused(404, "device_not_found");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -224,83 +420,223 @@ async fn device_connections_queue_for_their_device_and_are_not_discovered_centra
     let server = TestServer::start(pool).await;
     let device = setup_device_connection(&server, &counter).await;
 
-    let failed = server.owner.post("/api/v1/workspaces/acme/connections/local/discover", json!({})).await;
+    let failed = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/connections/local/discover",
+            json!({}),
+        )
+        .await;
     let message = failed.refused(502, "discovery_failed");
     assert!(message.contains("runs on the device"), "{message}");
-    for bad in ["device:not-a-uuid", &format!("device:{}", uuid::Uuid::new_v4()), "elsewhere"] {
+    for bad in [
+        "device:not-a-uuid",
+        &format!("device:{}", uuid::Uuid::new_v4()),
+        "elsewhere",
+    ] {
         server
             .owner
-            .post("/api/v1/workspaces/acme/connections", json!({"name": "bad", "connector": "counted", "runner": bad}))
+            .post(
+                "/api/v1/workspaces/acme/connections",
+                json!({"name": "bad", "connector": "counted", "runner": bad}),
+            )
             .await
             .refused(400, "invalid_request");
     }
 
-    let call = server.owner.post("/api/v1/workspaces/acme/calls", device_call_body("count", json!({"label": "d"}))).await.ok();
-    assert_eq!((call["state"].as_str(), call["runner"].as_str()), (Some("queued"), Some(device.runner.as_str())));
+    let call = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            device_call_body("count", json!({"label": "d"})),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        (call["state"].as_str(), call["runner"].as_str()),
+        (Some("queued"), Some(device.runner.as_str()))
+    );
     // A central call submitted after it runs to the end; the device's call is still waiting.
-    let witness = server.owner.post("/api/v1/workspaces/acme/calls", call_body("echo", json!({"text": "w"}))).await.ok();
-    let witness = server.owner.wait_call("acme", witness["id"].as_str().unwrap(), WAIT).await;
+    let witness = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            call_body("echo", json!({"text": "w"})),
+        )
+        .await
+        .ok();
+    let witness = server
+        .owner
+        .wait_call("acme", witness["id"].as_str().unwrap(), WAIT)
+        .await;
     assert_eq!(witness["state"], "succeeded");
     let id = call["id"].as_str().unwrap();
-    let still = server.owner.get(&format!("/api/v1/workspaces/acme/calls/{id}")).await.ok();
+    let still = server
+        .owner
+        .get(&format!("/api/v1/workspaces/acme/calls/{id}"))
+        .await
+        .ok();
     assert_eq!(still["state"], "queued");
-    assert_eq!(count_lines(&counter), 0, "the central runner ran a device call");
+    assert_eq!(
+        count_lines(&counter),
+        0,
+        "the central runner ran a device call"
+    );
 
     // The device leases it.
-    let acquired = device.client.post("/api/v1/runner/lease/acquire", json!({"holder": uuid::Uuid::new_v4()})).await.ok();
-    let leased = device.client.post("/api/v1/runner/lease", json!({"epoch": acquired["epoch"], "max": 8, "wait_ms": 0})).await.ok();
+    let acquired = device
+        .client
+        .post(
+            "/api/v1/runner/lease/acquire",
+            json!({"holder": uuid::Uuid::new_v4()}),
+        )
+        .await
+        .ok();
+    let leased = device
+        .client
+        .post(
+            "/api/v1/runner/lease",
+            json!({"epoch": acquired["epoch"], "max": 8, "wait_ms": 0}),
+        )
+        .await
+        .ok();
     assert_eq!(leased["calls"].as_array().unwrap().len(), 1);
     assert_eq!(leased["calls"][0]["call_id"], id);
-    assert_eq!(leased["calls"][0]["connection"]["spec"]["args"][2], counter.as_str());
-    assert_eq!(server.owner.get(&format!("/api/v1/workspaces/acme/calls/{id}")).await.ok()["state"], "leased");
+    assert_eq!(
+        leased["calls"][0]["connection"]["spec"]["args"][2],
+        counter.as_str()
+    );
+    assert_eq!(
+        server
+            .owner
+            .get(&format!("/api/v1/workspaces/acme/calls/{id}"))
+            .await
+            .ok()["state"],
+        "leased"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn device_calls_run_under_an_operation_of_the_devices_profile(pool: PgPool) {
     let server = TestServer::start(pool).await;
     let device = setup_device_connection(&server, &Scratch::new("ops").path("count")).await;
-    server.owner.post("/api/v1/workspaces/acme/environments", json!({"name": "staging"})).await.ok();
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/environments",
+            json!({"name": "staging"}),
+        )
+        .await
+        .ok();
     let calls = "/api/v1/workspaces/acme/calls";
     let operations = "/api/v1/workspaces/acme/operations";
 
     // A device needs an operation for every call.
-    device.client.post(calls, call_body("echo", json!({"text": "x"}))).await.refused(422, "operation_required");
+    device
+        .client
+        .post(calls, call_body("echo", json!({"text": "x"})))
+        .await
+        .refused(422, "operation_required");
     // Operations are scoped to a profile the principal may use, in the profile's environment.
-    device.client.post(operations, json!({"environment": "default", "profile": "dev", "task": "t"})).await.refused(403, "forbidden");
-    device.client.post(operations, json!({"environment": "staging", "profile": "main", "task": "t"})).await.refused(422, "environment_mismatch");
-    device.client.post(operations, json!({"environment": "default", "profile": "main", "task": ""})).await.refused(400, "invalid_request");
-    let begun = device.client.post(operations, json!({"environment": "default", "profile": "main", "task": "tidy the inbox"})).await;
+    device
+        .client
+        .post(
+            operations,
+            json!({"environment": "default", "profile": "dev", "task": "t"}),
+        )
+        .await
+        .refused(403, "forbidden");
+    device
+        .client
+        .post(
+            operations,
+            json!({"environment": "staging", "profile": "main", "task": "t"}),
+        )
+        .await
+        .refused(422, "environment_mismatch");
+    device
+        .client
+        .post(
+            operations,
+            json!({"environment": "default", "profile": "main", "task": ""}),
+        )
+        .await
+        .refused(400, "invalid_request");
+    let begun = device
+        .client
+        .post(
+            operations,
+            json!({"environment": "default", "profile": "main", "task": "tidy the inbox"}),
+        )
+        .await;
     assert_eq!(begun.status.as_u16(), 201);
     let operation = begun.ok();
-    assert_eq!((operation["device_id"].as_str(), operation["task"].as_str()), (Some(device.id.as_str()), Some("tidy the inbox")));
+    assert_eq!(
+        (operation["device_id"].as_str(), operation["task"].as_str()),
+        (Some(device.id.as_str()), Some("tidy the inbox"))
+    );
 
     let mut body = call_body("echo", json!({"text": "under an operation"}));
     body["operation_id"] = operation["id"].clone();
     let mut elsewhere = body.clone();
     elsewhere["environment_id"] = json!("staging");
-    device.client.post(calls, elsewhere).await.refused(422, "operation_mismatch");
+    device
+        .client
+        .post(calls, elsewhere)
+        .await
+        .refused(422, "operation_mismatch");
     let submitted = device.client.post(calls, body.clone()).await;
     assert_eq!(submitted.status.as_u16(), 201);
     let call = submitted.ok();
     // The device reads its own call; it runs centrally (the connection is central).
     let id = call["id"].as_str().unwrap();
     let done = device.client.wait_call("acme", id, WAIT).await;
-    assert_eq!((done["state"].as_str(), result_text(&done).as_str()), (Some("succeeded"), "under an operation"));
+    assert_eq!(
+        (done["state"].as_str(), result_text(&done).as_str()),
+        (Some("succeeded"), "under an operation")
+    );
     // A retry with the same request_id is the same call.
     assert_eq!(device.client.post(calls, body).await.ok()["id"], id);
 
     // An operation of another profile is not the device's to use.
-    let theirs = server.owner.post(operations, json!({"environment": "default", "profile": "dev", "task": "other"})).await.ok();
+    let theirs = server
+        .owner
+        .post(
+            operations,
+            json!({"environment": "default", "profile": "dev", "task": "other"}),
+        )
+        .await
+        .ok();
     assert!(theirs["device_id"].is_null());
     let mut body = call_body("echo", json!({"text": "x"}));
     body["operation_id"] = theirs["id"].clone();
-    device.client.post(calls, body.clone()).await.refused(404, "operation_not_found");
+    device
+        .client
+        .post(calls, body.clone())
+        .await
+        .refused(404, "operation_not_found");
     // A user may name an operation too; then the call must match it.
-    server.owner.post(calls, body).await.refused(422, "operation_mismatch");
+    server
+        .owner
+        .post(calls, body)
+        .await
+        .refused(422, "operation_mismatch");
     let mut unknown = call_body("echo", json!({"text": "x"}));
     unknown["operation_id"] = json!(uuid::Uuid::new_v4());
-    server.owner.post(calls, unknown).await.refused(404, "operation_not_found");
-    assert_eq!(server.owner.post(calls, call_body("echo", json!({"text": "no operation"}))).await.status.as_u16(), 201);
+    server
+        .owner
+        .post(calls, unknown)
+        .await
+        .refused(404, "operation_not_found");
+    assert_eq!(
+        server
+            .owner
+            .post(calls, call_body("echo", json!({"text": "no operation"})))
+            .await
+            .status
+            .as_u16(),
+        201
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -308,13 +644,42 @@ async fn a_device_is_seen_when_it_calls(pool: PgPool) {
     let server = TestServer::start(pool).await;
     setup_workspace(&server, "acme", &[]).await;
     let device = pair_device(&server, "acme", "main").await;
-    let listed = server.owner.get("/api/v1/workspaces/acme/devices").await.ok();
+    let listed = server
+        .owner
+        .get("/api/v1/workspaces/acme/devices")
+        .await
+        .ok();
     assert!(listed[0]["last_seen_at"].is_null(), "{listed}");
-    device.client.post("/api/v1/runner/lease/acquire", json!({"holder": uuid::Uuid::new_v4()})).await.ok();
-    let listed = server.owner.get("/api/v1/workspaces/acme/devices").await.ok();
-    let seen = listed[0]["last_seen_at"].as_str().expect("last_seen_at set").to_owned();
+    device
+        .client
+        .post(
+            "/api/v1/runner/lease/acquire",
+            json!({"holder": uuid::Uuid::new_v4()}),
+        )
+        .await
+        .ok();
+    let listed = server
+        .owner
+        .get("/api/v1/workspaces/acme/devices")
+        .await
+        .ok();
+    let seen = listed[0]["last_seen_at"]
+        .as_str()
+        .expect("last_seen_at set")
+        .to_owned();
     // Within half a minute, further requests do not write it again.
-    device.client.post("/api/v1/runner/lease/acquire", json!({"holder": uuid::Uuid::new_v4()})).await.ok();
-    let listed = server.owner.get("/api/v1/workspaces/acme/devices").await.ok();
+    device
+        .client
+        .post(
+            "/api/v1/runner/lease/acquire",
+            json!({"holder": uuid::Uuid::new_v4()}),
+        )
+        .await
+        .ok();
+    let listed = server
+        .owner
+        .get("/api/v1/workspaces/acme/devices")
+        .await
+        .ok();
     assert_eq!(listed[0]["last_seen_at"].as_str(), Some(seen.as_str()));
 }

@@ -2,7 +2,7 @@
 //! server as a real child process.
 
 use reqwest::{Method, StatusCode};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
 use switchyard_server::db::Datastore;
-use switchyard_server::serve::{start, Running, ServeConfig};
+use switchyard_server::serve::{Running, ServeConfig, start};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
 
@@ -18,8 +18,16 @@ use switchyard_server::web::WebConfig;
 #[track_caller]
 pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let path = exe.parent().and_then(|deps| deps.parent()).expect("target dir").join(name);
-    assert!(path.exists(), "{} is missing: build the workspace first (`cargo build --workspace`)", path.display());
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace first (`cargo build --workspace`)",
+        path.display()
+    );
     path
 }
 
@@ -48,8 +56,14 @@ impl TestServer {
         let mut config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             app: AppConfig::default(),
-            central: CentralConfig { lease_ttl: Duration::from_secs(5), ..CentralConfig::default() },
-            sweeper: SweeperConfig { interval: Duration::from_millis(100), ..SweeperConfig::default() },
+            central: CentralConfig {
+                lease_ttl: Duration::from_secs(5),
+                ..CentralConfig::default()
+            },
+            sweeper: SweeperConfig {
+                interval: Duration::from_millis(100),
+                ..SweeperConfig::default()
+            },
             web: WebConfig::default(),
         };
         tweak(&mut config);
@@ -57,7 +71,12 @@ impl TestServer {
         let addr = running.addr;
         let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
         let (_, token) = app.user_create("owner", true).await.expect("owner created");
-        TestServer { addr, pool, owner: Client::new(addr, &token), running: Some(running) }
+        TestServer {
+            addr,
+            pool,
+            owner: Client::new(addr, &token),
+            running: Some(running),
+        }
     }
 
     /// A second server process on the same database (another replica), acting with
@@ -66,13 +85,29 @@ impl TestServer {
         let config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             app: AppConfig::default(),
-            central: CentralConfig { lease_ttl: Duration::from_secs(5), ..CentralConfig::default() },
-            sweeper: SweeperConfig { interval: Duration::from_millis(100), ..SweeperConfig::default() },
+            central: CentralConfig {
+                lease_ttl: Duration::from_secs(5),
+                ..CentralConfig::default()
+            },
+            sweeper: SweeperConfig {
+                interval: Duration::from_millis(100),
+                ..SweeperConfig::default()
+            },
             web: WebConfig::default(),
         };
-        let running = start(first.pool.clone(), config).await.expect("replica starts");
-        let owner = Client { base: format!("http://{}", running.addr), ..first.owner.clone() };
-        TestServer { addr: running.addr, pool: first.pool.clone(), owner, running: Some(running) }
+        let running = start(first.pool.clone(), config)
+            .await
+            .expect("replica starts");
+        let owner = Client {
+            base: format!("http://{}", running.addr),
+            ..first.owner.clone()
+        };
+        TestServer {
+            addr: running.addr,
+            pool: first.pool.clone(),
+            owner,
+            running: Some(running),
+        }
     }
 
     /// Creates a plain user and a client acting as them.
@@ -84,7 +119,11 @@ impl TestServer {
 
     /// A client with no token at all.
     pub fn anonymous(&self) -> Client {
-        Client { base: format!("http://{}", self.addr), token: None, http: reqwest::Client::new() }
+        Client {
+            base: format!("http://{}", self.addr),
+            token: None,
+            http: reqwest::Client::new(),
+        }
     }
 
     /// Stops serving and waits for the central runner to drain.
@@ -122,21 +161,36 @@ pub struct Answer {
 impl Answer {
     /// The error code of an error answer.
     pub fn code(&self) -> &str {
-        self.body["error"]["code"].as_str().unwrap_or("<no error code>")
+        self.body["error"]["code"]
+            .as_str()
+            .unwrap_or("<no error code>")
     }
 
     /// Asserts a success status and returns the body.
     #[track_caller]
     pub fn ok(self) -> Value {
-        assert!(self.status.is_success(), "expected success, got {}: {}", self.status, self.body);
+        assert!(
+            self.status.is_success(),
+            "expected success, got {}: {}",
+            self.status,
+            self.body
+        );
         self.body
     }
 
     /// Asserts an error with this status and code; returns the message.
     #[track_caller]
     pub fn refused(self, status: u16, code: &str) -> String {
-        assert_eq!((self.status.as_u16(), self.code()), (status, code), "body: {}", self.body);
-        let message = self.body["error"]["message"].as_str().expect("error message").to_owned();
+        assert_eq!(
+            (self.status.as_u16(), self.code()),
+            (status, code),
+            "body: {}",
+            self.body
+        );
+        let message = self.body["error"]["message"]
+            .as_str()
+            .expect("error message")
+            .to_owned();
         assert!(!message.is_empty());
         message
     }
@@ -156,7 +210,11 @@ impl Client {
     /// A client for a server at `base` (e.g. `http://127.0.0.1:1234`).
     pub fn at(base: &str, token: &str) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        Client { base: base.trim_end_matches('/').to_owned(), token: Some(token.to_owned()), http: reqwest::Client::new() }
+        Client {
+            base: base.trim_end_matches('/').to_owned(),
+            token: Some(token.to_owned()),
+            http: reqwest::Client::new(),
+        }
     }
 
     /// Sends a request with an optional JSON body.
@@ -201,16 +259,27 @@ impl Client {
 
     /// Polls a call until it leaves queued/leased/running, or panics after `within`.
     #[track_caller]
-    pub fn wait_call<'a>(&'a self, ws: &'a str, call_id: &'a str, within: Duration) -> impl std::future::Future<Output = Value> + 'a {
+    pub fn wait_call<'a>(
+        &'a self,
+        ws: &'a str,
+        call_id: &'a str,
+        within: Duration,
+    ) -> impl std::future::Future<Output = Value> + 'a {
         async move {
             let deadline = Instant::now() + within;
             loop {
-                let call = self.get(&format!("/api/v1/workspaces/{ws}/calls/{call_id}")).await.ok();
+                let call = self
+                    .get(&format!("/api/v1/workspaces/{ws}/calls/{call_id}"))
+                    .await
+                    .ok();
                 let state = call["state"].as_str().unwrap_or_default().to_owned();
                 if !matches!(state.as_str(), "queued" | "leased" | "running") {
                     return call;
                 }
-                assert!(Instant::now() < deadline, "call {call_id} still {state} after {within:?}");
+                assert!(
+                    Instant::now() < deadline,
+                    "call {call_id} still {state} after {within:?}"
+                );
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
@@ -226,7 +295,10 @@ pub struct Setup {
 /// server with `args`, connection `fixture` (discovered), profile `main` with Use for the owner.
 pub async fn setup_workspace(server: &TestServer, ws: &str, args: &[&str]) -> Setup {
     let owner = &server.owner;
-    owner.post("/api/v1/workspaces", json!({"name": ws})).await.ok();
+    owner
+        .post("/api/v1/workspaces", json!({"name": ws}))
+        .await
+        .ok();
     let connector = format!("fixture-{ws}");
     let mut all_args = vec!["stdio".to_owned()];
     all_args.extend(args.iter().map(|a| a.to_string()));
@@ -234,18 +306,39 @@ pub async fn setup_workspace(server: &TestServer, ws: &str, args: &[&str]) -> Se
         .post("/api/v1/connectors", json!({"name": connector, "transport": "stdio", "command": fixture_bin(), "args": all_args}))
         .await
         .ok();
-    owner.post(&format!("/api/v1/connectors/{connector}/approve"), json!({})).await.ok();
     owner
-        .post(&format!("/api/v1/workspaces/{ws}/connections"), json!({"name": "fixture", "connector": connector}))
-        .await
-        .ok();
-    owner.post(&format!("/api/v1/workspaces/{ws}/connections/fixture/discover"), json!({})).await.ok();
-    owner
-        .post(&format!("/api/v1/workspaces/{ws}/profiles"), json!({"name": "main", "connections": ["fixture"]}))
+        .post(
+            &format!("/api/v1/connectors/{connector}/approve"),
+            json!({}),
+        )
         .await
         .ok();
     owner
-        .post(&format!("/api/v1/workspaces/{ws}/profiles/main/grants"), json!({"user": "owner", "use": true}))
+        .post(
+            &format!("/api/v1/workspaces/{ws}/connections"),
+            json!({"name": "fixture", "connector": connector}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            &format!("/api/v1/workspaces/{ws}/connections/fixture/discover"),
+            json!({}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            &format!("/api/v1/workspaces/{ws}/profiles"),
+            json!({"name": "main", "connections": ["fixture"]}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            &format!("/api/v1/workspaces/{ws}/profiles/main/grants"),
+            json!({"user": "owner", "use": true}),
+        )
         .await
         .ok();
     Setup { ws: ws.to_owned() }
@@ -267,7 +360,13 @@ pub fn call_body(tool: &str, arguments: Value) -> Value {
 pub fn result_text(call: &Value) -> String {
     call["result"]["content"]
         .as_array()
-        .map(|items| items.iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n"))
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|c| c["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
         .unwrap_or_default()
 }
 
@@ -276,7 +375,8 @@ pub struct Scratch(pub PathBuf);
 
 impl Scratch {
     pub fn new(label: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("switchyard-test-{label}-{}", uuid::Uuid::new_v4()));
+        let dir =
+            std::env::temp_dir().join(format!("switchyard-test-{label}-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("scratch dir");
         Scratch(dir)
     }
@@ -294,7 +394,9 @@ impl Drop for Scratch {
 
 /// Lines in the fixture's count file (0 when it does not exist).
 pub fn count_lines(path: &str) -> usize {
-    std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(0)
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
 }
 
 /// A child process killed when the guard drops.
@@ -314,7 +416,10 @@ pub fn read_announcement(child: &mut std::process::Child, prefix: &str) -> Strin
     let stdout = child.stdout.take().expect("piped stdout");
     let mut lines = std::io::BufReader::new(stdout).lines();
     loop {
-        let line = lines.next().expect("the process announced nothing").expect("stdout readable");
+        let line = lines
+            .next()
+            .expect("the process announced nothing")
+            .expect("stdout readable");
         if let Some(rest) = line.strip_prefix(prefix) {
             return rest.trim().to_owned();
         }
@@ -324,12 +429,18 @@ pub fn read_announcement(child: &mut std::process::Child, prefix: &str) -> Strin
 /// A `DATABASE_URL` for the test's own database (the pool's database on the suite's server).
 pub fn database_url_of(pool: &PgPool) -> String {
     let base = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by scripts/test.sh");
-    let database = pool.connect_options().get_database().expect("test database name").to_owned();
+    let database = pool
+        .connect_options()
+        .get_database()
+        .expect("test database name")
+        .to_owned();
     let (without_query, query) = match base.split_once('?') {
         Some((url, query)) => (url.to_owned(), format!("?{query}")),
         None => (base.clone(), String::new()),
     };
-    let (server, _) = without_query.rsplit_once('/').expect("URL with a database path");
+    let (server, _) = without_query
+        .rsplit_once('/')
+        .expect("URL with a database path");
     format!("{server}/{database}{query}")
 }
 
@@ -343,10 +454,12 @@ pub async fn dump_database(pool: &PgPool) -> String {
     .unwrap();
     let mut dump = String::new();
     for table in tables {
-        let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT row_to_json(t)::text FROM \"{table}\" t")))
-            .fetch_all(pool)
-            .await
-            .unwrap();
+        let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT row_to_json(t)::text FROM \"{table}\" t"
+        )))
+        .fetch_all(pool)
+        .await
+        .unwrap();
         dump.push_str(&rows.join("\n"));
     }
     dump

@@ -12,7 +12,13 @@ async fn health_and_readiness(pool: PgPool) {
 
 #[sqlx::test(migrations = false)]
 async fn not_ready_without_migrations(pool: PgPool) {
-    sqlx::query("CREATE TABLE _sqlx_migrations (version bigint, success boolean)").execute(&pool).await.unwrap();
-    let reason = switchyard_server::db::Datastore::new(pool).readiness().await.unwrap_err();
+    sqlx::query("CREATE TABLE _sqlx_migrations (version bigint, success boolean)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let reason = switchyard_server::db::Datastore::new(pool)
+        .readiness()
+        .await
+        .unwrap_err();
     assert!(reason.contains("switchyard-server migrate"), "{reason}");
 }

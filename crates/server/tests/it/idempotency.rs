@@ -17,7 +17,12 @@ async fn a_retry_returns_the_same_call_and_a_changed_payload_conflicts(pool: PgP
     assert_eq!(first.status.as_u16(), 201);
     let first = first.ok();
     // The same payload with keys in another order and names swapped for ids is the same call.
-    let profile_id = server.owner.get(&format!("/api/v1/workspaces/{}/profiles/main", setup.ws)).await.ok()["id"].clone();
+    let profile_id = server
+        .owner
+        .get(&format!("/api/v1/workspaces/{}/profiles/main", setup.ws))
+        .await
+        .ok()["id"]
+        .clone();
     let mut retry = body.clone();
     retry["profile_id"] = profile_id;
     retry["arguments"] = json!({"nested": {"a": 2, "b": 1}, "text": "once"});
@@ -27,9 +32,16 @@ async fn a_retry_returns_the_same_call_and_a_changed_payload_conflicts(pool: PgP
 
     let mut changed = body.clone();
     changed["arguments"] = json!({"text": "twice"});
-    let message = server.owner.post(&calls, changed).await.refused(422, "mcp_request_conflict");
+    let message = server
+        .owner
+        .post(&calls, changed)
+        .await
+        .refused(422, "mcp_request_conflict");
     assert!(message.contains("fresh request_id"), "{message}");
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM calls").fetch_one(&pool).await.unwrap();
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(count, 1);
 }
 
@@ -58,11 +70,23 @@ async fn fifty_concurrent_duplicates_create_one_call_and_one_execution(pool: PgP
     }
     assert_eq!((ids.len(), created), (1, 1));
     let id = ids.into_iter().next().unwrap();
-    assert_eq!(server.owner.wait_call(&setup.ws, &id, Duration::from_secs(60)).await["state"], "succeeded");
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM calls").fetch_one(&pool).await.unwrap();
+    assert_eq!(
+        server
+            .owner
+            .wait_call(&setup.ws, &id, Duration::from_secs(60))
+            .await["state"],
+        "succeeded"
+    );
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(rows, 1);
     assert_eq!(count_lines(&counter), 1, "the tool ran more than once");
     // The executed request carried the request_id to the MCP server.
     let line = std::fs::read_to_string(&counter).unwrap();
-    assert!(line.contains(body["request_id"].as_str().unwrap()), "{line}");
+    assert!(
+        line.contains(body["request_id"].as_str().unwrap()),
+        "{line}"
+    );
 }

@@ -17,7 +17,10 @@ fn everything_script() -> String {
 async fn the_reference_server_runs_through_the_whole_path(pool: PgPool) {
     let server = TestServer::start(pool).await;
     let owner = &server.owner;
-    owner.post("/api/v1/workspaces", json!({"name": "interop"})).await.ok();
+    owner
+        .post("/api/v1/workspaces", json!({"name": "interop"}))
+        .await
+        .ok();
     owner
         .post(
             "/api/v1/connectors/import",
@@ -25,20 +28,43 @@ async fn the_reference_server_runs_through_the_whole_path(pool: PgPool) {
         )
         .await
         .ok();
-    owner.post("/api/v1/connectors/everything/approve", json!({})).await.ok();
     owner
-        .post("/api/v1/workspaces/interop/connections", json!({"name": "everything", "connector": "everything"}))
+        .post("/api/v1/connectors/everything/approve", json!({}))
         .await
         .ok();
-    let discovery = owner.post("/api/v1/workspaces/interop/connections/everything/discover", json!({})).await.ok();
-    let echo = discovery["tools"].as_array().unwrap().iter().find(|t| t["name"] == "echo").expect("echo tool listed");
+    owner
+        .post(
+            "/api/v1/workspaces/interop/connections",
+            json!({"name": "everything", "connector": "everything"}),
+        )
+        .await
+        .ok();
+    let discovery = owner
+        .post(
+            "/api/v1/workspaces/interop/connections/everything/discover",
+            json!({}),
+        )
+        .await
+        .ok();
+    let echo = discovery["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "echo")
+        .expect("echo tool listed");
     assert_eq!(echo["annotations"]["readOnlyHint"], true);
     owner
-        .post("/api/v1/workspaces/interop/profiles", json!({"name": "p", "connections": ["everything"]}))
+        .post(
+            "/api/v1/workspaces/interop/profiles",
+            json!({"name": "p", "connections": ["everything"]}),
+        )
         .await
         .ok();
     owner
-        .post("/api/v1/workspaces/interop/profiles/p/grants", json!({"user": "owner", "use": true}))
+        .post(
+            "/api/v1/workspaces/interop/profiles/p/grants",
+            json!({"user": "owner", "use": true}),
+        )
         .await
         .ok();
     let call = owner
@@ -49,7 +75,13 @@ async fn the_reference_server_runs_through_the_whole_path(pool: PgPool) {
         )
         .await
         .ok();
-    let done = owner.wait_call("interop", call["id"].as_str().unwrap(), Duration::from_secs(60)).await;
+    let done = owner
+        .wait_call(
+            "interop",
+            call["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(result_text(&done), "Echo: interop works");
 
@@ -62,6 +94,12 @@ async fn the_reference_server_runs_through_the_whole_path(pool: PgPool) {
         )
         .await
         .ok();
-    let bad = owner.wait_call("interop", bad["id"].as_str().unwrap(), Duration::from_secs(60)).await;
+    let bad = owner
+        .wait_call(
+            "interop",
+            bad["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
     assert_eq!(bad["state"], "tool_error", "{bad}");
 }

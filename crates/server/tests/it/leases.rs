@@ -5,8 +5,8 @@ use crate::harness::*;
 use serde_json::json;
 use sqlx::PgPool;
 use std::time::Duration;
-use switchyard_protocol::runner::{Completion, Epoch};
 use switchyard_protocol::CallId;
+use switchyard_protocol::runner::{Completion, Epoch};
 use switchyard_server::app::{App, AppConfig, CompletionRecorded};
 use switchyard_server::db::{Datastore, NewCall};
 use uuid::Uuid;
@@ -24,7 +24,10 @@ async fn queued_device_call(server: &TestServer, db: &Datastore) -> Uuid {
     .fetch_one(db.pool())
     .await
     .unwrap();
-    let owner: Uuid = sqlx::query_scalar("SELECT id FROM users WHERE name = 'owner'").fetch_one(db.pool()).await.unwrap();
+    let owner: Uuid = sqlx::query_scalar("SELECT id FROM users WHERE name = 'owner'")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
     let call = NewCall {
         workspace_id: workspace,
         request_id: Uuid::new_v4(),
@@ -44,16 +47,26 @@ async fn queued_device_call(server: &TestServer, db: &Datastore) -> Uuid {
 }
 
 async fn state_of(db: &Datastore, call: Uuid) -> (String, Option<String>) {
-    sqlx::query_as("SELECT state, error_code FROM calls WHERE id = $1").bind(call).fetch_one(db.pool()).await.unwrap()
+    sqlx::query_as("SELECT state, error_code FROM calls WHERE id = $1")
+        .bind(call)
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
 }
 
 /// Makes a runner's lease expire now, as if its holder stopped renewing it.
 async fn expire_lease(db: &Datastore, runner: &str) {
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1").bind(runner).execute(db.pool()).await.unwrap();
+    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
+        .bind(runner)
+        .execute(db.pool())
+        .await
+        .unwrap();
 }
 
 fn echo_result() -> Completion {
-    Completion::Succeeded { result: json!({"content": [{"type": "text", "text": "x"}], "isError": false}) }
+    Completion::Succeeded {
+        result: json!({"content": [{"type": "text", "text": "x"}], "isError": false}),
+    }
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -66,9 +79,19 @@ async fn two_processes_racing_for_one_runner_get_one_lease(pool: PgPool) {
     let winners = [a.unwrap(), b.unwrap()].into_iter().flatten().count();
     assert_eq!(winners, 1);
     // The loser keeps waiting while the lease is live.
-    assert_eq!(db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL).await.unwrap(), None);
+    assert_eq!(
+        db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+            .await
+            .unwrap(),
+        None
+    );
     expire_lease(&db, DEVICE).await;
-    assert_eq!(db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL).await.unwrap(), Some(2));
+    assert_eq!(
+        db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+            .await
+            .unwrap(),
+        Some(2)
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -79,7 +102,11 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
     let call = queued_device_call(&server, &db).await;
 
     let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
-    let e1 = db.runner_lease_acquire(DEVICE, old, TTL).await.unwrap().unwrap();
+    let e1 = db
+        .runner_lease_acquire(DEVICE, old, TTL)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(db.call_lease(DEVICE, e1, 10).await.unwrap().len(), 1);
     expire_lease(&db, DEVICE).await;
     // The old owner cannot start it any more: its lease is gone.
@@ -87,39 +114,65 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
     // The sweeper (running in the server) puts it back in the queue: nothing was sent.
     wait_for_state(&db, call, "queued").await;
 
-    let e2 = db.runner_lease_acquire(DEVICE, new, TTL).await.unwrap().unwrap();
+    let e2 = db
+        .runner_lease_acquire(DEVICE, new, TTL)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(e2 > e1);
     assert_eq!(db.call_lease(DEVICE, e2, 10).await.unwrap().len(), 1);
     assert!(db.call_start(call, DEVICE, e2).await.unwrap());
     // A start asked again under the same epoch (first answer lost) is acknowledged again.
     assert!(db.call_start(call, DEVICE, e2).await.unwrap());
     // The old owner's completion is fenced and recorded nowhere.
-    let stale = app.call_record_completion(DEVICE, CallId(call), Epoch(e1), echo_result()).await.unwrap();
+    let stale = app
+        .call_record_completion(DEVICE, CallId(call), Epoch(e1), echo_result())
+        .await
+        .unwrap();
     assert_eq!(stale, CompletionRecorded::Fenced);
     assert_eq!(state_of(&db, call).await.0, "running");
-    let fresh = app.call_record_completion(DEVICE, CallId(call), Epoch(e2), echo_result()).await.unwrap();
+    let fresh = app
+        .call_record_completion(DEVICE, CallId(call), Epoch(e2), echo_result())
+        .await
+        .unwrap();
     assert_eq!(fresh, CompletionRecorded::Recorded);
     assert_eq!(state_of(&db, call).await.0, "succeeded");
     // A repeated report changes nothing.
-    let again = app.call_record_completion(DEVICE, CallId(call), Epoch(e2), echo_result()).await.unwrap();
+    let again = app
+        .call_record_completion(DEVICE, CallId(call), Epoch(e2), echo_result())
+        .await
+        .unwrap();
     assert_eq!(again, CompletionRecorded::Superseded);
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_reruns_it(pool: PgPool) {
+async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_reruns_it(
+    pool: PgPool,
+) {
     let server = TestServer::start(pool.clone()).await;
     let db = Datastore::new(pool.clone());
     let call = queued_device_call(&server, &db).await;
 
-    let e1 = db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL).await.unwrap().unwrap();
+    let e1 = db
+        .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+        .await
+        .unwrap()
+        .unwrap();
     db.call_lease(DEVICE, e1, 10).await.unwrap();
     assert!(db.call_start(call, DEVICE, e1).await.unwrap());
     expire_lease(&db, DEVICE).await;
     wait_for_state(&db, call, "unknown").await;
     assert_eq!(state_of(&db, call).await.1.as_deref(), Some("runner_lost"));
 
-    let e2 = db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL).await.unwrap().unwrap();
-    assert!(db.call_lease(DEVICE, e2, 10).await.unwrap().is_empty(), "an unknown call was leased again");
+    let e2 = db
+        .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        db.call_lease(DEVICE, e2, 10).await.unwrap().is_empty(),
+        "an unknown call was leased again"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -132,23 +185,45 @@ async fn two_replicas_share_one_central_runner(pool: PgPool) {
     let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
     let mut ids = Vec::new();
     for (i, server) in [&first, &second].into_iter().cycle().take(10).enumerate() {
-        let call = server.owner.post(&calls, call_body("count", json!({"label": i.to_string()}))).await.ok();
+        let call = server
+            .owner
+            .post(&calls, call_body("count", json!({"label": i.to_string()})))
+            .await
+            .ok();
         ids.push(call["id"].as_str().unwrap().to_owned());
     }
     for id in &ids {
-        assert_eq!(second.owner.wait_call(&setup.ws, id, Duration::from_secs(60)).await["state"], "succeeded");
+        assert_eq!(
+            second
+                .owner
+                .wait_call(&setup.ws, id, Duration::from_secs(60))
+                .await["state"],
+            "succeeded"
+        );
     }
     assert_eq!(count_lines(&counter), 10);
-    let leases: i64 = sqlx::query_scalar("SELECT count(*) FROM runner_leases WHERE runner_ref = 'central'")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let leases: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM runner_leases WHERE runner_ref = 'central'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!(leases, 1);
 
     // Stopping the first replica releases its lease (if it held it); the second carries on.
     first.stop().await;
-    let call = second.owner.post(&calls, call_body("count", json!({"label": "after"}))).await.ok();
-    let done = second.owner.wait_call(&setup.ws, call["id"].as_str().unwrap(), Duration::from_secs(60)).await;
+    let call = second
+        .owner
+        .post(&calls, call_body("count", json!({"label": "after"})))
+        .await
+        .ok();
+    let done = second
+        .owner
+        .wait_call(
+            &setup.ws,
+            call["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
     assert_eq!(done["state"], "succeeded");
     assert_eq!(count_lines(&counter), 11);
 }
@@ -160,7 +235,10 @@ async fn wait_for_state(db: &Datastore, call: Uuid, want: &str) {
         if state == want {
             return;
         }
-        assert!(std::time::Instant::now() < deadline, "call is {state}, wanted {want}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "call is {state}, wanted {want}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -173,11 +251,17 @@ async fn a_central_call_whose_lease_answer_was_lost_is_queued_again_and_runs(poo
     let started = std::time::Instant::now();
     let epoch = loop {
         let epoch: Option<i64> =
-            sqlx::query_scalar("SELECT epoch FROM runner_leases WHERE runner_ref = 'central'").fetch_optional(db.pool()).await.unwrap();
+            sqlx::query_scalar("SELECT epoch FROM runner_leases WHERE runner_ref = 'central'")
+                .fetch_optional(db.pool())
+                .await
+                .unwrap();
         if let Some(epoch) = epoch {
             break epoch;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "the central runner took no lease");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the central runner took no lease"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     // The database leased the call to the central runner, but the answer never reached it
@@ -189,7 +273,10 @@ async fn a_central_call_whose_lease_answer_was_lost_is_queued_again_and_runs(poo
         .await
         .unwrap();
     // The central heartbeat puts it back in the queue, and it runs.
-    let done = server.owner.wait_call("acme", &call.to_string(), Duration::from_secs(60)).await;
+    let done = server
+        .owner
+        .wait_call("acme", &call.to_string(), Duration::from_secs(60))
+        .await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["runner"], "central");
 }

@@ -4,7 +4,7 @@
 
 use crate::devices::*;
 use crate::harness::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -12,7 +12,11 @@ const CALLS: &str = "/api/v1/workspaces/acme/calls";
 
 /// Acquires the device's lease for `holder`; returns the answer.
 async fn acquire(device: &Device, holder: Uuid) -> Value {
-    device.client.post("/api/v1/runner/lease/acquire", json!({"holder": holder})).await.ok()
+    device
+        .client
+        .post("/api/v1/runner/lease/acquire", json!({"holder": holder}))
+        .await
+        .ok()
 }
 
 /// Acquires and asserts success; returns the epoch.
@@ -25,12 +29,26 @@ async fn acquired_epoch(device: &Device, holder: Uuid) -> i64 {
 
 /// One lease request; returns the leased calls.
 async fn lease(device: &Device, epoch: i64, wait_ms: u64) -> Vec<Value> {
-    let answer = device.client.post("/api/v1/runner/lease", json!({"epoch": epoch, "max": 8, "wait_ms": wait_ms})).await.ok();
+    let answer = device
+        .client
+        .post(
+            "/api/v1/runner/lease",
+            json!({"epoch": epoch, "max": 8, "wait_ms": wait_ms}),
+        )
+        .await
+        .ok();
     answer["calls"].as_array().unwrap().clone()
 }
 
 async fn submit(server: &TestServer, tool: &str) -> String {
-    let call = server.owner.post(CALLS, device_call_body(tool, json!({"label": "x", "text": "x"}))).await.ok();
+    let call = server
+        .owner
+        .post(
+            CALLS,
+            device_call_body(tool, json!({"label": "x", "text": "x"})),
+        )
+        .await
+        .ok();
     call["id"].as_str().unwrap().to_owned()
 }
 
@@ -63,37 +81,88 @@ async fn a_device_runs_a_call_through_the_whole_protocol(pool: PgPool) {
     let epoch = acquired_epoch(&device, Uuid::new_v4()).await;
     let leased = lease(&device, epoch, 20_000).await;
     assert_eq!(leased.len(), 1);
-    assert_eq!((leased[0]["call_id"].as_str(), leased[0]["epoch"].as_i64()), (Some(call.as_str()), Some(epoch)));
+    assert_eq!(
+        (leased[0]["call_id"].as_str(), leased[0]["epoch"].as_i64()),
+        (Some(call.as_str()), Some(epoch))
+    );
     assert_eq!(leased[0]["tool_name"], "count");
     assert_eq!(leased[0]["arguments"]["label"], "x");
     assert_eq!(leased[0]["connection"]["spec"]["transport"], "stdio");
 
-    let started = device.client.post(&start_path(&call), json!({"epoch": epoch})).await.ok();
+    let started = device
+        .client
+        .post(&start_path(&call), json!({"epoch": epoch}))
+        .await
+        .ok();
     assert_eq!(started["decision"], "proceed");
     // A start asked again (the first answer lost) is acknowledged again.
-    assert_eq!(device.client.post(&start_path(&call), json!({"epoch": epoch})).await.ok()["decision"], "proceed");
+    assert_eq!(
+        device
+            .client
+            .post(&start_path(&call), json!({"epoch": epoch}))
+            .await
+            .ok()["decision"],
+        "proceed"
+    );
     assert_eq!(state(&server, &call).await["state"], "running");
 
     let receipt = Uuid::new_v4();
-    let answer = device.client.post(&complete_path(&call), succeeded(receipt, epoch, "counted x")).await.ok();
+    let answer = device
+        .client
+        .post(
+            &complete_path(&call),
+            succeeded(receipt, epoch, "counted x"),
+        )
+        .await
+        .ok();
     assert_eq!(answer["status"], "recorded");
     let done = state(&server, &call).await;
-    assert_eq!((done["state"].as_str(), result_text(&done).as_str()), (Some("succeeded"), "counted x"));
+    assert_eq!(
+        (done["state"].as_str(), result_text(&done).as_str()),
+        (Some("succeeded"), "counted x")
+    );
     // The same receipt uploaded again answers the same, once recorded.
-    assert_eq!(device.client.post(&complete_path(&call), succeeded(receipt, epoch, "counted x")).await.ok()["status"], "recorded");
+    assert_eq!(
+        device
+            .client
+            .post(
+                &complete_path(&call),
+                succeeded(receipt, epoch, "counted x")
+            )
+            .await
+            .ok()["status"],
+        "recorded"
+    );
     // Another receipt with a different outcome no longer applies.
     let late = json!({"receipt_id": Uuid::new_v4(), "epoch": epoch, "completion": {"outcome": "unknown", "error": {"code": "timeout", "message": "late"}}});
-    assert_eq!(device.client.post(&complete_path(&call), late).await.ok()["status"], "superseded");
+    assert_eq!(
+        device.client.post(&complete_path(&call), late).await.ok()["status"],
+        "superseded"
+    );
     assert_eq!(state(&server, &call).await["state"], "succeeded");
     // A receipt id is one receipt: reusing it for another call is refused.
     let other = submit(&server, "count").await;
-    device.client.post(&complete_path(&other), succeeded(receipt, epoch, "x")).await.refused(400, "invalid_request");
+    device
+        .client
+        .post(&complete_path(&other), succeeded(receipt, epoch, "x"))
+        .await
+        .refused(400, "invalid_request");
 
     // The check quarantines nothing of the current epoch.
     let check = json!({"receipts": [{"receipt_id": receipt, "call_id": call, "epoch": epoch}]});
-    assert_eq!(device.client.post("/api/v1/runner/receipts/check", check).await.ok()["fenced"], json!([]));
+    assert_eq!(
+        device
+            .client
+            .post("/api/v1/runner/receipts/check", check)
+            .await
+            .ok()["fenced"],
+        json!([])
+    );
 
-    let released = device.client.post("/api/v1/runner/lease/release", json!({"epoch": epoch})).await;
+    let released = device
+        .client
+        .post("/api/v1/runner/lease/release", json!({"epoch": epoch}))
+        .await;
     assert_eq!(released.status.as_u16(), 204);
     // Released: a new holder takes over at once, with a new epoch.
     assert_eq!(acquired_epoch(&device, Uuid::new_v4()).await, epoch + 1);
@@ -104,20 +173,33 @@ async fn a_long_poll_on_one_replica_wakes_for_a_call_submitted_to_another(pool: 
     let a = TestServer::start(pool).await;
     let device = setup_device_connection(&a, &Scratch::new("replicas").path("count")).await;
     let b = TestServer::replica(&a).await;
-    let on_b = Device { client: client_with(&b, &device.credential), ..device };
+    let on_b = Device {
+        client: client_with(&b, &device.credential),
+        ..device
+    };
 
     let epoch = acquired_epoch(&on_b, Uuid::new_v4()).await;
     assert!(lease(&on_b, epoch, 0).await.is_empty());
     let poll = {
         let client = on_b.client.clone();
         tokio::spawn(async move {
-            client.post("/api/v1/runner/lease", json!({"epoch": epoch, "max": 8, "wait_ms": 20_000})).await.ok()
+            client
+                .post(
+                    "/api/v1/runner/lease",
+                    json!({"epoch": epoch, "max": 8, "wait_ms": 20_000}),
+                )
+                .await
+                .ok()
         })
     };
     let call = submit(&a, "count").await;
     let answer = poll.await.unwrap();
     let calls = answer["calls"].as_array().unwrap();
-    assert_eq!(calls.len(), 1, "the long-poll on replica B did not get the call submitted to A: {answer}");
+    assert_eq!(
+        calls.len(),
+        1,
+        "the long-poll on replica B did not get the call submitted to A: {answer}"
+    );
     assert_eq!(calls[0]["call_id"], call.as_str());
 }
 
@@ -138,7 +220,14 @@ async fn the_same_holder_resumes_its_lease_and_another_waits(pool: PgPool) {
     let held = acquire(&device, Uuid::new_v4()).await;
     assert_eq!(held["status"], "held");
     assert!(held["retry_after_ms"].as_u64().unwrap() > 0);
-    assert_eq!(device.client.post(&start_path(&call), json!({"epoch": epoch})).await.ok()["decision"], "proceed");
+    assert_eq!(
+        device
+            .client
+            .post(&start_path(&call), json!({"epoch": epoch}))
+            .await
+            .ok()["decision"],
+        "proceed"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -149,29 +238,77 @@ async fn stale_epochs_are_fenced(pool: PgPool) {
     let leased = submit(&server, "count").await;
     let old = acquired_epoch(&device, Uuid::new_v4()).await;
     assert_eq!(lease(&device, old, 0).await.len(), 2);
-    assert_eq!(device.client.post(&start_path(&running), json!({"epoch": old})).await.ok()["decision"], "proceed");
+    assert_eq!(
+        device
+            .client
+            .post(&start_path(&running), json!({"epoch": old}))
+            .await
+            .ok()["decision"],
+        "proceed"
+    );
     let receipt = Uuid::new_v4();
 
     // The old process stops renewing; a new one takes the runner over.
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1").bind(&device.runner).execute(&pool).await.unwrap();
+    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
+        .bind(&device.runner)
+        .execute(&pool)
+        .await
+        .unwrap();
     let new = acquired_epoch(&device, Uuid::new_v4()).await;
     assert!(new > old);
     assert_eq!(state(&server, &running).await["state"], "unknown");
     assert_eq!(state(&server, &leased).await["state"], "queued");
 
     let heartbeat = json!({"epoch": old, "active": [running]});
-    device.client.post("/api/v1/runner/heartbeat", heartbeat).await.refused(409, "runner_fenced");
-    device.client.post("/api/v1/runner/lease", json!({"epoch": old, "max": 1, "wait_ms": 0})).await.refused(409, "runner_fenced");
-    device.client.post(&start_path(&leased), json!({"epoch": old})).await.refused(409, "runner_fenced");
-    device.client.post(&complete_path(&running), succeeded(receipt, old, "late")).await.refused(409, "runner_fenced");
+    device
+        .client
+        .post("/api/v1/runner/heartbeat", heartbeat)
+        .await
+        .refused(409, "runner_fenced");
+    device
+        .client
+        .post(
+            "/api/v1/runner/lease",
+            json!({"epoch": old, "max": 1, "wait_ms": 0}),
+        )
+        .await
+        .refused(409, "runner_fenced");
+    device
+        .client
+        .post(&start_path(&leased), json!({"epoch": old}))
+        .await
+        .refused(409, "runner_fenced");
+    device
+        .client
+        .post(&complete_path(&running), succeeded(receipt, old, "late"))
+        .await
+        .refused(409, "runner_fenced");
     // Uploaded again, the receipt gets the same answer; the check keeps it quarantined.
-    device.client.post(&complete_path(&running), succeeded(receipt, old, "late")).await.refused(409, "runner_fenced");
+    device
+        .client
+        .post(&complete_path(&running), succeeded(receipt, old, "late"))
+        .await
+        .refused(409, "runner_fenced");
     let check = json!({"receipts": [{"receipt_id": receipt, "call_id": running, "epoch": old}]});
-    assert_eq!(device.client.post("/api/v1/runner/receipts/check", check).await.ok()["fenced"], json!([receipt]));
+    assert_eq!(
+        device
+            .client
+            .post("/api/v1/runner/receipts/check", check)
+            .await
+            .ok()["fenced"],
+        json!([receipt])
+    );
     assert_eq!(state(&server, &running).await["state"], "unknown");
     // The new epoch works.
     assert_eq!(lease(&device, new, 0).await.len(), 1);
-    assert_eq!(device.client.post(&start_path(&leased), json!({"epoch": new})).await.ok()["decision"], "proceed");
+    assert_eq!(
+        device
+            .client
+            .post(&start_path(&leased), json!({"epoch": new}))
+            .await
+            .ok()["decision"],
+        "proceed"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -181,20 +318,60 @@ async fn heartbeats_carry_cancellations_and_releases_and_requeue_forgotten_lease
     let epoch = acquired_epoch(&device, Uuid::new_v4()).await;
     let running = submit(&server, "count").await;
     assert_eq!(lease(&device, epoch, 0).await.len(), 1);
-    device.client.post(&start_path(&running), json!({"epoch": epoch})).await.ok();
+    device
+        .client
+        .post(&start_path(&running), json!({"epoch": epoch}))
+        .await
+        .ok();
     let beat = json!({"epoch": epoch, "active": [running]});
-    assert_eq!(device.client.post("/api/v1/runner/heartbeat", beat.clone()).await.ok(), json!({"cancel": [], "release": []}));
+    assert_eq!(
+        device
+            .client
+            .post("/api/v1/runner/heartbeat", beat.clone())
+            .await
+            .ok(),
+        json!({"cancel": [], "release": []})
+    );
 
-    let cancelled = server.owner.post(&format!("{CALLS}/{running}/cancel"), json!({})).await.ok();
+    let cancelled = server
+        .owner
+        .post(&format!("{CALLS}/{running}/cancel"), json!({}))
+        .await
+        .ok();
     assert_eq!(cancelled["outcome"], "cancellation_requested");
-    server.owner.post("/api/v1/workspaces/acme/sessions/s1/release", json!({"connection_id": "local"})).await.ok();
-    let answer = device.client.post("/api/v1/runner/heartbeat", beat.clone()).await.ok();
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/sessions/s1/release",
+            json!({"connection_id": "local"}),
+        )
+        .await
+        .ok();
+    let answer = device
+        .client
+        .post("/api/v1/runner/heartbeat", beat.clone())
+        .await
+        .ok();
     assert_eq!(answer["cancel"], json!([running]));
-    let local = server.owner.get("/api/v1/workspaces/acme/connections/local").await.ok();
-    assert_eq!(answer["release"], json!([{"connection_id": local["id"], "client_session_id": "s1"}]));
+    let local = server
+        .owner
+        .get("/api/v1/workspaces/acme/connections/local")
+        .await
+        .ok();
+    assert_eq!(
+        answer["release"],
+        json!([{"connection_id": local["id"], "client_session_id": "s1"}])
+    );
     // A release is delivered once; the cancellation stands until the call ends.
-    let again = device.client.post("/api/v1/runner/heartbeat", beat.clone()).await.ok();
-    assert_eq!((again["cancel"].clone(), again["release"].clone()), (json!([running]), json!([])));
+    let again = device
+        .client
+        .post("/api/v1/runner/heartbeat", beat.clone())
+        .await
+        .ok();
+    assert_eq!(
+        (again["cancel"].clone(), again["release"].clone()),
+        (json!([running]), json!([]))
+    );
 
     // A call leased long ago that the runner does not list as held (its predecessor leased it,
     // or the lease answer was lost) goes back to the queue; nothing was sent for it.
@@ -205,46 +382,89 @@ async fn heartbeats_carry_cancellations_and_releases_and_requeue_forgotten_lease
         .execute(&pool)
         .await
         .unwrap();
-    device.client.post("/api/v1/runner/heartbeat", beat).await.ok();
+    device
+        .client
+        .post("/api/v1/runner/heartbeat", beat)
+        .await
+        .ok();
     assert_eq!(state(&server, &forgotten).await["state"], "queued");
     assert_eq!(state(&server, &running).await["state"], "running");
     // A late start for it (the lost lease answer arriving after all) is refused.
-    assert_eq!(device.client.post(&start_path(&forgotten), json!({"epoch": epoch})).await.ok()["decision"], "abandon");
+    assert_eq!(
+        device
+            .client
+            .post(&start_path(&forgotten), json!({"epoch": epoch}))
+            .await
+            .ok()["decision"],
+        "abandon"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn devices_report_events_for_their_own_connections(pool: PgPool) {
     let server = TestServer::start(pool).await;
     let device = setup_device_connection(&server, &Scratch::new("events").path("count")).await;
-    let local = server.owner.get("/api/v1/workspaces/acme/connections/local").await.ok();
+    let local = server
+        .owner
+        .get("/api/v1/workspaces/acme/connections/local")
+        .await
+        .ok();
     let event = json!({"kind": "session_started", "connection_id": local["id"], "client_session_id": "s1", "pid": 4242});
     let reported = device.client.post("/api/v1/runner/events", event).await;
     assert_eq!(reported.status.as_u16(), 204);
-    let events = server.owner.get("/api/v1/workspaces/acme/connections/local/events").await.ok();
+    let events = server
+        .owner
+        .get("/api/v1/workspaces/acme/connections/local/events")
+        .await
+        .ok();
     assert_eq!(events[0]["kind"], "session_started");
     assert_eq!(events[0]["runner"], device.runner.as_str());
     assert_eq!(events[0]["detail"]["pid"], 4242);
 
-    let central = server.owner.get("/api/v1/workspaces/acme/connections/fixture").await.ok();
+    let central = server
+        .owner
+        .get("/api/v1/workspaces/acme/connections/fixture")
+        .await
+        .ok();
     let event = json!({"kind": "session_closed", "connection_id": central["id"], "client_session_id": null, "reason": "idle"});
-    device.client.post("/api/v1/runner/events", event).await.refused(404, "connection_not_found");
+    device
+        .client
+        .post("/api/v1/runner/events", event)
+        .await
+        .refused(404, "connection_not_found");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn a_holder_back_after_its_lease_expired_resumes_its_epoch_and_its_receipt_settles_the_lost_call(pool: PgPool) {
+async fn a_holder_back_after_its_lease_expired_resumes_its_epoch_and_its_receipt_settles_the_lost_call(
+    pool: PgPool,
+) {
     let server = TestServer::start(pool.clone()).await;
     let device = setup_device_connection(&server, &Scratch::new("back").path("count")).await;
     let holder = Uuid::new_v4();
     let epoch = acquired_epoch(&device, holder).await;
     let call = submit(&server, "count").await;
     assert_eq!(lease(&device, epoch, 0).await.len(), 1);
-    assert_eq!(device.client.post(&start_path(&call), json!({"epoch": epoch})).await.ok()["decision"], "proceed");
+    assert_eq!(
+        device
+            .client
+            .post(&start_path(&call), json!({"epoch": epoch}))
+            .await
+            .ok()["decision"],
+        "proceed"
+    );
 
     // The runner is lost: its lease runs out and the call becomes unknown.
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1").bind(&device.runner).execute(&pool).await.unwrap();
+    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
+        .bind(&device.runner)
+        .execute(&pool)
+        .await
+        .unwrap();
     let started = std::time::Instant::now();
     while state(&server, &call).await["state"] != "unknown" {
-        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the call never became unknown");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the call never became unknown"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 
@@ -253,10 +473,31 @@ async fn a_holder_back_after_its_lease_expired_resumes_its_epoch_and_its_receipt
     assert_eq!(acquired_epoch(&device, holder).await, epoch);
     let receipt = Uuid::new_v4();
     let check = json!({"receipts": [{"receipt_id": receipt, "call_id": call, "epoch": epoch}]});
-    assert_eq!(device.client.post("/api/v1/runner/receipts/check", check).await.ok()["fenced"], json!([]));
-    assert_eq!(device.client.post(&complete_path(&call), succeeded(receipt, epoch, "counted")).await.ok()["status"], "recorded");
+    assert_eq!(
+        device
+            .client
+            .post("/api/v1/runner/receipts/check", check)
+            .await
+            .ok()["fenced"],
+        json!([])
+    );
+    assert_eq!(
+        device
+            .client
+            .post(&complete_path(&call), succeeded(receipt, epoch, "counted"))
+            .await
+            .ok()["status"],
+        "recorded"
+    );
     let settled = state(&server, &call).await;
-    assert_eq!((settled["state"].as_str(), settled["resolution_outcome"].as_str()), (Some("resolved"), Some("succeeded")), "{settled}");
+    assert_eq!(
+        (
+            settled["state"].as_str(),
+            settled["resolution_outcome"].as_str()
+        ),
+        (Some("resolved"), Some("succeeded")),
+        "{settled}"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -268,19 +509,38 @@ async fn a_started_call_the_resumed_runner_does_not_hold_becomes_unknown(pool: P
     let call = submit(&server, "count").await;
     assert_eq!(lease(&device, epoch, 0).await.len(), 1);
     // Acknowledged by the server, but the process died before its outbox recorded the start.
-    assert_eq!(device.client.post(&start_path(&call), json!({"epoch": epoch})).await.ok()["decision"], "proceed");
+    assert_eq!(
+        device
+            .client
+            .post(&start_path(&call), json!({"epoch": epoch}))
+            .await
+            .ok()["decision"],
+        "proceed"
+    );
     assert_eq!(acquired_epoch(&device, holder).await, epoch);
 
     // Within a lease of its start the call is left alone (a heartbeat may race the start).
     let beat = json!({"epoch": epoch, "active": []});
-    device.client.post("/api/v1/runner/heartbeat", beat.clone()).await.ok();
+    device
+        .client
+        .post("/api/v1/runner/heartbeat", beat.clone())
+        .await
+        .ok();
     assert_eq!(state(&server, &call).await["state"], "running");
     sqlx::query("UPDATE calls SET started_at = now() - interval '1 hour' WHERE id = $1")
         .bind(Uuid::parse_str(&call).unwrap())
         .execute(&pool)
         .await
         .unwrap();
-    device.client.post("/api/v1/runner/heartbeat", beat).await.ok();
+    device
+        .client
+        .post("/api/v1/runner/heartbeat", beat)
+        .await
+        .ok();
     let lost = state(&server, &call).await;
-    assert_eq!((lost["state"].as_str(), lost["error"]["code"].as_str()), (Some("unknown"), Some("runner_restarted")), "{lost}");
+    assert_eq!(
+        (lost["state"].as_str(), lost["error"]["code"].as_str()),
+        (Some("unknown"), Some("runner_restarted")),
+        "{lost}"
+    );
 }

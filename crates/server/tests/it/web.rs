@@ -22,7 +22,10 @@ async fn block_central_runner(pool: &PgPool) {
 }
 
 async fn unblock_central_runner(pool: &PgPool) {
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = 'central'").execute(pool).await.unwrap();
+    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = 'central'")
+        .execute(pool)
+        .await
+        .unwrap();
 }
 
 /// Signs in through the form and lands on the workspaces page.
@@ -40,8 +43,17 @@ async fn shown_state(browser: &Browser) -> String {
 }
 
 async fn wait_for_state(browser: &Browser, states: &[&str], within: Duration) {
-    let script = format!("const e = document.querySelector('#call-state'); return !!e && {}.includes(e.textContent.trim());", json!(states));
-    browser.wait_until(&script, &format!("the inspector showing one of {states:?}"), within).await;
+    let script = format!(
+        "const e = document.querySelector('#call-state'); return !!e && {}.includes(e.textContent.trim());",
+        json!(states)
+    );
+    browser
+        .wait_until(
+            &script,
+            &format!("the inspector showing one of {states:?}"),
+            within,
+        )
+        .await;
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -55,24 +67,46 @@ async fn an_operator_signs_in_runs_echo_and_watches_it_succeed_live(pool: PgPool
 
     // Signed out, every page leads to the sign-in form.
     browser.goto(&format!("{base}/workspaces/acme/calls")).await;
-    assert!(browser.url().await.contains("/sign-in?next=/workspaces/acme/calls"), "{}", browser.url().await);
+    assert!(
+        browser
+            .url()
+            .await
+            .contains("/sign-in?next=/workspaces/acme/calls"),
+        "{}",
+        browser.url().await
+    );
     browser.screenshot("sign-in").await;
     // A wrong token is refused without being echoed.
     browser.fill("#token", "sy_not-a-real-token").await;
     browser.click("form button[type=submit]").await;
     browser.wait_for_text("#sign-in-error", "not valid").await;
-    let page = browser.execute("return document.documentElement.outerHTML", vec![]).await;
+    let page = browser
+        .execute("return document.documentElement.outerHTML", vec![])
+        .await;
     assert!(!page.as_str().unwrap().contains("sy_not-a-real-token"));
     // The refusal is a 401 page, which the console reports as a failed load, and only that.
     let errors = browser.console_errors().await;
-    assert!(errors.iter().all(|e| e.contains("status of 401")), "{errors:?}");
+    assert!(
+        errors.iter().all(|e| e.contains("status of 401")),
+        "{errors:?}"
+    );
 
     sign_in(&browser, &base, &token).await;
     // The session cookie is HttpOnly and nothing is kept in browser storage.
-    let storage = browser.execute("return [document.cookie, localStorage.length, sessionStorage.length]", vec![]).await;
+    let storage = browser
+        .execute(
+            "return [document.cookie, localStorage.length, sessionStorage.length]",
+            vec![],
+        )
+        .await;
     assert_eq!(storage, json!(["", 0, 0]));
-    let page = browser.execute("return document.documentElement.outerHTML", vec![]).await;
-    assert!(!page.as_str().unwrap().contains(&token), "the token was echoed into a page");
+    let page = browser
+        .execute("return document.documentElement.outerHTML", vec![])
+        .await;
+    assert!(
+        !page.as_str().unwrap().contains(&token),
+        "the token was echoed into a page"
+    );
     browser.screenshot("workspaces").await;
 
     // Workspaces → connections → a connection → its profile's cached tools.
@@ -80,66 +114,134 @@ async fn an_operator_signs_in_runs_echo_and_watches_it_succeed_live(pool: PgPool
     browser.wait_for_text("h1", "Connections").await;
     assert_eq!(browser.text("td .badge").await, "ready");
     browser.screenshot("connections").await;
-    browser.click("a[href='/workspaces/acme/connections/fixture']").await;
+    browser
+        .click("a[href='/workspaces/acme/connections/fixture']")
+        .await;
     browser.wait_for_text("#events-h", "Lifecycle events").await;
-    assert!(browser.text("table.dense").await.contains("discovery_succeeded"));
+    assert!(
+        browser
+            .text("table.dense")
+            .await
+            .contains("discovery_succeeded")
+    );
     browser.screenshot("connection").await;
     browser.click("a[href='/workspaces/acme/profiles']").await;
     browser.wait_for_text("h1", "Profiles").await;
-    assert!(browser.text("table").await.contains("owner: Use, Manage, Share"));
+    assert!(
+        browser
+            .text("table")
+            .await
+            .contains("owner: Use, Manage, Share")
+    );
     browser.screenshot("profiles").await;
-    browser.goto(&format!("{base}/workspaces/acme/connections/fixture")).await;
-    browser.click("a[href='/workspaces/acme/profiles/main/connections/fixture/tools']").await;
+    browser
+        .goto(&format!("{base}/workspaces/acme/connections/fixture"))
+        .await;
+    browser
+        .click("a[href='/workspaces/acme/profiles/main/connections/fixture/tools']")
+        .await;
     browser.wait_for_text("h1", "Cached tools of fixture").await;
     browser.screenshot("tools").await;
     browser.assert_no_console_errors().await;
 
     // Run tool: the form is generated from echo's input schema.
-    browser.click("a[href='/workspaces/acme/profiles/main/connections/fixture/tools/echo/run']").await;
+    browser
+        .click("a[href='/workspaces/acme/profiles/main/connections/fixture/tools/echo/run']")
+        .await;
     browser.wait_for_text("h1", "Run echo").await;
     assert_eq!(browser.text("label[for='arg-1']").await, "text required");
-    browser.fill("[name='arg/text']", "hello from the browser").await;
+    browser
+        .fill("[name='arg/text']", "hello from the browser")
+        .await;
     browser.screenshot("run-form").await;
-    browser.click("form[data-run-form] button[type=submit]").await;
+    browser
+        .click("form[data-run-form] button[type=submit]")
+        .await;
 
     // The inspector opens on the queued call and follows it without a reload.
-    browser.wait_until("return location.pathname.includes('/calls/')", "the inspector opening", PATIENCE).await;
+    browser
+        .wait_until(
+            "return location.pathname.includes('/calls/')",
+            "the inspector opening",
+            PATIENCE,
+        )
+        .await;
     assert_eq!(shown_state(&browser).await, "queued");
     browser.execute("window.sameDocument = true", vec![]).await;
     browser.screenshot("inspector-queued").await;
     unblock_central_runner(&pool).await;
     wait_for_state(&browser, &["succeeded"], SETTLE).await;
-    assert_eq!(browser.execute("return window.sameDocument === true", vec![]).await, json!(true), "the page was reloaded");
-    assert_eq!(browser.text("[data-call-state]").await, "succeeded", "the heading badge follows too");
+    assert_eq!(
+        browser
+            .execute("return window.sameDocument === true", vec![])
+            .await,
+        json!(true),
+        "the page was reloaded"
+    );
+    assert_eq!(
+        browser.text("[data-call-state]").await,
+        "succeeded",
+        "the heading badge follows too"
+    );
     let output = browser.text("#call-output").await;
     assert!(output.contains("hello from the browser"), "{output}");
     let status = browser.text("#call-status").await;
     for step in ["Submitted", "Leased", "Started", "Finished", "Total"] {
-        assert!(status.contains(step), "{step} missing from the timeline: {status}");
+        assert!(
+            status.contains(step),
+            "{step} missing from the timeline: {status}"
+        );
     }
-    assert!(browser.find_all("#cancel-call").await.is_empty(), "a finished call offers no Cancel");
+    assert!(
+        browser.find_all("#cancel-call").await.is_empty(),
+        "a finished call offers no Cancel"
+    );
     browser.screenshot("inspector-succeeded").await;
     browser.assert_no_console_errors().await;
 
     // The calls list filters by state and links to the inspector.
-    let call_path: String = browser.execute("return location.pathname", vec![]).await.as_str().unwrap().to_owned();
+    let call_path: String = browser
+        .execute("return location.pathname", vec![])
+        .await
+        .as_str()
+        .unwrap()
+        .to_owned();
     browser.goto(&format!("{base}/workspaces/acme/calls")).await;
     browser.select("#f-state", "succeeded").await;
     browser.click("form.filters button[type=submit]").await;
-    browser.wait_until("return location.search.includes('state=succeeded')", "the filter applying", PATIENCE).await;
+    browser
+        .wait_until(
+            "return location.search.includes('state=succeeded')",
+            "the filter applying",
+            PATIENCE,
+        )
+        .await;
     assert_eq!(browser.find_all("table.calls tbody tr").await.len(), 1);
     browser.screenshot("calls").await;
-    browser.click(&format!("table.calls a[href='{call_path}']")).await;
+    browser
+        .click(&format!("table.calls a[href='{call_path}']"))
+        .await;
     browser.wait_for_text("h1", "Call echo").await;
     browser.assert_no_console_errors().await;
 
     // Sign out ends the session on the server.
-    browser.click("header form[action='/sign-out'] button").await;
-    browser.wait_for_text(".notice", "You are signed out.").await;
-    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM web_sessions").fetch_one(&pool).await.unwrap();
+    browser
+        .click("header form[action='/sign-out'] button")
+        .await;
+    browser
+        .wait_for_text(".notice", "You are signed out.")
+        .await;
+    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM web_sessions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(sessions, 0);
     browser.goto(&format!("{base}/workspaces")).await;
-    assert!(browser.url().await.contains("/sign-in"), "{}", browser.url().await);
+    assert!(
+        browser.url().await.contains("/sign-in"),
+        "{}",
+        browser.url().await
+    );
     browser.assert_no_console_errors().await;
     browser.quit().await;
     server.stop().await;
@@ -153,16 +255,24 @@ async fn a_slow_call_is_cancelled_and_its_session_ended_from_the_inspector(pool:
     let browser = Browser::start().await;
     sign_in(&browser, &base, server.owner.token()).await;
 
-    browser.goto(&format!("{base}/workspaces/acme/profiles/main/connections/fixture/tools/slow/run")).await;
+    browser
+        .goto(&format!(
+            "{base}/workspaces/acme/profiles/main/connections/fixture/tools/slow/run"
+        ))
+        .await;
     browser.fill("[name='arg/seconds']", "600").await;
     browser.fill("#timeout", "900").await;
-    browser.click("form[data-run-form] button[type=submit]").await;
+    browser
+        .click("form[data-run-form] button[type=submit]")
+        .await;
     wait_for_state(&browser, &["running"], SETTLE).await;
     browser.wait_for_text("#call-status", "Started").await;
     browser.screenshot("inspector-running").await;
 
     browser.click("#cancel-call").await;
-    browser.wait_for_text(".notice", "Cancellation was requested").await;
+    browser
+        .wait_for_text(".notice", "Cancellation was requested")
+        .await;
     // The fixture stops on MCP cancellation without answering: the effect of a request that
     // was sent is unknown, never "cancelled".
     wait_for_state(&browser, &["unknown"], SETTLE).await;
@@ -171,17 +281,26 @@ async fn a_slow_call_is_cancelled_and_its_session_ended_from_the_inspector(pool:
 
     // End tool session drains the page's session; the runner reports it closed.
     browser.click("form[action$='/release'] button").await;
-    browser.wait_for_text(".notice", "The tool session is draining").await;
-    browser.click("dl.facts a[href='/workspaces/acme/connections/fixture']").await;
+    browser
+        .wait_for_text(".notice", "The tool session is draining")
+        .await;
+    browser
+        .click("dl.facts a[href='/workspaces/acme/connections/fixture']")
+        .await;
     let deadline = std::time::Instant::now() + SETTLE;
     loop {
         let events = browser.text("table.dense").await;
         if events.contains("session_closed") {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "no session_closed event: {events}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no session_closed event: {events}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
-        browser.goto(&format!("{base}/workspaces/acme/connections/fixture")).await;
+        browser
+            .goto(&format!("{base}/workspaces/acme/connections/fixture"))
+            .await;
     }
     browser.assert_no_console_errors().await;
     browser.quit().await;
@@ -197,20 +316,40 @@ async fn devices_are_approved_by_code_and_connectors_imported_and_inspected(pool
     sign_in(&browser, &base, server.owner.token()).await;
 
     // A device asks to pair; the operator approves its code in the browser.
-    let started = server.anonymous().post("/api/v1/pairing", json!({"device_name": "build-box"})).await.ok();
+    let started = server
+        .anonymous()
+        .post("/api/v1/pairing", json!({"device_name": "build-box"}))
+        .await
+        .ok();
     let code = started["code"].as_str().unwrap();
-    browser.goto(&format!("{base}/workspaces/acme/devices")).await;
+    browser
+        .goto(&format!("{base}/workspaces/acme/devices"))
+        .await;
     browser.fill("#pairing-code", &code.to_lowercase()).await;
     browser.select("#pairing-profile", "main").await;
-    browser.click("form[action$='/devices/approve'] button").await;
+    browser
+        .click("form[action$='/devices/approve'] button")
+        .await;
     browser.wait_for_text(".notice", "Approved.").await;
     assert!(browser.text("table").await.contains("build-box"));
     browser.screenshot("devices").await;
     let poll = json!({"poll_secret": started["poll_secret"]});
-    let status = server.anonymous().post(&format!("/api/v1/pairing/{}/poll", started["pairing_id"].as_str().unwrap()), poll).await.ok();
+    let status = server
+        .anonymous()
+        .post(
+            &format!(
+                "/api/v1/pairing/{}/poll",
+                started["pairing_id"].as_str().unwrap()
+            ),
+            poll,
+        )
+        .await
+        .ok();
     assert_eq!(status["status"], "approved", "{status}");
     assert!(status["credential"].is_string());
-    browser.click("button[aria-label='Revoke device build-box']").await;
+    browser
+        .click("button[aria-label='Revoke device build-box']")
+        .await;
     browser.wait_for_text(".notice", "revoked").await;
     assert!(browser.text("table").await.contains("revoked"));
     browser.assert_no_console_errors().await;
@@ -220,16 +359,28 @@ async fn devices_are_approved_by_code_and_connectors_imported_and_inspected(pool
     browser.select("#import-format", "toml").await;
     let document = "[mcp_servers.files]\ncommand = \"npx\"\nargs = [\"-y\", \"files-server\"]\nenv = { API_KEY = \"canary-4e1d\" }\n";
     browser.fill("#import-document", document).await;
-    browser.click("form[action='/connectors/import'] button").await;
-    browser.wait_for_text("#report-h", "Imported 1 connector(s)").await;
+    browser
+        .click("form[action='/connectors/import'] button")
+        .await;
+    browser
+        .wait_for_text("#report-h", "Imported 1 connector(s)")
+        .await;
     let report = browser.text("section[aria-labelledby='report-h']").await;
-    assert!(report.contains("API_KEY") && !report.contains("canary-4e1d"), "{report}");
+    assert!(
+        report.contains("API_KEY") && !report.contains("canary-4e1d"),
+        "{report}"
+    );
     browser.screenshot("connectors").await;
     browser.click("a[href='/connectors/files']").await;
-    browser.click("form[action='/connectors/files/approve'] button").await;
+    browser
+        .click("form[action='/connectors/files/approve'] button")
+        .await;
     browser.wait_for_text("h1 .badge", "runnable").await;
     let dump = dump_database(&pool).await;
-    assert!(!dump.contains("canary-4e1d"), "an imported environment value was stored");
+    assert!(
+        !dump.contains("canary-4e1d"),
+        "an imported environment value was stored"
+    );
 
     // An HTTP connector's metadata, read without calling a tool.
     let mut fixture = Command::new(fixture_bin())
@@ -240,11 +391,25 @@ async fn devices_are_approved_by_code_and_connectors_imported_and_inspected(pool
         .unwrap();
     let url = read_announcement(&mut fixture, "listening on");
     let _fixture = ChildGuard(fixture);
-    server.owner.post("/api/v1/connectors", json!({"name": "remote", "transport": "http", "url": url})).await.ok();
+    server
+        .owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "remote", "transport": "http", "url": url}),
+        )
+        .await
+        .ok();
     browser.goto(&format!("{base}/connectors/remote")).await;
-    browser.click("form[action='/connectors/remote/inspect'] button").await;
+    browser
+        .click("form[action='/connectors/remote/inspect'] button")
+        .await;
     browser.wait_for_text("#inspection-h", "tool(s)").await;
-    assert!(browser.text("section[aria-labelledby='inspection-h']").await.contains("echo"));
+    assert!(
+        browser
+            .text("section[aria-labelledby='inspection-h']")
+            .await
+            .contains("echo")
+    );
     browser.screenshot("connector-inspected").await;
     browser.assert_no_console_errors().await;
     browser.quit().await;

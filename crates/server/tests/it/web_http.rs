@@ -2,8 +2,8 @@
 //! calls list's filters and pages, and forms that come back with their errors.
 
 use crate::harness::*;
-use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use reqwest::StatusCode;
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
@@ -37,18 +37,29 @@ impl Page {
 
 /// A request carrying `fields` as an `application/x-www-form-urlencoded` body, as a browser
 /// submits a form.
-fn form_request<'a>(request: reqwest::RequestBuilder, fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> reqwest::RequestBuilder {
+fn form_request<'a>(
+    request: reqwest::RequestBuilder,
+    fields: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> reqwest::RequestBuilder {
     fn encode(text: &str) -> String {
         text.bytes()
             .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => (b as char).to_string(),
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => {
+                    (b as char).to_string()
+                }
                 b' ' => "+".to_owned(),
                 _ => format!("%{b:02X}"),
             })
             .collect()
     }
-    let body = fields.into_iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&");
-    request.header("content-type", "application/x-www-form-urlencoded").body(body)
+    let body = fields
+        .into_iter()
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect::<Vec<_>>()
+        .join("&");
+    request
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
 }
 
 fn hidden(body: &str, name: &str) -> Option<String> {
@@ -61,17 +72,34 @@ impl WebClient {
     fn new(server: &TestServer) -> Self {
         WebClient {
             base: format!("http://{}", server.addr),
-            http: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
             cookies: BTreeMap::new(),
             set_cookies: Vec::new(),
         }
     }
 
     async fn send(&mut self, request: reqwest::RequestBuilder) -> Page {
-        let cookie = self.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ");
-        let request = if cookie.is_empty() { request } else { request.header(COOKIE, cookie) };
+        let cookie = self
+            .cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let request = if cookie.is_empty() {
+            request
+        } else {
+            request.header(COOKIE, cookie)
+        };
         let response = request.send().await.expect("request sent");
-        self.set_cookies = response.headers().get_all(SET_COOKIE).iter().map(|v| v.to_str().unwrap().to_owned()).collect();
+        self.set_cookies = response
+            .headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect();
         for set in &self.set_cookies {
             let (pair, _) = set.split_once(';').unwrap_or((set, ""));
             let (name, value) = pair.split_once('=').unwrap();
@@ -83,8 +111,15 @@ impl WebClient {
         }
         let status = response.status();
         let headers = response.headers().clone();
-        let location = headers.get(LOCATION).map(|v| v.to_str().unwrap().to_owned());
-        Page { status, location, headers, body: response.text().await.unwrap() }
+        let location = headers
+            .get(LOCATION)
+            .map(|v| v.to_str().unwrap().to_owned());
+        Page {
+            status,
+            location,
+            headers,
+            body: response.text().await.unwrap(),
+        }
     }
 
     async fn get(&mut self, path: &str) -> Page {
@@ -93,20 +128,40 @@ impl WebClient {
     }
 
     async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
-        let request = form_request(self.http.post(format!("{}{path}", self.base)), form.iter().map(|(k, v)| (*k, *v)));
+        let request = form_request(
+            self.http.post(format!("{}{path}", self.base)),
+            form.iter().map(|(k, v)| (*k, *v)),
+        );
         self.send(request).await
     }
 
     async fn post_fields(&mut self, path: &str, form: Vec<(&str, String)>) -> Page {
-        let request = form_request(self.http.post(format!("{}{path}", self.base)), form.iter().map(|(k, v)| (*k, v.as_str())));
+        let request = form_request(
+            self.http.post(format!("{}{path}", self.base)),
+            form.iter().map(|(k, v)| (*k, v.as_str())),
+        );
         self.send(request).await
     }
 
     /// Signs in through the form and returns the session's CSRF token.
     async fn sign_in(&mut self, token: &str) -> String {
         let form = self.get("/sign-in").await;
-        let signed = self.post("/sign-in", &[("token", token), ("csrf", &form.csrf()), ("next", "/workspaces")]).await;
-        assert_eq!((signed.status, signed.location.as_deref()), (StatusCode::SEE_OTHER, Some("/workspaces")), "{}", signed.body);
+        let signed = self
+            .post(
+                "/sign-in",
+                &[
+                    ("token", token),
+                    ("csrf", &form.csrf()),
+                    ("next", "/workspaces"),
+                ],
+            )
+            .await;
+        assert_eq!(
+            (signed.status, signed.location.as_deref()),
+            (StatusCode::SEE_OTHER, Some("/workspaces")),
+            "{}",
+            signed.body
+        );
         self.get("/workspaces").await.csrf()
     }
 }
@@ -119,29 +174,68 @@ async fn sign_in_makes_a_strict_http_only_session_and_sign_out_ends_it(pool: PgP
 
     let form = web.get("/sign-in").await;
     assert_eq!(form.status, StatusCode::OK);
-    assert!(form.body.contains(r#"type="password" id="token" name="token" required autocomplete="off""#), "{}", form.body);
-    assert!(web.set_cookies[0].contains("HttpOnly; SameSite=Strict"), "{:?}", web.set_cookies);
+    assert!(
+        form.body
+            .contains(r#"type="password" id="token" name="token" required autocomplete="off""#),
+        "{}",
+        form.body
+    );
+    assert!(
+        web.set_cookies[0].contains("HttpOnly; SameSite=Strict"),
+        "{:?}",
+        web.set_cookies
+    );
     let csrf = form.csrf();
 
     // Without the double-submit cookie the form is refused, token or not.
     let mut stranger = WebClient::new(&server);
-    let refused = stranger.post("/sign-in", &[("token", &token), ("csrf", &csrf)]).await;
+    let refused = stranger
+        .post("/sign-in", &[("token", &token), ("csrf", &csrf)])
+        .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
     // A wrong token is refused and never echoed.
-    let wrong = web.post("/sign-in", &[("token", "sy_wrong-token-canary"), ("csrf", &csrf)]).await;
+    let wrong = web
+        .post(
+            "/sign-in",
+            &[("token", "sy_wrong-token-canary"), ("csrf", &csrf)],
+        )
+        .await;
     assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
     assert!(!wrong.body.contains("sy_wrong-token-canary"));
 
     let csrf = wrong.csrf();
-    let signed = web.post("/sign-in", &[("token", &token), ("csrf", &csrf), ("next", "https://evil.test/")]).await;
-    assert_eq!((signed.status, signed.location.as_deref()), (StatusCode::SEE_OTHER, Some("/workspaces")));
-    let session_cookie = web.set_cookies.iter().find(|c| c.starts_with("switchyard_session=")).expect("session cookie").clone();
-    assert!(session_cookie.contains("; Path=/; HttpOnly; SameSite=Strict; Max-Age="), "{session_cookie}");
+    let signed = web
+        .post(
+            "/sign-in",
+            &[
+                ("token", &token),
+                ("csrf", &csrf),
+                ("next", "https://evil.test/"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        (signed.status, signed.location.as_deref()),
+        (StatusCode::SEE_OTHER, Some("/workspaces"))
+    );
+    let session_cookie = web
+        .set_cookies
+        .iter()
+        .find(|c| c.starts_with("switchyard_session="))
+        .expect("session cookie")
+        .clone();
+    assert!(
+        session_cookie.contains("; Path=/; HttpOnly; SameSite=Strict; Max-Age="),
+        "{session_cookie}"
+    );
     assert!(!session_cookie.contains("Secure"), "dev serves plain http");
     let session_id = web.cookies["switchyard_session"].clone();
 
     // Only the session id's hash is stored; neither it nor the token appears anywhere.
-    let stored: Vec<Vec<u8>> = sqlx::query_scalar("SELECT id_hash FROM web_sessions").fetch_all(&pool).await.unwrap();
+    let stored: Vec<Vec<u8>> = sqlx::query_scalar("SELECT id_hash FROM web_sessions")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
     assert_eq!(stored, vec![Sha256::digest(session_id.as_bytes()).to_vec()]);
     let dump = dump_database(&pool).await;
     assert!(!dump.contains(&session_id) && !dump.contains(&token));
@@ -151,22 +245,46 @@ async fn sign_in_makes_a_strict_http_only_session_and_sign_out_ends_it(pool: PgP
     assert!(page.body.contains("Signed in as <strong>owner</strong>"));
     assert!(!page.body.contains(&token) && !page.body.contains(&session_id));
     assert_eq!(page.headers["cache-control"], "no-store");
-    assert!(page.headers["content-security-policy"].to_str().unwrap().contains("script-src 'self'"));
+    assert!(
+        page.headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'self'")
+    );
     let csrf = page.csrf();
 
     // Sign-out needs the session's token and a same-site request.
-    assert_eq!(web.post("/sign-out", &[("csrf", "0000")]).await.status, StatusCode::FORBIDDEN);
-    let cross_site = form_request(web.http.post(format!("{}/sign-out", web.base)).header("origin", "http://evil.test"), [("csrf", csrf.as_str())]);
+    assert_eq!(
+        web.post("/sign-out", &[("csrf", "0000")]).await.status,
+        StatusCode::FORBIDDEN
+    );
+    let cross_site = form_request(
+        web.http
+            .post(format!("{}/sign-out", web.base))
+            .header("origin", "http://evil.test"),
+        [("csrf", csrf.as_str())],
+    );
     assert_eq!(web.send(cross_site).await.status, StatusCode::FORBIDDEN);
     let out = web.post("/sign-out", &[("csrf", &csrf)]).await;
-    assert_eq!((out.status, out.location.as_deref()), (StatusCode::SEE_OTHER, Some("/sign-in?notice=signed-out")));
-    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM web_sessions").fetch_one(&pool).await.unwrap();
+    assert_eq!(
+        (out.status, out.location.as_deref()),
+        (StatusCode::SEE_OTHER, Some("/sign-in?notice=signed-out"))
+    );
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM web_sessions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(left, 0);
     // The old cookie, replayed, no longer works.
     let mut replay = WebClient::new(&server);
-    replay.cookies.insert("switchyard_session".into(), session_id);
+    replay
+        .cookies
+        .insert("switchyard_session".into(), session_id);
     let page = replay.get("/workspaces").await;
-    assert_eq!((page.status, page.location.as_deref()), (StatusCode::SEE_OTHER, Some("/sign-in?next=/workspaces")));
+    assert_eq!(
+        (page.status, page.location.as_deref()),
+        (StatusCode::SEE_OTHER, Some("/sign-in?next=/workspaces"))
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -174,12 +292,31 @@ async fn revoking_the_token_ends_its_sessions_and_cookies_can_be_secure(pool: Pg
     let server = TestServer::start_with(pool.clone(), |c| c.web.secure_cookies = true).await;
     let mut web = WebClient::new(&server);
     let form = web.get("/sign-in").await;
-    assert!(web.set_cookies[0].ends_with("; Secure"), "{:?}", web.set_cookies);
-    web.post("/sign-in", &[("token", server.owner.token()), ("csrf", &form.csrf())]).await;
-    assert!(web.set_cookies.iter().all(|c| c.ends_with("; Secure")), "{:?}", web.set_cookies);
+    assert!(
+        web.set_cookies[0].ends_with("; Secure"),
+        "{:?}",
+        web.set_cookies
+    );
+    web.post(
+        "/sign-in",
+        &[("token", server.owner.token()), ("csrf", &form.csrf())],
+    )
+    .await;
+    assert!(
+        web.set_cookies.iter().all(|c| c.ends_with("; Secure")),
+        "{:?}",
+        web.set_cookies
+    );
     assert_eq!(web.get("/workspaces").await.status, StatusCode::OK);
-    sqlx::query("UPDATE api_tokens SET revoked_at = now()").execute(&pool).await.unwrap();
-    assert_eq!(web.get("/workspaces").await.status, StatusCode::SEE_OTHER, "a revoked token's session ends");
+    sqlx::query("UPDATE api_tokens SET revoked_at = now()")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        web.get("/workspaces").await.status,
+        StatusCode::SEE_OTHER,
+        "a revoked token's session ends"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -191,42 +328,92 @@ async fn forms_need_the_csrf_token_and_other_workspaces_do_not_exist(pool: PgPoo
         .unwrap();
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
-    let call = server.owner.post("/api/v1/workspaces/acme/calls", call_body("echo", json!({"text": "x"}))).await.ok();
+    let call = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            call_body("echo", json!({"text": "x"})),
+        )
+        .await
+        .ok();
     let id = call["id"].as_str().unwrap();
     let mut web = WebClient::new(&server);
     let csrf = web.sign_in(server.owner.token()).await;
 
     let cancel = format!("/workspaces/acme/calls/{id}/cancel");
     assert_eq!(web.post(&cancel, &[]).await.status, StatusCode::FORBIDDEN);
-    assert_eq!(web.post(&cancel, &[("csrf", "f00d")]).await.status, StatusCode::FORBIDDEN);
-    assert_eq!(server.owner.get(&format!("/api/v1/workspaces/acme/calls/{id}")).await.ok()["state"], "queued");
+    assert_eq!(
+        web.post(&cancel, &[("csrf", "f00d")]).await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        server
+            .owner
+            .get(&format!("/api/v1/workspaces/acme/calls/{id}"))
+            .await
+            .ok()["state"],
+        "queued"
+    );
     let done = web.post(&cancel, &[("csrf", &csrf)]).await;
-    assert_eq!(done.location, Some(format!("/workspaces/acme/calls/{id}?notice=cancelled")));
-    assert_eq!(server.owner.get(&format!("/api/v1/workspaces/acme/calls/{id}")).await.ok()["state"], "cancelled");
+    assert_eq!(
+        done.location,
+        Some(format!("/workspaces/acme/calls/{id}?notice=cancelled"))
+    );
+    assert_eq!(
+        server
+            .owner
+            .get(&format!("/api/v1/workspaces/acme/calls/{id}"))
+            .await
+            .ok()["state"],
+        "cancelled"
+    );
     let inspector = web.get(done.location.as_deref().unwrap()).await;
-    assert!(inspector.body.contains("The call was cancelled before it was sent."));
+    assert!(
+        inspector
+            .body
+            .contains("The call was cancelled before it was sent.")
+    );
     assert!(inspector.body.contains(r#"data-settled="true""#));
 
     // Another user, not a member: the workspace and the call do not exist for them.
     let eve = server.user("eve").await;
     let mut eve_web = WebClient::new(&server);
     eve_web.sign_in(eve.token()).await;
-    for path in ["/workspaces/acme", &format!("/workspaces/acme/calls/{id}"), &format!("/workspaces/acme/calls/{id}/events")] {
+    for path in [
+        "/workspaces/acme",
+        &format!("/workspaces/acme/calls/{id}"),
+        &format!("/workspaces/acme/calls/{id}/events"),
+    ] {
         let page = eve_web.get(path).await;
         assert_eq!(page.status, StatusCode::NOT_FOUND, "{path}");
         assert!(page.body.contains("workspace_not_found"), "{path}");
     }
-    assert_eq!(eve_web.get("/no/such/page").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        eve_web.get("/no/such/page").await.status,
+        StatusCode::NOT_FOUND
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn the_event_stream_sends_the_call_until_it_settles(pool: PgPool) {
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
-    let call = server.owner.post("/api/v1/workspaces/acme/calls", call_body("echo", json!({"text": "streamed"}))).await.ok();
+    let call = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            call_body("echo", json!({"text": "streamed"})),
+        )
+        .await
+        .ok();
     let mut web = WebClient::new(&server);
     web.sign_in(server.owner.token()).await;
-    let stream = web.get(&format!("/workspaces/acme/calls/{}/events", call["id"].as_str().unwrap())).await;
+    let stream = web
+        .get(&format!(
+            "/workspaces/acme/calls/{}/events",
+            call["id"].as_str().unwrap()
+        ))
+        .await;
     assert_eq!(stream.status, StatusCode::OK);
     assert_eq!(stream.headers["content-type"], "text/event-stream");
     // The body ends because the stream ends once the call has settled.
@@ -237,9 +424,15 @@ async fn the_event_stream_sends_the_call_until_it_settles(pool: PgPool) {
         .map(|data| serde_json::from_str(data).unwrap())
         .collect();
     let last = events.last().expect("at least one event");
-    assert_eq!((last["state"].as_str(), last["settled"].as_bool()), (Some("succeeded"), Some(true)));
+    assert_eq!(
+        (last["state"].as_str(), last["settled"].as_bool()),
+        (Some("succeeded"), Some(true))
+    );
     assert!(last["output_html"].as_str().unwrap().contains("streamed"));
-    assert!(events.iter().rev().skip(1).all(|e| e["settled"] == false), "only the last event is settled");
+    assert!(
+        events.iter().rev().skip(1).all(|e| e["settled"] == false),
+        "only the last event is settled"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -252,17 +445,34 @@ async fn the_calls_list_filters_and_pages_newest_first(pool: PgPool) {
     setup_workspace(&server, "acme", &[]).await;
     let mut ids = Vec::new();
     for n in 0..7 {
-        let call = server.owner.post("/api/v1/workspaces/acme/calls", call_body("echo", json!({"text": n.to_string()}))).await.ok();
+        let call = server
+            .owner
+            .post(
+                "/api/v1/workspaces/acme/calls",
+                call_body("echo", json!({"text": n.to_string()})),
+            )
+            .await
+            .ok();
         ids.push(call["id"].as_str().unwrap().to_owned());
     }
     for id in &ids[1..3] {
-        server.owner.post(&format!("/api/v1/workspaces/acme/calls/{id}/cancel"), json!({})).await.ok();
+        server
+            .owner
+            .post(
+                &format!("/api/v1/workspaces/acme/calls/{id}/cancel"),
+                json!({}),
+            )
+            .await
+            .ok();
     }
     let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
 
     let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
     let owner = app.authenticate(server.owner.token()).await.unwrap();
-    let page = |from| CallQuery { from, ..CallQuery::default() };
+    let page = |from| CallQuery {
+        from,
+        ..CallQuery::default()
+    };
     let mut seen = Vec::new();
     let mut from = PageFrom::Newest;
     let mut pages = Vec::new();
@@ -276,20 +486,44 @@ async fn the_calls_list_filters_and_pages_newest_first(pool: PgPool) {
         }
     }
     assert_eq!(seen, newest_first, "every call once, newest first");
-    assert_eq!(pages.iter().map(|p| p.calls.len()).collect::<Vec<_>>(), [3, 3, 1]);
+    assert_eq!(
+        pages.iter().map(|p| p.calls.len()).collect::<Vec<_>>(),
+        [3, 3, 1]
+    );
     assert!(pages[0].newer.is_none() && pages[1].newer.is_some());
     // Back from the last page: the same middle page.
-    let back = app.call_page(&owner, "acme", page(PageFrom::After(pages[2].calls[0].id.0)), 3).await.unwrap();
-    assert_eq!(back.calls.iter().map(|c| c.id).collect::<Vec<_>>(), pages[1].calls.iter().map(|c| c.id).collect::<Vec<_>>());
+    let back = app
+        .call_page(
+            &owner,
+            "acme",
+            page(PageFrom::After(pages[2].calls[0].id.0)),
+            3,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        back.calls.iter().map(|c| c.id).collect::<Vec<_>>(),
+        pages[1].calls.iter().map(|c| c.id).collect::<Vec<_>>()
+    );
 
     // Filters, in the page: only the two cancelled calls, each linking to its inspector.
     let mut web = WebClient::new(&server);
     web.sign_in(server.owner.token()).await;
-    let list = web.get("/workspaces/acme/calls?state=cancelled&connection=fixture&runner=central").await;
+    let list = web
+        .get("/workspaces/acme/calls?state=cancelled&connection=fixture&runner=central")
+        .await;
     assert_eq!(list.status, StatusCode::OK);
-    let linked: Vec<&String> = ids.iter().filter(|id| list.body.contains(&format!("href=\"/workspaces/acme/calls/{id}\""))).collect();
+    let linked: Vec<&String> = ids
+        .iter()
+        .filter(|id| {
+            list.body
+                .contains(&format!("href=\"/workspaces/acme/calls/{id}\""))
+        })
+        .collect();
     assert_eq!(linked, vec![&ids[1], &ids[2]]);
-    let future = web.get("/workspaces/acme/calls?since=2999-01-01T00:00").await;
+    let future = web
+        .get("/workspaces/acme/calls?since=2999-01-01T00:00")
+        .await;
     assert!(future.body.contains("No calls match this filter."));
     let bad = web.get("/workspaces/acme/calls?state=sleeping").await;
     assert!(bad.body.contains("`sleeping` is not a call state"));
@@ -303,7 +537,12 @@ async fn the_run_form_reads_typed_and_raw_arguments_and_returns_errors(pool: PgP
     web.sign_in(server.owner.token()).await;
     let run = "/workspaces/acme/profiles/main/connections/fixture/tools/slow/run";
     let form = web.get(run).await;
-    assert!(form.body.contains(r#"type="number" step="any" id="arg-1" name="arg/seconds""#), "{}", form.body);
+    assert!(
+        form.body
+            .contains(r#"type="number" step="any" id="arg-1" name="arg/seconds""#),
+        "{}",
+        form.body
+    );
     let csrf = form.csrf();
     let request_id = hidden(&form.body, "request_id").unwrap();
     let session = hidden(&form.body, "session").unwrap();
@@ -322,18 +561,51 @@ async fn the_run_form_reads_typed_and_raw_arguments_and_returns_errors(pool: PgP
     };
     let refused = web.post_fields(run, fields("soon", "form", "")).await;
     assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(refused.body.contains("`soon` is not a number"), "{}", refused.body);
-    assert!(refused.body.contains(r#"value="soon""#), "the value comes back to be fixed");
+    assert!(
+        refused.body.contains("`soon` is not a number"),
+        "{}",
+        refused.body
+    );
+    assert!(
+        refused.body.contains(r#"value="soon""#),
+        "the value comes back to be fixed"
+    );
     let raw_refused = web.post_fields(run, fields("", "raw", "[1]")).await;
     assert!(raw_refused.body.contains("must be a JSON object"));
-    let calls: i64 = sqlx::query_scalar("SELECT count(*) FROM calls").fetch_one(&pool).await.unwrap();
+    let calls: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(calls, 0, "nothing was submitted");
 
-    let submitted = web.post_fields(run, fields("", "raw", r#"{"seconds": 0.1}"#)).await;
-    assert_eq!(submitted.status, StatusCode::SEE_OTHER, "{}", submitted.body);
-    let call = server.owner.wait_call("acme", submitted.location.unwrap().rsplit('/').next().unwrap(), std::time::Duration::from_secs(60)).await;
-    assert_eq!((call["state"].as_str(), call["request_id"].as_str()), (Some("succeeded"), Some(request_id.as_str())));
-    assert_eq!((call["arguments"].clone(), call["client_session_id"].as_str()), (json!({"seconds": 0.1}), Some(session.as_str())));
+    let submitted = web
+        .post_fields(run, fields("", "raw", r#"{"seconds": 0.1}"#))
+        .await;
+    assert_eq!(
+        submitted.status,
+        StatusCode::SEE_OTHER,
+        "{}",
+        submitted.body
+    );
+    let call = server
+        .owner
+        .wait_call(
+            "acme",
+            submitted.location.unwrap().rsplit('/').next().unwrap(),
+            std::time::Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(
+        (call["state"].as_str(), call["request_id"].as_str()),
+        (Some("succeeded"), Some(request_id.as_str()))
+    );
+    assert_eq!(
+        (
+            call["arguments"].clone(),
+            call["client_session_id"].as_str()
+        ),
+        (json!({"seconds": 0.1}), Some(session.as_str()))
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -342,21 +614,51 @@ async fn connectors_import_from_yaml_in_the_web_form(pool: PgPool) {
     let mut web = WebClient::new(&server);
     let csrf = web.sign_in(server.owner.token()).await;
     let yaml = "mcpServers:\n  remote:\n    url: https://example.test/mcp\n  tools:\n    command: tools-server\n    env:\n      SECRET_KEY: canary-77aa\n";
-    let page = web.post("/connectors/import", &[("csrf", &csrf), ("format", "yaml"), ("document", yaml)]).await;
+    let page = web
+        .post(
+            "/connectors/import",
+            &[("csrf", &csrf), ("format", "yaml"), ("document", yaml)],
+        )
+        .await;
     assert_eq!(page.status, StatusCode::OK);
-    assert!(page.body.contains("Imported 2 connector(s)"), "{}", page.body);
+    assert!(
+        page.body.contains("Imported 2 connector(s)"),
+        "{}",
+        page.body
+    );
     assert!(!page.body.contains("canary-77aa"));
-    assert_eq!(server.owner.get("/api/v1/connectors/tools").await.ok()["env"], json!(["SECRET_KEY"]));
+    assert_eq!(
+        server.owner.get("/api/v1/connectors/tools").await.ok()["env"],
+        json!(["SECRET_KEY"])
+    );
     // A broken document is refused with a position, and not echoed back.
-    let broken = web.post("/connectors/import", &[("csrf", &csrf), ("format", "yaml"), ("document", "mcpServers: {x: [canary-99")]).await;
+    let broken = web
+        .post(
+            "/connectors/import",
+            &[
+                ("csrf", &csrf),
+                ("format", "yaml"),
+                ("document", "mcpServers: {x: [canary-99"),
+            ],
+        )
+        .await;
     assert_eq!(broken.status, StatusCode::BAD_REQUEST);
-    assert!(broken.body.contains("has an error at line") && !broken.body.contains("canary-99"), "{}", broken.body);
+    assert!(
+        broken.body.contains("has an error at line") && !broken.body.contains("canary-99"),
+        "{}",
+        broken.body
+    );
     // Non-owners read connectors but get no forms, and are refused if they post anyway.
     let bob = server.user("bob").await;
     let mut bob_web = WebClient::new(&server);
     let bob_csrf = bob_web.sign_in(bob.token()).await;
     let list = bob_web.get("/connectors").await;
     assert!(list.body.contains("remote") && !list.body.contains("action=\"/connectors/import\""));
-    let refused = bob_web.post("/connectors/import", &[("csrf", &bob_csrf), ("format", "json"), ("document", "{}")]).await;
+    let refused = bob_web
+        .post(
+            "/connectors/import",
+            &[("csrf", &bob_csrf), ("format", "json"), ("document", "{}")],
+        )
+        .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
 }
