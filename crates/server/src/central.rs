@@ -20,6 +20,8 @@ use uuid::Uuid;
 
 /// The channel `call_insert` notifies with the runner reference of a new call.
 const CALLS_CHANNEL: &str = "switchyard_calls";
+/// The payload on [`CALLS_CHANNEL`] that concerns every runner (calls requeued by the sweeper).
+const ANY_RUNNER: &str = "*";
 /// The channel `call_cancel` notifies when a running call should be cancelled.
 const CANCEL_CHANNEL: &str = "switchyard_cancel";
 /// The channel `session_release_notify` uses.
@@ -308,8 +310,18 @@ async fn heartbeat(beat: Beat, lease_lost: CancellationToken) {
 struct CentralControl {
     app: App,
     epoch: Epoch,
-    listener: Mutex<PgListener>,
+    feed: Mutex<CallFeed>,
     held: Arc<Held>,
+}
+
+/// What tells the central runner to look for work: announcements of new and requeued calls,
+/// and whether its last lease took everything that was queued.
+struct CallFeed {
+    listener: PgListener,
+    /// The last lease was not full: it took every queued call it could lock, and calls queued
+    /// since are announced (the listener buffers the announcements), so the next lease waits
+    /// for one instead of looking again at once.
+    drained: bool,
 }
 
 impl CentralControl {
@@ -319,13 +331,12 @@ impl CentralControl {
         Ok(Self {
             app,
             epoch,
-            listener: Mutex::new(listener),
+            feed: Mutex::new(CallFeed {
+                listener,
+                drained: false,
+            }),
             held,
         })
-    }
-
-    async fn lease_now(&self, max: usize) -> Result<Vec<LeasedCall>, sqlx::Error> {
-        self.app.lease_calls(CENTRAL_RUNNER, self.epoch, max).await
     }
 }
 
@@ -336,19 +347,46 @@ fn unavailable(e: impl std::fmt::Display) -> ControlError {
 impl ControlPlane for CentralControl {
     async fn lease(&self, max: usize, wait: Duration) -> Result<Vec<LeasedCall>, ControlError> {
         let deadline = tokio::time::Instant::now() + wait;
-        let mut listener = self.listener.lock().await;
+        let mut feed = self.feed.lock().await;
+        let mut look = !std::mem::take(&mut feed.drained);
         loop {
-            let calls = self.lease_now(max).await.map_err(unavailable)?;
-            if !calls.is_empty() {
-                self.held.add(&calls);
-                return Ok(calls);
+            if look {
+                // Announcements received so far are of calls committed before this lease
+                // looks, so it sees them all: they are no reason to look again.
+                while feed.listener.next_buffered().is_some() {}
+                // Under a lease no longer live nothing is leased: the heartbeat finds out and
+                // stops the executor.
+                let batch = self
+                    .app
+                    .lease_calls(CENTRAL_RUNNER, self.epoch, max)
+                    .await
+                    .map_err(unavailable)?
+                    .unwrap_or_default();
+                if !batch.calls.is_empty() {
+                    feed.drained = !batch.full;
+                    self.held.add(&batch.calls);
+                    return Ok(batch.calls);
+                }
+                if batch.full {
+                    // Every call it leased was refused; more may be queued.
+                    continue;
+                }
             }
+            look = true;
             // Notifications that arrived since the last lease attempt are buffered by the
-            // listener, so nothing submitted in between is missed.
-            match tokio::time::timeout_at(deadline, listener.recv()).await {
-                Err(_) => return Ok(Vec::new()),
-                Ok(Err(e)) => return Err(unavailable(e)),
-                Ok(Ok(_)) => {}
+            // listener, so nothing submitted in between is missed. Those for other runners
+            // (every device call is announced on the same channel) are no reason to look.
+            loop {
+                match tokio::time::timeout_at(deadline, feed.listener.recv()).await {
+                    Err(_) => return Ok(Vec::new()),
+                    Ok(Err(e)) => return Err(unavailable(e)),
+                    Ok(Ok(notification))
+                        if matches!(notification.payload(), CENTRAL_RUNNER | ANY_RUNNER) =>
+                    {
+                        break;
+                    }
+                    Ok(Ok(_)) => {}
+                }
             }
         }
     }

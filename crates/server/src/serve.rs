@@ -44,6 +44,10 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
     let runner = tokio::spawn(central::run(app.clone(), config.central, shutdown.clone()));
+    let flusher = tokio::spawn(
+        app.clone()
+            .run_liveness_flusher(config.sweeper.heartbeat_flush, shutdown.clone()),
+    );
     let sweeper = tokio::spawn(sweeper::run(
         app.db().clone(),
         config.sweeper,
@@ -52,19 +56,17 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
     // Listening before the first request is served: a device long-poll never waits on a
     // listener that is not there yet.
     let wakeups = tokio::spawn(WakeupFeed::connect(app.clone()).await.run(shutdown.clone()));
-    let router =
-        crate::http::router(app.clone()).merge(web::router(app, config.web, shutdown.clone()));
+    let router = crate::http::router(app.clone()).merge(web::router(
+        app.clone(),
+        config.web,
+        shutdown.clone(),
+    ));
     let http_shutdown = shutdown.clone();
     let done = tokio::spawn(async move {
-        // `into_make_service` hands each connection a clone of the router (an Arc). Serving the
-        // router directly makes axum rebuild its route table for every connection (about 37 KiB
-        // each with this many routes), which thousands of idle long-polls pay for in memory.
-        let served = axum::serve(listener, router.into_make_service())
-            .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "HTTP server failed");
-        }
+        serve_http(listener, router, http_shutdown).await;
+        // Every request has been answered: write the renewals and sightings still held.
+        let _ = flusher.await;
+        app.flush_liveness().await;
         let _ = runner.await;
         let _ = sweeper.await;
         let _ = wakeups.await;
@@ -74,6 +76,81 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
         shutdown,
         done,
     })
+}
+
+/// The most a connection's read buffer holds. hyper gives every HTTP/1 connection an 8 KiB
+/// read buffer and, by default, lets it double (to 16 KiB as soon as a read does not fit what
+/// is left of it) up to 400 KiB. Thousands of idle runner connections each keep theirs, so it
+/// is held at 8 KiB: bodies are read through it in pieces, and only a request head larger than
+/// 8 KiB is refused (`431`).
+const READ_BUFFER_BYTES: usize = 8 * 1024;
+
+/// Serves HTTP/1.1 on `listener` until `shutdown`, then lets the requests in flight finish
+/// (long-polls answer at once at shutdown) and returns when every connection is closed.
+///
+/// This is `axum::serve` with its connection settings in reach: HTTP/1.1 only (no client of
+/// this server speaks cleartext HTTP/2, and hyper's automatic protocol detection makes every
+/// connection's task hold the state of both), and the read buffer above. Each connection gets
+/// a clone of the router (an `Arc`): axum rebuilds its route table when a router is served as
+/// its own make-service, which cost 37 KiB per connection.
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: CancellationToken,
+) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.max_buf_size(READ_BUFFER_BYTES);
+    // Every connection task holds a receiver; `closed` resolves when the last one is gone.
+    let (open_tx, open_rx) = tokio::sync::watch::channel(());
+    loop {
+        let stream = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    accept_failed(&error).await;
+                    continue;
+                }
+            },
+        };
+        // Answers are small and written whole: do not hold them back for Nagle's algorithm.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY on an HTTP connection");
+        }
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let (shutdown, open) = (shutdown.clone(), open_rx.clone());
+        tokio::spawn(async move {
+            let mut conn = std::pin::pin!(conn);
+            let served = tokio::select! {
+                served = conn.as_mut() => served,
+                () = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(error) = served {
+                tracing::trace!(%error, "HTTP connection ended with an error");
+            }
+            drop(open);
+        });
+    }
+    drop(listener);
+    drop(open_rx);
+    open_tx.closed().await;
+}
+
+/// After a failed `accept`: errors of one connection (reset before it was taken) pass at once;
+/// others (out of file descriptors, say) are logged and wait a second, as `axum::serve` does.
+async fn accept_failed(error: &std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if !matches!(
+        error.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        tracing::error!(%error, "accepting an HTTP connection failed; retrying in a second");
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
 }
 
 /// Serves until `shutdown` is cancelled, announcing the address on stdout for scripts.

@@ -20,6 +20,9 @@ pub struct SweeperConfig {
     pub retention: Duration,
     /// Resolution explanations are removed this long after they were recorded.
     pub explanation_ttl: Duration,
+    /// How often heartbeat renewals and device sightings kept in memory are written (never
+    /// more than a quarter of the runner lease: see `app::liveness`).
+    pub heartbeat_flush: Duration,
 }
 
 impl Default for SweeperConfig {
@@ -29,6 +32,7 @@ impl Default for SweeperConfig {
             queue_expiry: Duration::from_secs(600),
             retention: Duration::from_secs(3600),
             explanation_ttl: Duration::from_secs(3600),
+            heartbeat_flush: Duration::from_secs(1),
         }
     }
 }

@@ -221,6 +221,11 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
     let baseline = Summary::of(&direct.sample(plan.warmup, plan.latency_samples).await?);
     direct.close().await;
 
+    // Some calls first, then statistics, so that every measured plan is made on real ones.
+    note("warming up: calls, then ANALYZE");
+    latency::end_to_end(&stack.api, &stack.central, plan.warmup, 0).await?;
+    pg::analyze(&stack.pool).await?;
+
     note("added latency: central placement");
     let central = Summary::of(
         &latency::end_to_end(

@@ -68,10 +68,7 @@ impl App {
                 workspace,
                 is_admin: role == "admin",
             }),
-            None => Err(AppError::refused(
-                ErrorCode::WorkspaceNotFound,
-                format!("no workspace `{key}` that you are a member of"),
-            )),
+            None => Err(not_a_member(key)),
         }
     }
 
@@ -104,17 +101,10 @@ impl App {
 
     /// Refuses unless the actor holds Use on the profile right now.
     pub(crate) async fn require_use(&self, actor: &Actor, profile: &ProfileRow) -> AppResult<()> {
-        if self.db.grants_of(profile.id, actor.user.id).await?.use_ {
-            Ok(())
-        } else {
-            Err(AppError::refused(
-                ErrorCode::Forbidden,
-                format!(
-                    "you need the Use grant on profile `{}`; ask someone with Share on it (`switchyard profile grant … --use`)",
-                    profile.name
-                ),
-            ))
-        }
+        require_user_use(
+            self.db.grants_of(profile.id, actor.user.id).await?.use_,
+            profile,
+        )
     }
 
     /// A user by id or name.
@@ -135,6 +125,30 @@ impl App {
             .await
             .map_err(|e| already_exists(e, "user", name))?;
         Ok((user, token))
+    }
+}
+
+/// The answer to a user asking for a workspace they are not a member of (or that does not
+/// exist: the two look the same).
+pub(crate) fn not_a_member(key: &str) -> AppError {
+    AppError::refused(
+        ErrorCode::WorkspaceNotFound,
+        format!("no workspace `{key}` that you are a member of"),
+    )
+}
+
+/// Refuses unless a user holds Use on the profile; `holds_use` was read at this request.
+pub(crate) fn require_user_use(holds_use: bool, profile: &ProfileRow) -> AppResult<()> {
+    if holds_use {
+        Ok(())
+    } else {
+        Err(AppError::refused(
+            ErrorCode::Forbidden,
+            format!(
+                "you need the Use grant on profile `{}`; ask someone with Share on it (`switchyard profile grant … --use`)",
+                profile.name
+            ),
+        ))
     }
 }
 

@@ -1,16 +1,22 @@
 //! Calls: submission with request-ID idempotency, reads under current Use, and recording the
 //! completions runners report (fenced by their lease epoch).
 
+use super::connections::connection_not_found;
 use super::names::digest;
+use super::operations::call_operation;
 use super::principal::Principal;
+use super::profiles::{environment_not_found, profile_not_found};
 use super::results::{RESULT_LIMIT, bound_result};
 use super::{Actor, App, views};
-use crate::db::{CallOrigin, CallRow, NewCall, StoredCompletion};
+use crate::db::{
+    CallOrigin, CallRow, Key, NewCall, ProfileRow, StoredCompletion, SubmitConnection, SubmitKeys,
+};
 use crate::error::{AppError, AppResult};
 use serde_json::json;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::{Completion, Epoch};
 use switchyard_protocol::{CallId, CallState, ErrorCode};
+use uuid::Uuid;
 
 /// How many calls a list returns.
 const LIST_LIMIT: i64 = 100;
@@ -43,50 +49,51 @@ impl App {
 
     /// [`App::call_submit`] for a user or a device. A device submits under its bound profile
     /// only, and every call it submits names an operation of that profile.
+    ///
+    /// Everything the submission decides on is read in one statement
+    /// ([`crate::db::Datastore::call_submit_resolve`]), so a new call costs that read and its
+    /// insert, and a replayed request_id only the read. The checks below keep the order the
+    /// answers have always had: workspace, request shape, names, Use, operation, replay, then
+    /// whether the call can run.
     pub async fn call_submit_as(
         &self,
         principal: &Principal,
         ws: &str,
         req: SubmitCall,
     ) -> AppResult<(CallView, bool)> {
-        let workspace = self.principal_workspace(principal, ws).await?.id;
-        if !req.arguments.is_object() {
-            return Err(AppError::refused(
-                ErrorCode::InvalidArguments,
-                "`arguments` must be a JSON object, e.g. {\"text\": \"hello\"}",
-            ));
-        }
-        let timeout = req.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS);
-        if !(1..=MAX_TIMEOUT_SECONDS).contains(&timeout) {
-            return Err(AppError::refused(
-                ErrorCode::InvalidTimeout,
-                format!(
-                    "`timeout_seconds` must be between 1 and {MAX_TIMEOUT_SECONDS}, got {timeout}"
-                ),
-            ));
-        }
-        if req.tool_name.is_empty() {
-            return Err(AppError::refused(
-                ErrorCode::InvalidRequest,
-                "`tool_name` must not be empty",
-            ));
-        }
-        let profile = self.find_profile(workspace, &req.profile_id).await?;
-        let connection = self.find_connection(workspace, &req.connection_id).await?;
-        let environment = match &req.environment_id {
-            Some(key) => self.find_environment(workspace, key).await?.id,
-            None => profile.environment_id,
+        let keys = SubmitKeys {
+            workspace: Key::parse(ws),
+            submitter: principal.submitter(),
+            profile: Key::parse(&req.profile_id),
+            connection: Key::parse(&req.connection_id),
+            environment: req.environment_id.as_deref().map(Key::parse),
+            operation: req.operation_id.map(|id| id.0),
+            request_id: req.request_id.0,
+            tool_name: &req.tool_name,
         };
-        self.require_use_by(principal, &profile).await?;
-        let operation = self
-            .call_operation(
-                principal,
-                workspace,
-                req.operation_id,
-                &profile,
-                environment,
-            )
-            .await?;
+        let Some(found) = self.db.call_submit_resolve(&keys).await? else {
+            return Err(principal.workspace_not_found(ws));
+        };
+        let timeout = check_request(&req)?;
+        let profile = found
+            .profile
+            .ok_or_else(|| profile_not_found(&req.profile_id))?;
+        let connection = found
+            .connection
+            .ok_or_else(|| connection_not_found(&req.connection_id))?;
+        let environment = match (&req.environment_id, found.environment_id) {
+            (None, _) => profile.environment_id,
+            (Some(_), Some(id)) => id,
+            (Some(key), None) => return Err(environment_not_found(key)),
+        };
+        principal.require_use_read(&profile, found.user_holds_use)?;
+        let operation = call_operation(
+            principal,
+            req.operation_id,
+            found.operation.as_ref(),
+            &profile,
+            environment,
+        )?;
 
         // The canonical payload, after names are resolved to ids and defaults applied.
         let mut payload = json!({
@@ -103,68 +110,19 @@ impl App {
             payload["operation_id"] = json!(operation);
         }
         let payload_digest = digest(&payload);
-        if let Some(existing) = self
-            .db
-            .call_find_by_request(workspace, req.request_id.0)
-            .await?
-        {
+        if let Some(existing) = found.existing {
             return replay(existing, &payload_digest).map(|view| (view, false));
         }
-
-        if environment != profile.environment_id {
-            return Err(AppError::refused(
-                ErrorCode::EnvironmentMismatch,
-                format!(
-                    "profile `{}` runs in another environment than the one requested",
-                    profile.name
-                ),
-            ));
-        }
-        if !self
-            .db
-            .profile_has_connection(profile.id, connection.id)
-            .await?
-        {
-            return Err(AppError::refused(
-                ErrorCode::ConnectionNotInProfile,
-                format!(
-                    "profile `{}` does not include connection `{}`",
-                    profile.name, connection.name
-                ),
-            ));
-        }
-        let connector = self.db.connector_get(connection.connector_id).await?;
-        if !connector.is_runnable() {
-            return Err(super::connections::not_approved(&connector.name));
-        }
-        self.require_runner_available(&connection).await?;
-        match self.db.tool_find(connection.id, &req.tool_name).await? {
-            Some(tool) if tool.available => {}
-            // The server cannot discover a device's connections (their servers run there), so
-            // their catalog is empty and the device's MCP server judges the tool name.
-            None if connection.runner_ref != CENTRAL_RUNNER => {}
-            Some(_) => {
-                return Err(AppError::refused(
-                    ErrorCode::ToolNotFound,
-                    format!(
-                        "tool `{}` is no longer offered by connection `{}` (last discovery did not list it)",
-                        req.tool_name, connection.name
-                    ),
-                ));
-            }
-            None => {
-                return Err(AppError::refused(
-                    ErrorCode::ToolNotFound,
-                    format!(
-                        "connection `{}` has no discovered tool `{}`; run `switchyard connection discover` to refresh the catalog",
-                        connection.name, req.tool_name
-                    ),
-                ));
-            }
-        }
+        check_runnable(
+            &profile,
+            &connection,
+            found.profile_has_connection,
+            environment,
+            &req.tool_name,
+        )?;
 
         let new_call = NewCall {
-            workspace_id: workspace,
+            workspace_id: found.workspace_id,
             request_id: req.request_id.0,
             payload_digest: payload_digest.clone(),
             profile_id: profile.id,
@@ -175,7 +133,7 @@ impl App {
             arguments: req.arguments,
             client_session_id: req.client_session_id,
             timeout_seconds: i32::try_from(timeout).unwrap_or(DEFAULT_TIMEOUT_SECONDS as i32),
-            runner_ref: connection.runner_ref.clone(),
+            runner_ref: connection.runner_ref,
             // A device's calls are accounted to the user who approved it.
             created_by: match principal {
                 Principal::User(actor) => actor.user.id,
@@ -188,13 +146,14 @@ impl App {
                 Principal::User(_) => None,
                 Principal::Device(device) => Some(device.device.id),
             },
+            ..CallOrigin::default()
         };
         match self.db.call_insert_from(&new_call, origin).await? {
             Some(row) => Ok((views::call(&row), true)),
             // A concurrent submission with the same request_id won the insert.
             None => match self
                 .db
-                .call_find_by_request(workspace, new_call.request_id)
+                .call_find_by_request(new_call.workspace_id, new_call.request_id)
                 .await?
             {
                 Some(existing) => replay(existing, &payload_digest).map(|view| (view, false)),
@@ -253,6 +212,35 @@ impl App {
         epoch: Epoch,
         completion: Completion,
     ) -> AppResult<CompletionRecorded> {
+        Ok(self
+            .record_completion(runner_ref, call, epoch, completion, None)
+            .await?
+            .0)
+    }
+
+    /// [`App::call_record_completion`] for a completion a device uploaded in the receipt
+    /// `receipt`. The bool is true when the receipt was stored with the completion, answered
+    /// `recorded`; otherwise storing it is the caller's business.
+    pub(crate) async fn call_record_receipt(
+        &self,
+        runner_ref: &str,
+        call: CallId,
+        epoch: Epoch,
+        completion: Completion,
+        receipt: Uuid,
+    ) -> AppResult<(CompletionRecorded, bool)> {
+        self.record_completion(runner_ref, call, epoch, completion, Some(receipt))
+            .await
+    }
+
+    async fn record_completion(
+        &self,
+        runner_ref: &str,
+        call: CallId,
+        epoch: Epoch,
+        completion: Completion,
+        receipt: Option<Uuid>,
+    ) -> AppResult<(CompletionRecorded, bool)> {
         let stored = stored_completion(completion);
         // The states this completion may leave, straight from the lifecycle's one table.
         let from: Vec<CallState> = [CallState::Leased, CallState::Running]
@@ -260,15 +248,16 @@ impl App {
             .filter(|s| s.can_transition_to(stored.state))
             .collect();
         // The state change and what it implies (a lookup's observation on its unknown call,
-        // captured evidence) are recorded in one transaction.
-        let effects = self.completion_effects(&stored);
+        // captured evidence) are recorded in one transaction; a completion that implies
+        // nothing else is one statement.
+        let effects = self.completion_effects(&stored, receipt);
         if let Some(completed) = self
             .db
             .call_complete_with_effects(call.0, runner_ref, epoch.0, &from, &stored, effects)
             .await?
         {
             self.note_completed(&completed);
-            return Ok(CompletionRecorded::Recorded);
+            return Ok((CompletionRecorded::Recorded, completed.receipt_stored));
         }
         // A report about a call already unknown: a valid late receipt is recorded beside it
         // (and settles it when certain); a call whose evidence was erased fences it.
@@ -276,13 +265,97 @@ impl App {
             .record_late_receipt(runner_ref, call, epoch, &stored)
             .await?
         {
-            return Ok(recorded);
+            return Ok((recorded, false));
         }
         if self.db.runner_lease_is_current(runner_ref, epoch.0).await? {
-            Ok(CompletionRecorded::Superseded)
+            Ok((CompletionRecorded::Superseded, false))
         } else {
-            Ok(CompletionRecorded::Fenced)
+            Ok((CompletionRecorded::Fenced, false))
         }
+    }
+}
+
+/// Refuses a submission whose arguments, timeout or tool name are malformed; returns the
+/// timeout with its default applied.
+fn check_request(req: &SubmitCall) -> AppResult<u32> {
+    if !req.arguments.is_object() {
+        return Err(AppError::refused(
+            ErrorCode::InvalidArguments,
+            "`arguments` must be a JSON object, e.g. {\"text\": \"hello\"}",
+        ));
+    }
+    let timeout = req.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS);
+    if !(1..=MAX_TIMEOUT_SECONDS).contains(&timeout) {
+        return Err(AppError::refused(
+            ErrorCode::InvalidTimeout,
+            format!("`timeout_seconds` must be between 1 and {MAX_TIMEOUT_SECONDS}, got {timeout}"),
+        ));
+    }
+    if req.tool_name.is_empty() {
+        return Err(AppError::refused(
+            ErrorCode::InvalidRequest,
+            "`tool_name` must not be empty",
+        ));
+    }
+    Ok(timeout)
+}
+
+/// Refuses a new call that could not run: another environment than its profile's, a connection
+/// the profile does not include, a connector not approved, a runner that is gone, or a tool
+/// the connection does not offer.
+fn check_runnable(
+    profile: &ProfileRow,
+    connection: &SubmitConnection,
+    profile_has_connection: bool,
+    environment: Uuid,
+    tool_name: &str,
+) -> AppResult<()> {
+    if environment != profile.environment_id {
+        return Err(AppError::refused(
+            ErrorCode::EnvironmentMismatch,
+            format!(
+                "profile `{}` runs in another environment than the one requested",
+                profile.name
+            ),
+        ));
+    }
+    if !profile_has_connection {
+        return Err(AppError::refused(
+            ErrorCode::ConnectionNotInProfile,
+            format!(
+                "profile `{}` does not include connection `{}`",
+                profile.name, connection.name
+            ),
+        ));
+    }
+    if !connection.connector_runnable {
+        return Err(super::connections::not_approved(&connection.connector_name));
+    }
+    if !connection.runner_available {
+        return Err(super::devices::runner_gone(
+            &connection.name,
+            &connection.runner_ref,
+        ));
+    }
+    match connection.tool_available {
+        Some(true) => Ok(()),
+        // The server cannot discover a device's connections (their servers run there), so
+        // their catalog is empty and the device's MCP server judges the tool name.
+        None if connection.runner_ref != CENTRAL_RUNNER => Ok(()),
+        Some(false) => Err(AppError::refused(
+            ErrorCode::ToolNotFound,
+            format!(
+                "tool `{tool_name}` is no longer offered by connection `{}` (last discovery did not list it)",
+                connection.name
+            ),
+        )),
+        None => Err(AppError::refused(
+            ErrorCode::ToolNotFound,
+            format!(
+                "connection `{}` has no discovered tool `{tool_name}`; run `switchyard connection discover` to refresh the catalog",
+                connection.name
+            ),
+        )),
     }
 }
 

@@ -157,13 +157,16 @@ impl App {
         self.db
             .connection_find(workspace, &Key::parse(key))
             .await?
-            .ok_or_else(|| {
-                AppError::refused(
-                    ErrorCode::ConnectionNotFound,
-                    format!("no connection `{key}` in this workspace"),
-                )
-            })
+            .ok_or_else(|| connection_not_found(key))
     }
+}
+
+/// No connection `key` (id or name) in the workspace.
+pub(crate) fn connection_not_found(key: &str) -> AppError {
+    AppError::refused(
+        ErrorCode::ConnectionNotFound,
+        format!("no connection `{key}` in this workspace"),
+    )
 }
 
 pub(crate) fn not_approved(connector: &str) -> AppError {

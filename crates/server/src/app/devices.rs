@@ -98,13 +98,7 @@ impl App {
         };
         match row {
             Some(row) if row.revoked_at.is_none() => Ok(()),
-            _ => Err(AppError::refused(
-                ErrorCode::DeviceNotFound,
-                format!(
-                    "connection `{}` is placed on {}, which was revoked; place the connector on another runner",
-                    connection.name, connection.runner_ref
-                ),
-            )),
+            _ => Err(runner_gone(&connection.name, &connection.runner_ref)),
         }
     }
 
@@ -117,6 +111,17 @@ impl App {
             .await?
             .ok_or_else(|| device_not_found(key))
     }
+}
+
+/// A call on connection `connection`, placed on a device (`runner_ref`) that was revoked or is
+/// gone, is refused.
+pub(crate) fn runner_gone(connection: &str, runner_ref: &str) -> AppError {
+    AppError::refused(
+        ErrorCode::DeviceNotFound,
+        format!(
+            "connection `{connection}` is placed on {runner_ref}, which was revoked; place the connector on another runner"
+        ),
+    )
 }
 
 fn device_not_found(key: &str) -> AppError {

@@ -10,6 +10,7 @@ mod connectors;
 mod devices;
 mod evidence;
 mod leasing;
+mod liveness;
 mod names;
 mod operations;
 mod pairing;
@@ -29,6 +30,7 @@ pub use auth::{Actor, hash_token, new_token};
 pub use calls::{CallPage, CallQuery, CompletionRecorded, MAX_PAGE};
 pub use connectors::{ConnectorInspection, ImportFormat, InspectedTool};
 pub use evidence::ERASURE_NOTICE;
+pub use leasing::LeaseBatch;
 pub use principal::{DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref};
 pub use runner_api::RELEASE_TTL;
 pub use wakeups::WakeupFeed;
@@ -78,6 +80,12 @@ pub struct App {
     credentials: Arc<CredentialResolver>,
     config: AppConfig,
     wakeups: Arc<wakeups::Wakeups>,
+    /// Heartbeat renewals and device sightings not written yet.
+    liveness: Arc<liveness::Liveness>,
+    /// Turns at the database for device requests' first read, one per pooled connection: in a
+    /// burst (thousands of runners coming back at once) a request waits for its turn holding a
+    /// few bytes, not the state of a query waiting for a connection (about 8 KiB).
+    device_reads: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for App {
@@ -103,11 +111,17 @@ impl App {
             config.credentials_file.clone(),
             store,
         ));
+        let liveness = Arc::new(liveness::Liveness::new(config.runner_lease_ttl));
+        let device_reads = Arc::new(tokio::sync::Semaphore::new(
+            db.pool().options().get_max_connections() as usize,
+        ));
         Self {
             db,
             credentials,
             config,
             wakeups: Arc::default(),
+            liveness,
+            device_reads,
         }
     }
 

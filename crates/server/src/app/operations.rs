@@ -4,7 +4,7 @@
 
 use super::principal::Principal;
 use super::{App, views};
-use crate::db::{OperationOwner, ProfileRow};
+use crate::db::{OperationOwner, OperationScope, ProfileRow};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::api::*;
 use switchyard_protocol::{ErrorCode, OperationId};
@@ -52,50 +52,48 @@ impl App {
             .await?;
         Ok(views::operation(&row))
     }
+}
 
-    /// The operation a call runs under, checked against the call: required for a device (and
-    /// then one of its profile), and matching the call's profile and environment.
-    pub(crate) async fn call_operation(
-        &self,
-        principal: &Principal,
-        workspace: Uuid,
-        requested: Option<OperationId>,
-        profile: &ProfileRow,
-        environment: Uuid,
-    ) -> AppResult<Option<Uuid>> {
-        let Some(id) = requested else {
-            return match principal {
-                Principal::Device(_) => Err(AppError::refused(
-                    ErrorCode::OperationRequired,
-                    "a device must run calls under an operation: begin one (POST /api/v1/workspaces/{ws}/operations) and send its id as `operation_id`",
-                )),
-                Principal::User(_) => Ok(None),
-            };
+/// The operation a call runs under, checked against the call: required for a device (and then
+/// one of its profile), and matching the call's profile and environment. `found` is the
+/// operation `requested` names, as the submission read it from the call's workspace.
+pub(crate) fn call_operation(
+    principal: &Principal,
+    requested: Option<OperationId>,
+    found: Option<&OperationScope>,
+    profile: &ProfileRow,
+    environment: Uuid,
+) -> AppResult<Option<Uuid>> {
+    let Some(id) = requested else {
+        return match principal {
+            Principal::Device(_) => Err(AppError::refused(
+                ErrorCode::OperationRequired,
+                "a device must run calls under an operation: begin one (POST /api/v1/workspaces/{ws}/operations) and send its id as `operation_id`",
+            )),
+            Principal::User(_) => Ok(None),
         };
-        let not_found = || {
-            AppError::refused(
-                ErrorCode::OperationNotFound,
-                format!("no operation `{id}` in this workspace"),
-            )
-        };
-        let operation = self
-            .db
-            .operation_get(workspace, id.0)
-            .await?
-            .ok_or_else(not_found)?;
-        if let Principal::Device(device) = principal
-            && operation.profile_id != device.device.profile_id
-        {
-            return Err(not_found());
-        }
-        if operation.profile_id != profile.id || operation.environment_id != environment {
-            return Err(AppError::refused(
-                ErrorCode::OperationMismatch,
-                format!(
-                    "operation `{id}` is scoped to another profile or environment than this call's"
-                ),
-            ));
-        }
-        Ok(Some(operation.id))
+    };
+    let not_found = || {
+        AppError::refused(
+            ErrorCode::OperationNotFound,
+            format!("no operation `{id}` in this workspace"),
+        )
+    };
+    let operation = found
+        .filter(|operation| operation.id == id.0)
+        .ok_or_else(not_found)?;
+    if let Principal::Device(device) = principal
+        && operation.profile_id != device.device.profile_id
+    {
+        return Err(not_found());
     }
+    if operation.profile_id != profile.id || operation.environment_id != environment {
+        return Err(AppError::refused(
+            ErrorCode::OperationMismatch,
+            format!(
+                "operation `{id}` is scoped to another profile or environment than this call's"
+            ),
+        ));
+    }
+    Ok(Some(operation.id))
 }

@@ -5,10 +5,10 @@
 //! request.
 
 use super::auth::hash_token;
+use super::liveness::SEEN_EVERY;
 use super::{Actor, App};
-use crate::db::{DeviceRow, Key, ProfileRow, WorkspaceRow};
+use crate::db::{DeviceRow, Key, ProfileRow, Submitter, WorkspaceRow};
 use crate::error::{AppError, AppResult};
-use std::time::Duration;
 use switchyard_protocol::ErrorCode;
 use uuid::Uuid;
 
@@ -16,9 +16,26 @@ use uuid::Uuid;
 /// personal API token.
 pub const DEVICE_CREDENTIAL_PREFIX: &str = "sy_dev_";
 
-/// A device's `last_seen_at` is written at most this often, so a busy device does not write
-/// on every request.
-const SEEN_EVERY: Duration = Duration::from_secs(30);
+/// The hash a device credential is stored under; anything that is not a device credential
+/// (a personal API token, say) is `unauthenticated`.
+pub(super) fn device_credential_hash(credential: &str) -> AppResult<Vec<u8>> {
+    if credential.starts_with(DEVICE_CREDENTIAL_PREFIX) {
+        Ok(hash_token(credential))
+    } else {
+        Err(AppError::refused(
+            ErrorCode::Unauthenticated,
+            "this endpoint needs a device credential (`sy_dev_…`, from `switchyard pair`); personal API tokens are refused here",
+        ))
+    }
+}
+
+/// The answer to a device credential that no device holds.
+pub(super) fn unknown_device_credential() -> AppError {
+    AppError::refused(
+        ErrorCode::Unauthenticated,
+        "the device credential is not valid; pair the device again with `switchyard pair`",
+    )
+}
 
 /// The runner reference of a device: `device:<id>`.
 pub fn device_runner_ref(device: Uuid) -> String {
@@ -52,22 +69,31 @@ impl App {
     /// Authenticates a device credential. Unknown credentials and user tokens are
     /// `unauthenticated`; a revoked device is `device_revoked`.
     pub async fn authenticate_device(&self, credential: &str) -> AppResult<DeviceActor> {
-        if !credential.starts_with(DEVICE_CREDENTIAL_PREFIX) {
-            return Err(AppError::refused(
-                ErrorCode::Unauthenticated,
-                "this endpoint needs a device credential (`sy_dev_…`, from `switchyard pair`); personal API tokens are refused here",
-            ));
-        }
-        let Some(device) = self
-            .db
-            .device_by_credential(&hash_token(credential))
-            .await?
-        else {
-            return Err(AppError::refused(
-                ErrorCode::Unauthenticated,
-                "the device credential is not valid; pair the device again with `switchyard pair`",
-            ));
+        let hash = device_credential_hash(credential)?;
+        let device = {
+            let _turn = self.device_read_turn().await;
+            self.db.device_by_credential(&hash).await?
         };
+        self.admit_device(device.ok_or_else(unknown_device_credential)?)
+            .await
+    }
+
+    /// A turn at the database for a device request's first read (see `App::device_reads`).
+    /// After the pool's own acquire timeout without one (the database is away, say) the read
+    /// goes ahead without a turn and waits for a connection as any other read does, so a turn
+    /// never makes a request wait longer than twice that timeout.
+    pub(super) async fn device_read_turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let patience = self.db.pool().options().get_acquire_timeout();
+        // The semaphore is never closed.
+        tokio::time::timeout(patience, self.device_reads.acquire())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// Admits the device a credential belongs to, unless it was revoked (`device_revoked`),
+    /// and records that it was heard from.
+    pub(super) async fn admit_device(&self, device: DeviceRow) -> AppResult<DeviceActor> {
         if let Some(revoked_at) = device.revoked_at {
             return Err(AppError::refused(
                 ErrorCode::DeviceRevoked,
@@ -77,14 +103,12 @@ impl App {
                 ),
             ));
         }
-        let stale = device.last_seen_at.is_none_or(|seen| {
-            chrono::Utc::now()
-                .signed_duration_since(seen)
-                .to_std()
-                .is_ok_and(|age| age >= SEEN_EVERY)
-        });
-        if stale {
+        if device.last_seen_at.is_none() {
+            // A newly paired device's first request is written at once: it is what whoever
+            // approved it waits to see. Later sightings go to the flusher with the heartbeats.
             self.db.device_touch(device.id, SEEN_EVERY).await?;
+        } else {
+            self.liveness.device_seen(device.id, device.last_seen_at);
         }
         Ok(DeviceActor { device })
     }
@@ -111,12 +135,7 @@ impl App {
                 .db
                 .workspace_find_for_device(&Key::parse(key), device.device.id)
                 .await?
-                .ok_or_else(|| {
-                    AppError::refused(
-                        ErrorCode::WorkspaceNotFound,
-                        format!("no workspace `{key}` that this device belongs to"),
-                    )
-                }),
+                .ok_or_else(|| principal.workspace_not_found(key)),
         }
     }
 
@@ -129,14 +148,58 @@ impl App {
     ) -> AppResult<()> {
         match principal {
             Principal::User(actor) => self.require_use(actor, profile).await,
-            Principal::Device(device) if device.device.profile_id == profile.id => Ok(()),
-            Principal::Device(device) => Err(AppError::refused(
+            Principal::Device(device) => device.require_use(profile),
+        }
+    }
+}
+
+impl DeviceActor {
+    /// Refuses unless the device is bound to the profile.
+    fn require_use(&self, profile: &ProfileRow) -> AppResult<()> {
+        if self.device.profile_id == profile.id {
+            Ok(())
+        } else {
+            Err(AppError::refused(
                 ErrorCode::Forbidden,
                 format!(
                     "device `{}` is bound to another profile than `{}`; it may use only its own",
-                    device.device.name, profile.name
+                    self.device.name, profile.name
                 ),
-            )),
+            ))
+        }
+    }
+}
+
+impl Principal {
+    /// The principal as the datastore's submission read names it.
+    pub(crate) fn submitter(&self) -> Submitter {
+        match self {
+            Principal::User(actor) => Submitter::User(actor.user.id),
+            Principal::Device(device) => Submitter::Device(device.device.id),
+        }
+    }
+
+    /// The answer to asking for a workspace that is unknown or not the principal's.
+    pub(crate) fn workspace_not_found(&self, key: &str) -> AppError {
+        match self {
+            Principal::User(_) => super::auth::not_a_member(key),
+            Principal::Device(_) => AppError::refused(
+                ErrorCode::WorkspaceNotFound,
+                format!("no workspace `{key}` that this device belongs to"),
+            ),
+        }
+    }
+
+    /// [`App::require_use_by`] with a user's Use grant already read (`user_holds_use`, ignored
+    /// for a device).
+    pub(crate) fn require_use_read(
+        &self,
+        profile: &ProfileRow,
+        user_holds_use: bool,
+    ) -> AppResult<()> {
+        match self {
+            Principal::User(_) => super::auth::require_user_use(user_holds_use, profile),
+            Principal::Device(device) => device.require_use(profile),
         }
     }
 }

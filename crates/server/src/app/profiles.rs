@@ -142,12 +142,7 @@ impl App {
         self.db
             .profile_find(workspace, &Key::parse(key))
             .await?
-            .ok_or_else(|| {
-                AppError::refused(
-                    ErrorCode::ProfileNotFound,
-                    format!("no profile `{key}` in this workspace"),
-                )
-            })
+            .ok_or_else(|| profile_not_found(key))
     }
 
     pub(crate) async fn find_environment(
@@ -158,11 +153,22 @@ impl App {
         self.db
             .environment_find(workspace, &Key::parse(key))
             .await?
-            .ok_or_else(|| {
-                AppError::refused(
-                    ErrorCode::EnvironmentNotFound,
-                    format!("no environment `{key}` in this workspace"),
-                )
-            })
+            .ok_or_else(|| environment_not_found(key))
     }
+}
+
+/// No profile `key` (id or name) in the workspace.
+pub(crate) fn profile_not_found(key: &str) -> AppError {
+    AppError::refused(
+        ErrorCode::ProfileNotFound,
+        format!("no profile `{key}` in this workspace"),
+    )
+}
+
+/// No environment `key` (id or name) in the workspace.
+pub(crate) fn environment_not_found(key: &str) -> AppError {
+    AppError::refused(
+        ErrorCode::EnvironmentNotFound,
+        format!("no environment `{key}` in this workspace"),
+    )
 }

@@ -12,8 +12,8 @@ use super::calls::CompletionRecorded;
 use super::names::digest;
 use super::{Actor, App, views};
 use crate::db::{
-    CallRow, Captured, Completed, CompletionEffects, ConnectionRow, ConnectorRow, LateReceipt,
-    NewCall, StoredCompletion,
+    CallRow, Captured, Completed, CompletionEffects, LateReceipt, LeasedRow, NewCall,
+    StoredCompletion,
 };
 use crate::error::{AppError, AppResult};
 use serde_json::{Value, json};
@@ -129,12 +129,11 @@ impl App {
             return Err(policy_missing(&connection.name));
         };
         let connector = self.db.connector_get(connection.connector_id).await?;
-        let dispatched = self
+        if !self
             .db
-            .call_target_of(row.id)
+            .call_target_is_current(row.id, &self.central_bindings())
             .await?
-            .and_then(|(_, digest, _)| digest);
-        if dispatched.as_deref() != Some(self.target_digest(&connection, &connector).as_slice()) {
+        {
             return Err(config_changed(&connection.name));
         }
         if !connector.is_runnable() {
@@ -254,87 +253,17 @@ impl App {
         })
     }
 
-    /// Records the target a leased call is dispatched to. A receipt lookup is admitted only
-    /// while its unknown call is still unknown, unerased and was dispatched to this same
-    /// target; otherwise it is failed here, before anything is sent. Returns whether the call
-    /// may be handed to the runner.
-    pub(crate) async fn lease_admits(
-        &self,
-        call: Uuid,
-        epoch: Epoch,
-        connection: &ConnectionRow,
-        connector: &ConnectorRow,
-    ) -> Result<bool, sqlx::Error> {
-        let target = self.target_digest(connection, connector);
-        let Some(parent) = self
-            .db
-            .call_note_target(call, epoch.0, connector.id, connector.revision, &target)
-            .await?
-        else {
-            return Ok(false);
-        };
-        let Some(parent) = parent else {
-            return Ok(true);
-        };
-        let refusal = match self.db.call_target_of(parent).await? {
-            Some((_, _, Some(_))) => Some((
-                "call_erased",
-                "the evidence of the call it looks up was erased",
-            )),
-            Some((state, _, None)) if state != CallState::Unknown.as_str() => Some((
-                "mcp_reconcile_not_unknown",
-                "the call it looks up is no longer unknown",
-            )),
-            Some((_, Some(dispatched), None)) if dispatched == target => None,
-            _ => Some((
-                "mcp_reconcile_config_changed",
-                "the connection's configuration changed since the call it looks up ran; the lookup would ask another target",
-            )),
-        };
-        match refusal {
-            None => Ok(true),
-            Some((code, message)) => {
-                self.db
-                    .call_fail_leased(call, epoch.0, code, message)
-                    .await?;
-                Ok(false)
-            }
-        }
-    }
-
-    /// The digest of the target a call on `connection` is dispatched to now: runner,
-    /// connection and connector revisions, transport and target, and (for the central runner)
-    /// the credential binding's references as the bindings file holds them — never values.
-    fn target_digest(&self, connection: &ConnectionRow, connector: &ConnectorRow) -> Vec<u8> {
-        let binding = if connection.runner_ref == CENTRAL_RUNNER {
-            self.binding_references(connection.id)
-        } else {
-            Value::Null
-        };
-        digest(&json!({
-            "runner": connection.runner_ref,
-            "connection": connection.id,
-            "connection_revision": connection.revision,
-            "connector": connector.id,
-            "connector_revision": connector.revision,
-            "spec": connector.spec(),
-            "binding": binding,
-        }))
-    }
-
-    /// The central bindings file's entry for a connection (references only), `null` when
-    /// nothing is bound, or a marker when the file cannot be read (calls then fail closed).
-    fn binding_references(&self, connection: Uuid) -> Value {
+    /// The central bindings file's `bindings` map (references only, keyed by connection id),
+    /// `null` when nothing is bound, or a marker when the file cannot be read (lookups then
+    /// fail closed). Part of the target a central call is dispatched to: see
+    /// [`crate::db::Datastore::call_lease`].
+    pub(crate) fn central_bindings(&self) -> Value {
         let Some(path) = &self.config.credentials_file else {
             return Value::Null;
         };
         match std::fs::read_to_string(path) {
             Ok(text) => match serde_json::from_str::<Value>(&text) {
-                Ok(file) => file
-                    .get("bindings")
-                    .and_then(|b| b.get(connection.to_string()))
-                    .cloned()
-                    .unwrap_or(Value::Null),
+                Ok(file) => file.get("bindings").cloned().unwrap_or(Value::Null),
                 Err(_) => json!("unreadable"),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Null,
@@ -343,10 +272,15 @@ impl App {
     }
 
     /// What recording a completion implies beside the state change.
-    pub(crate) fn completion_effects(&self, completion: &StoredCompletion) -> CompletionEffects {
+    pub(crate) fn completion_effects(
+        &self,
+        completion: &StoredCompletion,
+        receipt: Option<Uuid>,
+    ) -> CompletionEffects {
         CompletionEffects {
             lookup_reports: lookup_report(completion),
             bounds: self.config.evidence_queue,
+            receipt,
         }
     }
 
@@ -396,6 +330,31 @@ impl App {
             }
             LateReceipt::NotLate => None,
         })
+    }
+}
+
+/// Why a just-leased receipt lookup must not run (error code and message), or `None` for a
+/// call that is not a lookup or may run: a lookup runs only while its unknown call is still
+/// unknown, unerased, and was dispatched to the very target the lookup was just recorded as
+/// dispatched to. A refused lookup is failed before anything is sent.
+pub(crate) fn lookup_refusal(call: &LeasedRow) -> Option<(&'static str, &'static str)> {
+    call.parent_call_id?;
+    match &call.parent {
+        Some(parent) if parent.evidence_erased_at.is_some() => Some((
+            "call_erased",
+            "the evidence of the call it looks up was erased",
+        )),
+        Some(parent) if parent.state != CallState::Unknown.as_str() => Some((
+            "mcp_reconcile_not_unknown",
+            "the call it looks up is no longer unknown",
+        )),
+        Some(parent) if parent.target_digest.as_deref() == Some(call.target_digest.as_slice()) => {
+            None
+        }
+        _ => Some((
+            "mcp_reconcile_config_changed",
+            "the connection's configuration changed since the call it looks up ran; the lookup would ask another target",
+        )),
     }
 }
 
@@ -559,6 +518,7 @@ fn late_report(completion: &StoredCompletion) -> Reported {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::{ConnectorRow, LookedUpCall};
 
     fn succeeded(result: Value) -> StoredCompletion {
         StoredCompletion {
@@ -602,6 +562,73 @@ mod tests {
         let mut error = succeeded(text("applied"));
         error.state = CallState::ToolError;
         assert_eq!(lookup_report(&error), Reported::Unknown);
+    }
+
+    fn leased_lookup(parent: Option<LookedUpCall>) -> LeasedRow {
+        let connector = ConnectorRow {
+            id: Uuid::nil(),
+            name: "fixture".into(),
+            transport: "stdio".into(),
+            command: Some("fixture".into()),
+            args: sqlx::types::Json(Vec::new()),
+            env_names: sqlx::types::Json(Vec::new()),
+            url: None,
+            revision: 1,
+            approved_revision: Some(1),
+            created_at: chrono::Utc::now(),
+        };
+        LeasedRow {
+            id: Uuid::now_v7(),
+            request_id: Uuid::now_v7(),
+            connection_id: Uuid::nil(),
+            connection_revision: 1,
+            connector,
+            tool_name: "lookup".into(),
+            arguments: None,
+            timeout_seconds: 60,
+            client_session_id: None,
+            target_digest: vec![1; 32],
+            parent_call_id: Some(Uuid::now_v7()),
+            parent,
+        }
+    }
+
+    #[test]
+    fn a_lookup_runs_only_for_an_unknown_unerased_call_dispatched_to_the_same_target() {
+        let parent = |state: &str, digest: Option<u8>, erased: bool| LookedUpCall {
+            state: state.into(),
+            target_digest: digest.map(|d| vec![d; 32]),
+            evidence_erased_at: erased.then(chrono::Utc::now),
+        };
+        let code = |row: &LeasedRow| lookup_refusal(row).map(|(code, _)| code);
+        assert_eq!(
+            code(&leased_lookup(Some(parent("unknown", Some(1), false)))),
+            None
+        );
+        assert_eq!(
+            code(&leased_lookup(Some(parent("unknown", Some(1), true)))),
+            Some("call_erased")
+        );
+        assert_eq!(
+            code(&leased_lookup(Some(parent("resolved", Some(1), false)))),
+            Some("mcp_reconcile_not_unknown")
+        );
+        assert_eq!(
+            code(&leased_lookup(Some(parent("unknown", Some(2), false)))),
+            Some("mcp_reconcile_config_changed")
+        );
+        assert_eq!(
+            code(&leased_lookup(Some(parent("unknown", None, false)))),
+            Some("mcp_reconcile_config_changed")
+        );
+        assert_eq!(
+            code(&leased_lookup(None)),
+            Some("mcp_reconcile_config_changed"),
+            "its call is gone"
+        );
+        let mut tool_call = leased_lookup(None);
+        tool_call.parent_call_id = None;
+        assert_eq!(code(&tool_call), None, "an ordinary call is no lookup");
     }
 
     #[test]

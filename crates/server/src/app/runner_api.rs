@@ -13,7 +13,7 @@ use super::App;
 use super::calls::CompletionRecorded;
 use super::principal::DeviceActor;
 use super::sessions::parse_call_id;
-use crate::db::{CallRow, Key, NewReceipt};
+use crate::db::{Key, NewReceipt};
 use crate::error::{AppError, AppResult};
 use std::time::Duration;
 use switchyard_protocol::runner::*;
@@ -58,43 +58,61 @@ impl App {
     /// Calls leased under this epoch that the runner does not hold any more, and that were
     /// leased longer than a lease ago, go back to the queue (nothing was sent for them); calls
     /// started under it that it does not hold, longer than a lease ago, become `unknown`.
+    ///
+    /// One read checks the device credential (refused as any device request is) and answers
+    /// the rest; it writes nothing unless there is something to deliver or settle. A stale or
+    /// expired epoch is refused at once. The renewal is kept in memory and written by the
+    /// flusher in a batch while the lease has at least half its length left, else written now
+    /// (see `liveness` for why the sweeper never sees a lease expire while its holder beats).
     pub async fn runner_heartbeat(
         &self,
-        device: &DeviceActor,
+        credential: &str,
         req: Heartbeat,
     ) -> AppResult<HeartbeatAnswer> {
-        let runner = device.runner_ref();
+        let hash = super::principal::device_credential_hash(credential)?;
         let ttl = self.config.runner_lease_ttl;
-        if !self
+        let held: Vec<Uuid> = req.active.iter().map(|c| c.0).collect();
+        let read = {
+            let _turn = self.device_read_turn().await;
+            self.db
+                .runner_lease_heartbeat(&hash, req.epoch.0, &held, ttl, RELEASE_TTL)
+                .await?
+        };
+        let read = read.ok_or_else(super::principal::unknown_device_credential)?;
+        let (device, beat) = (self.admit_device(read.device).await?, read.beat);
+        let runner = device.runner_ref();
+        let Some(left) = beat.lease_left_secs else {
+            return Err(fenced(req.epoch));
+        };
+        if self
+            .liveness
+            .may_defer(Duration::from_secs_f64(left.max(0.0)))
+        {
+            self.liveness.renewed(&runner, req.epoch.0);
+        } else if !self
             .db
             .runner_lease_renew_epoch(&runner, req.epoch.0, ttl)
             .await?
         {
             return Err(fenced(req.epoch));
         }
-        let held: Vec<Uuid> = req.active.iter().map(|c| c.0).collect();
-        let (requeued, orphaned) = self
-            .db
-            .call_settle_unheld(&runner, req.epoch.0, &held, ttl)
-            .await?;
-        if requeued > 0 {
-            tracing::info!(%runner, requeued, "requeued calls leased to the runner that it no longer holds");
+        if beat.unheld {
+            let (requeued, orphaned) = self
+                .db
+                .call_settle_unheld(&runner, req.epoch.0, &held, ttl)
+                .await?;
+            if requeued > 0 {
+                tracing::info!(%runner, requeued, "requeued calls leased to the runner that it no longer holds");
+            }
+            if orphaned > 0 {
+                tracing::warn!(%runner, orphaned, "calls started under the runner's lease that it no longer holds are unknown");
+            }
         }
-        if orphaned > 0 {
-            tracing::warn!(%runner, orphaned, "calls started under the runner's lease that it no longer holds are unknown");
-        }
-        let cancel = self
-            .db
-            .call_cancel_requested(&runner)
-            .await?
+        let cancel = beat.cancel.into_iter().map(CallId).collect();
+        let release = beat
+            .release_connections
             .into_iter()
-            .map(CallId)
-            .collect();
-        let release = self
-            .db
-            .session_release_take(&runner, RELEASE_TTL)
-            .await?
-            .into_iter()
+            .zip(beat.release_sessions)
             .map(|(connection, client_session_id)| SessionRelease {
                 connection_id: connection.into(),
                 client_session_id,
@@ -104,21 +122,22 @@ impl App {
     }
 
     /// Long-polls for work: leases what is queued for the device, else waits (without touching
-    /// the database) until a call for it is announced or the wait ends, and looks again.
+    /// the database) until a call for it is announced or the wait ends, and looks again. A
+    /// stale epoch answers 409 `runner_fenced` at once.
     pub async fn runner_lease(
         &self,
         device: &DeviceActor,
         req: LeaseRequest,
     ) -> AppResult<LeaseAnswer> {
         let runner = device.runner_ref();
-        if !self.db.runner_lease_is_live(&runner, req.epoch.0).await? {
-            return Err(fenced(req.epoch));
-        }
         let deadline = Instant::now() + Duration::from_millis(req.wait_ms).min(MAX_LEASE_WAIT);
         let max = req.max.clamp(1, MAX_LEASE_BATCH) as usize;
         let mut waiter = self.wakeups.waiter(&runner);
         loop {
-            let calls = self.lease_calls(&runner, req.epoch, max).await?;
+            let Some(batch) = self.lease_calls(&runner, req.epoch, max).await? else {
+                return Err(fenced(req.epoch));
+            };
+            let calls = batch.calls;
             if !calls.is_empty() || !waiter.wait(deadline).await {
                 return Ok(LeaseAnswer { calls });
             }
@@ -162,14 +181,34 @@ impl App {
         req: CompleteRequest,
     ) -> AppResult<CompleteAnswer> {
         let runner = device.runner_ref();
-        let row = self.device_call(device, call).await?;
-        if let Some(stored) = self.db.receipt_get(req.receipt_id).await? {
-            return stored_answer(&stored, row.id, &runner, req.epoch);
+        let id = parse_call_id(call)?;
+        // The call must be placed on this device; an upload of this receipt before is
+        // answered as it was.
+        match self
+            .db
+            .receipt_get_with_call(device.device.workspace_id, id.0, req.receipt_id)
+            .await?
+        {
+            Some((placed_on, stored)) if placed_on == runner => {
+                if let Some(stored) = stored {
+                    return stored_answer(&stored, id.0, &runner, req.epoch);
+                }
+            }
+            _ => {
+                return Err(AppError::refused(
+                    ErrorCode::CallNotFound,
+                    format!("no call `{call}` placed on this device"),
+                ));
+            }
         }
         let outcome = outcome_name(&req.completion);
-        let recorded = self
-            .call_record_completion(&runner, CallId(row.id), req.epoch, req.completion)
+        let (recorded, receipt_stored) = self
+            .call_record_receipt(&runner, id, req.epoch, req.completion, req.receipt_id)
             .await?;
+        if receipt_stored {
+            // Recorded, and the receipt with it in the same statement.
+            return Ok(CompleteAnswer::Recorded);
+        }
         let answer = match recorded {
             CompletionRecorded::Recorded => CompleteAnswer::Recorded,
             CompletionRecorded::Fenced => CompleteAnswer::Fenced,
@@ -177,7 +216,7 @@ impl App {
             // already holds exactly this outcome from this runner and epoch.
             CompletionRecorded::Superseded
                 if self
-                    .holds_outcome(device, row.id, &runner, req.epoch, outcome)
+                    .holds_outcome(device, id.0, &runner, req.epoch, outcome)
                     .await? =>
             {
                 CompleteAnswer::Recorded
@@ -186,7 +225,7 @@ impl App {
         };
         let receipt = NewReceipt {
             receipt_id: req.receipt_id,
-            call_id: row.id,
+            call_id: id.0,
             runner_ref: &runner,
             epoch: req.epoch.0,
             outcome,
@@ -200,7 +239,7 @@ impl App {
                 .receipt_get(req.receipt_id)
                 .await?
                 .ok_or_else(|| AppError::Internal("receipt vanished".into()))?;
-            return stored_answer(&stored, row.id, &runner, req.epoch);
+            return stored_answer(&stored, id.0, &runner, req.epoch);
         }
         match answer {
             CompleteAnswer::Fenced => Err(fenced(req.epoch)),
@@ -271,18 +310,6 @@ impl App {
             .db
             .runner_lease_release_epoch(&device.runner_ref(), epoch.0)
             .await?)
-    }
-
-    /// A call of the device's workspace placed on the device, or `call_not_found`.
-    async fn device_call(&self, device: &DeviceActor, call: &str) -> AppResult<CallRow> {
-        let id = parse_call_id(call)?;
-        match self.db.call_get(device.device.workspace_id, id.0).await? {
-            Some(row) if row.runner_ref == device.runner_ref() => Ok(row),
-            _ => Err(AppError::refused(
-                ErrorCode::CallNotFound,
-                format!("no call `{call}` placed on this device"),
-            )),
-        }
     }
 
     /// Whether the call ended with `outcome`, reported by this runner under `epoch`.

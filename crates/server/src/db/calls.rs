@@ -1,9 +1,11 @@
 //! Calls. Every state change is one guarded update (`WHERE state = … AND lease_epoch = …`)
 //! that reports whether it won; nothing here reads, decides, then writes.
 
-use super::Datastore;
+use super::{ConnectorRow, Datastore};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use sqlx::Row;
+use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use switchyard_protocol::CallState;
 use uuid::Uuid;
@@ -107,17 +109,23 @@ pub struct NewCall {
 }
 
 /// Where a call came from beyond its submitter: the operation it runs under and the device
-/// that submitted it, when there are.
+/// that submitted it, when there are, and for a receipt lookup the unknown call it looks up.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CallOrigin {
     /// The operation.
     pub operation_id: Option<Uuid>,
     /// The submitting device.
     pub device_id: Option<Uuid>,
+    /// Set for a receipt lookup (`kind = 'lookup'`): the unknown call it looks up. A lookup is
+    /// inserted as one from the start, so no runner ever sees it as anything else.
+    pub lookup_of: Option<Uuid>,
 }
 
-/// A call just leased, with what the runner needs to run it.
-#[derive(Clone, Debug, sqlx::FromRow)]
+/// A call just leased, with everything the runner and the lease's own checks need, read by
+/// the statement that leased it: the connection's revision and its connector as they are now,
+/// the target the call was recorded as dispatched to, and for a receipt lookup the unknown
+/// call it looks up as it is now.
+#[derive(Clone, Debug)]
 pub struct LeasedRow {
     /// Call id.
     pub id: Uuid,
@@ -125,6 +133,10 @@ pub struct LeasedRow {
     pub request_id: Uuid,
     /// Connection.
     pub connection_id: Uuid,
+    /// The connection's revision now.
+    pub connection_revision: i64,
+    /// The connection's connector now.
+    pub connector: ConnectorRow,
     /// Tool.
     pub tool_name: String,
     /// Arguments.
@@ -133,6 +145,89 @@ pub struct LeasedRow {
     pub timeout_seconds: i32,
     /// Warm-session key.
     pub client_session_id: Option<String>,
+    /// The digest of the target the call is recorded as dispatched to (see `target_digest!`).
+    pub target_digest: Vec<u8>,
+    /// For a receipt lookup: the unknown call it looks up.
+    pub parent_call_id: Option<Uuid>,
+    /// For a receipt lookup: that call as it is now (`None` if it is gone).
+    pub parent: Option<LookedUpCall>,
+}
+
+/// The unknown call a leased receipt lookup looks up, as the lease read it.
+#[derive(Clone, Debug)]
+pub struct LookedUpCall {
+    /// Its state.
+    pub state: String,
+    /// The digest of the target it was dispatched to.
+    pub target_digest: Option<Vec<u8>>,
+    /// When its evidence was erased.
+    pub evidence_erased_at: Option<DateTime<Utc>>,
+}
+
+impl<'r> sqlx::FromRow<'r, PgRow> for LeasedRow {
+    fn from_row(row: &'r PgRow) -> Result<Self, sqlx::Error> {
+        let parent_state: Option<String> = row.try_get("parent_state")?;
+        let parent = match parent_state {
+            Some(state) => Some(LookedUpCall {
+                state,
+                target_digest: row.try_get("parent_target_digest")?,
+                evidence_erased_at: row.try_get("parent_erased_at")?,
+            }),
+            None => None,
+        };
+        Ok(Self {
+            id: row.try_get("id")?,
+            request_id: row.try_get("request_id")?,
+            connection_id: row.try_get("connection_id")?,
+            connection_revision: row.try_get("connection_revision")?,
+            connector: ConnectorRow {
+                id: row.try_get("connector_id")?,
+                name: row.try_get("connector_name")?,
+                transport: row.try_get("connector_transport")?,
+                command: row.try_get("connector_command")?,
+                args: row.try_get("connector_args")?,
+                env_names: row.try_get("connector_env_names")?,
+                url: row.try_get("connector_url")?,
+                revision: row.try_get("connector_revision")?,
+                approved_revision: row.try_get("connector_approved_revision")?,
+                created_at: row.try_get("connector_created_at")?,
+            },
+            tool_name: row.try_get("tool_name")?,
+            arguments: row.try_get("arguments")?,
+            timeout_seconds: row.try_get("timeout_seconds")?,
+            client_session_id: row.try_get("client_session_id")?,
+            target_digest: row.try_get("target_digest")?,
+            parent_call_id: row.try_get("parent_call_id")?,
+            parent,
+        })
+    }
+}
+
+/// SQL for the digest of the target a call on connection `k` (joined with its connector `x`)
+/// is dispatched to now: runner, connection and connector revisions, transport and target,
+/// and for the central runner the credential binding's references, never values. `$bindings`
+/// is the central bindings file's `bindings` map (connection id → references), `null` when
+/// there is none, or a string marking an unreadable file (lookups then fail closed).
+/// PostgreSQL computes it, so that the lease records it in the statement that leases, and a
+/// lookup request compares with the same expression.
+macro_rules! target_digest {
+    ($bindings:literal) => {
+        concat!(
+            "sha256(convert_to(jsonb_build_object(
+                 'runner', k.runner_ref, 'connection', k.id, 'connection_revision', k.revision,
+                 'connector', x.id, 'connector_revision', x.revision, 'transport', x.transport,
+                 'command', x.command, 'args', x.args, 'env', x.env_names, 'url', x.url,
+                 'binding', CASE WHEN k.runner_ref <> 'central' THEN NULL
+                                 WHEN jsonb_typeof(",
+            $bindings,
+            ") = 'object' THEN ",
+            $bindings,
+            " -> k.id::text
+                                 ELSE ",
+            $bindings,
+            " END)::text, 'UTF8'))"
+        )
+    };
 }
 
 /// A completion ready to store: already redacted and bounded by the app layer.
@@ -150,6 +245,63 @@ pub struct StoredCompletion {
     pub error_message: Option<String>,
 }
 
+/// The guarded completion update: `$1` the call, `$2` the runner, `$3` its epoch (still the
+/// runner's), `$4` the states it may leave, `$5`…`$9` what it records; `$guard` adds
+/// conditions. Readers waiting for the call are notified (`switchyard_settled`) when the
+/// transaction that runs it commits.
+macro_rules! complete_call {
+    ($guard:literal) => {
+        concat!(
+            "UPDATE calls SET state = $5, result = $6, result_truncated = $7, error_code = $8,
+                 error_message = $9, finished_at = now()
+             WHERE id = $1 AND runner_ref = $2 AND lease_epoch = $3 AND state = ANY($4)
+               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3) ",
+            $guard,
+            " RETURNING *, pg_notify('switchyard_settled', id::text) AS settled_notice"
+        )
+    };
+}
+
+/// A completion recorded by [`Datastore::call_complete_plain`].
+#[derive(sqlx::FromRow)]
+struct PlainCompleted {
+    #[sqlx(flatten)]
+    call: CallRow,
+    receipt_stored: bool,
+}
+
+/// [`complete_call!`] with its parameters bound.
+fn completion_update<'q, O>(
+    sql: &'static str,
+    id: Uuid,
+    runner_ref: &'q str,
+    epoch: i64,
+    from: &[CallState],
+    completion: &'q StoredCompletion,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>
+where
+    O: for<'r> sqlx::FromRow<'r, PgRow>,
+{
+    let from: Vec<&'static str> = from.iter().map(|s| s.as_str()).collect();
+    sqlx::query_as(sql)
+        .bind(id)
+        .bind(runner_ref)
+        .bind(epoch)
+        .bind(from)
+        .bind(completion.state.as_str())
+        .bind(completion.result.as_ref().map(Json))
+        .bind(completion.result_truncated)
+        .bind(&completion.error_code)
+        .bind(&completion.error_message)
+}
+
+impl StoredCompletion {
+    /// Whether capture takes this outcome (a result the tool answered), when it is on.
+    pub(super) fn capturable(&self) -> bool {
+        matches!(self.state, CallState::Succeeded | CallState::ToolError)
+    }
+}
+
 impl Datastore {
     /// Inserts a call unless one with the same (workspace, request_id) exists. Returns the
     /// inserted row, or `None` when the request_id was taken (by an earlier or concurrent
@@ -158,8 +310,9 @@ impl Datastore {
         self.call_insert_from(call, CallOrigin::default()).await
     }
 
-    /// [`Datastore::call_insert`], recording the operation the call runs under and the device
-    /// that submitted it.
+    /// [`Datastore::call_insert`], recording where the call came from (its operation, the
+    /// device that submitted it, or the unknown call a lookup looks up). Every call is
+    /// inserted here.
     pub async fn call_insert_from(
         &self,
         call: &NewCall,
@@ -171,8 +324,10 @@ impl Datastore {
             "WITH inserted AS (
                  INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
                      connection_revision, environment_id, tool_name, arguments, client_session_id,
-                     timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $16)
+                     timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
+                     kind, parent_call_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $16,
+                     CASE WHEN $17::uuid IS NULL THEN 'tool' ELSE 'lookup' END, $17)
                  ON CONFLICT (workspace_id, request_id) DO NOTHING
                  RETURNING *)
              SELECT inserted.*, pg_notify('switchyard_calls', inserted.runner_ref) AS wake_notice FROM inserted",
@@ -193,6 +348,7 @@ impl Datastore {
         .bind(call.created_by)
         .bind(origin.operation_id)
         .bind(origin.device_id)
+        .bind(origin.lookup_of)
         .fetch_optional(&self.pool)
         .await
     }
@@ -244,31 +400,93 @@ impl Datastore {
     }
 
     /// Leases up to `max` queued calls of a runner under `epoch`, oldest first, skipping rows
-    /// other transactions hold. Leases nothing unless `epoch` is the runner's live lease.
+    /// other transactions hold; `None` (leasing nothing) unless `epoch` is the runner's live
+    /// lease.
+    ///
+    /// One statement per batch: it records the target each call is dispatched to (connector,
+    /// its revision, the target digest; `bindings` as in `target_digest!`) and returns what the
+    /// runner needs and what the lease's checks read (the connector, a lookup's unknown call).
+    /// It answers at least one row, saying whether the lease is live, so that an empty answer
+    /// needs no second look to tell a fenced runner from an empty queue.
     pub async fn call_lease(
         &self,
         runner_ref: &str,
         epoch: i64,
         max: i64,
-    ) -> Result<Vec<LeasedRow>, sqlx::Error> {
-        sqlx::query_as(
-            "WITH picked AS (
-                 SELECT id FROM calls
-                 WHERE runner_ref = $1 AND state = 'queued'
-                   AND EXISTS (SELECT 1 FROM runner_leases r
-                               WHERE r.runner_ref = $1 AND r.epoch = $2 AND r.expires_at > now())
+        bindings: &Value,
+    ) -> Result<Option<Vec<LeasedRow>>, sqlx::Error> {
+        let rows = sqlx::query(concat!(
+            "WITH live AS (
+                 SELECT EXISTS (SELECT 1 FROM runner_leases r
+                                WHERE r.runner_ref = $1 AND r.epoch = $2 AND r.expires_at > now()) AS live),
+             picked AS (
+                 SELECT id, connection_id, parent_call_id FROM calls
+                 WHERE runner_ref = $1 AND state = 'queued' AND (SELECT live FROM live)
                  ORDER BY created_at LIMIT $3
-                 FOR UPDATE SKIP LOCKED)
-             UPDATE calls c SET state = 'leased', lease_epoch = $2, leased_at = now()
-             FROM picked WHERE c.id = picked.id
-             RETURNING c.id, c.request_id, c.connection_id, c.tool_name, c.arguments,
-                       c.timeout_seconds, c.client_session_id",
-        )
+                 FOR UPDATE SKIP LOCKED),
+             leased AS (
+                 UPDATE calls c SET state = 'leased', lease_epoch = $2, leased_at = now(),
+                     connector_id = x.id, connector_revision = x.revision,
+                     target_digest = ",
+            target_digest!("$4"),
+            "
+                 FROM picked
+                 JOIN connections k ON k.id = picked.connection_id
+                 JOIN connectors x ON x.id = k.connector_id
+                 LEFT JOIN calls p ON p.id = picked.parent_call_id
+                 WHERE c.id = picked.id
+                 RETURNING c.id, c.request_id, c.connection_id, c.tool_name, c.arguments, c.timeout_seconds,
+                     c.client_session_id, c.target_digest, c.parent_call_id, k.revision AS connection_revision,
+                     x.id AS connector_id, x.name AS connector_name, x.transport AS connector_transport,
+                     x.command AS connector_command, x.args AS connector_args, x.env_names AS connector_env_names,
+                     x.url AS connector_url, x.revision AS connector_revision,
+                     x.approved_revision AS connector_approved_revision, x.created_at AS connector_created_at,
+                     p.state AS parent_state, p.target_digest AS parent_target_digest,
+                     p.evidence_erased_at AS parent_erased_at)
+             SELECT live.live AS runner_live, leased.* FROM live LEFT JOIN leased ON true"
+        ))
         .bind(runner_ref)
         .bind(epoch)
         .bind(max)
+        .bind(Json(bindings))
         .fetch_all(&self.pool)
-        .await
+        .await?;
+        let live = match rows.first() {
+            Some(row) => row.try_get("runner_live")?,
+            None => false,
+        };
+        if !live {
+            return Ok(None);
+        }
+        let mut leased = Vec::with_capacity(rows.len());
+        for row in &rows {
+            // Nothing leased: the one row says only that the lease is live.
+            if row.try_get::<Option<Uuid>, _>("id")?.is_some() {
+                leased.push(<LeasedRow as sqlx::FromRow<_>>::from_row(row)?);
+            }
+        }
+        Ok(Some(leased))
+    }
+
+    /// Whether a call was dispatched to the target its connection reaches now (`bindings` as
+    /// in `target_digest!`): what a receipt lookup for it needs. False for a call never leased.
+    pub async fn call_target_is_current(
+        &self,
+        id: Uuid,
+        bindings: &Value,
+    ) -> Result<bool, sqlx::Error> {
+        let current: Option<bool> = sqlx::query_scalar(concat!(
+            "SELECT COALESCE(c.target_digest = ",
+            target_digest!("$2"),
+            ", false)
+             FROM calls c JOIN connections k ON k.id = c.connection_id JOIN connectors x ON x.id = k.connector_id
+             WHERE c.id = $1"
+        ))
+        .bind(id)
+        .bind(Json(bindings))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(current.unwrap_or(false))
     }
 
     /// The start ack: `leased` → `running`, only under the runner's live lease epoch.
@@ -307,25 +525,50 @@ impl Datastore {
         from: &[CallState],
         completion: &StoredCompletion,
     ) -> Result<Option<CallRow>, sqlx::Error> {
-        let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
-        sqlx::query_as(
-            "UPDATE calls SET state = $5, result = $6, result_truncated = $7, error_code = $8,
-                 error_message = $9, finished_at = now()
-             WHERE id = $1 AND runner_ref = $2 AND lease_epoch = $3 AND state = ANY($4)
-               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3)
-             RETURNING *, pg_notify('switchyard_settled', id::text) AS settled_notice",
-        )
-        .bind(id)
-        .bind(runner_ref)
-        .bind(epoch)
-        .bind(&from)
-        .bind(completion.state.as_str())
-        .bind(completion.result.as_ref().map(Json))
-        .bind(completion.result_truncated)
-        .bind(&completion.error_code)
-        .bind(&completion.error_message)
-        .fetch_optional(conn)
-        .await
+        completion_update(complete_call!(""), id, runner_ref, epoch, from, completion)
+            .fetch_optional(conn)
+            .await
+    }
+
+    /// Records a completion that implies nothing beside its state change, as one statement
+    /// (its own transaction, readers notified when it commits): a tool call — not a receipt
+    /// lookup, so no observation and no erased parent — whose workspace does not capture it
+    /// (or whose outcome capture does not take). A device's `receipt` is stored with it,
+    /// answered `recorded`, unless that receipt id is stored already (the bool says whether
+    /// it was stored). Returns `None`, recording nothing, for any other completion as for a
+    /// stale epoch or a call that moved on: the caller then records it in a transaction with
+    /// what it implies.
+    pub(super) async fn call_complete_plain(
+        &self,
+        id: Uuid,
+        runner_ref: &str,
+        epoch: i64,
+        from: &[CallState],
+        completion: &StoredCompletion,
+        receipt: Option<Uuid>,
+    ) -> Result<Option<(CallRow, bool)>, sqlx::Error> {
+        let sql = concat!(
+            "WITH done AS (",
+            complete_call!(
+                "AND kind = 'tool' AND evidence_erased_at IS NULL
+                 AND NOT ($10 AND EXISTS (SELECT 1 FROM capture_policies p
+                                          WHERE p.workspace_id = calls.workspace_id AND p.capture_managed_tool_results))"
+            ),
+            "),
+             receipt AS (
+                 INSERT INTO receipts (receipt_id, call_id, runner_ref, epoch, outcome, answer, applied)
+                 SELECT $11, id, runner_ref, lease_epoch, state, 'recorded', true FROM done WHERE $11::uuid IS NOT NULL
+                 ON CONFLICT (receipt_id) DO NOTHING
+                 RETURNING receipt_id)
+             SELECT done.*, EXISTS (SELECT 1 FROM receipt) AS receipt_stored FROM done"
+        );
+        let done: Option<PlainCompleted> =
+            completion_update(sql, id, runner_ref, epoch, from, completion)
+                .bind(completion.capturable())
+                .bind(receipt)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(done.map(|d| (d.call, d.receipt_stored)))
     }
 
     /// Fails a call that was leased but can certainly not run (e.g. its connector lost its

@@ -57,6 +57,30 @@ impl Datastore {
         .map(drop)
     }
 
+    /// Records that the devices `ids` were heard from, in one statement, except those
+    /// recorded less than `every` ago (by another replica, say). Rows are locked in id order,
+    /// so replicas flushing at once cannot deadlock. Returns how many were written.
+    pub async fn device_touch_batch(
+        &self,
+        ids: &[Uuid],
+        every: Duration,
+    ) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(
+            "WITH due AS (
+                 SELECT id FROM devices
+                 WHERE id = ANY($1) AND (last_seen_at IS NULL OR last_seen_at < now() - make_interval(secs => $2))
+                 ORDER BY id
+                 FOR NO KEY UPDATE
+             )
+             UPDATE devices d SET last_seen_at = now() FROM due WHERE d.id = due.id",
+        )
+        .bind(ids)
+        .bind(every.as_secs_f64())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// A device of a workspace.
     pub async fn device_get(
         &self,

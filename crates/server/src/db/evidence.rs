@@ -163,7 +163,8 @@ pub enum EraseRefusal {
 
 impl Datastore {
     /// Offers evidence for capture on `conn`, inside the completion's transaction: queued when
-    /// the workspace captures and its queue has room, else counted as dropped.
+    /// the workspace captures and its queue has room, else counted as dropped. One statement
+    /// unless the queue is full (then one more counts the drop).
     pub(super) async fn evidence_capture_on(
         conn: &mut PgConnection,
         offer: EvidenceOffer<'_>,
@@ -171,54 +172,59 @@ impl Datastore {
     ) -> Result<Captured, sqlx::Error> {
         let size = offer.output.map_or(0, |o| o.to_string().len());
         let size = i64::try_from(size).unwrap_or(i64::MAX);
-        let slot: Option<Uuid> = sqlx::query_scalar(
-            "UPDATE capture_policies SET pending_records = pending_records + 1, pending_bytes = pending_bytes + $2
-             WHERE workspace_id = $1 AND capture_managed_tool_results
-               AND pending_records < $3 AND pending_bytes + $2 <= $4
-             RETURNING workspace_id",
+        let id = Uuid::now_v7();
+        // The slot and the pending record are taken together; the call's scope, identity and
+        // target are read from its row as the completion left it.
+        let (queued, capturing): (bool, bool) = sqlx::query_as(
+            "WITH slot AS (
+                 UPDATE capture_policies SET pending_records = pending_records + 1, pending_bytes = pending_bytes + $2
+                 WHERE workspace_id = $1 AND capture_managed_tool_results
+                   AND pending_records < $3 AND pending_bytes + $2 <= $4
+                 RETURNING workspace_id),
+             queued AS (
+                 INSERT INTO pending_evidence (id, workspace_id, call_id, request_id, kind, parent_call_id, observation_id,
+                     profile_id, environment_id, operation_id, tool_name, connection_id, connector_id, connector_revision,
+                     runner_ref, outcome, resolution_outcome, output, output_truncated, size_bytes, deadline_at,
+                     next_attempt_at)
+                 SELECT $6, workspace_id, id, request_id, kind, parent_call_id, $7, profile_id, environment_id, operation_id,
+                     tool_name, connection_id, connector_id, connector_revision, runner_ref, state, resolution_outcome,
+                     $8, $9, $2, now() + make_interval(secs => $10), now() + make_interval(secs => $11)
+                 FROM calls WHERE id = $5 AND EXISTS (SELECT 1 FROM slot)
+                 RETURNING id)
+             SELECT EXISTS (SELECT 1 FROM queued),
+                    EXISTS (SELECT 1 FROM capture_policies WHERE workspace_id = $1 AND capture_managed_tool_results)",
         )
         .bind(offer.workspace)
         .bind(size)
         .bind(bounds.max_records)
         .bind(bounds.max_bytes)
-        .fetch_optional(&mut *conn)
-        .await?;
-        if slot.is_none() {
-            let full: Option<Uuid> = sqlx::query_scalar(
-                "UPDATE capture_policies SET dropped = dropped + 1
-                 WHERE workspace_id = $1 AND capture_managed_tool_results RETURNING workspace_id",
-            )
-            .bind(offer.workspace)
-            .fetch_optional(&mut *conn)
-            .await?;
-            return Ok(if full.is_some() {
-                Captured::Dropped
-            } else {
-                Captured::Off
-            });
-        }
-        let id = Uuid::now_v7();
-        sqlx::query(
-            "INSERT INTO pending_evidence (id, workspace_id, call_id, request_id, kind, parent_call_id, observation_id,
-                 profile_id, environment_id, operation_id, tool_name, connection_id, connector_id, connector_revision,
-                 runner_ref, outcome, resolution_outcome, output, output_truncated, size_bytes, deadline_at,
-                 next_attempt_at)
-             SELECT $2, workspace_id, id, request_id, kind, parent_call_id, $3, profile_id, environment_id, operation_id,
-                 tool_name, connection_id, connector_id, connector_revision, runner_ref, state, resolution_outcome,
-                 $4, $5, $6, now() + make_interval(secs => $7), now() + make_interval(secs => $8)
-             FROM calls WHERE id = $1",
-        )
         .bind(offer.call)
         .bind(id)
         .bind(offer.observation)
         .bind(offer.output.map(Json))
         .bind(offer.output_truncated)
-        .bind(size)
         .bind(PENDING_DEADLINE.as_secs_f64())
         .bind(FIRST_ATTEMPT_DELAY.as_secs_f64())
-        .execute(&mut *conn)
+        .fetch_one(&mut *conn)
         .await?;
-        Ok(Captured::Queued(id))
+        if queued {
+            return Ok(Captured::Queued(id));
+        }
+        if !capturing {
+            return Ok(Captured::Off);
+        }
+        let full: Option<Uuid> = sqlx::query_scalar(
+            "UPDATE capture_policies SET dropped = dropped + 1
+             WHERE workspace_id = $1 AND capture_managed_tool_results RETURNING workspace_id",
+        )
+        .bind(offer.workspace)
+        .fetch_optional(&mut *conn)
+        .await?;
+        Ok(if full.is_some() {
+            Captured::Dropped
+        } else {
+            Captured::Off
+        })
     }
 
     /// A workspace's capture policy row, if it was ever set.

@@ -16,12 +16,14 @@ mod receipt_policies;
 mod receipts;
 mod resolutions;
 mod runner_leases;
+mod submit;
 mod users;
 mod web_sessions;
 mod workspaces;
 
 pub use calls::{
-    CallFilter, CallOrigin, CallRow, CancelEffect, LeasedRow, NewCall, PageFrom, StoredCompletion,
+    CallFilter, CallOrigin, CallRow, CancelEffect, LeasedRow, LookedUpCall, NewCall, PageFrom,
+    StoredCompletion,
 };
 pub use connections::{ConnectionRow, ToolRow};
 pub use connectors::ConnectorRow;
@@ -35,6 +37,7 @@ pub use profiles::{Grants, ProfileRow};
 pub use receipt_policies::ReceiptPolicyRow;
 pub use receipts::{NewReceipt, ReceiptRow};
 pub use resolutions::{NewResolution, ResolutionRow};
+pub use submit::{OperationScope, SubmitConnection, SubmitContext, SubmitKeys, Submitter};
 pub use users::UserRow;
 pub use web_sessions::{SessionTimes, WebSessionRow};
 pub use workspaces::{EnvironmentRow, MemberRow, WorkspaceRow};

@@ -4,7 +4,7 @@
 //! never overwritten: observations and resolutions are rows beside it.
 
 use super::evidence::{Captured, EvidenceOffer, QueueBounds};
-use super::{CallRow, Datastore, NewCall, StoredCompletion};
+use super::{CallOrigin, CallRow, Datastore, NewCall, StoredCompletion};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -47,6 +47,9 @@ pub struct CompletionEffects {
     pub lookup_reports: Reported,
     /// The bounds of the workspace's pending-evidence queue.
     pub bounds: QueueBounds,
+    /// The id of the device receipt that carried the completion, to store with it when the
+    /// completion is one statement (see [`Completed::receipt_stored`]).
+    pub receipt: Option<Uuid>,
 }
 
 /// A completion as applied.
@@ -58,6 +61,8 @@ pub struct Completed {
     pub settled_parent: Option<ResolutionOutcome>,
     /// What became of the evidence it offered.
     pub captured: Captured,
+    /// Whether the device receipt that carried it was stored with it (answered `recorded`).
+    pub receipt_stored: bool,
 }
 
 /// What became of a report about a call that was already `unknown`.
@@ -75,86 +80,28 @@ pub enum LateReceipt {
 }
 
 impl Datastore {
-    /// Inserts a receipt lookup for `parent` unless the request_id was taken. Inserted as a
-    /// lookup from the start, so no runner ever sees it as anything else.
+    /// Inserts a receipt lookup for `parent` unless the request_id was taken (the shared
+    /// insert, [`Datastore::call_insert_from`]).
     pub async fn call_insert_lookup(
         &self,
         call: &NewCall,
         parent: Uuid,
     ) -> Result<Option<CallRow>, sqlx::Error> {
-        let row: Option<CallRow> = sqlx::query_as(
-            "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
-                 connection_revision, environment_id, tool_name, arguments, client_session_id,
-                 timeout_seconds, state, runner_ref, created_by, kind, parent_call_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14, 'lookup', $15)
-             ON CONFLICT (workspace_id, request_id) DO NOTHING
-             RETURNING *",
+        self.call_insert_from(
+            call,
+            CallOrigin {
+                lookup_of: Some(parent),
+                ..CallOrigin::default()
+            },
         )
-        .bind(Uuid::now_v7())
-        .bind(call.workspace_id)
-        .bind(call.request_id)
-        .bind(&call.payload_digest)
-        .bind(call.profile_id)
-        .bind(call.connection_id)
-        .bind(call.connection_revision)
-        .bind(call.environment_id)
-        .bind(&call.tool_name)
-        .bind(Json(&call.arguments))
-        .bind(&call.client_session_id)
-        .bind(call.timeout_seconds)
-        .bind(&call.runner_ref)
-        .bind(call.created_by)
-        .bind(parent)
-        .fetch_optional(&self.pool)
-        .await?;
-        if row.is_some() {
-            sqlx::query("SELECT pg_notify('switchyard_calls', $1)")
-                .bind(&call.runner_ref)
-                .execute(&self.pool)
-                .await?;
-        }
-        Ok(row)
-    }
-
-    /// Records the target a leased call is about to be dispatched to (its connector, revision
-    /// and target digest). Returns the call's parent (`Some(None)` for an ordinary call), or
-    /// `None` when the call is no longer leased under `epoch`.
-    pub async fn call_note_target(
-        &self,
-        id: Uuid,
-        epoch: i64,
-        connector: Uuid,
-        connector_revision: i64,
-        digest: &[u8],
-    ) -> Result<Option<Option<Uuid>>, sqlx::Error> {
-        sqlx::query_scalar(
-            "UPDATE calls SET connector_id = $3, connector_revision = $4, target_digest = $5
-             WHERE id = $1 AND state = 'leased' AND lease_epoch = $2 RETURNING parent_call_id",
-        )
-        .bind(id)
-        .bind(epoch)
-        .bind(connector)
-        .bind(connector_revision)
-        .bind(digest)
-        .fetch_optional(&self.pool)
         .await
-    }
-
-    /// The state, target digest and erasure time of a call: what a lookup for it checks.
-    pub async fn call_target_of(
-        &self,
-        id: Uuid,
-    ) -> Result<Option<(String, Option<Vec<u8>>, Option<DateTime<Utc>>)>, sqlx::Error> {
-        sqlx::query_as("SELECT state, target_digest, evidence_erased_at FROM calls WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
     }
 
     /// Records a completion and what it implies, in one transaction: the state change (as one
     /// guarded update under the runner's epoch); for a lookup, an observation on its parent,
     /// which a certain answer settles (`unknown` → `resolved`); and the evidence it offers.
-    /// `None` when the report was stale or the call had moved on: nothing was recorded.
+    /// `None` when the report was stale or the call had moved on: nothing was recorded. A
+    /// completion that implies nothing beside its state change is one statement.
     pub async fn call_complete_with_effects(
         &self,
         id: Uuid,
@@ -164,6 +111,20 @@ impl Datastore {
         completion: &StoredCompletion,
         effects: CompletionEffects,
     ) -> Result<Option<Completed>, sqlx::Error> {
+        // Most completions imply nothing beside the state change: one statement (with the
+        // device's receipt), no transaction of several. The rest, and a report that records
+        // nothing, go on below; their receipts are the caller's to store.
+        if let Some((call, receipt_stored)) = self
+            .call_complete_plain(id, runner_ref, epoch, from, completion, effects.receipt)
+            .await?
+        {
+            return Ok(Some(Completed {
+                call,
+                settled_parent: None,
+                captured: Captured::Off,
+                receipt_stored,
+            }));
+        }
         let mut tx = self.pool.begin().await?;
         let Some(call) =
             Datastore::call_complete_on(&mut tx, id, runner_ref, epoch, from, completion).await?
@@ -181,6 +142,7 @@ impl Datastore {
                 call,
                 settled_parent: None,
                 captured: Captured::Off,
+                receipt_stored: false,
             }));
         }
         let mut settled_parent = None;
@@ -196,10 +158,7 @@ impl Datastore {
             };
             settled_parent = observe_and_settle(&mut tx, &observation).await?;
         }
-        let captured = if matches!(
-            completion.state,
-            CallState::Succeeded | CallState::ToolError
-        ) {
+        let captured = if completion.capturable() {
             let offer = EvidenceOffer {
                 call: id,
                 workspace: call.workspace_id,
@@ -216,6 +175,7 @@ impl Datastore {
             call,
             settled_parent,
             captured,
+            receipt_stored: false,
         }))
     }
 

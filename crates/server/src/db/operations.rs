@@ -63,17 +63,4 @@ impl Datastore {
         .fetch_one(&self.pool)
         .await
     }
-
-    /// An operation of a workspace.
-    pub async fn operation_get(
-        &self,
-        workspace: Uuid,
-        id: Uuid,
-    ) -> Result<Option<OperationRow>, sqlx::Error> {
-        sqlx::query_as("SELECT * FROM operations WHERE workspace_id = $1 AND id = $2")
-            .bind(workspace)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-    }
 }

@@ -3,7 +3,6 @@
 
 use super::Datastore;
 use chrono::{DateTime, Utc};
-use std::time::Duration;
 use uuid::Uuid;
 
 /// A row of `receipts`. No result payload: what a call retains stays on the call.
@@ -55,6 +54,35 @@ impl Datastore {
             .await
     }
 
+    /// The runner a call of a workspace is placed on, with the receipt stored under
+    /// `receipt_id` if there is one: what an upload checks first, in one read. `None` when the
+    /// workspace has no such call.
+    pub async fn receipt_get_with_call(
+        &self,
+        workspace: Uuid,
+        call: Uuid,
+        receipt_id: Uuid,
+    ) -> Result<Option<(String, Option<ReceiptRow>)>, sqlx::Error> {
+        use sqlx::Row;
+        let row = sqlx::query(
+            "SELECT c.runner_ref AS call_runner_ref, r.receipt_id, r.call_id, r.runner_ref, r.epoch, r.outcome,
+                 r.answer, r.applied, r.received_at
+             FROM calls c LEFT JOIN receipts r ON r.receipt_id = $3
+             WHERE c.workspace_id = $1 AND c.id = $2",
+        )
+        .bind(workspace)
+        .bind(call)
+        .bind(receipt_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let stored = match row.try_get::<Option<Uuid>, _>("receipt_id")? {
+            Some(_) => Some(<ReceiptRow as sqlx::FromRow<_>>::from_row(&row)?),
+            None => None,
+        };
+        Ok(Some((row.try_get("call_runner_ref")?, stored)))
+    }
+
     /// Stores a receipt unless one with its id exists. Returns whether it was stored.
     pub async fn receipt_insert(&self, receipt: &NewReceipt<'_>) -> Result<bool, sqlx::Error> {
         let done = sqlx::query(
@@ -87,24 +115,5 @@ impl Datastore {
             .execute(&self.pool)
             .await
             .map(drop)
-    }
-
-    /// Takes (deletes and returns) the session releases waiting for a runner that are younger
-    /// than `ttl`, oldest first: (connection, client_session_id).
-    pub async fn session_release_take(
-        &self,
-        runner_ref: &str,
-        ttl: Duration,
-    ) -> Result<Vec<(Uuid, Option<String>)>, sqlx::Error> {
-        sqlx::query_as(
-            "WITH taken AS (DELETE FROM session_releases WHERE runner_ref = $1
-                            RETURNING id, connection_id, client_session_id, requested_at)
-             SELECT connection_id, client_session_id FROM taken
-             WHERE requested_at >= now() - make_interval(secs => $2) ORDER BY id",
-        )
-        .bind(runner_ref)
-        .bind(ttl.as_secs_f64())
-        .fetch_all(&self.pool)
-        .await
     }
 }

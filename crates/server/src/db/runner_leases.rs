@@ -1,12 +1,41 @@
 //! Runner leases: one live owner per runner reference, with a monotonically increasing epoch
 //! that every start and completion is fenced by.
 
-use super::Datastore;
+use super::{Datastore, DeviceRow};
 use std::time::Duration;
 use uuid::Uuid;
 
 fn interval(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
+}
+
+/// What a device heartbeat reads ([`Datastore::runner_lease_heartbeat`]): the device and,
+/// when it is not revoked, its lease and what to tell its runner.
+#[derive(Debug, sqlx::FromRow)]
+pub struct DeviceHeartbeat {
+    /// The device holding the credential (revoked or not).
+    #[sqlx(flatten)]
+    pub device: DeviceRow,
+    /// Its lease, cancellations and releases.
+    #[sqlx(flatten)]
+    pub beat: LeaseHeartbeat,
+}
+
+/// The runner's side of [`DeviceHeartbeat`].
+#[derive(Debug, sqlx::FromRow)]
+pub struct LeaseHeartbeat {
+    /// Seconds the lease of the heartbeat's epoch has left; `None` unless that epoch is the
+    /// runner's current one and live.
+    pub lease_left_secs: Option<f64>,
+    /// Running calls of the runner whose cancellation was requested.
+    pub cancel: Vec<Uuid>,
+    /// Whether calls leased or started under the epoch and not held by the runner are due to
+    /// be settled.
+    pub unheld: bool,
+    /// The connections of the session releases taken, oldest first.
+    pub release_connections: Vec<Uuid>,
+    /// Their client session ids (`None`: every session of the connection), in the same order.
+    pub release_sessions: Vec<Option<String>>,
 }
 
 impl Datastore {
@@ -145,6 +174,95 @@ impl Datastore {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Writes heartbeat renewals kept in memory, in one statement: the lease of
+    /// `runner_refs[i]`, if it is still under `epochs[i]` and live, is extended to expire
+    /// `left_secs[i]` seconds from now — never shortened, and a lease released, revoked, taken
+    /// over or expired is never revived. Rows are locked in `runner_ref` order, so replicas
+    /// flushing at once cannot deadlock. Returns how many leases were extended.
+    pub async fn runner_lease_renew_batch(
+        &self,
+        runner_refs: &[String],
+        epochs: &[i64],
+        left_secs: &[f64],
+    ) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(
+            "WITH due AS (
+                 SELECT r.runner_ref, b.left_secs FROM runner_leases r
+                 JOIN unnest($1::text[], $2::bigint[], $3::float8[]) AS b(runner_ref, epoch, left_secs)
+                   ON r.runner_ref = b.runner_ref AND r.epoch = b.epoch
+                 WHERE r.expires_at > now() AND r.expires_at < now() + make_interval(secs => b.left_secs)
+                 ORDER BY r.runner_ref
+                 FOR NO KEY UPDATE OF r
+             )
+             UPDATE runner_leases r SET expires_at = now() + make_interval(secs => due.left_secs)
+             FROM due WHERE r.runner_ref = due.runner_ref",
+        )
+        .bind(runner_refs)
+        .bind(epochs)
+        .bind(left_secs)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Everything a device heartbeat needs, in one statement that writes nothing when there is
+    /// nothing to deliver: the device holding the credential with this hash (`None` when there
+    /// is none), how long its lease of `epoch` has left (`None` unless that is the runner's
+    /// current epoch and live, and the device is not revoked), the running calls whose
+    /// cancellation was requested, whether any call leased or started under `epoch` that the
+    /// runner does not list in `held` is older than `grace` (so that `call_settle_unheld` has
+    /// something to do), and — taken, only under the live lease — the session releases
+    /// addressed to the runner, those older than `release_ttl` dropped.
+    pub async fn runner_lease_heartbeat(
+        &self,
+        credential_hash: &[u8],
+        epoch: i64,
+        held: &[Uuid],
+        grace: Duration,
+        release_ttl: Duration,
+    ) -> Result<Option<DeviceHeartbeat>, sqlx::Error> {
+        sqlx::query_as(
+            "WITH device AS (
+                 SELECT d.*, 'device:' || d.id::text AS runner_ref FROM devices d WHERE d.credential_hash = $1
+             ),
+             lease AS (
+                 SELECT EXTRACT(EPOCH FROM r.expires_at - now())::float8 AS left_secs
+                 FROM runner_leases r JOIN device d ON r.runner_ref = d.runner_ref
+                 WHERE d.revoked_at IS NULL AND r.epoch = $2 AND r.expires_at > now()
+             ),
+             taken AS (
+                 DELETE FROM session_releases
+                 WHERE runner_ref = (SELECT runner_ref FROM device) AND EXISTS (SELECT 1 FROM lease)
+                 RETURNING id, connection_id, client_session_id, requested_at
+             ),
+             delivered AS (
+                 SELECT id, connection_id, client_session_id FROM taken
+                 WHERE requested_at >= now() - make_interval(secs => $5)
+             ),
+             in_flight AS (
+                 SELECT id, state, lease_epoch, leased_at, started_at, cancel_requested_at FROM calls
+                 WHERE runner_ref = (SELECT runner_ref FROM device) AND state IN ('leased', 'running')
+             )
+             SELECT d.*,
+                 (SELECT left_secs FROM lease) AS lease_left_secs,
+                 ARRAY(SELECT id FROM in_flight WHERE state = 'running' AND cancel_requested_at IS NOT NULL ORDER BY id) AS cancel,
+                 EXISTS (SELECT 1 FROM in_flight
+                         WHERE lease_epoch = $2 AND NOT (id = ANY($3))
+                           AND ((state = 'leased' AND leased_at < now() - make_interval(secs => $4))
+                             OR (state = 'running' AND started_at < now() - make_interval(secs => $4)))) AS unheld,
+                 ARRAY(SELECT connection_id FROM delivered ORDER BY id) AS release_connections,
+                 ARRAY(SELECT client_session_id FROM delivered ORDER BY id) AS release_sessions
+             FROM device d",
+        )
+        .bind(credential_hash)
+        .bind(epoch)
+        .bind(held)
+        .bind(interval(grace))
+        .bind(interval(release_ttl))
+        .fetch_optional(&self.pool)
+        .await
+    }
+
     /// Gives up the lease of `epoch` at once (clean shutdown of a device runner).
     pub async fn runner_lease_release_epoch(
         &self,
@@ -157,21 +275,6 @@ impl Datastore {
             .execute(&self.pool)
             .await
             .map(drop)
-    }
-
-    /// Whether `epoch` is the runner's current epoch and its lease is live.
-    pub async fn runner_lease_is_live(
-        &self,
-        runner_ref: &str,
-        epoch: i64,
-    ) -> Result<bool, sqlx::Error> {
-        sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM runner_leases WHERE runner_ref = $1 AND epoch = $2 AND expires_at > now())",
-        )
-        .bind(runner_ref)
-        .bind(epoch)
-        .fetch_one(&self.pool)
-        .await
     }
 
     /// The runner's current epoch (live or not), if it ever held a lease.

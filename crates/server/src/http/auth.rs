@@ -28,6 +28,7 @@ fn bearer<'a>(parts: &'a Parts, what: &str) -> Result<&'a str, ApiError> {
 }
 
 const USER_TOKEN: &str = "your personal API token (SWITCHYARD_TOKEN for the CLI)";
+const DEVICE_CREDENTIAL: &str = "the device credential from `switchyard pair`";
 
 impl FromRequestParts<AppState> for Actor {
     type Rejection = ApiError;
@@ -49,11 +50,25 @@ impl FromRequestParts<AppState> for DeviceActor {
     ) -> Result<Self, Self::Rejection> {
         Ok(state
             .app
-            .authenticate_device(bearer(
-                parts,
-                "the device credential from `switchyard pair`",
-            )?)
+            .authenticate_device(bearer(parts, DEVICE_CREDENTIAL)?)
             .await?)
+    }
+}
+
+/// A device credential as presented, not checked yet: for the heartbeat, whose one database
+/// read checks it together with everything else the heartbeat needs.
+pub(super) struct DeviceCredential(pub String);
+
+impl FromRequestParts<AppState> for DeviceCredential {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(DeviceCredential(
+            bearer(parts, DEVICE_CREDENTIAL)?.to_owned(),
+        ))
     }
 }
 

@@ -2,6 +2,7 @@
 //! every route calls one app function under the device's runner reference.
 
 use super::AppState;
+use super::auth::DeviceCredential;
 use super::error::{ApiError, ApiJson};
 use crate::app::DeviceActor;
 use axum::extract::{Path, State};
@@ -49,12 +50,13 @@ async fn release(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The credential is checked by the heartbeat's own read.
 async fn heartbeat(
     State(s): State<AppState>,
-    device: DeviceActor,
+    credential: DeviceCredential,
     ApiJson(req): ApiJson<Heartbeat>,
 ) -> Answer<HeartbeatAnswer> {
-    Ok(Json(s.app.runner_heartbeat(&device, req).await?))
+    Ok(Json(s.app.runner_heartbeat(&credential.0, req).await?))
 }
 
 /// A long-poll: answers when work arrives or the (capped) wait ends.

@@ -82,7 +82,12 @@ impl TestServer {
     /// A second server process on the same database (another replica), acting with
     /// `first`'s owner token.
     pub async fn replica(first: &TestServer) -> Self {
-        let config = ServeConfig {
+        Self::replica_with(first, |_| {}).await
+    }
+
+    /// Like [`TestServer::replica`], with settings changed by `tweak`.
+    pub async fn replica_with(first: &TestServer, tweak: impl FnOnce(&mut ServeConfig)) -> Self {
+        let mut config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             app: AppConfig::default(),
             central: CentralConfig {
@@ -95,6 +100,7 @@ impl TestServer {
             },
             web: WebConfig::default(),
         };
+        tweak(&mut config);
         let running = start(first.pool.clone(), config)
             .await
             .expect("replica starts");

@@ -2,7 +2,7 @@
 //! recorded nowhere, lease loss before the start ack requeues, after it makes the call unknown.
 
 use crate::harness::*;
-use serde_json::json;
+use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::time::Duration;
 use switchyard_protocol::CallId;
@@ -107,7 +107,14 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(db.call_lease(DEVICE, e1, 10).await.unwrap().len(), 1);
+    assert_eq!(
+        db.call_lease(DEVICE, e1, 10, &Value::Null)
+            .await
+            .unwrap()
+            .expect("a live lease")
+            .len(),
+        1
+    );
     expire_lease(&db, DEVICE).await;
     // The old owner cannot start it any more: its lease is gone.
     assert!(!db.call_start(call, DEVICE, e1).await.unwrap());
@@ -120,7 +127,21 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
         .unwrap()
         .unwrap();
     assert!(e2 > e1);
-    assert_eq!(db.call_lease(DEVICE, e2, 10).await.unwrap().len(), 1);
+    assert!(
+        db.call_lease(DEVICE, e1, 10, &Value::Null)
+            .await
+            .unwrap()
+            .is_none(),
+        "a stale epoch leases nothing"
+    );
+    assert_eq!(
+        db.call_lease(DEVICE, e2, 10, &Value::Null)
+            .await
+            .unwrap()
+            .expect("a live lease")
+            .len(),
+        1
+    );
     assert!(db.call_start(call, DEVICE, e2).await.unwrap());
     // A start asked again under the same epoch (first answer lost) is acknowledged again.
     assert!(db.call_start(call, DEVICE, e2).await.unwrap());
@@ -158,7 +179,7 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
         .await
         .unwrap()
         .unwrap();
-    db.call_lease(DEVICE, e1, 10).await.unwrap();
+    db.call_lease(DEVICE, e1, 10, &Value::Null).await.unwrap();
     assert!(db.call_start(call, DEVICE, e1).await.unwrap());
     expire_lease(&db, DEVICE).await;
     wait_for_state(&db, call, "unknown").await;
@@ -170,7 +191,11 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
         .unwrap()
         .unwrap();
     assert!(
-        db.call_lease(DEVICE, e2, 10).await.unwrap().is_empty(),
+        db.call_lease(DEVICE, e2, 10, &Value::Null)
+            .await
+            .unwrap()
+            .expect("a live lease")
+            .is_empty(),
         "an unknown call was leased again"
     );
 }

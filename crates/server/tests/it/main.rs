@@ -8,6 +8,7 @@ mod devices;
 mod evidence;
 mod harness;
 mod health;
+mod heartbeats;
 mod http_transport;
 mod idempotency;
 mod interop;

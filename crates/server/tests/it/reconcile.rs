@@ -382,6 +382,107 @@ async fn a_lookup_is_refused_once_the_connection_changed(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "../../migrations")]
+async fn a_lookup_whose_call_was_resolved_before_it_ran_fails_unsent(pool: PgPool) {
+    let scratch = Scratch::new("reconcile-moved-on");
+    let counter = scratch.path("count");
+    let server = TestServer::start(pool.clone()).await;
+    let ws = &setup_workspace(&server, "acme", &["--count-file", &counter])
+        .await
+        .ws;
+    let policy = json!({"capture_managed_tool_results": true});
+    server
+        .owner
+        .send(
+            Method::PUT,
+            &format!("/api/v1/workspaces/{ws}/capture-policy"),
+            Some(policy),
+        )
+        .await
+        .ok();
+    let evidence = published_evidence(&server, ws, "the label was written").await;
+    approve_lookup_policy(&server.owner, ws).await;
+    let lost = run_to_end(&server, ws, "count_then_crash", json!({"label": "a"})).await;
+    let id = lost["id"].as_str().unwrap();
+    assert_eq!(lost["state"], "unknown");
+
+    // A lookup is queued while no runner serves; meanwhile a caller settles the call.
+    hold_central_runner(&pool, true).await;
+    let queued = reconcile(&server.owner, ws, id, Uuid::new_v4()).await.ok();
+    let body = json!({"request_id": Uuid::new_v4(), "outcome": "succeeded", "source_version_id": evidence, "explanation": "seen"});
+    server
+        .owner
+        .post(&format!("{}/{id}/resolve", calls(ws)), body)
+        .await
+        .ok();
+
+    // Leased, the lookup is failed before anything is sent; the settled call keeps its resolution.
+    hold_central_runner(&pool, false).await;
+    let lookup = server
+        .owner
+        .wait_call(ws, queued["lookup"]["id"].as_str().unwrap(), WAIT)
+        .await;
+    assert_eq!(
+        (lookup["state"].as_str(), lookup["error"]["code"].as_str()),
+        (Some("failed"), Some("mcp_reconcile_not_unknown")),
+        "{lookup}"
+    );
+    assert!(lookup["started_at"].is_null());
+    let settled = server.owner.get(&format!("{}/{id}", calls(ws))).await.ok();
+    assert_eq!(
+        (
+            settled["state"].as_str(),
+            settled["resolution"]["source"].as_str()
+        ),
+        (Some("resolved"), Some("caller"))
+    );
+    assert!(
+        settled["observations"].as_array().is_none_or(Vec::is_empty),
+        "{settled}"
+    );
+    assert_eq!(count_lines(&counter), 1);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_queued_call_whose_connector_lost_its_approval_fails_unsent(pool: PgPool) {
+    let scratch = Scratch::new("lease-unapproved");
+    let counter = scratch.path("count");
+    let server = TestServer::start(pool.clone()).await;
+    let ws = &setup_workspace(&server, "acme", &["--count-file", &counter])
+        .await
+        .ws;
+    hold_central_runner(&pool, true).await;
+    let call = server
+        .owner
+        .post(&calls(ws), call_body("count", json!({"label": "a"})))
+        .await
+        .ok();
+    let changed = json!({"transport": "stdio", "command": fixture_bin(), "args": ["stdio", "--count-file", counter, "--grandchild"]});
+    let connector = server
+        .owner
+        .send(
+            Method::PATCH,
+            "/api/v1/connectors/fixture-acme",
+            Some(changed),
+        )
+        .await
+        .ok();
+    assert_eq!(connector["approved"], false);
+
+    hold_central_runner(&pool, false).await;
+    let failed = server
+        .owner
+        .wait_call(ws, call["id"].as_str().unwrap(), WAIT)
+        .await;
+    assert_eq!(
+        (failed["state"].as_str(), failed["error"]["code"].as_str()),
+        (Some("failed"), Some("connector_not_approved")),
+        "{failed}"
+    );
+    assert!(failed["started_at"].is_null());
+    assert_eq!(count_lines(&counter), 0);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_changed_credential_binding_blocks_the_lookup(pool: PgPool) {
     let scratch = Scratch::new("reconcile-binding");
     let bindings = scratch.0.join("central.mcp-bindings.json");
@@ -620,7 +721,14 @@ async fn lost_device_call(server: &TestServer, db: &Datastore) -> (Uuid, i64) {
         .await
         .unwrap()
         .expect("lease");
-    assert_eq!(db.call_lease(DEVICE, epoch, 10).await.unwrap().len(), 1);
+    assert_eq!(
+        db.call_lease(DEVICE, epoch, 10, &Value::Null)
+            .await
+            .unwrap()
+            .expect("a live lease")
+            .len(),
+        1
+    );
     assert!(db.call_start(id, DEVICE, epoch).await.unwrap());
     sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
         .bind(DEVICE)
