@@ -97,35 +97,50 @@ pub async fn idle_runners(
         Api::with_idle_pool(&stack.url(0), None, 0)?
     };
     let started = Instant::now();
-    let runners: Vec<Result<SimRunner>> = futures::stream::iter(0..count)
+    let credentials: Vec<Result<String>> = futures::stream::iter(0..count)
         .map(|i| {
-            let (base, beat_base) = (base.clone(), beat_base.clone());
+            let base = base.clone();
             async move {
                 let (_, _, credential) = pair(&base, &format!("idle-{i}"), "idle-bound").await?;
-                let api = base.with_token(Some(&credential));
-                let answer = api
-                    .post(
-                        "/runner/lease/acquire",
-                        &AcquireLease {
-                            holder: uuid::Uuid::now_v7(),
-                        },
-                    )
-                    .await?;
-                match crate::api::from_json(answer, "acquire")? {
-                    AcquireAnswer::Acquired { epoch, .. } => Ok(SimRunner {
-                        beat_api: beat_base.with_token(Some(&credential)),
-                        api,
-                        epoch,
-                    }),
-                    other => Err(Error::Setup(format!(
-                        "idle runner {i} did not get its lease: {other:?}"
-                    ))),
-                }
+                Ok(credential)
             }
         })
         .buffer_unordered(SETUP_CONCURRENCY)
         .collect()
         .await;
+    let credentials: Vec<String> = credentials.into_iter().collect::<Result<_>>()?;
+    // Leases are taken once every device is paired, not while the others pair: pairing
+    // thousands takes longer than a lease lives, and a lease must not expire before its
+    // runner's first heartbeat.
+    let runners: Vec<Result<SimRunner>> =
+        futures::stream::iter(credentials.into_iter().enumerate())
+            .map(|(i, credential)| {
+                let (base, beat_base) = (base.clone(), beat_base.clone());
+                async move {
+                    let api = base.with_token(Some(&credential));
+                    let answer = api
+                        .post(
+                            "/runner/lease/acquire",
+                            &AcquireLease {
+                                holder: uuid::Uuid::now_v7(),
+                            },
+                        )
+                        .await?;
+                    match crate::api::from_json(answer, "acquire")? {
+                        AcquireAnswer::Acquired { epoch, .. } => Ok(SimRunner {
+                            beat_api: beat_base.with_token(Some(&credential)),
+                            api,
+                            epoch,
+                        }),
+                        other => Err(Error::Setup(format!(
+                            "idle runner {i} did not get its lease: {other:?}"
+                        ))),
+                    }
+                }
+            })
+            .buffer_unordered(SETUP_CONCURRENCY)
+            .collect()
+            .await;
     let runners: Vec<SimRunner> = runners.into_iter().collect::<Result<_>>()?;
     let setup_devices_per_s = count as f64 / started.elapsed().as_secs_f64();
     let server_rss_paired_bytes = rss_bytes(server_pid).unwrap_or(0);
