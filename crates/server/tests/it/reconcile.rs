@@ -291,6 +291,21 @@ async fn receipt_policies_need_admin_and_manage_and_name_a_discovered_tool(pool:
 
 /// Puts another holder's live lease on the central runner (the server's runner drains and
 /// waits), or lets it go.
+/// Changes the `fixture-acme` connector's command (adds `--grandchild`), which takes away its
+/// approval; returns the connector as the API answers.
+async fn change_fixture_command(server: &TestServer, counter: &str) -> Value {
+    let changed = json!({"transport": "stdio", "command": fixture_bin(), "args": ["stdio", "--count-file", counter, "--grandchild"]});
+    server
+        .owner
+        .send(
+            Method::PATCH,
+            "/api/v1/connectors/fixture-acme",
+            Some(changed),
+        )
+        .await
+        .ok()
+}
+
 async fn hold_central_runner(pool: &PgPool, hold: bool) {
     let sql = if hold {
         "UPDATE runner_leases SET epoch = epoch + 1, holder = gen_random_uuid(), expires_at = now() + interval '1 hour' WHERE runner_ref = 'central'"
@@ -326,16 +341,7 @@ async fn a_lookup_is_refused_once_the_connection_changed(pool: PgPool) {
     )
     .await
     .ok();
-    let changed = json!({"transport": "stdio", "command": fixture_bin(), "args": ["stdio", "--count-file", counter, "--grandchild"]});
-    let connector = server
-        .owner
-        .send(
-            Method::PATCH,
-            "/api/v1/connectors/fixture-acme",
-            Some(changed),
-        )
-        .await
-        .ok();
+    let connector = change_fixture_command(&server, &counter).await;
     assert_eq!(
         (
             connector["revision"].as_i64(),
@@ -456,16 +462,7 @@ async fn a_queued_call_whose_connector_lost_its_approval_fails_unsent(pool: PgPo
         .post(&calls(ws), call_body("count", json!({"label": "a"})))
         .await
         .ok();
-    let changed = json!({"transport": "stdio", "command": fixture_bin(), "args": ["stdio", "--count-file", counter, "--grandchild"]});
-    let connector = server
-        .owner
-        .send(
-            Method::PATCH,
-            "/api/v1/connectors/fixture-acme",
-            Some(changed),
-        )
-        .await
-        .ok();
+    let connector = change_fixture_command(&server, &counter).await;
     assert_eq!(connector["approved"], false);
 
     hold_central_runner(&pool, false).await;
