@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use switchyard_bench::chaos::cases::kill_backends;
 use switchyard_bench::chaos::invariants::{self, executions};
 use switchyard_bench::chaos::workload;
+use switchyard_bench::stack::{Device, Stack};
 use switchyard_bench::stack::{read_call, submit, wait_settled};
 use switchyard_protocol::CallState;
 use switchyard_protocol::api::CallView;
@@ -46,12 +47,9 @@ fn requests_received(stdin_copy: &std::path::Path, request_id: &str) -> usize {
         .count()
 }
 
-#[sqlx::test(migrations = false)]
-async fn a_device_runner_killed_mid_call_leaves_the_call_unknown_and_never_sends_it_again(
-    _: PgPoolOptions,
-    db: PgConnectOptions,
-) {
-    let stack = stack(&db, "runner-kill").await;
+/// Pairs a device whose connection runs the fixture behind `tee`, so the test sees every
+/// request its MCP server received: the device, and the file that copies the server's stdin.
+async fn teed_device(stack: &Stack) -> (Device, std::path::PathBuf) {
     // The device's MCP server behind `tee`, so the test sees every request it received.
     let stdin_copy = stack.dir.join("mcp-stdin");
     let fixture = stack.bins.fixture.display().to_string();
@@ -78,6 +76,28 @@ async fn a_device_runner_killed_mid_call_leaves_the_call_unknown_and_never_sends
         .pair_device_on("edge", &stack.url(0), "teed")
         .await
         .expect("pair");
+    (device, stdin_copy)
+}
+
+/// Waits, within the deadline, until the MCP server behind `tee` has received `request_id`.
+async fn wait_received(stdin_copy: &std::path::Path, request_id: &str) {
+    let started = Instant::now();
+    while requests_received(stdin_copy, request_id) == 0 {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the MCP server never received the call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_device_runner_killed_mid_call_leaves_the_call_unknown_and_never_sends_it_again(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let stack = stack(&db, "runner-kill").await;
+    let (device, stdin_copy) = teed_device(&stack).await;
     let outbox = stack.dir.join("outbox");
     let log = stack.dir.join("runner.log");
     let mut runner = stack
@@ -93,14 +113,7 @@ async fn a_device_runner_killed_mid_call_leaves_the_call_unknown_and_never_sends
     })
     .await;
     let request_id = slow.request_id.to_string();
-    let started = Instant::now();
-    while requests_received(&stdin_copy, &request_id) == 0 {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the MCP server never received the call"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_received(&stdin_copy, &request_id).await;
     runner.kill().await;
 
     // The runner is lost: once its lease expires the call is unknown, never queued again.
@@ -145,28 +158,18 @@ async fn a_device_runner_killed_and_restarted_at_once_reports_its_cut_off_call_u
     db: PgConnectOptions,
 ) {
     let stack = stack(&db, "runner-restart").await;
-    let device = stack
-        .pair_device("edge", &stack.url(0))
-        .await
-        .expect("pair");
+    let (device, stdin_copy) = teed_device(&stack).await;
     let outbox = stack.dir.join("outbox");
     let log = stack.dir.join("runner.log");
     let mut runner = stack
         .start_runner(&device, &outbox, &log, &[])
         .await
         .expect("runner");
-    let (_, call) = submit(
-        &stack.api,
-        &device.target.call("slow", json!({ "seconds": 30 })),
-    )
-    .await
-    .expect("submit");
+    let slow = device.target.call("slow", json!({ "seconds": 30 }));
+    let (_, call) = submit(&stack.api, &slow).await.expect("submit");
     let id = call.id.to_string();
-    wait_until(&stack.api, &id, "running", |c| {
-        c.state == CallState::Running
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Sent to the MCP server, so its start is in the outbox (recorded before sending).
+    wait_received(&stdin_copy, &slow.request_id.to_string()).await;
     runner.signal(Signal::SIGKILL).expect("SIGKILL");
     let _ = runner.wait_exit(DEADLINE).await;
 
@@ -212,8 +215,21 @@ async fn a_server_replica_restarted_under_load_loses_and_duplicates_nothing(
     let central = workload::stream(apis.clone(), stack.central.clone(), 40.0, 40);
     let on_device = workload::stream(apis, device.target.clone(), 40.0, 40);
 
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Crash the replica under load: once both streams have calls in the database.
+    let started = Instant::now();
+    loop {
+        let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+            .fetch_one(&stack.pool)
+            .await
+            .expect("count calls");
+        if stored >= 10 {
+            break;
+        }
+        assert!(started.elapsed() < DEADLINE, "the workload stored no calls");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     stack.crash_server(0).await;
+    // The outage itself: the replica stays down for half a second before it restarts.
     tokio::time::sleep(Duration::from_millis(500)).await;
     stack.restart_server(0).await.expect("restart replica 0");
 
@@ -257,7 +273,6 @@ async fn killed_postgres_backends_do_not_strand_a_device_long_poll(
             .await
             .expect("terminate backends");
         assert!(killed >= 1, "no backend was listening");
-        tokio::time::sleep(Duration::from_millis(100)).await;
         let started = Instant::now();
         let count = device
             .target
