@@ -217,6 +217,43 @@ pub async fn statements_reset(pool: &PgPool) -> bool {
         .is_ok()
 }
 
+/// One statement's time since [`statements_reset`].
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct StatementTime {
+    /// The statement (normalized by pg_stat_statements, shortened).
+    pub query: String,
+    /// Executions.
+    pub calls: i64,
+    /// Mean execution time, in milliseconds.
+    pub mean_ms: f64,
+    /// Total execution time, in milliseconds.
+    pub total_ms: f64,
+    /// The longest execution, in milliseconds.
+    pub max_ms: f64,
+    /// Shared buffers read per execution (from cache or disk): work that grows with dead rows
+    /// shows here first.
+    pub blocks_per_call: f64,
+}
+
+/// The `limit` statements that took the most time since [`statements_reset`], or whose
+/// longest run was longest (empty when
+/// profiling is not available).
+pub async fn statements_top(pool: &PgPool, limit: i64) -> Vec<StatementTime> {
+    sqlx::query_as(
+        "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 120) AS query, calls,
+                mean_exec_time AS mean_ms, total_exec_time AS total_ms, max_exec_time AS max_ms,
+                (shared_blks_hit + shared_blks_read)::float8 / greatest(calls, 1) AS blocks_per_call
+         FROM pg_stat_statements
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND query NOT LIKE '%pg_stat_%'
+         ORDER BY greatest(total_exec_time, 100 * max_exec_time) DESC LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default()
+}
+
 /// The statements run since [`statements_reset`], heaviest first, per one of `calls` completed
 /// calls (the driver's own statements excluded).
 pub async fn statements_per_call(

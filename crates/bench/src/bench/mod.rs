@@ -202,6 +202,33 @@ pub async fn throughput_only(
     saturation
 }
 
+/// Runs the soak alone at the plan's rate and length, after a warm-up and ANALYZE.
+pub async fn soak_only(
+    plan: &Plan,
+    bins: Binaries,
+    database_url: &str,
+    dir: &Path,
+) -> Result<soak::Soak> {
+    let mut stack = Stack::start(bins, database_url, dir, &[]).await?;
+    let soak = async {
+        latency::end_to_end(&stack.api, &stack.central, plan.warmup, 0).await?;
+        pg::analyze(&stack.pool).await?;
+        soak::soak(
+            &stack.api,
+            &stack.pool,
+            &stack.database_url,
+            &stack.central,
+            "central",
+            plan.soak_rate,
+            plan.soak_duration,
+        )
+        .await
+    }
+    .await;
+    stack.stop_server(0, Duration::from_secs(10)).await;
+    soak
+}
+
 /// Runs the whole benchmark on a fresh database at `database_url`, with binaries from `bins`,
 /// scratch files under `dir`.
 pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) -> Result<Results> {

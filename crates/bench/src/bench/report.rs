@@ -410,6 +410,13 @@ impl Results {
                 p.lease_wait_ms.p99,
                 p.calls_table.dead_rows
             );
+            for st in p.statements.iter().take(2) {
+                let _ = writeln!(
+                    out,
+                    "               {:>8.3} ms × {:<8} {:.80}",
+                    st.mean_ms, st.calls, st.query
+                );
+            }
         }
         let _ = writeln!(
             out,

@@ -6,7 +6,7 @@
 use super::load::{Timed, open_loop};
 use crate::api::Api;
 use crate::error::Result;
-use crate::pg::{self, TableHealth, XminHolder};
+use crate::pg::{self, StatementTime, TableHealth, XminHolder};
 use crate::stack::{Target, note};
 use crate::stats::Summary;
 use chrono::{DateTime, Utc};
@@ -27,6 +27,50 @@ pub struct Phase {
     pub lease_wait_ms: Summary,
     /// The `calls` table at the end of the phase.
     pub calls_table: TableHealth,
+    /// The statements that took the database the most time in the phase (empty without
+    /// pg_stat_statements): what grows when the horizon is held.
+    pub statements: Vec<StatementTime>,
+    /// The call that waited longest for its lease: a tail made of one stall shows here.
+    pub longest_lease_wait: Option<LongestWait>,
+}
+
+/// The call of a phase that waited longest for its lease.
+#[derive(Clone, Debug, Serialize)]
+pub struct LongestWait {
+    /// Seconds into the phase it was submitted.
+    pub submitted_after_s: f64,
+    /// Its wait, in milliseconds.
+    pub lease_wait_ms: f64,
+}
+
+/// What the control task saw at the end of one phase.
+#[derive(Default)]
+struct PhaseEnd {
+    calls_table: TableHealth,
+    statements: Vec<StatementTime>,
+}
+
+/// The statements shown per phase.
+const TOP_STATEMENTS: i64 = 8;
+
+/// Ends a phase: the table's health and the phase's statement profile, then a fresh profile
+/// and fresh statistics for the next phase.
+async fn phase_end(pool: &PgPool) -> Result<PhaseEnd> {
+    let end = PhaseEnd {
+        calls_table: pg::calls_health(pool).await?,
+        statements: pg::statements_top(pool, TOP_STATEMENTS).await,
+    };
+    phase_start(pool).await?;
+    Ok(end)
+}
+
+/// Starts a phase on current statistics, as autovacuum keeps them on a database in use (its
+/// first pass over a fast-growing table can be a minute away, and until then plans made for a
+/// small table scan it whole), with a fresh statement profile.
+async fn phase_start(pool: &PgPool) -> Result<()> {
+    pg::analyze(pool).await?;
+    pg::statements_reset(pool).await;
+    Ok(())
 }
 
 /// The soak's result.
@@ -60,24 +104,25 @@ pub async fn soak(
     duration: Duration,
 ) -> Result<Soak> {
     let phase = duration / 3;
+    phase_start(pool).await?;
     let start = Utc::now();
     let load = open_loop(api, pool, target, runner_ref, rate, duration);
     let control = async {
-        let mut health = Vec::new();
+        let mut ends = Vec::new();
         tokio::time::sleep(phase).await;
-        health.push(pg::calls_health(pool).await?);
+        ends.push(phase_end(pool).await?);
         note("soak: holding the xmin horizon");
         let holder = XminHolder::begin(database_url).await?;
         tokio::time::sleep(phase).await;
-        health.push(pg::calls_health(pool).await?);
+        ends.push(phase_end(pool).await?);
         holder.release().await?;
         note("soak: horizon released");
         tokio::time::sleep(phase).await;
-        health.push(pg::calls_health(pool).await?);
-        Ok::<_, crate::error::Error>(health)
+        ends.push(phase_end(pool).await?);
+        Ok::<_, crate::error::Error>(ends)
     };
-    let (timed, health) = tokio::join!(load, control);
-    let (timed, health) = (timed?, health?);
+    let (timed, ends) = tokio::join!(load, control);
+    let (timed, mut ends) = (timed?, ends?);
     let names = ["normal", "xmin_held", "after"];
     let mut phases = Vec::new();
     for (i, name) in names.into_iter().enumerate() {
@@ -89,7 +134,7 @@ pub async fn soak(
             from,
             to,
             phase,
-            health.get(i).copied().unwrap_or_default(),
+            ends.get_mut(i).map(std::mem::take).unwrap_or_default(),
         ));
     }
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
@@ -116,7 +161,7 @@ fn summarize(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     length: Duration,
-    calls_table: TableHealth,
+    end: PhaseEnd,
 ) -> Phase {
     let finished = timed
         .iter()
@@ -128,11 +173,21 @@ fn summarize(
         .collect();
     let e2e: Vec<f64> = submitted.iter().filter_map(|t| t.end_to_end_ms()).collect();
     let wait: Vec<f64> = submitted.iter().filter_map(|t| t.lease_wait_ms()).collect();
+    let longest_lease_wait = submitted
+        .iter()
+        .filter_map(|t| Some((t, t.lease_wait_ms()?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(t, wait)| LongestWait {
+            submitted_after_s: (t.submitted - from).num_milliseconds() as f64 / 1000.0,
+            lease_wait_ms: wait,
+        });
     Phase {
         name,
         throughput_calls_per_s: finished as f64 / length.as_secs_f64(),
         end_to_end_ms: Summary::of(&e2e),
         lease_wait_ms: Summary::of(&wait),
-        calls_table,
+        calls_table: end.calls_table,
+        statements: end.statements,
+        longest_lease_wait,
     }
 }

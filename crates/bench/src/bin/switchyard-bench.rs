@@ -49,6 +49,14 @@ struct Args {
     /// Only measure closed-loop throughput (with its cost per call), print it as JSON and stop.
     #[arg(long, conflicts_with = "idle_only")]
     throughput_only: bool,
+    /// The soak's rate in calls per second [default: 500, or 60% of the measured throughput
+    /// when that is lower].
+    #[arg(long)]
+    soak_rate: Option<f64>,
+    /// Only run the soak (at --soak-rate, default 500/s, for --soak-seconds), print it as
+    /// JSON and stop.
+    #[arg(long, conflicts_with_all = ["idle_only", "throughput_only"])]
+    soak_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -78,7 +86,10 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
     } else {
         Mode::Full
     };
-    let plan = Plan::for_mode(mode, args.soak_seconds.map(Duration::from_secs));
+    let mut plan = Plan::for_mode(mode, args.soak_seconds.map(Duration::from_secs));
+    if let Some(rate) = args.soak_rate {
+        plan.soak_rate = rate;
+    }
     if !limits::fits_two_connections_per_runner(plan.idle_count) {
         note(&format!(
             "only {open_files} open files allowed: the {} idle runners close their heartbeat connection after each beat (one connection each instead of two)",
@@ -107,6 +118,14 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
         println!(
             "{}",
             serde_json::to_string_pretty(&saturation).map_err(|e| Error::Setup(e.to_string()))?
+        );
+        return Ok(());
+    }
+    if args.soak_only {
+        let soak = bench::soak_only(&plan, bins, &database_url, &work_dir).await?;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&soak).map_err(|e| Error::Setup(e.to_string()))?
         );
         return Ok(());
     }
