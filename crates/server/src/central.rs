@@ -3,7 +3,7 @@
 //! runs central calls at a time), renews it by heartbeat, and implements the runner's view of
 //! the control plane directly on the datastore.
 
-use crate::app::{App, CompletionRecorded};
+use crate::app::{App, CompletionRecorded, Waiter};
 use sqlx::postgres::PgListener;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -18,10 +18,6 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-/// The channel `call_insert` notifies with the runner reference of a new call.
-const CALLS_CHANNEL: &str = "switchyard_calls";
-/// The payload on [`CALLS_CHANNEL`] that concerns every runner (calls requeued by the sweeper).
-const ANY_RUNNER: &str = "*";
 /// The channel `call_cancel` notifies when a running call should be cancelled.
 const CANCEL_CHANNEL: &str = "switchyard_cancel";
 /// The channel `session_release_notify` uses.
@@ -71,22 +67,18 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
             held: Arc::clone(&held),
         };
         let heartbeat = tokio::spawn(heartbeat(beat, lease_lost.clone()));
-        match CentralControl::new(app.clone(), Epoch(epoch), held).await {
-            Ok(control) => {
-                let credentials = app.credentials().clone();
-                let resolver = Arc::new(move |call: &LeasedCall| credentials.launch_for(call));
-                let executor = Executor::new(Arc::new(control), resolver, config.executor.clone());
-                let commands = tokio::spawn(forward_commands(
-                    app.clone(),
-                    executor.handle(),
-                    lease_lost.clone(),
-                ));
-                executor.run(lease_lost.clone()).await;
-                lease_lost.cancel();
-                let _ = commands.await;
-            }
-            Err(e) => tracing::error!(error = %e, "cannot listen for new calls"),
-        }
+        let control = CentralControl::new(app.clone(), Epoch(epoch), held);
+        let credentials = app.credentials().clone();
+        let resolver = Arc::new(move |call: &LeasedCall| credentials.launch_for(call));
+        let executor = Executor::new(Arc::new(control), resolver, config.executor.clone());
+        let commands = tokio::spawn(forward_commands(
+            app.clone(),
+            executor.handle(),
+            lease_lost.clone(),
+        ));
+        executor.run(lease_lost.clone()).await;
+        lease_lost.cancel();
+        let _ = commands.await;
         lease_lost.cancel();
         let _ = heartbeat.await;
         if shutdown.is_cancelled() {
@@ -314,29 +306,29 @@ struct CentralControl {
     held: Arc<Held>,
 }
 
-/// What tells the central runner to look for work: announcements of new and requeued calls,
-/// and whether its last lease took everything that was queued.
+/// What tells the central runner to look for work: the process's announcements of new and
+/// requeued calls (see `app::wakeups`), and whether its last lease took everything that was
+/// queued.
 struct CallFeed {
-    listener: PgListener,
+    waiter: Waiter,
     /// The last lease was not full: it took every queued call it could lock, and calls queued
-    /// since are announced (the listener buffers the announcements), so the next lease waits
+    /// since are announced (the waiter buffers the announcements), so the next lease waits
     /// for one instead of looking again at once.
     drained: bool,
 }
 
 impl CentralControl {
-    async fn new(app: App, epoch: Epoch, held: Arc<Held>) -> Result<Self, sqlx::Error> {
-        let mut listener = PgListener::connect_with(app.db().pool()).await?;
-        listener.listen(CALLS_CHANNEL).await?;
-        Ok(Self {
+    fn new(app: App, epoch: Epoch, held: Arc<Held>) -> Self {
+        let waiter = app.runner_waiter(CENTRAL_RUNNER);
+        Self {
             app,
             epoch,
             feed: Mutex::new(CallFeed {
-                listener,
+                waiter,
                 drained: false,
             }),
             held,
-        })
+        }
     }
 }
 
@@ -353,7 +345,7 @@ impl ControlPlane for CentralControl {
             if look {
                 // Announcements received so far are of calls committed before this lease
                 // looks, so it sees them all: they are no reason to look again.
-                while feed.listener.next_buffered().is_some() {}
+                feed.waiter.skip_received();
                 // Under a lease no longer live nothing is leased: the heartbeat finds out and
                 // stops the executor.
                 let batch = self
@@ -373,20 +365,11 @@ impl ControlPlane for CentralControl {
                 }
             }
             look = true;
-            // Notifications that arrived since the last lease attempt are buffered by the
-            // listener, so nothing submitted in between is missed. Those for other runners
-            // (every device call is announced on the same channel) are no reason to look.
-            loop {
-                match tokio::time::timeout_at(deadline, feed.listener.recv()).await {
-                    Err(_) => return Ok(Vec::new()),
-                    Ok(Err(e)) => return Err(unavailable(e)),
-                    Ok(Ok(notification))
-                        if matches!(notification.payload(), CENTRAL_RUNNER | ANY_RUNNER) =>
-                    {
-                        break;
-                    }
-                    Ok(Ok(_)) => {}
-                }
+            // Announcements that arrived since the last lease attempt are buffered by the
+            // waiter, so nothing submitted in between is missed; those for other runners are
+            // no reason to look.
+            if !feed.waiter.wait(deadline).await {
+                return Ok(Vec::new());
             }
         }
     }

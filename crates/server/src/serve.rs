@@ -43,7 +43,6 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
-    let runner = tokio::spawn(central::run(app.clone(), config.central, shutdown.clone()));
     let flusher = tokio::spawn(
         app.clone()
             .run_liveness_flusher(config.sweeper.heartbeat_flush, shutdown.clone()),
@@ -53,9 +52,10 @@ pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running
         config.sweeper,
         shutdown.clone(),
     ));
-    // Listening before the first request is served: a device long-poll never waits on a
-    // listener that is not there yet.
+    // Listening before the first request is served and before the central runner looks for
+    // work: no runner waits on a listener that is not there yet.
     let wakeups = tokio::spawn(WakeupFeed::connect(app.clone()).await.run(shutdown.clone()));
+    let runner = tokio::spawn(central::run(app.clone(), config.central, shutdown.clone()));
     let router = crate::http::router(app.clone()).merge(web::router(
         app.clone(),
         config.web,

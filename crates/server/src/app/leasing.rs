@@ -3,7 +3,8 @@
 //!
 //! One statement leases a batch, records the target each call is dispatched to and reads
 //! everything else the work items and the checks below need; only a call refused here costs
-//! another (its failure).
+//! another (its failure). It scans the runner's queue from the floor `queue_floors` keeps, so
+//! its cost does not grow with the calls finished since VACUUM last could clean up.
 
 use super::App;
 use super::reconcile::lookup_refusal;
@@ -41,11 +42,18 @@ impl App {
             Value::Null
         };
         let max_rows = i64::try_from(max).unwrap_or(i64::MAX);
-        let Some(rows) = self
+        let floors = self.wakeups.floors();
+        let scan = floors.begin(runner_ref);
+        let leased = self
             .db
-            .call_lease(runner_ref, epoch.0, max_rows, &bindings)
-            .await?
-        else {
+            .call_lease(runner_ref, epoch.0, max_rows, scan.floor.since(), &bindings)
+            .await;
+        let newest = match &leased {
+            Ok(Some(rows)) => rows.iter().map(|row| row.created_at).max(),
+            _ => None,
+        };
+        floors.finish(runner_ref, scan, newest);
+        let Some(rows) = leased? else {
             return Ok(None);
         };
         let full = !rows.is_empty() && rows.len() >= max;

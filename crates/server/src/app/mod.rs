@@ -16,6 +16,7 @@ mod operations;
 mod pairing;
 mod principal;
 mod profiles;
+mod queue_floors;
 mod reconcile;
 mod resolve;
 mod results;
@@ -33,6 +34,7 @@ pub use evidence::ERASURE_NOTICE;
 pub use leasing::LeaseBatch;
 pub use principal::{DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref};
 pub use runner_api::RELEASE_TTL;
+pub(crate) use wakeups::Waiter;
 pub use wakeups::WakeupFeed;
 pub use web_sessions::{NewWebSession, WebSession, random_secret};
 
@@ -133,5 +135,11 @@ impl App {
     /// The datastore.
     pub fn db(&self) -> &Datastore {
         &self.db
+    }
+
+    /// A waiter for announcements of calls for `runner_ref`. Subscribe before looking for
+    /// work, so that nothing announced in between is missed.
+    pub(crate) fn runner_waiter(&self, runner_ref: &str) -> Waiter {
+        self.wakeups.waiter(runner_ref)
     }
 }

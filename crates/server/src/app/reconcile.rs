@@ -579,6 +579,7 @@ mod tests {
         };
         LeasedRow {
             id: Uuid::now_v7(),
+            created_at: chrono::Utc::now(),
             request_id: Uuid::now_v7(),
             connection_id: Uuid::nil(),
             connection_revision: 1,

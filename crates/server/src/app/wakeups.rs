@@ -1,16 +1,24 @@
-//! Wake-ups for long-polling device runners, and for callers waiting for a call to settle.
+//! Wake-ups for runners waiting for work, and for callers waiting for a call to settle.
 //! One task per server process listens on `switchyard_calls` (the payload is the runner
-//! reference of a new or requeued call, or `*` for any runner) and on `switchyard_settled`
+//! reference of a new call and its submission time in microseconds, the runner reference
+//! alone for requeued calls, or `*` for any runner; new calls are announced after their
+//! commit, see `db::notices`) and on `switchyard_settled`
 //! (the id of a call a runner's report settled) and fans each notification out to the
 //! long-polls waiting in this process: a call submitted to any replica wakes its runner's
 //! long-poll on every replica at once, a completion recorded by any replica wakes the readers
 //! waiting for that call, and waiting costs the database nothing.
 //!
+//! Before waking anyone it moves the runner's lease floor (see [`QueueFloors`]), so that the
+//! lease a wake-up starts scans from low enough to see the call announced.
+//!
 //! Notifications are transient: while the listener is disconnected they are lost. After every
-//! reconnection all waiters are woken to look again, so a lost notification delays nothing
-//! beyond that moment.
+//! reconnection all floors go back to the beginning and all waiters are woken to look again,
+//! so a lost notification delays nothing beyond that moment.
 
 use super::App;
+use super::queue_floors::QueueFloors;
+use crate::db::{ANY_RUNNER, CALLS_CHANNEL, SETTLED_CHANNEL};
+use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,12 +27,6 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// The channel `call_insert` and the sweeper notify.
-const CALLS_CHANNEL: &str = "switchyard_calls";
-/// The channel a recorded completion notifies, with the call's id.
-const SETTLED_CHANNEL: &str = "switchyard_settled";
-/// The payload that wakes every waiter.
-const ANY_RUNNER: &str = "*";
 /// Wake-ups buffered per waiter; a waiter that falls further behind just looks again.
 const CAPACITY: usize = 256;
 /// Pause before reconnecting after a listener error.
@@ -33,6 +35,8 @@ const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 /// The fan-out point of one server process.
 #[derive(Debug)]
 pub struct Wakeups {
+    /// Where each runner's lease scan starts, moved by the announcements.
+    floors: QueueFloors,
     tx: broadcast::Sender<Arc<str>>,
     /// Calls settled, by id.
     settled: broadcast::Sender<Arc<str>>,
@@ -44,6 +48,7 @@ pub struct Wakeups {
 impl Default for Wakeups {
     fn default() -> Self {
         Self {
+            floors: QueueFloors::default(),
             tx: broadcast::channel(CAPACITY).0,
             settled: broadcast::channel(CAPACITY).0,
             stopping: CancellationToken::new(),
@@ -72,19 +77,70 @@ impl Wakeups {
         }
     }
 
+    /// The lease floors this process keeps.
+    pub(crate) fn floors(&self) -> &QueueFloors {
+        &self.floors
+    }
+
     fn wake(&self, runner_ref: &str) {
         // No receiver means nobody is waiting: nothing to do.
         let _ = self.tx.send(Arc::from(runner_ref));
+    }
+
+    /// A `switchyard_calls` announcement: the floor first, then the waiters.
+    fn announce(&self, payload: &str) {
+        let notice = CallNotice::parse(payload);
+        match notice {
+            CallNotice::Any => self.floors.reset_all(),
+            CallNotice::Requeued(runner_ref) => self.floors.reset(runner_ref),
+            CallNotice::Queued(runner_ref, at) => self.floors.queued(runner_ref, at),
+        }
+        self.wake(notice.runner_ref());
     }
 
     fn wake_settled(&self, call: &str) {
         let _ = self.settled.send(Arc::from(call));
     }
 
-    /// Every waiter looks again (after the listener reconnected).
+    /// Every floor back to the beginning and every waiter looks again (after the listener
+    /// reconnected: announcements may have been lost).
     fn wake_all(&self) {
+        self.floors.reset_all();
         self.wake(ANY_RUNNER);
         self.wake_settled(ANY_RUNNER);
+    }
+}
+
+/// What one `switchyard_calls` payload announces.
+#[derive(Debug, PartialEq, Eq)]
+enum CallNotice<'a> {
+    /// Calls of any runner were requeued.
+    Any,
+    /// Calls of this runner were requeued (queued again at their old submission time).
+    Requeued(&'a str),
+    /// A call of this runner submitted at this time was queued.
+    Queued(&'a str, DateTime<Utc>),
+}
+
+impl<'a> CallNotice<'a> {
+    /// Reads a payload; one it cannot read says only which runner (or, for `*`, any).
+    fn parse(payload: &'a str) -> Self {
+        if payload == ANY_RUNNER {
+            return CallNotice::Any;
+        }
+        let submitted = payload.rsplit_once(' ').and_then(|(runner_ref, micros)| {
+            let at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
+            Some(CallNotice::Queued(runner_ref, at))
+        });
+        submitted.unwrap_or(CallNotice::Requeued(payload))
+    }
+
+    /// Whose waiters to wake (`*` for all).
+    fn runner_ref(&self) -> &'a str {
+        match self {
+            CallNotice::Any => ANY_RUNNER,
+            CallNotice::Requeued(runner_ref) | CallNotice::Queued(runner_ref, _) => runner_ref,
+        }
     }
 }
 
@@ -98,6 +154,14 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
+    /// Forgets the wake-ups received so far: a look that starts now sees what they announced.
+    pub(crate) fn skip_received(&mut self) {
+        while !matches!(
+            self.rx.try_recv(),
+            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed)
+        ) {}
+    }
+
     /// Waits for a wake-up addressed to this runner (or to all), or `deadline`. Returns false
     /// when the deadline passed or the server is shutting down.
     pub(crate) async fn wait(&mut self, deadline: Instant) -> bool {
@@ -170,7 +234,7 @@ impl WakeupFeed {
                 Ok(Some(notification)) if notification.channel() == SETTLED_CHANNEL => {
                     wakeups.wake_settled(notification.payload())
                 }
-                Ok(Some(notification)) => wakeups.wake(notification.payload()),
+                Ok(Some(notification)) => wakeups.announce(notification.payload()),
                 // The connection was lost and is back (listening again): what was announced
                 // meanwhile is gone, so every waiter looks again.
                 Ok(None) => wakeups.wake_all(),
@@ -192,4 +256,29 @@ async fn listen(app: &App) -> Result<PgListener, sqlx::Error> {
         .listen_all([CALLS_CHANNEL, SETTLED_CHANNEL])
         .await?;
     Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_call_is_announced_with_its_submission_time() {
+        let at = DateTime::from_timestamp_micros(1_764_460_800_123_456).unwrap();
+        assert_eq!(
+            CallNotice::parse("device:0193a 1764460800123456"),
+            CallNotice::Queued("device:0193a", at)
+        );
+        assert_eq!(CallNotice::parse("central").runner_ref(), "central");
+        assert_eq!(
+            CallNotice::parse("central"),
+            CallNotice::Requeued("central")
+        );
+        assert_eq!(CallNotice::parse("*"), CallNotice::Any);
+        // Without a readable time it is a runner reference, announcing a requeue.
+        assert_eq!(
+            CallNotice::parse("central soon"),
+            CallNotice::Requeued("central soon")
+        );
+    }
 }

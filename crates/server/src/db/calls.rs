@@ -129,6 +129,8 @@ pub struct CallOrigin {
 pub struct LeasedRow {
     /// Call id.
     pub id: Uuid,
+    /// Submitted (the insert's transaction time): where the runner's next lease may scan from.
+    pub created_at: DateTime<Utc>,
     /// Client idempotency key.
     pub request_id: Uuid,
     /// Connection.
@@ -177,6 +179,7 @@ impl<'r> sqlx::FromRow<'r, PgRow> for LeasedRow {
         };
         Ok(Self {
             id: row.try_get("id")?,
+            created_at: row.try_get("created_at")?,
             request_id: row.try_get("request_id")?,
             connection_id: row.try_get("connection_id")?,
             connection_revision: row.try_get("connection_revision")?,
@@ -247,8 +250,7 @@ pub struct StoredCompletion {
 
 /// The guarded completion update: `$1` the call, `$2` the runner, `$3` its epoch (still the
 /// runner's), `$4` the states it may leave, `$5`…`$9` what it records; `$guard` adds
-/// conditions. Readers waiting for the call are notified (`switchyard_settled`) when the
-/// transaction that runs it commits.
+/// conditions. Readers waiting for the call are the caller's to wake once it committed.
 macro_rules! complete_call {
     ($guard:literal) => {
         concat!(
@@ -257,7 +259,7 @@ macro_rules! complete_call {
              WHERE id = $1 AND runner_ref = $2 AND lease_epoch = $3 AND state = ANY($4)
                AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3) ",
             $guard,
-            " RETURNING *, pg_notify('switchyard_settled', id::text) AS settled_notice"
+            " RETURNING *"
         )
     };
 }
@@ -318,9 +320,9 @@ impl Datastore {
         call: &NewCall,
         origin: CallOrigin,
     ) -> Result<Option<CallRow>, sqlx::Error> {
-        // One statement, one commit: the notification that wakes the call's runner is sent
-        // when the insert commits, and only if it inserted.
-        sqlx::query_as(
+        // One statement, one commit; the call's runner is woken once it committed, and only
+        // if it inserted.
+        let inserted: Option<CallRow> = sqlx::query_as(
             "WITH inserted AS (
                  INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
                      connection_revision, environment_id, tool_name, arguments, client_session_id,
@@ -330,7 +332,7 @@ impl Datastore {
                      CASE WHEN $17::uuid IS NULL THEN 'tool' ELSE 'lookup' END, $17)
                  ON CONFLICT (workspace_id, request_id) DO NOTHING
                  RETURNING *)
-             SELECT inserted.*, pg_notify('switchyard_calls', inserted.runner_ref) AS wake_notice FROM inserted",
+             SELECT * FROM inserted",
         )
         .bind(Uuid::now_v7())
         .bind(call.workspace_id)
@@ -350,7 +352,11 @@ impl Datastore {
         .bind(origin.device_id)
         .bind(origin.lookup_of)
         .fetch_optional(&self.pool)
-        .await
+        .await?;
+        if let Some(call) = &inserted {
+            self.announce_queued(call);
+        }
+        Ok(inserted)
     }
 
     /// The call with this request_id in a workspace.
@@ -399,9 +405,9 @@ impl Datastore {
         .await
     }
 
-    /// Leases up to `max` queued calls of a runner under `epoch`, oldest first, skipping rows
-    /// other transactions hold; `None` (leasing nothing) unless `epoch` is the runner's live
-    /// lease.
+    /// Leases up to `max` queued calls of a runner under `epoch`, oldest first among those
+    /// submitted at or after `since` (all when `None`), skipping rows other transactions hold;
+    /// `None` (leasing nothing) unless `epoch` is the runner's live lease.
     ///
     /// One statement per batch: it records the target each call is dispatched to (connector,
     /// its revision, the target digest; `bindings` as in `target_digest!`) and returns what the
@@ -413,6 +419,7 @@ impl Datastore {
         runner_ref: &str,
         epoch: i64,
         max: i64,
+        since: Option<DateTime<Utc>>,
         bindings: &Value,
     ) -> Result<Option<Vec<LeasedRow>>, sqlx::Error> {
         let rows = sqlx::query(concat!(
@@ -422,8 +429,9 @@ impl Datastore {
              picked AS (
                  SELECT id, connection_id, parent_call_id FROM calls
                  WHERE runner_ref = $1 AND state = 'queued' AND (SELECT live FROM live)
+                   AND created_at >= COALESCE($5::timestamptz, '-infinity')
                  ORDER BY created_at LIMIT $3
-                 FOR UPDATE SKIP LOCKED),
+                 FOR NO KEY UPDATE SKIP LOCKED),
              leased AS (
                  UPDATE calls c SET state = 'leased', lease_epoch = $2, leased_at = now(),
                      connector_id = x.id, connector_revision = x.revision,
@@ -435,7 +443,7 @@ impl Datastore {
                  JOIN connectors x ON x.id = k.connector_id
                  LEFT JOIN calls p ON p.id = picked.parent_call_id
                  WHERE c.id = picked.id
-                 RETURNING c.id, c.request_id, c.connection_id, c.tool_name, c.arguments, c.timeout_seconds,
+                 RETURNING c.id, c.created_at, c.request_id, c.connection_id, c.tool_name, c.arguments, c.timeout_seconds,
                      c.client_session_id, c.target_digest, c.parent_call_id, k.revision AS connection_revision,
                      x.id AS connector_id, x.name AS connector_name, x.transport AS connector_transport,
                      x.command AS connector_command, x.args AS connector_args, x.env_names AS connector_env_names,
@@ -449,6 +457,7 @@ impl Datastore {
         .bind(epoch)
         .bind(max)
         .bind(Json(bindings))
+        .bind(since)
         .fetch_all(&self.pool)
         .await?;
         let live = match rows.first() {
@@ -515,8 +524,7 @@ impl Datastore {
     /// Records a completion reported under `epoch`, moving the call from one of `from` to
     /// `completion.state`, on `conn` (inside the caller's transaction, which records what
     /// the completion implies beside it). Returns the updated call, or `None` when a stale
-    /// epoch or a call that moved on recorded nothing. Readers waiting for the call are
-    /// notified (`switchyard_settled`) when the transaction commits.
+    /// epoch or a call that moved on recorded nothing.
     pub(super) async fn call_complete_on(
         conn: &mut sqlx::PgConnection,
         id: Uuid,
@@ -531,7 +539,7 @@ impl Datastore {
     }
 
     /// Records a completion that implies nothing beside its state change, as one statement
-    /// (its own transaction, readers notified when it commits): a tool call — not a receipt
+    /// (its own transaction): a tool call — not a receipt
     /// lookup, so no observation and no erased parent — whose workspace does not capture it
     /// (or whose outcome capture does not take). A device's `receipt` is stored with it,
     /// answered `recorded`, unless that receipt id is stored already (the bool says whether

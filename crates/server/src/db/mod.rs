@@ -8,6 +8,7 @@ mod connectors;
 mod devices;
 mod events;
 mod evidence;
+mod notices;
 mod observations;
 mod operations;
 mod pairings;
@@ -30,6 +31,7 @@ pub use connectors::ConnectorRow;
 pub use devices::DeviceRow;
 pub use events::{EVENTS_KEPT, EventRow};
 pub use evidence::{CapturePolicyRow, Captured, EraseRefusal, Erased, EvidenceRow, QueueBounds};
+pub(crate) use notices::{ANY_RUNNER, CALLS_CHANNEL, SETTLED_CHANNEL};
 pub use observations::{Completed, CompletionEffects, LateReceipt, ObservationRow};
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;
@@ -43,6 +45,7 @@ pub use web_sessions::{SessionTimes, WebSessionRow};
 pub use workspaces::{EnvironmentRow, MemberRow, WorkspaceRow};
 
 use sqlx::PgPool;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// The migrations this build expects, embedded at compile time.
@@ -52,12 +55,30 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations"
 #[derive(Clone, Debug)]
 pub struct Datastore {
     pool: PgPool,
+    /// Announcements sent after commit.
+    notices: Arc<notices::Notices>,
 }
 
 impl Datastore {
     /// Wraps a connection pool.
     pub fn new(pool: PgPool) -> Self {
-        Self { pool }
+        Self {
+            pool,
+            notices: Arc::default(),
+        }
+    }
+
+    /// Announces a committed new call to the runners waiting on any replica (payload: its
+    /// runner and its submission time in microseconds, see `app::wakeups`).
+    fn announce_queued(&self, call: &CallRow) {
+        let payload = format!("{} {}", call.runner_ref, call.created_at.timestamp_micros());
+        self.notices.send(&self.pool, CALLS_CHANNEL, payload);
+    }
+
+    /// Announces a committed completion to the readers waiting for the call on any replica.
+    fn announce_settled(&self, call: Uuid) {
+        self.notices
+            .send(&self.pool, SETTLED_CHANNEL, call.to_string());
     }
 
     /// The underlying pool.

@@ -101,7 +101,8 @@ impl Datastore {
     /// guarded update under the runner's epoch); for a lookup, an observation on its parent,
     /// which a certain answer settles (`unknown` → `resolved`); and the evidence it offers.
     /// `None` when the report was stale or the call had moved on: nothing was recorded. A
-    /// completion that implies nothing beside its state change is one statement.
+    /// completion that implies nothing beside its state change is one statement. Readers
+    /// waiting for the call are woken once it committed.
     pub async fn call_complete_with_effects(
         &self,
         id: Uuid,
@@ -118,6 +119,7 @@ impl Datastore {
             .call_complete_plain(id, runner_ref, epoch, from, completion, effects.receipt)
             .await?
         {
+            self.announce_settled(id);
             return Ok(Some(Completed {
                 call,
                 settled_parent: None,
@@ -138,6 +140,7 @@ impl Datastore {
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
+            self.announce_settled(id);
             return Ok(Some(Completed {
                 call,
                 settled_parent: None,
@@ -171,6 +174,7 @@ impl Datastore {
             Captured::Off
         };
         tx.commit().await?;
+        self.announce_settled(id);
         Ok(Some(Completed {
             call,
             settled_parent,

@@ -76,9 +76,14 @@ impl Datastore {
         .await?;
         // On a resume these settle nothing: older epochs were settled when this one began.
         if let Some(epoch) = epoch {
+            // Requeued calls keep their submission time: the announcement (without one) sends
+            // every replica's lease floor for the runner back to the beginning.
             sqlx::query(
-                "UPDATE calls SET state = 'queued', lease_epoch = NULL, leased_at = NULL
-                 WHERE runner_ref = $1 AND state = 'leased' AND lease_epoch < $2",
+                "WITH requeued AS (
+                     UPDATE calls SET state = 'queued', lease_epoch = NULL, leased_at = NULL
+                     WHERE runner_ref = $1 AND state = 'leased' AND lease_epoch < $2
+                     RETURNING 1)
+                 SELECT pg_notify('switchyard_calls', $1) FROM requeued LIMIT 1",
             )
             .bind(runner_ref)
             .bind(epoch)

@@ -17,6 +17,12 @@ const TTL: Duration = Duration::from_secs(30);
 /// A queued call for a runner nobody serves, so the test plays the runners itself.
 async fn queued_device_call(server: &TestServer, db: &Datastore) -> Uuid {
     setup_workspace(server, "acme", &[]).await;
+    let call = echo_call(db, DEVICE).await;
+    db.call_insert(&call).await.unwrap().expect("inserted").id
+}
+
+/// An echo call for `runner_ref` in the workspace `setup_workspace` made, not yet submitted.
+async fn echo_call(db: &Datastore, runner_ref: &str) -> NewCall {
     let (workspace, profile, connection, environment): (Uuid, Uuid, Uuid, Uuid) = sqlx::query_as(
         "SELECT w.id, p.id, c.id, p.environment_id FROM workspaces w
          JOIN profiles p ON p.workspace_id = w.id JOIN connections c ON c.workspace_id = w.id",
@@ -28,7 +34,7 @@ async fn queued_device_call(server: &TestServer, db: &Datastore) -> Uuid {
         .fetch_one(db.pool())
         .await
         .unwrap();
-    let call = NewCall {
+    NewCall {
         workspace_id: workspace,
         request_id: Uuid::new_v4(),
         payload_digest: vec![0; 32],
@@ -40,10 +46,9 @@ async fn queued_device_call(server: &TestServer, db: &Datastore) -> Uuid {
         arguments: json!({"text": "x"}),
         client_session_id: None,
         timeout_seconds: 30,
-        runner_ref: DEVICE.into(),
+        runner_ref: runner_ref.into(),
         created_by: owner,
-    };
-    db.call_insert(&call).await.unwrap().expect("inserted").id
+    }
 }
 
 async fn state_of(db: &Datastore, call: Uuid) -> (String, Option<String>) {
@@ -108,7 +113,7 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
         .unwrap()
         .unwrap();
     assert_eq!(
-        db.call_lease(DEVICE, e1, 10, &Value::Null)
+        db.call_lease(DEVICE, e1, 10, None, &Value::Null)
             .await
             .unwrap()
             .expect("a live lease")
@@ -128,14 +133,14 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
         .unwrap();
     assert!(e2 > e1);
     assert!(
-        db.call_lease(DEVICE, e1, 10, &Value::Null)
+        db.call_lease(DEVICE, e1, 10, None, &Value::Null)
             .await
             .unwrap()
             .is_none(),
         "a stale epoch leases nothing"
     );
     assert_eq!(
-        db.call_lease(DEVICE, e2, 10, &Value::Null)
+        db.call_lease(DEVICE, e2, 10, None, &Value::Null)
             .await
             .unwrap()
             .expect("a live lease")
@@ -179,7 +184,9 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
         .await
         .unwrap()
         .unwrap();
-    db.call_lease(DEVICE, e1, 10, &Value::Null).await.unwrap();
+    db.call_lease(DEVICE, e1, 10, None, &Value::Null)
+        .await
+        .unwrap();
     assert!(db.call_start(call, DEVICE, e1).await.unwrap());
     expire_lease(&db, DEVICE).await;
     wait_for_state(&db, call, "unknown").await;
@@ -191,7 +198,7 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
         .unwrap()
         .unwrap();
     assert!(
-        db.call_lease(DEVICE, e2, 10, &Value::Null)
+        db.call_lease(DEVICE, e2, 10, None, &Value::Null)
             .await
             .unwrap()
             .expect("a live lease")
@@ -304,4 +311,79 @@ async fn a_central_call_whose_lease_answer_was_lost_is_queued_again_and_runs(poo
         .await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["runner"], "central");
+}
+
+/// A submission that began before a call the central runner already took and committed after
+/// it (its insert waited on a lock) is still leased and run: the lease scans the queue from the
+/// newest call it took, and the late call's announcement lowers that floor again.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_call_committed_after_a_newer_one_was_leased_still_runs(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let db = Datastore::new(pool.clone());
+    let late = echo_call(&db, "central").await;
+
+    // An uncommitted call with the late call's request_id: the late insert waits for it.
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+             connection_revision, environment_id, tool_name, timeout_seconds, state, runner_ref, created_by)
+         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, 'echo', 30, 'queued', 'nobody', $8)",
+    )
+    .bind(Uuid::now_v7())
+    .bind(late.workspace_id)
+    .bind(late.request_id)
+    .bind(&late.payload_digest)
+    .bind(late.profile_id)
+    .bind(late.connection_id)
+    .bind(late.environment_id)
+    .bind(late.created_by)
+    .execute(&mut *blocker)
+    .await
+    .unwrap();
+    let late_insert = tokio::spawn({
+        let db = db.clone();
+        async move { db.call_insert(&late).await.unwrap() }
+    });
+    wait_for_a_lock_wait(&db).await;
+
+    let newer = db
+        .call_insert(&echo_call(&db, "central").await)
+        .await
+        .unwrap()
+        .expect("inserted");
+    wait_for_state(&db, newer.id, "succeeded").await;
+
+    blocker.rollback().await.unwrap();
+    let late = late_insert
+        .await
+        .unwrap()
+        .expect("inserted once the blocker is gone");
+    assert!(
+        late.created_at < newer.created_at,
+        "the late call was submitted first"
+    );
+    wait_for_state(&db, late.id, "succeeded").await;
+}
+
+/// Waits until some backend of this test's database waits on a lock.
+async fn wait_for_a_lock_wait(db: &Datastore) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing waits on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

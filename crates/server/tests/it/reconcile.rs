@@ -719,7 +719,7 @@ async fn lost_device_call(server: &TestServer, db: &Datastore) -> (Uuid, i64) {
         .unwrap()
         .expect("lease");
     assert_eq!(
-        db.call_lease(DEVICE, epoch, 10, &Value::Null)
+        db.call_lease(DEVICE, epoch, 10, None, &Value::Null)
             .await
             .unwrap()
             .expect("a live lease")
