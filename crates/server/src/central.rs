@@ -79,7 +79,6 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
         executor.run(lease_lost.clone()).await;
         lease_lost.cancel();
         let _ = commands.await;
-        lease_lost.cancel();
         let _ = heartbeat.await;
         if shutdown.is_cancelled() {
             if let Err(e) = app

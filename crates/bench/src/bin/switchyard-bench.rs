@@ -114,28 +114,13 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
     let work_dir =
         std::path::absolute(&args.work_dir).map_err(Error::io("resolving --work-dir"))?;
     if args.throughput_only {
-        let saturation = bench::throughput_only(&plan, bins, &database_url, &work_dir).await?;
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&saturation).map_err(|e| Error::Setup(e.to_string()))?
-        );
-        return Ok(());
+        return print_json(&bench::throughput_only(&plan, bins, &database_url, &work_dir).await?);
     }
     if args.soak_only {
-        let soak = bench::soak_only(&plan, bins, &database_url, &work_dir).await?;
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&soak).map_err(|e| Error::Setup(e.to_string()))?
-        );
-        return Ok(());
+        return print_json(&bench::soak_only(&plan, bins, &database_url, &work_dir).await?);
     }
     if let Some(count) = args.idle_only {
-        let idle = bench::idle_only(&plan, count, bins, &database_url, &work_dir).await?;
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&idle).map_err(|e| Error::Setup(e.to_string()))?
-        );
-        return Ok(());
+        return print_json(&bench::idle_only(&plan, count, bins, &database_url, &work_dir).await?);
     }
     let results = bench::run(&plan, bins, &database_url, &work_dir).await?;
     let mut json = serde_json::to_value(&results)
@@ -151,5 +136,12 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
         .map_err(Error::io(format!("writing {}", args.out.display())))?;
     println!("{}", results.table());
     println!("results: {}", args.out.display());
+    Ok(())
+}
+
+/// Prints one partial measurement as JSON (the `--*-only` modes).
+fn print_json(value: &impl serde::Serialize) -> Result<(), Error> {
+    let json = serde_json::to_string_pretty(value).map_err(|e| Error::Setup(e.to_string()))?;
+    println!("{json}");
     Ok(())
 }
