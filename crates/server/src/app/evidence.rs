@@ -99,22 +99,35 @@ impl App {
     pub(crate) async fn call_view_full(&self, row: &CallRow) -> AppResult<CallView> {
         let mut view = views::call(row);
         view.attempts = views::attempt(row).into_iter().collect();
-        // Five independent reads, sent at once: a reader waiting for the call pays one round
-        // trip for them, not five.
-        let db = &self.db;
-        let (observations, resolution, lookups, receipts, evidence) = tokio::try_join!(
-            db.observation_list(row.id),
-            db.resolution_of_call(row.id),
-            db.call_lookup_ids(row.id),
-            db.call_receipt_ids(row.id),
-            db.evidence_ids_of_call(row.id),
-        )?;
-        view.observations = observations.iter().map(views::observation).collect();
-        view.resolution = resolution.as_ref().map(views::resolution);
+        view.observations = self
+            .db
+            .observation_list(row.id)
+            .await?
+            .iter()
+            .map(views::observation)
+            .collect();
+        view.resolution = self
+            .db
+            .resolution_of_call(row.id)
+            .await?
+            .as_ref()
+            .map(views::resolution);
         view.lineage = Some(LineageView {
-            lookup_call_ids: lookups.into_iter().map(Into::into).collect(),
-            receipt_ids: receipts,
-            evidence_ids: evidence.into_iter().map(Into::into).collect(),
+            lookup_call_ids: self
+                .db
+                .call_lookup_ids(row.id)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+            receipt_ids: self.db.call_receipt_ids(row.id).await?,
+            evidence_ids: self
+                .db
+                .evidence_ids_of_call(row.id)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
         });
         Ok(view)
     }
