@@ -117,16 +117,11 @@ impl App {
         let device_reads = Arc::new(tokio::sync::Semaphore::new(
             db.pool().options().get_max_connections() as usize,
         ));
-        let wakeups = Arc::new(wakeups::Wakeups::default());
-        let local = Arc::clone(&wakeups);
-        db.deliver_notices_locally(Box::new(move |channel, payload| {
-            local.deliver(channel, payload)
-        }));
         Self {
             db,
             credentials,
             config,
-            wakeups,
+            wakeups: Arc::default(),
             liveness,
             device_reads,
         }
