@@ -1,8 +1,8 @@
 //! Wake-ups for runners waiting for work, and for callers waiting for a call to settle.
 //! One task per server process listens on `switchyard_calls` (the payload is the runner
 //! reference of a new call and its submission time in microseconds, the runner reference
-//! alone for requeued calls, or `*` for any runner; new calls are announced after their
-//! commit, see `db::notices`) and on `switchyard_settled`
+//! alone for requeued calls, or `*` for any runner; all announced after their commit, see
+//! `db::notices`) and on `switchyard_settled`
 //! (the id of a call a runner's report settled) and fans each notification out to the
 //! long-polls waiting in this process: a call submitted to any replica wakes its runner's
 //! long-poll on every replica at once, a completion recorded by any replica wakes the readers

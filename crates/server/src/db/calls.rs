@@ -1,7 +1,7 @@
 //! Calls. Every state change is one guarded update (`WHERE state = … AND lease_epoch = …`)
 //! that reports whether it won; nothing here reads, decides, then writes.
 
-use super::{ConnectorRow, Datastore};
+use super::{ANY_RUNNER, ConnectorRow, Datastore};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::Row;
@@ -690,9 +690,7 @@ impl Datastore {
         .execute(&self.pool)
         .await?;
         if requeued.rows_affected() > 0 {
-            sqlx::query("SELECT pg_notify('switchyard_calls', '*')")
-                .execute(&self.pool)
-                .await?;
+            self.announce_requeued(ANY_RUNNER);
         }
         Ok((requeued.rows_affected(), unknown.rows_affected()))
     }
@@ -863,10 +861,7 @@ impl Datastore {
         .await?;
         let queued = requeued.iter().filter(|q| **q).count() as u64;
         if queued > 0 {
-            sqlx::query("SELECT pg_notify('switchyard_calls', $1)")
-                .bind(runner_ref)
-                .execute(&self.pool)
-                .await?;
+            self.announce_requeued(runner_ref);
         }
         Ok((queued, requeued.len() as u64 - queued))
     }

@@ -75,6 +75,14 @@ impl Datastore {
         self.notices.send(&self.pool, CALLS_CHANNEL, payload);
     }
 
+    /// Announces that committed changes put calls of `runner_ref` (or, for `*`, of any runner)
+    /// back in the queue at their old submission times: every replica's lease floor for them
+    /// goes back to the beginning, and their waiting runners look.
+    fn announce_requeued(&self, runner_ref: &str) {
+        self.notices
+            .send(&self.pool, CALLS_CHANNEL, runner_ref.to_owned());
+    }
+
     /// Announces a committed completion to the readers waiting for the call on any replica.
     fn announce_settled(&self, call: Uuid) {
         self.notices

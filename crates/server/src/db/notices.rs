@@ -1,4 +1,4 @@
-//! Announcements of new calls and recorded completions, sent after the change committed rather
+//! Announcements of new and requeued calls and of recorded completions, sent after the change committed rather
 //! than with it. A `NOTIFY` inside a transaction takes one database-wide lock from before its
 //! commit until after the commit's WAL flush, so every notifying transaction would commit
 //! alone: no group commit for the two commits every call makes, and a queue of waiters behind

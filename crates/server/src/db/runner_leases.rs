@@ -75,20 +75,17 @@ impl Datastore {
         .fetch_optional(&mut *tx)
         .await?;
         // On a resume these settle nothing: older epochs were settled when this one began.
+        let mut requeued = 0;
         if let Some(epoch) = epoch {
-            // Requeued calls keep their submission time: the announcement (without one) sends
-            // every replica's lease floor for the runner back to the beginning.
-            sqlx::query(
-                "WITH requeued AS (
-                     UPDATE calls SET state = 'queued', lease_epoch = NULL, leased_at = NULL
-                     WHERE runner_ref = $1 AND state = 'leased' AND lease_epoch < $2
-                     RETURNING 1)
-                 SELECT pg_notify('switchyard_calls', $1) FROM requeued LIMIT 1",
+            requeued = sqlx::query(
+                "UPDATE calls SET state = 'queued', lease_epoch = NULL, leased_at = NULL
+                 WHERE runner_ref = $1 AND state = 'leased' AND lease_epoch < $2",
             )
             .bind(runner_ref)
             .bind(epoch)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
             sqlx::query(
                 "UPDATE calls SET state = 'unknown', error_code = 'runner_lost',
                      error_message = 'the runner that started this call lost its lease before reporting; the call may or may not have run',
@@ -101,6 +98,9 @@ impl Datastore {
             .await?;
         }
         tx.commit().await?;
+        if requeued > 0 {
+            self.announce_requeued(runner_ref);
+        }
         Ok(epoch)
     }
 
