@@ -48,18 +48,7 @@ async fn call_view(client: &Client, ws: &str, call: &str) -> Value {
 
 /// Polls a call until `done` holds for it.
 async fn wait_for(client: &Client, ws: &str, call: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let view = call_view(client, ws, call).await;
-        if done(&view) {
-            return view;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "call {call} never got there: {view}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    client.wait_call_until(ws, call, WAIT, done).await
 }
 
 fn evidence_ids(call: &Value) -> Vec<String> {

@@ -271,6 +271,23 @@ impl Client {
         call_id: &'a str,
         within: Duration,
     ) -> impl std::future::Future<Output = Value> + 'a {
+        self.wait_call_until(ws, call_id, within, |call| {
+            !matches!(
+                call["state"].as_str().unwrap_or_default(),
+                "queued" | "leased" | "running"
+            )
+        })
+    }
+
+    /// Polls a call until `done` holds for its view, or panics after `within`.
+    #[track_caller]
+    pub fn wait_call_until<'a>(
+        &'a self,
+        ws: &'a str,
+        call_id: &'a str,
+        within: Duration,
+        done: impl Fn(&Value) -> bool + 'a,
+    ) -> impl std::future::Future<Output = Value> + 'a {
         async move {
             let deadline = Instant::now() + within;
             loop {
@@ -278,13 +295,12 @@ impl Client {
                     .get(&format!("/api/v1/workspaces/{ws}/calls/{call_id}"))
                     .await
                     .ok();
-                let state = call["state"].as_str().unwrap_or_default().to_owned();
-                if !matches!(state.as_str(), "queued" | "leased" | "running") {
+                if done(&call) {
                     return call;
                 }
                 assert!(
                     Instant::now() < deadline,
-                    "call {call_id} still {state} after {within:?}"
+                    "call {call_id} not there after {within:?}: {call}"
                 );
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }

@@ -6,7 +6,7 @@ use crate::harness::*;
 use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use switchyard_protocol::CallId;
 use switchyard_protocol::api::CallError;
 use switchyard_protocol::runner::{Completion, Epoch};
@@ -58,18 +58,7 @@ async fn reconcile(client: &Client, ws: &str, call: &str, request_id: Uuid) -> A
 
 /// Polls a call until `done` holds for it.
 async fn wait_for(client: &Client, ws: &str, call: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let view = client.get(&format!("{}/{call}", calls(ws))).await.ok();
-        if done(&view) {
-            return view;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "call {call} never got there: {view}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    client.wait_call_until(ws, call, WAIT, done).await
 }
 
 #[sqlx::test(migrations = "../../migrations")]
