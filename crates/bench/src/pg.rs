@@ -236,8 +236,8 @@ pub struct StatementTime {
 }
 
 /// The `limit` statements that took the most time since [`statements_reset`], or whose
-/// longest run was longest (empty when
-/// profiling is not available).
+/// longest run was long (one run counts as a hundred, so that a rare stall is listed beside
+/// the hot path); empty when profiling is not available.
 pub async fn statements_top(pool: &PgPool, limit: i64) -> Vec<StatementTime> {
     sqlx::query_as(
         "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 120) AS query, calls,
