@@ -22,6 +22,8 @@ use uuid::Uuid;
 const CANCEL_CHANNEL: &str = "switchyard_cancel";
 /// The channel `session_release_notify` uses.
 const RELEASE_CHANNEL: &str = "switchyard_release";
+/// Pause between attempts to listen for cancel and release requests.
+const LISTEN_RETRY: Duration = Duration::from_secs(1);
 
 /// Settings of the central runner.
 #[derive(Clone, Debug)]
@@ -71,14 +73,20 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
         let credentials = app.credentials().clone();
         let resolver = Arc::new(move |call: &LeasedCall| credentials.launch_for(call));
         let executor = Executor::new(Arc::new(control), resolver, config.executor.clone());
-        let commands = tokio::spawn(forward_commands(
-            app.clone(),
-            executor.handle(),
-            lease_lost.clone(),
-        ));
-        executor.run(lease_lost.clone()).await;
+        // Listening before the executor leases anything: a release or cancellation published
+        // for a call this term runs must not go out before anyone hears it.
+        if let Some(listener) = listen_for_commands(&app, &lease_lost).await {
+            let commands = tokio::spawn(forward_commands(
+                app.clone(),
+                listener,
+                executor.handle(),
+                lease_lost.clone(),
+            ));
+            executor.run(lease_lost.clone()).await;
+            lease_lost.cancel();
+            let _ = commands.await;
+        }
         lease_lost.cancel();
-        let _ = commands.await;
         let _ = heartbeat.await;
         if shutdown.is_cancelled() {
             if let Err(e) = app
@@ -103,21 +111,40 @@ struct RunnerCommand {
     client_session_id: Option<String>,
 }
 
+/// A listener on the cancel and release channels, once it listens; `None` if `stop` came
+/// first. Tries again every [`LISTEN_RETRY`] while the database refuses.
+async fn listen_for_commands(app: &App, stop: &CancellationToken) -> Option<PgListener> {
+    loop {
+        let listening = async {
+            let mut listener = PgListener::connect_with(app.db().pool()).await?;
+            listener
+                .listen_all([CANCEL_CHANNEL, RELEASE_CHANNEL])
+                .await?;
+            Ok::<_, sqlx::Error>(listener)
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            listening = listening => match listening {
+                Ok(listener) => return Some(listener),
+                Err(e) => tracing::warn!(error = %e, "cannot listen for cancel and release requests; trying again"),
+            },
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            _ = tokio::time::sleep(LISTEN_RETRY) => {}
+        }
+    }
+}
+
 /// Forwards cancel and release requests for the central runner (published by any replica with
 /// `NOTIFY`) to the executor, until `stop`. Cancellations requested before it listened are
 /// picked up once at the start.
-async fn forward_commands(app: App, handle: ExecutorHandle, stop: CancellationToken) {
-    let mut listener = match PgListener::connect_with(app.db().pool()).await {
-        Ok(listener) => listener,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot listen for cancel and release requests");
-            return;
-        }
-    };
-    if let Err(e) = listener.listen_all([CANCEL_CHANNEL, RELEASE_CHANNEL]).await {
-        tracing::error!(error = %e, "cannot listen for cancel and release requests");
-        return;
-    }
+async fn forward_commands(
+    app: App,
+    mut listener: PgListener,
+    handle: ExecutorHandle,
+    stop: CancellationToken,
+) {
     match app.db().call_cancel_requested(CENTRAL_RUNNER).await {
         Ok(calls) => {
             for call in calls {

@@ -2,8 +2,9 @@
 //! soon as the call is terminal or `unknown`, or once N ms (at most 25 s) have passed — so a
 //! caller learns a result the moment it is recorded, without polling.
 //!
-//! A runner's recorded completion is announced on `switchyard_settled` once it committed
-//! (`db::notices`), and every replica's wake-up feed passes it to the readers waiting there. Other ways a call
+//! A runner's recorded completion is announced on `switchyard_settled` once it committed (at
+//! once in the recording process, through PostgreSQL to the others: `db::notices`), and every
+//! replica's wake-up feed passes it to the readers waiting there. Other ways a call
 //! settles (the sweeper, cancellation, resolution) do not notify: a waiting reader looks again
 //! every second, so they cost it at most that. Every look is an ordinary read, authorized
 //! afresh.

@@ -117,11 +117,16 @@ impl App {
         let device_reads = Arc::new(tokio::sync::Semaphore::new(
             db.pool().options().get_max_connections() as usize,
         ));
+        let wakeups = Arc::new(wakeups::Wakeups::default());
+        let local = Arc::clone(&wakeups);
+        db.deliver_notices_locally(Box::new(move |channel, payload| {
+            local.deliver(channel, payload)
+        }));
         Self {
             db,
             credentials,
             config,
-            wakeups: Arc::default(),
+            wakeups,
             liveness,
             device_reads,
         }

@@ -8,6 +8,9 @@
 //! long-poll on every replica at once, a completion recorded by any replica wakes the readers
 //! waiting for that call, and waiting costs the database nothing.
 //!
+//! Announcements this process's datastore makes reach the same fan-out at once, without the
+//! round trip through PostgreSQL (see `db::notices`).
+//!
 //! Before waking anyone it moves the runner's lease floor (see [`QueueFloors`]), so that the
 //! lease a wake-up starts scans from low enough to see the call announced.
 //!
@@ -85,6 +88,15 @@ impl Wakeups {
     fn wake(&self, runner_ref: &str) {
         // No receiver means nobody is waiting: nothing to do.
         let _ = self.tx.send(Arc::from(runner_ref));
+    }
+
+    /// A notification on `channel`, from PostgreSQL or from this process's datastore.
+    pub(crate) fn deliver(&self, channel: &str, payload: &str) {
+        if channel == SETTLED_CHANNEL {
+            self.wake_settled(payload);
+        } else {
+            self.announce(payload);
+        }
     }
 
     /// A `switchyard_calls` announcement: the floor first, then the waiters.
@@ -231,10 +243,12 @@ impl WakeupFeed {
                 received = active.try_recv() => received,
             };
             match received {
-                Ok(Some(notification)) if notification.channel() == SETTLED_CHANNEL => {
-                    wakeups.wake_settled(notification.payload())
+                // Sent by this process's datastore, which delivered it here already.
+                Ok(Some(notification))
+                    if notification.process_id() == app.db().notices_sender_pid() => {}
+                Ok(Some(notification)) => {
+                    wakeups.deliver(notification.channel(), notification.payload())
                 }
-                Ok(Some(notification)) => wakeups.announce(notification.payload()),
                 // The connection was lost and is back (listening again): what was announced
                 // meanwhile is gone, so every waiter looks again.
                 Ok(None) => wakeups.wake_all(),

@@ -68,6 +68,18 @@ impl Datastore {
         }
     }
 
+    /// Delivers this datastore's announcements to `deliver` as well, at once (the app's
+    /// wake-ups: a process does not wait for its own notifications to come back).
+    pub(crate) fn deliver_notices_locally(&self, deliver: notices::LocalDelivery) {
+        self.notices.deliver_locally(deliver);
+    }
+
+    /// The backend process id this datastore's announcements are sent from, which its
+    /// process's listener skips (0 before the first was sent).
+    pub(crate) fn notices_sender_pid(&self) -> u32 {
+        self.notices.sender_pid()
+    }
+
     /// Announces a committed new call to the runners waiting on any replica (payload: its
     /// runner and its submission time in microseconds, see `app::wakeups`).
     fn announce_queued(&self, call: &CallRow) {

@@ -2,15 +2,25 @@
 //! than with it. A `NOTIFY` inside a transaction takes one database-wide lock from before its
 //! commit until after the commit's WAL flush, so every notifying transaction would commit
 //! alone: no group commit for the two commits every call makes, and a queue of waiters behind
-//! the lock as soon as flushes slow down. Sent afterwards, by one task, they cost a statement
-//! per batch whose commit does not wait for a flush (a wake-up needs no durability), and they
-//! still reach listeners only after the change they announce is visible.
+//! the lock as soon as flushes slow down. Sent afterwards, by one task on a connection of its
+//! own, they cost a statement per batch whose commit does not wait for a flush (a wake-up needs
+//! no durability), and they still reach listeners only after the change they announce is
+//! visible.
 //!
-//! A notice that cannot be sent is lost; the next batch then also announces `*` on the calls
-//! channel, which sends every runner back to look from the beginning of its queue.
+//! The process that made the change does not wait for its own notification: the app installs
+//! a local delivery ([`Notices::deliver_locally`]) that hears every notice as soon as it is
+//! queued, and its listener skips notifications sent from [`Notices::sender_pid`]. Other
+//! replicas hear them through PostgreSQL.
+//!
+//! A notice that cannot be sent is lost for the other replicas; the next batch then also
+//! announces `*` on the calls channel, which sends every runner back to look from the
+//! beginning of its queue.
 
-use sqlx::PgPool;
+use sqlx::postgres::PgConnection;
+use sqlx::{Connection, PgPool};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// The channel of new and requeued calls (see `app::wakeups`).
@@ -21,22 +31,59 @@ pub(crate) const SETTLED_CHANNEL: &str = "switchyard_settled";
 pub(crate) const ANY_RUNNER: &str = "*";
 /// Notices sent in one statement at most.
 const MAX_BATCH: usize = 512;
+/// Pause before connecting again after the connection failed.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 
 /// One notice: its channel and payload.
 type Notice = (&'static str, String);
 
+/// Where notices go inside this process.
+pub(crate) type LocalDelivery = Box<dyn Fn(&str, &str) + Send + Sync>;
+
 /// The sender of one datastore (shared by its clones); its task starts with the first notice.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Notices {
     tx: OnceLock<mpsc::UnboundedSender<Notice>>,
+    local: OnceLock<LocalDelivery>,
+    /// The backend process id of the connection notices are sent on (0 before it connects).
+    pid: AtomicU32,
+}
+
+impl std::fmt::Debug for Notices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notices")
+            .field("local", &self.local.get().is_some())
+            .field("pid", &self.pid)
+            .finish()
+    }
 }
 
 impl Notices {
-    /// Queues `payload` on `channel`, to be sent on `pool` after what it announces committed.
-    pub(crate) fn send(&self, pool: &PgPool, channel: &'static str, payload: String) {
+    /// Delivers every notice to `deliver` too, as soon as it is queued. Only the first
+    /// delivery installed counts.
+    pub(crate) fn deliver_locally(&self, deliver: LocalDelivery) {
+        let _ = self.local.set(deliver);
+    }
+
+    /// The backend process id notices are sent from (0 before the first is sent).
+    pub(crate) fn sender_pid(&self) -> u32 {
+        self.pid.load(Ordering::Relaxed)
+    }
+
+    /// Announces `payload` on `channel`, after what it announces committed: here at once, to
+    /// other processes through `pool`'s database.
+    pub(crate) fn send(
+        self: &std::sync::Arc<Self>,
+        pool: &PgPool,
+        channel: &'static str,
+        payload: String,
+    ) {
+        if let Some(deliver) = self.local.get() {
+            deliver(channel, &payload);
+        }
         let tx = self.tx.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run(pool.clone(), rx));
+            tokio::spawn(run(pool.clone(), std::sync::Arc::downgrade(self), rx));
             tx
         });
         // The task ends only when every sender is gone.
@@ -45,7 +92,12 @@ impl Notices {
 }
 
 /// Sends what is queued, a batch per statement, until the datastore is dropped.
-async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Notice>) {
+async fn run(
+    pool: PgPool,
+    notices: std::sync::Weak<Notices>,
+    mut rx: mpsc::UnboundedReceiver<Notice>,
+) {
+    let mut connection: Option<PgConnection> = None;
     let mut lost_some = false;
     let mut batch = Vec::new();
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
@@ -53,20 +105,62 @@ async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Notice>) {
             batch.push((CALLS_CHANNEL, ANY_RUNNER.to_owned()));
         }
         let (channels, payloads): (Vec<&str>, Vec<String>) = batch.drain(..).unzip();
-        let sent = sqlx::query(
-            "SELECT set_config('synchronous_commit', 'off', true), count(pg_notify(c, p))
-             FROM unnest($1::text[], $2::text[]) AS n(c, p)",
-        )
-        .bind(channels)
-        .bind(payloads)
-        .execute(&pool)
-        .await;
+        let sent = match connection.as_mut() {
+            Some(conn) => send_batch(conn, &channels, &payloads).await,
+            None => match connect(&pool, &notices).await {
+                Ok(mut conn) => {
+                    let sent = send_batch(&mut conn, &channels, &payloads).await;
+                    connection = Some(conn);
+                    sent
+                }
+                Err(e) => Err(e),
+            },
+        };
         lost_some = match sent {
-            Ok(_) => false,
+            Ok(()) => false,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot announce new calls and completions; runners look again once it works");
+                tracing::warn!(error = %e, "cannot announce new calls and completions to other replicas; their runners look again once it works");
+                if let Some(conn) = connection.take() {
+                    let _ = conn.close().await;
+                }
+                tokio::time::sleep(RECONNECT_PAUSE).await;
                 true
             }
         };
     }
+}
+
+/// A connection of the sender's own, opened with the pool's options but outside it (a pool
+/// connection detached for good would keep its place in the pool), whose process id the
+/// datastore's listener recognizes.
+async fn connect(
+    pool: &PgPool,
+    notices: &std::sync::Weak<Notices>,
+) -> Result<PgConnection, sqlx::Error> {
+    let mut conn = PgConnection::connect_with(&pool.connect_options()).await?;
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut conn)
+        .await?;
+    if let Some(notices) = notices.upgrade() {
+        notices
+            .pid
+            .store(u32::try_from(pid).unwrap_or(0), Ordering::Relaxed);
+    }
+    Ok(conn)
+}
+
+async fn send_batch(
+    conn: &mut PgConnection,
+    channels: &[&str],
+    payloads: &[String],
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "SELECT set_config('synchronous_commit', 'off', true), count(pg_notify(c, p))
+         FROM unnest($1::text[], $2::text[]) AS n(c, p)",
+    )
+    .bind(channels)
+    .bind(payloads)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
