@@ -4,6 +4,7 @@
 //! the control plane directly on the datastore.
 
 use crate::app::{App, CompletionRecorded, Waiter};
+use crate::batcher::Batcher;
 use sqlx::postgres::PgListener;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -32,13 +33,25 @@ pub struct CentralConfig {
     pub lease_ttl: Duration,
     /// Executor settings.
     pub executor: ExecutorConfig,
+    /// Most start acks, and most completions, written in one statement; 1 writes each on
+    /// its own (see [`crate::batcher`]).
+    pub batch_max: usize,
 }
+
+/// [`CentralConfig::batch_max`] unless configured.
+pub const DEFAULT_BATCH_MAX: u16 = 64;
+/// The central executor's most calls at once unless configured.
+pub const DEFAULT_MAX_CONCURRENT: u16 = 32;
 
 impl Default for CentralConfig {
     fn default() -> Self {
         Self {
             lease_ttl: Duration::from_secs(30),
-            executor: ExecutorConfig::default(),
+            executor: ExecutorConfig {
+                max_concurrent: usize::from(DEFAULT_MAX_CONCURRENT),
+                ..ExecutorConfig::default()
+            },
+            batch_max: usize::from(DEFAULT_BATCH_MAX),
         }
     }
 }
@@ -69,7 +82,7 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
             held: Arc::clone(&held),
         };
         let heartbeat = tokio::spawn(heartbeat(beat, lease_lost.clone()));
-        let control = CentralControl::new(app.clone(), Epoch(epoch), held);
+        let control = CentralControl::new(app.clone(), Epoch(epoch), held, config.batch_max);
         let credentials = app.credentials().clone();
         let resolver = Arc::new(move |call: &LeasedCall| credentials.launch_for(call));
         let executor = Executor::new(Arc::new(control), resolver, config.executor.clone());
@@ -330,6 +343,70 @@ struct CentralControl {
     epoch: Epoch,
     feed: Mutex<CallFeed>,
     held: Arc<Held>,
+    /// Group commit of start acks and completions; `None` writes each on its own.
+    batches: Option<Batches>,
+}
+
+/// The central runner's batched writes, under one epoch.
+struct Batches {
+    starts: Batcher<CallId, Result<bool, ControlError>>,
+    completions: Batcher<(CallId, Completion), Result<CompletionRecorded, ControlError>>,
+}
+
+impl Batches {
+    fn spawn(app: &App, epoch: Epoch, max: usize) -> Self {
+        let starting = app.clone();
+        let completing = app.clone();
+        Self {
+            starts: Batcher::spawn(max, move |calls| {
+                start_batch(starting.clone(), epoch, calls)
+            }),
+            completions: Batcher::spawn(max, move |completions| {
+                let app = completing.clone();
+                async move {
+                    app.call_record_completions(CENTRAL_RUNNER, epoch, completions)
+                        .await
+                        .into_iter()
+                        .map(|recorded| recorded.map_err(unavailable))
+                        .collect()
+                }
+            }),
+        }
+    }
+}
+
+/// Start acks for `calls` in one statement: whether each started. If the statement fails,
+/// each is tried on its own.
+async fn start_batch(
+    app: App,
+    epoch: Epoch,
+    calls: Vec<CallId>,
+) -> Vec<Result<bool, ControlError>> {
+    let db = app.db();
+    let ids: Vec<Uuid> = calls.iter().map(|call| call.0).collect();
+    match db.call_start_many(&ids, CENTRAL_RUNNER, epoch.0).await {
+        Ok(started) => {
+            let started: HashSet<Uuid> = started.into_iter().collect();
+            ids.iter().map(|id| Ok(started.contains(id))).collect()
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "a batch of start acks failed; starting one by one");
+            let mut answers = Vec::with_capacity(ids.len());
+            for id in ids {
+                answers.push(
+                    db.call_start(id, CENTRAL_RUNNER, epoch.0)
+                        .await
+                        .map_err(unavailable),
+                );
+            }
+            answers
+        }
+    }
+}
+
+/// What the batcher says when its task is gone (the term is ending).
+fn batcher_gone() -> ControlError {
+    ControlError::Unavailable("the central runner's batched writes stopped".into())
 }
 
 /// What tells the central runner to look for work: the process's announcements of new and
@@ -344,9 +421,11 @@ struct CallFeed {
 }
 
 impl CentralControl {
-    fn new(app: App, epoch: Epoch, held: Arc<Held>) -> Self {
+    fn new(app: App, epoch: Epoch, held: Arc<Held>, batch_max: usize) -> Self {
         let waiter = app.runner_waiter(CENTRAL_RUNNER);
+        let batches = (batch_max > 1).then(|| Batches::spawn(&app, epoch, batch_max));
         Self {
+            batches,
             app,
             epoch,
             feed: Mutex::new(CallFeed {
@@ -402,11 +481,18 @@ impl ControlPlane for CentralControl {
 
     async fn start(&self, call_id: CallId, epoch: Epoch) -> Result<StartDecision, ControlError> {
         let db = self.app.db();
-        if db
-            .call_start(call_id.0, CENTRAL_RUNNER, epoch.0)
-            .await
-            .map_err(unavailable)?
-        {
+        let started = match &self.batches {
+            Some(batches) if epoch == self.epoch => batches
+                .starts
+                .submit(call_id)
+                .await
+                .unwrap_or_else(|| Err(batcher_gone()))?,
+            _ => db
+                .call_start(call_id.0, CENTRAL_RUNNER, epoch.0)
+                .await
+                .map_err(unavailable)?,
+        };
+        if started {
             return Ok(StartDecision::Proceed);
         }
         // Not started: the executor drops the call without a report.
@@ -430,21 +516,28 @@ impl ControlPlane for CentralControl {
         epoch: Epoch,
         completion: Completion,
     ) -> Result<(), ControlError> {
-        let recorded = self
-            .app
-            .call_record_completion(CENTRAL_RUNNER, call_id, epoch, completion)
-            .await;
+        let recorded = match &self.batches {
+            Some(batches) if epoch == self.epoch => batches
+                .completions
+                .submit((call_id, completion))
+                .await
+                .unwrap_or_else(|| Err(batcher_gone())),
+            _ => self
+                .app
+                .call_record_completion(CENTRAL_RUNNER, call_id, epoch, completion)
+                .await
+                .map_err(unavailable),
+        };
         if recorded.is_ok() {
             self.held.remove(call_id);
         }
-        match recorded {
-            Ok(CompletionRecorded::Recorded) => Ok(()),
-            Ok(CompletionRecorded::Superseded) => {
+        match recorded? {
+            CompletionRecorded::Recorded => Ok(()),
+            CompletionRecorded::Superseded => {
                 tracing::info!(call = %call_id, "completion not applied: the call had moved on");
                 Ok(())
             }
-            Ok(CompletionRecorded::Fenced) => Err(ControlError::Fenced(epoch)),
-            Err(e) => Err(unavailable(e)),
+            CompletionRecorded::Fenced => Err(ControlError::Fenced(epoch)),
         }
     }
 

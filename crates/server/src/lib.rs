@@ -8,6 +8,7 @@
 //! over the same app layer.
 
 pub mod app;
+mod batcher;
 pub mod central;
 pub mod db;
 pub mod error;

@@ -65,6 +65,23 @@ enum Command {
         /// (through a proxy that terminates TLS).
         #[arg(long, env = "SWITCHYARD_SECURE_COOKIES")]
         secure_cookies: bool,
+        /// Most start acks, and most completions, the central runner writes in one statement
+        /// when several are ready at once; 1 writes each in a statement of its own.
+        #[arg(
+            long,
+            env = "SWITCHYARD_CENTRAL_BATCH_MAX",
+            default_value_t = switchyard_server::central::DEFAULT_BATCH_MAX,
+            value_parser = clap::value_parser!(u16).range(1..)
+        )]
+        central_batch_max: u16,
+        /// Most calls the central runner runs at once.
+        #[arg(
+            long,
+            env = "SWITCHYARD_CENTRAL_MAX_CONCURRENT",
+            default_value_t = switchyard_server::central::DEFAULT_MAX_CONCURRENT,
+            value_parser = clap::value_parser!(u16).range(1..)
+        )]
+        central_max_concurrent: u16,
     },
     /// Apply database migrations.
     Migrate,
@@ -161,6 +178,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             mcp_credentials_file,
             discovery_deadline_seconds,
             secure_cookies,
+            central_batch_max,
+            central_max_concurrent,
         } => {
             Datastore::new(pool.clone()).readiness().await?;
             if let Some(path) = &mcp_credentials_file {
@@ -187,8 +206,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                     lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)),
                     executor: ExecutorConfig {
                         idle_timeout: Duration::from_secs(session_idle_seconds),
+                        max_concurrent: usize::from(central_max_concurrent),
                         ..ExecutorConfig::default()
                     },
+                    batch_max: usize::from(central_batch_max),
                 },
                 sweeper: SweeperConfig {
                     queue_expiry: Duration::from_secs(queue_expiry_seconds),

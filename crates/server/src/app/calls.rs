@@ -9,10 +9,12 @@ use super::profiles::{environment_not_found, profile_not_found};
 use super::results::{RESULT_LIMIT, bound_result};
 use super::{Actor, App, views};
 use crate::db::{
-    CallOrigin, CallRow, Key, NewCall, ProfileRow, StoredCompletion, SubmitConnection, SubmitKeys,
+    CallOrigin, CallRow, Key, NewCall, PlainCompletion, ProfileRow, StoredCompletion,
+    SubmitConnection, SubmitKeys,
 };
 use crate::error::{AppError, AppResult};
 use serde_json::json;
+use std::collections::HashSet;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::{Completion, Epoch};
 use switchyard_protocol::{CallId, CallState, ErrorCode};
@@ -218,6 +220,55 @@ impl App {
             .0)
     }
 
+    /// [`App::call_record_completion`] for several completions of one runner and epoch, answered
+    /// in order. Those that imply nothing beside their state change are recorded in one
+    /// statement; the rest, and all of them if that statement fails, one by one.
+    pub async fn call_record_completions(
+        &self,
+        runner_ref: &str,
+        epoch: Epoch,
+        completions: Vec<(CallId, Completion)>,
+    ) -> Vec<AppResult<CompletionRecorded>> {
+        let stored: Vec<(CallId, StoredCompletion, Vec<CallState>)> = completions
+            .into_iter()
+            .map(|(call, completion)| {
+                let stored = stored_completion(completion);
+                let from = from_states(stored.state);
+                (call, stored, from)
+            })
+            .collect();
+        let plain: Vec<PlainCompletion<'_>> = stored
+            .iter()
+            .map(|(call, completion, from)| PlainCompletion {
+                id: call.0,
+                from,
+                completion,
+            })
+            .collect();
+        let recorded: HashSet<Uuid> = match self
+            .db
+            .call_complete_plain_many(runner_ref, epoch.0, &plain)
+            .await
+        {
+            Ok(recorded) => recorded.into_iter().collect(),
+            Err(e) => {
+                tracing::debug!(error = %e, "a batch of completions failed; recording them one by one");
+                HashSet::new()
+            }
+        };
+        let mut answers = Vec::with_capacity(stored.len());
+        for (call, completion, _) in stored {
+            answers.push(if recorded.contains(&call.0) {
+                Ok(CompletionRecorded::Recorded)
+            } else {
+                self.record_stored_completion(runner_ref, call, epoch, completion, None)
+                    .await
+                    .map(|(recorded, _)| recorded)
+            });
+        }
+        answers
+    }
+
     /// [`App::call_record_completion`] for a completion a device uploaded in the receipt
     /// `receipt`. The bool is true when the receipt was stored with the completion, answered
     /// `recorded`; otherwise storing it is the caller's business.
@@ -241,12 +292,25 @@ impl App {
         completion: Completion,
         receipt: Option<Uuid>,
     ) -> AppResult<(CompletionRecorded, bool)> {
-        let stored = stored_completion(completion);
-        // The states this completion may leave, straight from the lifecycle's one table.
-        let from: Vec<CallState> = [CallState::Leased, CallState::Running]
-            .into_iter()
-            .filter(|s| s.can_transition_to(stored.state))
-            .collect();
+        self.record_stored_completion(
+            runner_ref,
+            call,
+            epoch,
+            stored_completion(completion),
+            receipt,
+        )
+        .await
+    }
+
+    async fn record_stored_completion(
+        &self,
+        runner_ref: &str,
+        call: CallId,
+        epoch: Epoch,
+        stored: StoredCompletion,
+        receipt: Option<Uuid>,
+    ) -> AppResult<(CompletionRecorded, bool)> {
+        let from = from_states(stored.state);
         // The state change and what it implies (a lookup's observation on its unknown call,
         // captured evidence) are recorded in one transaction; a completion that implies
         // nothing else is one statement.
@@ -273,6 +337,14 @@ impl App {
             Ok((CompletionRecorded::Fenced, false))
         }
     }
+}
+
+/// The states a completion recording `to` may leave, straight from the lifecycle's one table.
+fn from_states(to: CallState) -> Vec<CallState> {
+    [CallState::Leased, CallState::Running]
+        .into_iter()
+        .filter(|s| s.can_transition_to(to))
+        .collect()
 }
 
 /// Refuses a submission whose arguments, timeout or tool name are malformed; returns the

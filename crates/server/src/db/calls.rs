@@ -248,6 +248,17 @@ pub struct StoredCompletion {
     pub error_message: Option<String>,
 }
 
+/// One completion of a batch for [`Datastore::call_complete_plain_many`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlainCompletion<'a> {
+    /// The call.
+    pub id: Uuid,
+    /// The states it may leave.
+    pub from: &'a [CallState],
+    /// What it records.
+    pub completion: &'a StoredCompletion,
+}
+
 /// The guarded completion update: `$1` the call, `$2` the runner, `$3` its epoch (still the
 /// runner's), `$4` the states it may leave, `$5`…`$9` what it records; `$guard` adds
 /// conditions. Readers waiting for the call are the caller's to wake once it committed.
@@ -519,6 +530,109 @@ impl Datastore {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// [`Datastore::call_start`] for several calls of one runner and epoch, in one statement.
+    /// Returns the ids it started (again); the others were not.
+    pub async fn call_start_many(
+        &self,
+        ids: &[Uuid],
+        runner_ref: &str,
+        epoch: i64,
+    ) -> Result<Vec<Uuid>, sqlx::Error> {
+        let mut ids = ids.to_vec();
+        // One lock order for every batch.
+        ids.sort_unstable();
+        sqlx::query_scalar(
+            "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
+             WHERE id = ANY($1) AND state IN ('leased', 'running') AND runner_ref = $2 AND lease_epoch = $3
+               AND EXISTS (SELECT 1 FROM runner_leases r
+                           WHERE r.runner_ref = $2 AND r.epoch = $3 AND r.expires_at > now())
+             RETURNING id",
+        )
+        .bind(ids)
+        .bind(runner_ref)
+        .bind(epoch)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// [`Datastore::call_complete_plain`] for several completions of one runner and epoch (none
+    /// with a device receipt), in one statement. Returns the ids it recorded and announces
+    /// them settled; the others recorded nothing and are the caller's to record one by one.
+    pub(crate) async fn call_complete_plain_many(
+        &self,
+        runner_ref: &str,
+        epoch: i64,
+        completions: &[PlainCompletion<'_>],
+    ) -> Result<Vec<Uuid>, sqlx::Error> {
+        let mut completions: Vec<&PlainCompletion<'_>> = completions.iter().collect();
+        // One lock order for every batch.
+        completions.sort_unstable_by_key(|c| c.id);
+        let ids: Vec<Uuid> = completions.iter().map(|c| c.id).collect();
+        let from: Vec<String> = completions
+            .iter()
+            .map(|c| {
+                let names: Vec<&str> = c.from.iter().map(|s| s.as_str()).collect();
+                names.join(",")
+            })
+            .collect();
+        let states: Vec<&str> = completions
+            .iter()
+            .map(|c| c.completion.state.as_str())
+            .collect();
+        let results: Vec<Option<Json<&Value>>> = completions
+            .iter()
+            .map(|c| c.completion.result.as_ref().map(Json))
+            .collect();
+        let truncated: Vec<bool> = completions
+            .iter()
+            .map(|c| c.completion.result_truncated)
+            .collect();
+        let codes: Vec<Option<&str>> = completions
+            .iter()
+            .map(|c| c.completion.error_code.as_deref())
+            .collect();
+        let messages: Vec<Option<&str>> = completions
+            .iter()
+            .map(|c| c.completion.error_message.as_deref())
+            .collect();
+        let capturable: Vec<bool> = completions
+            .iter()
+            .map(|c| c.completion.capturable())
+            .collect();
+        let recorded: Vec<Uuid> = sqlx::query_scalar(
+            "UPDATE calls SET state = i.state, result = i.result, result_truncated = i.truncated,
+                 error_code = i.code, error_message = i.message, finished_at = now()
+             FROM unnest($3::uuid[], $4::text[], $5::text[], $6::jsonb[], $7::bool[], $8::text[],
+                         $9::text[], $10::bool[])
+                  AS i(id, from_states, state, result, truncated, code, message, capturable)
+             WHERE calls.id = ANY($3) AND calls.id = i.id
+               AND calls.runner_ref = $1 AND calls.lease_epoch = $2
+               AND calls.state = ANY(string_to_array(i.from_states, ','))
+               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $1 AND r.epoch = $2)
+               AND calls.kind = 'tool' AND calls.evidence_erased_at IS NULL
+               AND NOT (i.capturable AND EXISTS (SELECT 1 FROM capture_policies p
+                                                 WHERE p.workspace_id = calls.workspace_id
+                                                   AND p.capture_managed_tool_results))
+             RETURNING calls.id",
+        )
+        .bind(runner_ref)
+        .bind(epoch)
+        .bind(ids)
+        .bind(from)
+        .bind(states)
+        .bind(results)
+        .bind(truncated)
+        .bind(codes)
+        .bind(messages)
+        .bind(capturable)
+        .fetch_all(&self.pool)
+        .await?;
+        for id in &recorded {
+            self.announce_settled(*id);
+        }
+        Ok(recorded)
     }
 
     /// Records a completion reported under `epoch`, moving the call from one of `from` to

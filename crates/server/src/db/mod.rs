@@ -22,6 +22,7 @@ mod users;
 mod web_sessions;
 mod workspaces;
 
+pub(crate) use calls::PlainCompletion;
 pub use calls::{
     CallFilter, CallOrigin, CallRow, CancelEffect, LeasedRow, LookedUpCall, NewCall, PageFrom,
     StoredCompletion,
@@ -32,7 +33,7 @@ pub use devices::DeviceRow;
 pub use events::{EVENTS_KEPT, EventRow};
 pub use evidence::{CapturePolicyRow, Captured, EraseRefusal, Erased, EvidenceRow, QueueBounds};
 pub(crate) use notices::{ANY_RUNNER, CALLS_CHANNEL, SETTLED_CHANNEL};
-pub use observations::{Completed, CompletionEffects, LateReceipt, ObservationRow};
+pub use observations::{Completed, CompletionEffects, LateReceipt, Lineage, ObservationRow};
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;
 pub use profiles::{Grants, ProfileRow};

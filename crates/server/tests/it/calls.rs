@@ -4,6 +4,7 @@ use crate::harness::*;
 use serde_json::json;
 use sqlx::PgPool;
 use std::time::Duration;
+use switchyard_server::central::CentralConfig;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -168,9 +169,22 @@ async fn stdio_servers_do_not_inherit_the_servers_secrets(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn many_calls_all_complete_exactly_once(pool: PgPool) {
+    many_calls_complete_exactly_once(pool, CentralConfig::default().batch_max).await;
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn many_calls_all_complete_exactly_once_when_every_write_is_a_statement_of_its_own(
+    pool: PgPool,
+) {
+    many_calls_complete_exactly_once(pool, 1).await;
+}
+
+/// Twenty calls submitted back to back, so that the central runner leases, starts and completes
+/// several at once: each succeeds, and the fixture ran each once.
+async fn many_calls_complete_exactly_once(pool: PgPool, batch_max: usize) {
     let scratch = Scratch::new("many");
     let counter = scratch.path("count");
-    let server = TestServer::start(pool).await;
+    let server = TestServer::start_with(pool, |config| config.central.batch_max = batch_max).await;
     let setup = setup_workspace(&server, "acme", &["--count-file", &counter]).await;
     let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
     let mut ids = Vec::new();
