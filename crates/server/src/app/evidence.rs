@@ -95,39 +95,33 @@ impl App {
     }
 
     /// A call with everything recorded beside it: its attempt, observations, resolution and
-    /// lineage. Authorization is the caller's business.
+    /// lineage (one read, and one more each for observations and a resolution when it has
+    /// them). Authorization is the caller's business.
     pub(crate) async fn call_view_full(&self, row: &CallRow) -> AppResult<CallView> {
         let mut view = views::call(row);
         view.attempts = views::attempt(row).into_iter().collect();
-        view.observations = self
-            .db
-            .observation_list(row.id)
-            .await?
-            .iter()
-            .map(views::observation)
-            .collect();
-        view.resolution = self
-            .db
-            .resolution_of_call(row.id)
-            .await?
-            .as_ref()
-            .map(views::resolution);
+        let lineage = self.db.call_lineage(row.id).await?;
+        if lineage.has_observations {
+            view.observations = self
+                .db
+                .observation_list(row.id)
+                .await?
+                .iter()
+                .map(views::observation)
+                .collect();
+        }
+        if lineage.has_resolution {
+            view.resolution = self
+                .db
+                .resolution_of_call(row.id)
+                .await?
+                .as_ref()
+                .map(views::resolution);
+        }
         view.lineage = Some(LineageView {
-            lookup_call_ids: self
-                .db
-                .call_lookup_ids(row.id)
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect(),
-            receipt_ids: self.db.call_receipt_ids(row.id).await?,
-            evidence_ids: self
-                .db
-                .evidence_ids_of_call(row.id)
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect(),
+            lookup_call_ids: lineage.lookup_ids.into_iter().map(Into::into).collect(),
+            receipt_ids: lineage.receipt_ids,
+            evidence_ids: lineage.evidence_ids.into_iter().map(Into::into).collect(),
         });
         Ok(view)
     }

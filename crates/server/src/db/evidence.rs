@@ -360,15 +360,6 @@ impl Datastore {
             .await
     }
 
-    /// The ids of the evidence records captured from a call or from its receipt lookups,
-    /// oldest first.
-    pub async fn evidence_ids_of_call(&self, call: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
-        sqlx::query_scalar("SELECT id FROM evidence_records WHERE call_id = $1 OR parent_call_id = $1 ORDER BY captured_at, id")
-            .bind(call)
-            .fetch_all(&self.pool)
-            .await
-    }
-
     /// Whether a call's evidence was erased: its receipts are fenced.
     pub async fn call_is_erased(&self, call: Uuid) -> Result<bool, sqlx::Error> {
         sqlx::query_scalar(

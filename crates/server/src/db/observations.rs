@@ -270,23 +270,41 @@ impl Datastore {
         Ok(done.rows_affected())
     }
 
-    /// The receipt lookups run for a call, oldest first.
-    pub async fn call_lookup_ids(&self, call: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
-        sqlx::query_scalar("SELECT id FROM calls WHERE parent_call_id = $1 ORDER BY created_at, id")
-            .bind(call)
-            .fetch_all(&self.pool)
-            .await
-    }
-
-    /// The receipts runners uploaded for a call, oldest first.
-    pub async fn call_receipt_ids(&self, call: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
-        sqlx::query_scalar(
-            "SELECT receipt_id FROM receipts WHERE call_id = $1 ORDER BY received_at, receipt_id",
+    /// What is recorded beside a call, in one statement: its receipt lookups, receipts and
+    /// evidence records (ids, oldest first), and whether it has observations or a resolution
+    /// (read separately when it does; most calls have neither).
+    pub async fn call_lineage(&self, call: Uuid) -> Result<Lineage, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT
+                 ARRAY(SELECT id FROM calls WHERE parent_call_id = $1 ORDER BY created_at, id)
+                     AS lookup_ids,
+                 ARRAY(SELECT receipt_id FROM receipts WHERE call_id = $1 ORDER BY received_at, receipt_id)
+                     AS receipt_ids,
+                 ARRAY(SELECT id FROM evidence_records WHERE call_id = $1 OR parent_call_id = $1
+                       ORDER BY captured_at, id)
+                     AS evidence_ids,
+                 EXISTS (SELECT 1 FROM observations WHERE call_id = $1) AS has_observations,
+                 EXISTS (SELECT 1 FROM resolutions WHERE call_id = $1) AS has_resolution",
         )
         .bind(call)
-        .fetch_all(&self.pool)
+        .fetch_one(&self.pool)
         .await
     }
+}
+
+/// What [`Datastore::call_lineage`] reads.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct Lineage {
+    /// The receipt lookups run for the call, oldest first.
+    pub lookup_ids: Vec<Uuid>,
+    /// The receipts runners uploaded for it, oldest first.
+    pub receipt_ids: Vec<Uuid>,
+    /// The evidence records captured from it or its lookups, oldest first.
+    pub evidence_ids: Vec<Uuid>,
+    /// Whether observations were recorded on it.
+    pub has_observations: bool,
+    /// Whether it was resolved.
+    pub has_resolution: bool,
 }
 
 /// An observation to record.
