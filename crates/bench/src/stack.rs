@@ -310,6 +310,21 @@ impl Stack {
         }
     }
 
+    /// Stops replica `index` and starts it again on its old address with `server_env` (for
+    /// it and every replica started later).
+    pub async fn restart_server_with(
+        &mut self,
+        index: usize,
+        server_env: &[(&str, &str)],
+    ) -> Result<()> {
+        self.stop_server(index, Duration::from_secs(10)).await;
+        self.server_env = server_env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self.restart_server(index).await
+    }
+
     /// The pid of replica `index`, while it runs.
     pub fn server_pid(&self, index: usize) -> Option<u32> {
         self.servers[index].as_ref().and_then(ServerProcess::pid)

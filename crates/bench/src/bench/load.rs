@@ -129,6 +129,9 @@ pub async fn saturate(
         let elapsed = started.elapsed();
         match &first {
             None if elapsed >= warmup => {
+                // Statistics of the table the warm-up grew, as autovacuum keeps them on a
+                // database in use; plans cached before are made again.
+                pg::analyze(pool).await?;
                 pg::statements_reset(pool).await;
                 first = Some((
                     Instant::now(),

@@ -15,6 +15,7 @@ use crate::procs::{Binaries, rss_bytes};
 use crate::stack::{Stack, note};
 use crate::stats::Summary;
 use report::{CallCost, Placement, Results, Steady, Throughput};
+use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
 
@@ -177,16 +178,25 @@ pub async fn idle_only(
     idle
 }
 
-/// Measures closed-loop throughput alone, with its cost per call.
-pub async fn throughput_only(
-    plan: &Plan,
-    bins: Binaries,
-    database_url: &str,
-    dir: &Path,
-) -> Result<load::Saturation> {
-    let mut stack = Stack::start(bins, database_url, dir, &[]).await?;
-    let (warmup, measure) = (plan.throughput_warmup, plan.throughput_measure);
-    let saturation = load::saturate(
+/// The server's setting that makes the central runner write every start ack and completion
+/// in a statement of its own.
+const PER_CALL_COMMITS: [(&str, &str); 1] = [("SWITCHYARD_CENTRAL_BATCH_MAX", "1")];
+
+/// Closed-loop throughput with per-call commits, then with the central runner's batching (the
+/// server's default, which `stack` is left with), each on a freshly started server.
+async fn throughput(plan: &Plan, stack: &mut Stack) -> Result<Both<load::Saturation>> {
+    note("throughput: closed loop, central placement, every write its own commit");
+    stack.restart_server_with(0, &PER_CALL_COMMITS).await?;
+    let per_call = saturate(plan, stack).await?;
+    note("throughput: closed loop, central placement, start acks and completions batched");
+    stack.restart_server_with(0, &[]).await?;
+    let batched = saturate(plan, stack).await?;
+    Ok(Both { per_call, batched })
+}
+
+/// One closed-loop run on replica 0 with central calls.
+async fn saturate(plan: &Plan, stack: &Stack) -> Result<load::Saturation> {
+    load::saturate(
         &stack.api,
         &stack.pool,
         stack.server_pid(0),
@@ -194,12 +204,38 @@ pub async fn throughput_only(
         "central",
         plan.submitters,
         plan.window,
-        warmup,
-        measure,
+        plan.throughput_warmup,
+        plan.throughput_measure,
     )
+    .await
+}
+
+/// A measurement with per-call commits and with batching.
+#[derive(Clone, Debug, Serialize)]
+pub struct Both<T> {
+    /// Every start ack and completion a statement of its own.
+    pub per_call: T,
+    /// Start acks and completions ready at once written together.
+    pub batched: T,
+}
+
+/// Measures closed-loop throughput alone, after a warm-up and ANALYZE, with its cost per call,
+/// batched and per call.
+pub async fn throughput_only(
+    plan: &Plan,
+    bins: Binaries,
+    database_url: &str,
+    dir: &Path,
+) -> Result<Both<load::Saturation>> {
+    let mut stack = Stack::start(bins, database_url, dir, &[]).await?;
+    let both = async {
+        latency::end_to_end(&stack.api, &stack.central, plan.warmup, 0).await?;
+        pg::analyze(&stack.pool).await?;
+        throughput(plan, &mut stack).await
+    }
     .await;
     stack.stop_server(0, Duration::from_secs(10)).await;
-    saturation
+    both
 }
 
 /// Runs the soak alone at the plan's rate and length, after a warm-up and ANALYZE.
@@ -291,19 +327,7 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
     )
     .await?;
 
-    note("throughput: closed loop, central placement");
-    let saturation = load::saturate(
-        &stack.api,
-        &stack.pool,
-        stack.server_pid(0),
-        &stack.central,
-        "central",
-        plan.submitters,
-        plan.window,
-        plan.throughput_warmup,
-        plan.throughput_measure,
-    )
-    .await?;
+    let saturation = throughput(plan, &mut stack).await?;
 
     note(&format!(
         "steady load: {} calls/s open loop",
@@ -354,7 +378,7 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
     // system sustains can show: above its capacity the backlog grows whatever the horizon.
     let soak_rate = plan
         .soak_rate
-        .min((saturation.calls_per_s * SUSTAINABLE).floor())
+        .min((saturation.batched.calls_per_s * SUSTAINABLE).floor())
         .max(10.0);
     note(&format!(
         "soak: {:?} at {soak_rate} calls/s",
@@ -393,16 +417,12 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
             device: on_device.minus(&baseline),
         },
         throughput_calls_per_s: Throughput {
-            per_call: saturation.calls_per_s,
-            batched: None,
+            per_call: saturation.per_call.calls_per_s,
+            batched: Some(saturation.batched.calls_per_s),
         },
         cost_per_call: CallCost {
-            per_call: report::Cost {
-                db: saturation.per_call,
-                cpu_ms: saturation.cpu_ms_per_call,
-                statements: saturation.statements.clone(),
-            },
-            batched: None,
+            per_call: report::Cost::of(&saturation.per_call),
+            batched: Some(report::Cost::of(&saturation.batched)),
         },
         steady_load: steady,
         replay_ms: replay.duplicate_ms,

@@ -52,6 +52,17 @@ pub struct Cost {
     pub statements: Vec<StatementCost>,
 }
 
+impl Cost {
+    /// What a closed-loop run measured per call.
+    pub fn of(saturation: &super::load::Saturation) -> Self {
+        Self {
+            db: saturation.per_call,
+            cpu_ms: saturation.cpu_ms_per_call,
+            statements: saturation.statements.clone(),
+        }
+    }
+}
+
 /// The steady open-loop load.
 #[derive(Clone, Debug, Serialize)]
 pub struct Steady {
@@ -348,34 +359,18 @@ impl Results {
             &s.added_latency_ms,
         );
         let t = &self.throughput_calls_per_s;
-        let c = &self.cost_per_call.per_call;
-        let _ = writeln!(
-            out,
-            "\n  throughput, per-call commits       {:>9.0} calls/s   ({:.1} commits, {:.2} WAL flushes, {:.1} rows written per call)",
-            t.per_call, c.db.commits, c.db.wal_syncs, c.db.rows_written
+        write_throughput(
+            &mut out,
+            "per-call commits",
+            Some(t.per_call),
+            Some(&self.cost_per_call.per_call),
         );
-        let _ = writeln!(
-            out,
-            "    CPU ms per call: server {:.2}, PostgreSQL {:.2}, MCP server {:.2}, device runners {:.2}, driver (the clients) {:.2}",
-            c.cpu_ms.server,
-            c.cpu_ms.postgres,
-            c.cpu_ms.mcp_servers,
-            c.cpu_ms.device_runners,
-            c.cpu_ms.driver
+        write_throughput(
+            &mut out,
+            "batched",
+            t.batched,
+            self.cost_per_call.batched.as_ref(),
         );
-        for st in c.statements.iter().take(12) {
-            let _ = writeln!(
-                out,
-                "      {:>5.2}×  {:>6.3} ms  {}",
-                st.calls_per_call,
-                st.ms_per_call,
-                st.query.chars().take(100).collect::<String>()
-            );
-        }
-        match t.batched {
-            Some(b) => _ = writeln!(out, "  throughput, batched                {b:>9.0} calls/s"),
-            None => _ = writeln!(out, "  throughput, batched                  not measured"),
-        }
         let i = &self.idle_runners;
         let _ = writeln!(
             out,
@@ -434,5 +429,36 @@ impl Results {
             );
         }
         out
+    }
+}
+
+/// One throughput line of the table and what a call cost in it.
+fn write_throughput(out: &mut String, mode: &str, calls_per_s: Option<f64>, cost: Option<&Cost>) {
+    let (Some(calls_per_s), Some(c)) = (calls_per_s, cost) else {
+        let _ = writeln!(out, "\n  throughput, {mode:<22} not measured");
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\n  throughput, {mode:<22} {calls_per_s:>9.0} calls/s   ({:.1} commits, {:.2} WAL flushes, {:.1} rows written per call)",
+        c.db.commits, c.db.wal_syncs, c.db.rows_written
+    );
+    let _ = writeln!(
+        out,
+        "    CPU ms per call: server {:.2}, PostgreSQL {:.2}, MCP server {:.2}, device runners {:.2}, driver (the clients) {:.2}",
+        c.cpu_ms.server,
+        c.cpu_ms.postgres,
+        c.cpu_ms.mcp_servers,
+        c.cpu_ms.device_runners,
+        c.cpu_ms.driver
+    );
+    for st in c.statements.iter().take(12) {
+        let _ = writeln!(
+            out,
+            "      {:>5.2}×  {:>6.3} ms  {}",
+            st.calls_per_call,
+            st.ms_per_call,
+            st.query.chars().take(100).collect::<String>()
+        );
     }
 }
