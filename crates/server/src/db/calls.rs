@@ -543,9 +543,13 @@ impl Datastore {
         let mut ids = ids.to_vec();
         // One lock order for every batch.
         ids.sort_unstable();
+        // The states come as a parameter so that the plan finds the calls by primary key: with
+        // them written out, `calls_in_flight` (whose predicate they match) looks cheaper for an
+        // array of ids, and under a held xmin horizon that index fills with dead entries of the
+        // epoch (measured: 1.9 ms per batch in the soak's held phase, its capacity below 500/s).
         sqlx::query_scalar(
             "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
-             WHERE id = ANY($1) AND state IN ('leased', 'running') AND runner_ref = $2 AND lease_epoch = $3
+             WHERE id = ANY($1) AND state = ANY($4) AND runner_ref = $2 AND lease_epoch = $3
                AND EXISTS (SELECT 1 FROM runner_leases r
                            WHERE r.runner_ref = $2 AND r.epoch = $3 AND r.expires_at > now())
              RETURNING id",
@@ -553,6 +557,7 @@ impl Datastore {
         .bind(ids)
         .bind(runner_ref)
         .bind(epoch)
+        .bind([CallState::Leased.as_str(), CallState::Running.as_str()])
         .fetch_all(&self.pool)
         .await
     }
