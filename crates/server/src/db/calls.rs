@@ -557,6 +557,11 @@ impl Datastore {
         runner_ref: &str,
         epoch: i64,
     ) -> Result<Vec<Uuid>, sqlx::Error> {
+        if let [id] = ids {
+            // Alone, without a transaction's two more round trips.
+            let started = self.call_start(*id, runner_ref, epoch).await?;
+            return Ok(if started { vec![*id] } else { Vec::new() });
+        }
         let mut ids = ids.to_vec();
         // One lock order for every batch.
         ids.sort_unstable();
