@@ -1,5 +1,5 @@
 //! Group commit for one kind of request: requests that arrive while a batch is being written
-//! wait for the next one, which takes all of them (up to a maximum) in one statement. A lone
+//! wait for the next one, which takes all of them (up to a maximum) in one write. A lone
 //! request is written at once, so batching costs an idle system nothing and a busy one writes
 //! fewer, larger statements.
 

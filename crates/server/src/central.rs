@@ -33,8 +33,9 @@ pub struct CentralConfig {
     pub lease_ttl: Duration,
     /// Executor settings.
     pub executor: ExecutorConfig,
-    /// Most start acks, and most completions, written in one statement; 1 writes each on
-    /// its own (see [`crate::batcher`]).
+    /// Most start acks, and most completions, written together (start acks in one
+    /// transaction, completions in one statement); 1 writes each on its own (see
+    /// [`crate::batcher`]).
     pub batch_max: usize,
 }
 
@@ -375,8 +376,8 @@ impl Batches {
     }
 }
 
-/// Start acks for `calls` in one statement: whether each started. If the statement fails,
-/// each is tried on its own.
+/// Start acks for `calls` in one transaction: whether each started. If it fails, each is
+/// tried on its own.
 async fn start_batch(
     app: App,
     epoch: Epoch,

@@ -65,8 +65,8 @@ enum Command {
         /// (through a proxy that terminates TLS).
         #[arg(long, env = "SWITCHYARD_SECURE_COOKIES")]
         secure_cookies: bool,
-        /// Most start acks, and most completions, the central runner writes in one statement
-        /// when several are ready at once; 1 writes each in a statement of its own.
+        /// Most start acks, and most completions, the central runner writes together (in one
+        /// transaction, one statement) when several are ready at once; 1 writes each on its own.
         #[arg(
             long,
             env = "SWITCHYARD_CENTRAL_BATCH_MAX",
