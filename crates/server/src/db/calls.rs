@@ -284,7 +284,7 @@ pub(crate) struct PlainCompletion<'a> {
 /// runner's), `$4` the states it may leave, `$5`…`$9` what it records; `$guard` adds
 /// conditions. Readers waiting for the call are the caller's to wake once it committed.
 macro_rules! complete_call {
-    ($guard:literal) => {
+    ($guard:expr) => {
         concat!(
             "UPDATE calls SET state = $5, result = $6, result_truncated = $7, error_code = $8,
                  error_message = $9, finished_at = now()
@@ -292,6 +292,23 @@ macro_rules! complete_call {
                AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3) ",
             $guard,
             " RETURNING *"
+        )
+    };
+}
+
+/// The conditions under which a completion implies nothing beside its state change: a tool
+/// call (not a receipt lookup), its evidence not erased, and not captured (`$capturable`: the
+/// SQL saying whether capture would take this outcome). Shared by the single and the batched
+/// plain completion.
+macro_rules! plain_guard {
+    ($capturable:literal) => {
+        concat!(
+            "AND kind = 'tool' AND evidence_erased_at IS NULL
+             AND NOT (",
+            $capturable,
+            " AND EXISTS (SELECT 1 FROM capture_policies p
+                          WHERE p.workspace_id = calls.workspace_id
+                            AND p.capture_managed_tool_results))"
         )
     };
 }
@@ -620,7 +637,7 @@ impl Datastore {
             .iter()
             .map(|c| c.completion.capturable())
             .collect();
-        let recorded: Vec<Uuid> = sqlx::query_scalar(
+        let recorded: Vec<Uuid> = sqlx::query_scalar(concat!(
             "UPDATE calls SET state = i.state, result = i.result, result_truncated = i.truncated,
                  error_code = i.code, error_message = i.message, finished_at = now()
              FROM unnest($3::uuid[], $4::text[], $5::text[], $6::jsonb[], $7::bool[], $8::text[],
@@ -629,13 +646,10 @@ impl Datastore {
              WHERE calls.id = ANY($3) AND calls.id = i.id
                AND calls.runner_ref = $1 AND calls.lease_epoch = $2
                AND calls.state = ANY(string_to_array(i.from_states, ','))
-               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $1 AND r.epoch = $2)
-               AND calls.kind = 'tool' AND calls.evidence_erased_at IS NULL
-               AND NOT (i.capturable AND EXISTS (SELECT 1 FROM capture_policies p
-                                                 WHERE p.workspace_id = calls.workspace_id
-                                                   AND p.capture_managed_tool_results))
-             RETURNING calls.id",
-        )
+               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $1 AND r.epoch = $2) ",
+            plain_guard!("i.capturable"),
+            " RETURNING calls.id"
+        ))
         .bind(runner_ref)
         .bind(epoch)
         .bind(ids)
@@ -690,11 +704,7 @@ impl Datastore {
     ) -> Result<Option<(CallRow, bool)>, sqlx::Error> {
         let sql = concat!(
             "WITH done AS (",
-            complete_call!(
-                "AND kind = 'tool' AND evidence_erased_at IS NULL
-                 AND NOT ($10 AND EXISTS (SELECT 1 FROM capture_policies p
-                                          WHERE p.workspace_id = calls.workspace_id AND p.capture_managed_tool_results))"
-            ),
+            complete_call!(plain_guard!("$10")),
             "),
              receipt AS (
                  INSERT INTO receipts (receipt_id, call_id, runner_ref, epoch, outcome, answer, applied)
