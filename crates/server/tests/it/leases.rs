@@ -260,19 +260,28 @@ async fn two_replicas_share_one_central_runner(pool: PgPool) {
     assert_eq!(count_lines(&counter), 11);
 }
 
-async fn wait_for_state(db: &Datastore, call: Uuid, want: &str) {
+/// Polls `check` until it holds (`Ok`); after 30 s fails with what it last saw (`Err`).
+async fn wait_until(mut check: impl AsyncFnMut() -> Result<(), String>) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let (state, _) = state_of(db, call).await;
-        if state == want {
-            return;
+        match check().await {
+            Ok(()) => return,
+            Err(seen) => assert!(std::time::Instant::now() < deadline, "{seen}"),
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "call is {state}, wanted {want}"
-        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+async fn wait_for_state(db: &Datastore, call: Uuid, want: &str) {
+    wait_until(async || {
+        let (state, _) = state_of(db, call).await;
+        if state == want {
+            Ok(())
+        } else {
+            Err(format!("call is {state}, wanted {want}"))
+        }
+    })
+    .await;
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -368,8 +377,7 @@ async fn a_call_committed_after_a_newer_one_was_leased_still_runs(pool: PgPool) 
 
 /// Waits until some backend of this test's database waits on a lock.
 async fn wait_for_a_lock_wait(db: &Datastore) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    wait_until(async || {
         let waiting: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity
              WHERE datname = current_database() AND wait_event_type = 'Lock'",
@@ -378,12 +386,10 @@ async fn wait_for_a_lock_wait(db: &Datastore) {
         .await
         .unwrap();
         if waiting > 0 {
-            return;
+            Ok(())
+        } else {
+            Err("nothing waits on the lock".to_owned())
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "nothing waits on the lock"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
 }
