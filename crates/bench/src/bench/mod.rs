@@ -238,6 +238,66 @@ pub async fn throughput_only(
     both
 }
 
+/// What `--latency-only` measures.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyOnly {
+    /// The direct call.
+    pub baseline_direct_ms: Summary,
+    /// Added to it by each placement.
+    pub added_latency_ms: Placement,
+}
+
+/// Added latency alone: the direct baseline, then central and device placement, each as the
+/// full run measures it.
+pub async fn latency_only(
+    plan: &Plan,
+    bins: Binaries,
+    database_url: &str,
+    dir: &Path,
+) -> Result<LatencyOnly> {
+    let mut stack = Stack::start(bins.clone(), database_url, dir, &[]).await?;
+    let measured = async {
+        let direct = DirectFixture::start(&bins.fixture).await?;
+        let baseline = Summary::of(&direct.sample(plan.warmup, plan.latency_samples).await?);
+        direct.close().await;
+        latency::end_to_end(&stack.api, &stack.central, plan.warmup, 0).await?;
+        pg::analyze(&stack.pool).await?;
+        let central = Summary::of(
+            &latency::end_to_end(
+                &stack.api,
+                &stack.central,
+                plan.warmup,
+                plan.latency_samples,
+            )
+            .await?,
+        );
+        let device = stack.pair_device("laptop", &stack.url(0)).await?;
+        let outbox = dir.join("laptop").join("outbox");
+        let _runner = stack
+            .start_runner(&device, &outbox, &dir.join("runner.log"), &[])
+            .await?;
+        let on_device = Summary::of(
+            &latency::end_to_end(
+                &stack.api,
+                &device.target,
+                plan.warmup,
+                plan.latency_samples,
+            )
+            .await?,
+        );
+        Ok(LatencyOnly {
+            added_latency_ms: Placement {
+                central: central.minus(&baseline),
+                device: on_device.minus(&baseline),
+            },
+            baseline_direct_ms: baseline,
+        })
+    }
+    .await;
+    stack.stop_server(0, Duration::from_secs(10)).await;
+    measured
+}
+
 /// Runs the soak alone at the plan's rate and length, after a warm-up and ANALYZE.
 pub async fn soak_only(
     plan: &Plan,

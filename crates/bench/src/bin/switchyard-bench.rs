@@ -57,6 +57,10 @@ struct Args {
     /// JSON and stop.
     #[arg(long, conflicts_with_all = ["idle_only", "throughput_only"])]
     soak_only: bool,
+    /// Only measure added latency (the direct baseline, central, device), print it as JSON and
+    /// stop.
+    #[arg(long, conflicts_with_all = ["idle_only", "throughput_only", "soak_only"])]
+    latency_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -115,6 +119,9 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
         std::path::absolute(&args.work_dir).map_err(Error::io("resolving --work-dir"))?;
     if args.throughput_only {
         return print_json(&bench::throughput_only(&plan, bins, &database_url, &work_dir).await?);
+    }
+    if args.latency_only {
+        return print_json(&bench::latency_only(&plan, bins, &database_url, &work_dir).await?);
     }
     if args.soak_only {
         return print_json(&bench::soak_only(&plan, bins, &database_url, &work_dir).await?);
