@@ -175,6 +175,17 @@ impl Client {
         self.send(Method::POST, self.url(segments)?, body).await
     }
 
+    /// `POST /api/v1/<segments…>?<query>` with `body`, each name and value percent-encoded.
+    pub async fn post_with_query(
+        &self,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Body,
+    ) -> Result<Reply, CliError> {
+        self.send(Method::POST, self.url_with_query(segments, query)?, body)
+            .await
+    }
+
     /// `PUT /api/v1/<segments…>` with `body`.
     pub async fn put(&self, segments: &[&str], body: Body) -> Result<Reply, CliError> {
         self.send(Method::PUT, self.url(segments)?, body).await
@@ -200,7 +211,10 @@ impl Client {
     /// The URL of `/api/v1/<segments…>?<query>`.
     fn url_with_query(&self, segments: &[&str], query: &[(&str, &str)]) -> Result<Url, CliError> {
         let mut url = self.url(segments)?;
-        url.query_pairs_mut().extend_pairs(query);
+        // No pairs, no `?`.
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
         Ok(url)
     }
 
@@ -364,6 +378,12 @@ mod tests {
             .expect("url")
             .as_str(),
             "http://127.0.0.1:8787/api/v1/workspaces/demo/calls/c%201?wait_ms=20000&a%26b=%3D"
+        );
+        assert_eq!(
+            c.url_with_query(&["workspaces", "demo", "calls"], &[])
+                .expect("url")
+                .as_str(),
+            "http://127.0.0.1:8787/api/v1/workspaces/demo/calls"
         );
     }
 

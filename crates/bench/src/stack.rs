@@ -483,8 +483,23 @@ pub async fn pair(
 
 /// Submits a call; returns the HTTP status (201 new, 200 replay) and the call.
 pub async fn submit(api: &Api, call: &SubmitCall) -> Result<(u16, CallView)> {
-    let path = format!("/workspaces/{WORKSPACE}/calls");
-    let answer = api.try_post(&path, call).await?;
+    submit_to(api, &format!("/workspaces/{WORKSPACE}/calls"), call).await
+}
+
+/// Submits a call as `mcp call --wait` does: the server answers once it settles, or after
+/// `wait` (at most 25 s) with the call as it is then.
+pub async fn submit_waiting(
+    api: &Api,
+    call: &SubmitCall,
+    wait: Duration,
+) -> Result<(u16, CallView)> {
+    let wait_ms = wait.min(Duration::from_secs(25)).as_millis();
+    let path = format!("/workspaces/{WORKSPACE}/calls?wait_ms={wait_ms}");
+    submit_to(api, &path, call).await
+}
+
+async fn submit_to(api: &Api, path: &str, call: &SubmitCall) -> Result<(u16, CallView)> {
+    let answer = api.try_post(path, call).await?;
     if !(200..300).contains(&answer.status) {
         return Err(Error::Api {
             what: format!("POST {path}"),

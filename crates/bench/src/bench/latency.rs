@@ -1,10 +1,11 @@
-//! Added latency on an idle system: one call at a time, submit → result visible to the caller
-//! (the caller reads the call with `?wait_ms=`, so the server answers as soon as the
-//! completion is recorded).
+//! Added latency on an idle system: one call at a time, submit → result visible to the caller.
+//! The caller submits as `mcp call --wait` does (`POST …/calls?wait_ms=`), so the server
+//! answers the submission as soon as the completion is recorded; a call not settled by then is
+//! read with `?wait_ms=` until it is.
 
 use crate::api::Api;
 use crate::error::{Error, Result};
-use crate::stack::{Target, submit, wait_settled};
+use crate::stack::{Target, settled, submit_waiting, wait_settled};
 use crate::stats::ms;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -21,8 +22,17 @@ pub async fn end_to_end(
     let mut samples = Vec::with_capacity(count);
     for i in 0..warmup + count {
         let started = Instant::now();
-        let (_, call) = submit(api, &target.call("noop", json!({}))).await?;
-        let call = wait_settled(api, &call.id.to_string(), Duration::from_secs(30)).await?;
+        let (_, call) = submit_waiting(
+            api,
+            &target.call("noop", json!({})),
+            Duration::from_secs(25),
+        )
+        .await?;
+        let call = if settled(call.state) {
+            call
+        } else {
+            wait_settled(api, &call.id.to_string(), Duration::from_secs(30)).await?
+        };
         let elapsed = started.elapsed();
         if call.state != CallState::Succeeded {
             return Err(Error::Setup(format!(

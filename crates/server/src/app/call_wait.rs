@@ -1,6 +1,7 @@
 //! Reading a call while waiting for it to settle: `GET …/calls/{call}?wait_ms=N` answers as
 //! soon as the call is terminal or `unknown`, or once N ms (at most 25 s) have passed — so a
-//! caller learns a result the moment it is recorded, without polling.
+//! caller learns a result the moment it is recorded, without polling. A submission may wait
+//! the same way (`POST …/calls?wait_ms=N`), so that a new call's outcome takes one request.
 //!
 //! A runner's recorded completion is announced on `switchyard_settled` once it committed (at
 //! once in the recording process, through PostgreSQL to the others: `db::notices`), and every
@@ -11,6 +12,7 @@
 
 use super::App;
 use super::principal::Principal;
+use super::wakeups::Waiter;
 use crate::error::AppResult;
 use std::time::Duration;
 use switchyard_protocol::CallState;
@@ -40,14 +42,33 @@ impl App {
         let id = super::sessions::parse_call_id(call)?;
         let deadline = Instant::now() + wait.min(MAX_CALL_WAIT);
         // Subscribed before the first read: a completion recorded in between still wakes it.
-        let mut waiter = self.wakeups.settled_waiter(id.0);
+        let waiter = self.wakeups.settled_waiter(id.0);
+        let view = self.call_get_as(principal, ws, call).await?;
+        if is_settled(view.state) || Instant::now() >= deadline {
+            return Ok(view);
+        }
+        self.call_wait_with(principal, ws, call, waiter, deadline)
+            .await
+    }
+
+    /// Waits on `waiter` (subscribed before the call was last seen unsettled) until the call
+    /// settles or `deadline` passes, then answers the call as read then.
+    pub(super) async fn call_wait_with(
+        &self,
+        principal: &Principal,
+        ws: &str,
+        call: &str,
+        mut waiter: Waiter,
+        deadline: Instant,
+    ) -> AppResult<CallView> {
         loop {
+            waiter
+                .wait((Instant::now() + LOOK_AGAIN).min(deadline))
+                .await;
             let view = self.call_get_as(principal, ws, call).await?;
-            let now = Instant::now();
-            if is_settled(view.state) || now >= deadline {
+            if is_settled(view.state) || Instant::now() >= deadline {
                 return Ok(view);
             }
-            waiter.wait((now + LOOK_AGAIN).min(deadline)).await;
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Calls: submission with request-ID idempotency, reads under current Use, and recording the
 //! completions runners report (fenced by their lease epoch).
 
+use super::call_wait::{MAX_CALL_WAIT, is_settled};
 use super::connections::connection_not_found;
 use super::names::digest;
 use super::operations::call_operation;
@@ -15,9 +16,11 @@ use crate::db::{
 use crate::error::{AppError, AppResult};
 use serde_json::json;
 use std::collections::HashSet;
+use std::time::Duration;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::{Completion, Epoch};
 use switchyard_protocol::{CallId, CallState, ErrorCode};
+use tokio::time::Instant;
 use uuid::Uuid;
 
 /// How many calls a list returns.
@@ -63,6 +66,22 @@ impl App {
         ws: &str,
         req: SubmitCall,
     ) -> AppResult<(CallView, bool)> {
+        self.call_submit_waiting(principal, ws, req, Duration::ZERO)
+            .await
+    }
+
+    /// [`App::call_submit_as`], then — for a `wait` above zero — waiting up to `wait` (at most
+    /// [`MAX_CALL_WAIT`]) for the call to settle, as `GET …/calls/{call}?wait_ms=` does: a
+    /// caller who wants the outcome learns it from one request, the moment it is recorded.
+    /// A new call's waiter subscribes before its insert, so no completion can slip past it.
+    pub async fn call_submit_waiting(
+        &self,
+        principal: &Principal,
+        ws: &str,
+        req: SubmitCall,
+        wait: Duration,
+    ) -> AppResult<(CallView, bool)> {
+        let deadline = Instant::now() + wait.min(MAX_CALL_WAIT);
         let keys = SubmitKeys {
             workspace: Key::parse(ws),
             submitter: principal.submitter(),
@@ -113,7 +132,11 @@ impl App {
         }
         let payload_digest = digest(&payload);
         if let Some(existing) = found.existing {
-            return replay(existing, &payload_digest).map(|view| (view, false));
+            let view = replay(existing, &payload_digest)?;
+            return Ok((
+                self.wait_settled(principal, ws, view, deadline).await?,
+                false,
+            ));
         }
         check_runnable(
             &profile,
@@ -124,6 +147,7 @@ impl App {
         )?;
 
         let new_call = NewCall {
+            id: Uuid::now_v7(),
             workspace_id: found.workspace_id,
             request_id: req.request_id.0,
             payload_digest: payload_digest.clone(),
@@ -150,20 +174,53 @@ impl App {
             },
             ..CallOrigin::default()
         };
+        let waiter = (!wait.is_zero()).then(|| self.wakeups.settled_waiter(new_call.id));
         match self.db.call_insert_from(&new_call, origin).await? {
-            Some(row) => Ok((views::call(&row), true)),
+            Some(row) => {
+                let view = views::call(&row);
+                match waiter {
+                    Some(waiter) if !is_settled(view.state) => Ok((
+                        self.call_wait_with(principal, ws, &view.id.to_string(), waiter, deadline)
+                            .await?,
+                        true,
+                    )),
+                    _ => Ok((view, true)),
+                }
+            }
             // A concurrent submission with the same request_id won the insert.
             None => match self
                 .db
                 .call_find_by_request(new_call.workspace_id, new_call.request_id)
                 .await?
             {
-                Some(existing) => replay(existing, &payload_digest).map(|view| (view, false)),
+                Some(existing) => {
+                    let view = replay(existing, &payload_digest)?;
+                    Ok((
+                        self.wait_settled(principal, ws, view, deadline).await?,
+                        false,
+                    ))
+                }
                 None => Err(AppError::Internal(
                     "request_id conflict without a stored call".into(),
                 )),
             },
         }
+    }
+
+    /// A replayed call as its submitter asked: as it is, or once settled (by `deadline`).
+    async fn wait_settled(
+        &self,
+        principal: &Principal,
+        ws: &str,
+        view: CallView,
+        deadline: Instant,
+    ) -> AppResult<CallView> {
+        let now = Instant::now();
+        if is_settled(view.state) || now >= deadline {
+            return Ok(view);
+        }
+        self.call_wait_as(principal, ws, &view.id.to_string(), deadline - now)
+            .await
     }
 
     /// One call, for a reader who holds Use on its profile right now.
@@ -179,19 +236,21 @@ impl App {
         ws: &str,
         call: &str,
     ) -> AppResult<CallView> {
-        let workspace = self.principal_workspace(principal, ws).await?;
-        let id = super::sessions::parse_call_id(call)?;
-        let row = self.db.call_get(workspace.id, id.0).await?.ok_or_else(|| {
+        // The workspace, the call, its profile, the reader's Use and the call's lineage in one
+        // read, refused in the order they always were: workspace, call, Use.
+        let read = self
+            .db
+            .call_read(&Key::parse(ws), principal.submitter(), call.parse().ok())
+            .await?
+            .ok_or_else(|| principal.workspace_not_found(ws))?;
+        let (row, profile) = read.call.ok_or_else(|| {
             AppError::refused(
                 ErrorCode::CallNotFound,
                 format!("no call `{call}` in this workspace"),
             )
         })?;
-        let profile = self.db.profile_get(row.profile_id).await?;
-        self.require_use_by(principal, &profile).await?;
-        // One call is shown with everything recorded beside it (attempt, observations,
-        // resolution, lineage).
-        self.call_view_full(&row).await
+        principal.require_use_read(&profile, read.user_holds_use)?;
+        self.call_view_with(&row, read.lineage).await
     }
 
     /// The newest calls the actor may read.

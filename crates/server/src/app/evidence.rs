@@ -6,7 +6,7 @@
 //! the calls API, still needs Use on its profile.
 
 use super::{Actor, App, views};
-use crate::db::{CallRow, EraseRefusal};
+use crate::db::{CallRow, EraseRefusal, Lineage};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::api::*;
 use switchyard_protocol::{ErrorCode, EvidenceId};
@@ -98,9 +98,18 @@ impl App {
     /// lineage (one read, and one more each for observations and a resolution when it has
     /// them). Authorization is the caller's business.
     pub(crate) async fn call_view_full(&self, row: &CallRow) -> AppResult<CallView> {
+        self.call_view_with(row, self.db.call_lineage(row.id).await?)
+            .await
+    }
+
+    /// [`App::call_view_full`] with the call's lineage already read.
+    pub(crate) async fn call_view_with(
+        &self,
+        row: &CallRow,
+        lineage: Lineage,
+    ) -> AppResult<CallView> {
         let mut view = views::call(row);
         view.attempts = views::attempt(row).into_iter().collect();
-        let lineage = self.db.call_lineage(row.id).await?;
         if lineage.has_observations {
             view.observations = self
                 .db

@@ -154,6 +154,7 @@ impl App {
             ));
         }
         let lookup = NewCall {
+            id: Uuid::now_v7(),
             workspace_id: workspace,
             request_id: req.request_id.0,
             payload_digest: payload_digest.clone(),

@@ -80,6 +80,8 @@ pub struct CallRow {
 /// A call to insert.
 #[derive(Clone, Debug)]
 pub struct NewCall {
+    /// The id it is stored under: a fresh `Uuid::now_v7()` (ids order by creation).
+    pub id: Uuid,
     /// Workspace.
     pub workspace_id: Uuid,
     /// Client idempotency key.
@@ -383,7 +385,7 @@ impl Datastore {
                  RETURNING *)
              SELECT * FROM inserted",
         )
-        .bind(Uuid::now_v7())
+        .bind(call.id)
         .bind(call.workspace_id)
         .bind(call.request_id)
         .bind(&call.payload_digest)

@@ -2,6 +2,7 @@
 //! resource, methods named `<resource>_<verb>`. Queries are runtime-checked (`query_as` +
 //! `FromRow`), so building needs no database; the integration tests run them against a real one.
 
+mod call_read;
 mod calls;
 mod connections;
 mod connectors;
@@ -22,6 +23,7 @@ mod users;
 mod web_sessions;
 mod workspaces;
 
+pub use call_read::CallRead;
 pub(crate) use calls::PlainCompletion;
 pub use calls::{
     CallFilter, CallOrigin, CallRow, CancelEffect, LeasedRow, LookedUpCall, NewCall, PageFrom,

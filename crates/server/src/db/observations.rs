@@ -274,23 +274,34 @@ impl Datastore {
     /// evidence records (ids, oldest first), and whether it has observations or a resolution
     /// (read separately when it does; most calls have neither).
     pub async fn call_lineage(&self, call: Uuid) -> Result<Lineage, sqlx::Error> {
-        sqlx::query_as(
-            "SELECT
-                 ARRAY(SELECT id FROM calls WHERE parent_call_id = $1 ORDER BY created_at, id)
-                     AS lookup_ids,
-                 ARRAY(SELECT receipt_id FROM receipts WHERE call_id = $1 ORDER BY received_at, receipt_id)
-                     AS receipt_ids,
-                 ARRAY(SELECT id FROM evidence_records WHERE call_id = $1 OR parent_call_id = $1
-                       ORDER BY captured_at, id)
-                     AS evidence_ids,
-                 EXISTS (SELECT 1 FROM observations WHERE call_id = $1) AS has_observations,
-                 EXISTS (SELECT 1 FROM resolutions WHERE call_id = $1) AS has_resolution",
-        )
+        sqlx::query_as(concat!(
+            "SELECT ",
+            lineage_columns!(),
+            " FROM (SELECT $1::uuid AS id) c"
+        ))
         .bind(call)
         .fetch_one(&self.pool)
         .await
     }
 }
+
+/// The columns of a [`Lineage`] for the call `c.id` of the statement they are part of, as a
+/// string literal (`concat!`): [`Datastore::call_lineage`] reads them alone, a reader's
+/// `Datastore::call_read` beside the call.
+macro_rules! lineage_columns {
+    () => {
+        "ARRAY(SELECT id FROM calls WHERE parent_call_id = c.id ORDER BY created_at, id)
+             AS lookup_ids,
+         ARRAY(SELECT receipt_id FROM receipts WHERE call_id = c.id ORDER BY received_at, receipt_id)
+             AS receipt_ids,
+         ARRAY(SELECT id FROM evidence_records WHERE call_id = c.id OR parent_call_id = c.id
+               ORDER BY captured_at, id)
+             AS evidence_ids,
+         EXISTS (SELECT 1 FROM observations WHERE call_id = c.id) AS has_observations,
+         EXISTS (SELECT 1 FROM resolutions WHERE call_id = c.id) AS has_resolution"
+    };
+}
+pub(super) use lineage_columns;
 
 /// What [`Datastore::call_lineage`] reads.
 #[derive(Clone, Debug, sqlx::FromRow)]

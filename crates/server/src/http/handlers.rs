@@ -5,10 +5,12 @@ use super::error::{ApiError, ApiJson};
 use crate::app::{Actor, Principal, views_user};
 use crate::error::AppError;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
+use std::time::Duration;
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::*;
 
@@ -216,14 +218,20 @@ pub(super) async fn profile_grant(
 }
 
 /// 201 for a new call, 200 when a retried request_id returns the existing one. A user or a
-/// device may submit.
+/// device may submit. `?wait_ms=N`: answer once the call settles, or after N ms (at most
+/// 25 s), with the call as it is then.
 pub(super) async fn call_submit(
     State(s): State<AppState>,
     principal: Principal,
     Path(ws): Path<String>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
     ApiJson(req): ApiJson<SubmitCall>,
 ) -> Created<CallView> {
-    let (call, is_new) = s.app.call_submit_as(&principal, &ws, req).await?;
+    let wait = wait_of(query)?;
+    let (call, is_new) = s
+        .app
+        .call_submit_waiting(&principal, &ws, req, wait)
+        .await?;
     Ok((
         if is_new {
             StatusCode::CREATED
@@ -242,37 +250,38 @@ pub(super) async fn call_list(
     Ok(Json(s.app.call_list(&actor, &ws).await?))
 }
 
-/// A user, or a device reading a call of its profile.
-/// `?wait_ms=N`: wait up to N ms (at most 25 s) for the call to settle before answering.
+/// `?wait_ms=N` on a call's read or submission.
 #[derive(Debug, serde::Deserialize)]
-pub(super) struct ReadCall {
+pub(super) struct WaitQuery {
     wait_ms: Option<u64>,
 }
 
-pub(super) async fn call_get(
-    State(s): State<AppState>,
-    principal: Principal,
-    Path((ws, call)): Path<(String, String)>,
-    query: Result<axum::extract::Query<ReadCall>, axum::extract::rejection::QueryRejection>,
-) -> Answer<CallView> {
-    let axum::extract::Query(read) = query.map_err(|e| {
+/// How long a request asks to wait for its call to settle (zero: not at all).
+fn wait_of(query: Result<Query<WaitQuery>, QueryRejection>) -> Result<Duration, ApiError> {
+    let Query(read) = query.map_err(|e| {
         ApiError(AppError::refused(
             ErrorCode::InvalidRequest,
             format!("`wait_ms` must be a number of milliseconds: {e}"),
         ))
     })?;
-    match read.wait_ms {
-        Some(wait) if wait > 0 => Ok(Json(
-            s.app
-                .call_wait_as(
-                    &principal,
-                    &ws,
-                    &call,
-                    std::time::Duration::from_millis(wait),
-                )
-                .await?,
-        )),
-        _ => Ok(Json(s.app.call_get_as(&principal, &ws, &call).await?)),
+    Ok(Duration::from_millis(read.wait_ms.unwrap_or(0)))
+}
+
+/// A user, or a device reading a call of its profile.
+/// `?wait_ms=N`: wait up to N ms (at most 25 s) for the call to settle before answering.
+pub(super) async fn call_get(
+    State(s): State<AppState>,
+    principal: Principal,
+    Path((ws, call)): Path<(String, String)>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+) -> Answer<CallView> {
+    let wait = wait_of(query)?;
+    if wait.is_zero() {
+        Ok(Json(s.app.call_get_as(&principal, &ws, &call).await?))
+    } else {
+        Ok(Json(
+            s.app.call_wait_as(&principal, &ws, &call, wait).await?,
+        ))
     }
 }
 

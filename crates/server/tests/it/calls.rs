@@ -259,3 +259,57 @@ async fn a_read_with_wait_ms_answers_when_the_call_settles(pool: PgPool) {
         .await
         .refused(400, "invalid_request");
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_submission_with_wait_ms_answers_with_the_outcome(pool: PgPool) {
+    let scratch = Scratch::new("submit-wait");
+    let counter = scratch.path("count");
+    let server = TestServer::start(pool).await;
+    let setup = setup_workspace(&server, "acme", &["--count-file", &counter]).await;
+    let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
+    let waiting = format!("{calls}?wait_ms=20000");
+
+    // A new call: one request answers with its outcome.
+    let body = call_body("count", json!({"label": "once"}));
+    let first = server.owner.post(&waiting, body.clone()).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert_eq!(first.body["state"], "succeeded", "{}", first.body);
+    assert_eq!(result_text(&first.body), "counted");
+    // The same request again: the same call, settled, not run again.
+    let again = server.owner.post(&waiting, body).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["id"], first.body["id"]);
+    assert_eq!(again.body["state"], "succeeded");
+    assert_eq!(count_lines(&counter), 1);
+
+    // A call that does not settle within the wait is answered as it is then, and so is its
+    // replay.
+    let slow = call_body("slow", json!({"seconds": 30}));
+    let early = server
+        .owner
+        .post(&format!("{calls}?wait_ms=300"), slow.clone())
+        .await;
+    assert_eq!(early.status, 201, "{}", early.body);
+    assert!(
+        ["queued", "leased", "running"].contains(&early.body["state"].as_str().unwrap()),
+        "{}",
+        early.body
+    );
+    let replayed = server
+        .owner
+        .post(&format!("{calls}?wait_ms=300"), slow)
+        .await;
+    assert_eq!(replayed.status, 200, "{}", replayed.body);
+    assert_eq!(replayed.body["id"], early.body["id"]);
+
+    // A wait that is not a number is refused before anything is stored: the same request
+    // without it is then a new call.
+    let body = call_body("count", json!({"label": "refused"}));
+    server
+        .owner
+        .post(&format!("{calls}?wait_ms=soon"), body.clone())
+        .await
+        .refused(400, "invalid_request");
+    assert_eq!(count_lines(&counter), 1);
+    assert_eq!(server.owner.post(&calls, body).await.status, 201);
+}

@@ -35,6 +35,7 @@ async fn echo_call(db: &Datastore, runner_ref: &str) -> NewCall {
         .await
         .unwrap();
     NewCall {
+        id: Uuid::now_v7(),
         workspace_id: workspace,
         request_id: Uuid::new_v4(),
         payload_digest: vec![0; 32],

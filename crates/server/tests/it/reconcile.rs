@@ -687,6 +687,7 @@ async fn lost_device_call(server: &TestServer, db: &Datastore) -> (Uuid, i64) {
         .await
         .unwrap();
     let call = NewCall {
+        id: Uuid::now_v7(),
         workspace_id: workspace,
         request_id: Uuid::new_v4(),
         payload_digest: vec![0; 32],

@@ -4,8 +4,9 @@
 //! JSON object) is checked locally. Its `request_id` makes resubmitting the same file safe:
 //! the server answers with the existing call instead of running the tool again.
 //!
-//! Waiting reads the call with long reads (see [`super::wait`]) until it is terminal or
-//! `unknown`. Nothing here ever resubmits: an `unknown` call may have acted, so it is reported
+//! Waiting asks the server to answer the submission once the call settles (`?wait_ms=`), and
+//! then, while it has not, reads the call with long reads (see [`super::wait`]) until it is
+//! terminal or `unknown`. Nothing here ever resubmits: an `unknown` call may have acted, so it is reported
 //! (exit 7), not retried.
 
 use super::view::result_text;
@@ -50,8 +51,12 @@ pub async fn run(
     wait: bool,
 ) -> Result<(), CliError> {
     let body = read_json_object(file)?;
+    // Waiting starts with the submission itself: the server answers it once the call settles
+    // (or after the wait), so a quick call's outcome takes one request.
+    let wait_ms = wait::READ_WAIT.as_millis().to_string();
+    let query: &[(&str, &str)] = if wait { &[("wait_ms", &wait_ms)] } else { &[] };
     let reply = client
-        .post(&["workspaces", workspace, "calls"], Body::Json(body))
+        .post_with_query(&["workspaces", workspace, "calls"], query, Body::Json(body))
         .await
         .inspect_err(|err| match err {
             CliError::Unreachable { .. } => eprintln!(

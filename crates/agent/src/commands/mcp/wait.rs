@@ -15,7 +15,7 @@ use switchyard_protocol::api::CallView;
 use tokio::time::Instant;
 
 /// How long one read lets the server wait for the call to settle.
-const READ_WAIT: Duration = Duration::from_secs(20);
+pub const READ_WAIT: Duration = Duration::from_secs(20);
 
 // Under the server's cap (a longer wait is cut to it anyway) and well under the request timeout.
 const _: () = assert!(

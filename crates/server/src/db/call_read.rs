@@ -1,0 +1,86 @@
+//! The one read behind showing a call to its reader. Whether the workspace is the reader's,
+//! the call, its profile, whether the reader (a user) holds Use on it, and what is recorded
+//! beside the call (its lineage) come back from one statement; the app layer refuses in the
+//! order separate lookups did (`App::call_get_as`). A waiting reader makes this read each time
+//! it looks, so it is a single round trip.
+
+use super::observations::lineage_columns;
+use super::{CallRow, Datastore, Key, Lineage, ProfileRow, Submitter};
+use sqlx::postgres::PgRow;
+use sqlx::{FromRow, Row};
+use uuid::Uuid;
+
+/// What [`Datastore::call_read`] read. Each `None` is "not found".
+#[derive(Clone, Debug)]
+pub struct CallRead {
+    /// The call, with its profile.
+    pub call: Option<(CallRow, ProfileRow)>,
+    /// Whether the reader, a user, holds Use on the call's profile (always false for a device).
+    pub user_holds_use: bool,
+    /// What is recorded beside the call (empty when there is no call).
+    pub lineage: Lineage,
+}
+
+impl FromRow<'_, PgRow> for CallRead {
+    fn from_row(row: &PgRow) -> Result<Self, sqlx::Error> {
+        // The call's columns keep their own names (`c.*`), as do the lineage's; the others are `r_…`.
+        let call = match row.try_get::<Option<Uuid>, _>("id")? {
+            Some(_) => {
+                let call = CallRow::from_row(row)?;
+                let profile = ProfileRow {
+                    id: call.profile_id,
+                    workspace_id: call.workspace_id,
+                    environment_id: row.try_get("r_profile_environment")?,
+                    name: row.try_get("r_profile_name")?,
+                };
+                Some((call, profile))
+            }
+            None => None,
+        };
+        Ok(Self {
+            call,
+            user_holds_use: row.try_get("r_user_holds_use")?,
+            lineage: Lineage::from_row(row)?,
+        })
+    }
+}
+
+impl Datastore {
+    /// Reads call `call` of the workspace `workspace` names, for `reader`, in one statement.
+    /// `None` when the workspace is unknown or not the reader's (a user who is not a member, a
+    /// device of another one). `call` is `None` for an id that is not one: the workspace is
+    /// still checked first.
+    pub async fn call_read(
+        &self,
+        workspace: &Key<'_>,
+        reader: Submitter,
+        call: Option<Uuid>,
+    ) -> Result<Option<CallRead>, sqlx::Error> {
+        let (user, device) = match reader {
+            Submitter::User(user) => (Some(user), None),
+            Submitter::Device(device) => (None, Some(device)),
+        };
+        sqlx::query_as(concat!(
+            "WITH ws AS (
+                 SELECT w.id FROM workspaces w
+                 WHERE (w.id = $1 OR w.name = $2)
+                   AND (EXISTS (SELECT 1 FROM workspace_members m WHERE m.workspace_id = w.id AND m.user_id = $3)
+                        OR EXISTS (SELECT 1 FROM devices d WHERE d.workspace_id = w.id AND d.id = $4)))
+             SELECT p.environment_id AS r_profile_environment, p.name AS r_profile_name,
+                 EXISTS (SELECT 1 FROM profile_grants g
+                         WHERE g.profile_id = p.id AND g.user_id = $3 AND g.grant_kind = 'use') AS r_user_holds_use, ",
+            lineage_columns!(),
+            ", c.*
+             FROM ws
+             LEFT JOIN calls c ON c.workspace_id = ws.id AND c.id = $5
+             LEFT JOIN profiles p ON p.id = c.profile_id"
+        ))
+        .bind(workspace.id())
+        .bind(workspace.name())
+        .bind(user)
+        .bind(device)
+        .bind(call)
+        .fetch_optional(&self.pool)
+        .await
+    }
+}
