@@ -1,7 +1,6 @@
 //! `switchyard-server`: parse flags and environment into a config, then run one subcommand.
 
 use clap::{Parser, Subcommand};
-use sqlx::postgres::PgPoolOptions;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -141,7 +140,7 @@ async fn run(cli: Cli) -> Result<(), String> {
     let url = cli
         .database_url
         .ok_or("set DATABASE_URL (or --database-url) to a PostgreSQL URL, e.g. postgres://app@127.0.0.1:5432/switchyard")?;
-    let pool = PgPoolOptions::new()
+    let pool = switchyard_server::db::pool_options()
         .max_connections(16)
         .acquire_timeout(Duration::from_secs(10))
         .connect(&url)
