@@ -2,15 +2,15 @@
 //! and keep a lease long-poll open — with nothing to do. Measures the server's memory and how
 //! much the database works while they wait.
 
-use crate::api::Api;
+use crate::api::{Answer, Api};
 use crate::error::{Error, Result};
 use crate::pg::{self, Counters};
 use crate::procs::rss_bytes;
 use crate::stack::{Stack, note, pair};
 use futures::StreamExt;
 use serde::Serialize;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use switchyard_protocol::runner::{AcquireAnswer, AcquireLease, Epoch, Heartbeat, LeaseRequest};
 use tokio_util::sync::CancellationToken;
@@ -54,6 +54,14 @@ pub struct Idle {
     pub commits_per_poll: f64,
     /// Rows written per answered long-poll, heartbeats included.
     pub rows_written_per_poll: f64,
+}
+
+/// What a failed request got: its status and body, or why there was no answer.
+fn failure(what: &str, answer: Result<Answer>) -> String {
+    match answer {
+        Ok(answer) => format!("{what} answered {}: {}", answer.status, answer.body),
+        Err(error) => format!("{what} failed: {error}"),
+    }
 }
 
 fn millis(d: Duration) -> u64 {
@@ -153,15 +161,18 @@ pub async fn idle_runners(
     let polls_answered = Arc::new(AtomicU64::new(0));
     let heartbeats = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(AtomicU64::new(0));
+    // What the first failed request got, for the error message.
+    let first_failure = Arc::new(OnceLock::<String>::new());
     let mut tasks = Vec::with_capacity(count * 2);
     for (i, runner) in runners.into_iter().enumerate() {
         let runner = Arc::new(runner);
-        let (r, stop2, open, answered, failed) = (
+        let (r, stop2, open, answered, failed, why) = (
             runner.clone(),
             stop.clone(),
             polls_open.clone(),
             polls_answered.clone(),
             failures.clone(),
+            first_failure.clone(),
         );
         tasks.push(tokio::spawn(async move {
             let request = LeaseRequest {
@@ -181,7 +192,8 @@ pub async fn idle_runners(
                 };
                 match answer {
                     Ok(a) if a.status == 200 => answered.fetch_add(1, Ordering::Relaxed),
-                    _ => {
+                    other => {
+                        let _ = why.set(failure("a long-poll", other));
                         failed.fetch_add(1, Ordering::Relaxed);
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         0
@@ -189,7 +201,12 @@ pub async fn idle_runners(
                 };
             }
         }));
-        let (stop2, beats, failed) = (stop.clone(), heartbeats.clone(), failures.clone());
+        let (stop2, beats, failed, why) = (
+            stop.clone(),
+            heartbeats.clone(),
+            failures.clone(),
+            first_failure.clone(),
+        );
         // Real runners started at different moments: spread the heartbeats over the period.
         let offset = heartbeat_every.mul_f64(i as f64 / count.max(1) as f64);
         tasks.push(tokio::spawn(async move {
@@ -206,7 +223,10 @@ pub async fn idle_runners(
                 }
                 match runner.beat_api.try_post("/runner/heartbeat", &beat).await {
                     Ok(a) if a.status == 200 => beats.fetch_add(1, Ordering::Relaxed),
-                    _ => failed.fetch_add(1, Ordering::Relaxed),
+                    other => {
+                        let _ = why.set(failure("a heartbeat", other));
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
                 };
             }
         }));
@@ -238,8 +258,9 @@ pub async fn idle_runners(
     }
     let failed = failures.load(Ordering::Relaxed);
     if failed > 0 {
+        let first = first_failure.get().map_or("", String::as_str);
         return Err(Error::Setup(format!(
-            "{failed} idle-runner requests failed"
+            "{failed} idle-runner requests failed; the first: {first}"
         )));
     }
     let db = after.since(&before);
