@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use switchyard_protocol::runner::{AcquireAnswer, AcquireLease, Epoch, Heartbeat, LeaseRequest};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// How many pairings or acquisitions run at once while setting up.
@@ -77,6 +78,48 @@ struct SimRunner {
     epoch: Epoch,
 }
 
+/// What every runner's heartbeat task shares.
+struct Beating {
+    every: Duration,
+    stop: CancellationToken,
+    beats: Arc<AtomicU64>,
+    failures: Arc<AtomicU64>,
+    first_failure: Arc<OnceLock<String>>,
+}
+
+impl Beating {
+    /// Heartbeats `runner` every period from `offset` on, until stopped.
+    fn spawn(&self, runner: Arc<SimRunner>, offset: Duration) -> JoinHandle<()> {
+        let (stop, beats, failed, why) = (
+            self.stop.clone(),
+            self.beats.clone(),
+            self.failures.clone(),
+            self.first_failure.clone(),
+        );
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + offset, self.every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::spawn(async move {
+            let beat = Heartbeat {
+                epoch: runner.epoch,
+                active: Vec::new(),
+            };
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = ticker.tick() => {}
+                }
+                match runner.beat_api.try_post("/runner/heartbeat", &beat).await {
+                    Ok(a) if a.status == 200 => beats.fetch_add(1, Ordering::Relaxed),
+                    other => {
+                        let _ = why.set(failure("a heartbeat", other));
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+            }
+        })
+    }
+}
+
 /// Pairs `count` devices, gives each a runner lease, keeps them idle for `window` while
 /// measuring, then stops them (their leases are left to expire).
 /// Each long-poll asks to wait `long_poll` (a real runner asks for 25 s, the server's cap).
@@ -117,13 +160,27 @@ pub async fn idle_runners(
         .collect()
         .await;
     let credentials: Vec<String> = credentials.into_iter().collect::<Result<_>>()?;
+    let stop = CancellationToken::new();
+    let polls_open = Arc::new(AtomicU64::new(0));
+    let polls_answered = Arc::new(AtomicU64::new(0));
+    let heartbeats = Arc::new(AtomicU64::new(0));
+    let failures = Arc::new(AtomicU64::new(0));
+    // What the first failed request got, for the error message.
+    let first_failure = Arc::new(OnceLock::<String>::new());
     // Leases are taken once every device is paired, not while the others pair: pairing
-    // thousands takes longer than a lease lives, and a lease must not expire before its
-    // runner's first heartbeat.
-    let runners: Vec<Result<SimRunner>> =
+    // thousands takes longer than a lease lives. Each runner heartbeats from the moment it
+    // holds its lease, as a real one does.
+    let beating = Beating {
+        every: heartbeat_every,
+        stop: stop.clone(),
+        beats: heartbeats.clone(),
+        failures: failures.clone(),
+        first_failure: first_failure.clone(),
+    };
+    let runners: Vec<Result<(Arc<SimRunner>, JoinHandle<()>)>> =
         futures::stream::iter(credentials.into_iter().enumerate())
             .map(|(i, credential)| {
-                let (base, beat_base) = (base.clone(), beat_base.clone());
+                let (base, beat_base, beating) = (base.clone(), beat_base.clone(), &beating);
                 async move {
                     let api = base.with_token(Some(&credential));
                     let answer = api
@@ -135,11 +192,18 @@ pub async fn idle_runners(
                         )
                         .await?;
                     match crate::api::from_json(answer, "acquire")? {
-                        AcquireAnswer::Acquired { epoch, .. } => Ok(SimRunner {
-                            beat_api: beat_base.with_token(Some(&credential)),
-                            api,
-                            epoch,
-                        }),
+                        AcquireAnswer::Acquired { epoch, .. } => {
+                            let runner = Arc::new(SimRunner {
+                                beat_api: beat_base.with_token(Some(&credential)),
+                                api,
+                                epoch,
+                            });
+                            // Real runners started at different moments: spread the
+                            // heartbeats over the period.
+                            let offset = heartbeat_every.mul_f64(i as f64 / count.max(1) as f64);
+                            let beats = beating.spawn(runner.clone(), offset);
+                            Ok((runner, beats))
+                        }
                         other => Err(Error::Setup(format!(
                             "idle runner {i} did not get its lease: {other:?}"
                         ))),
@@ -149,23 +213,16 @@ pub async fn idle_runners(
             .buffer_unordered(SETUP_CONCURRENCY)
             .collect()
             .await;
-    let runners: Vec<SimRunner> = runners.into_iter().collect::<Result<_>>()?;
+    let runners: Vec<(Arc<SimRunner>, JoinHandle<()>)> =
+        runners.into_iter().collect::<Result<_>>()?;
     let setup_devices_per_s = count as f64 / started.elapsed().as_secs_f64();
     let server_rss_paired_bytes = rss_bytes(server_pid).unwrap_or(0);
     note(&format!(
         "idle: {count} devices paired with leases ({setup_devices_per_s:.0}/s); opening long-polls"
     ));
 
-    let stop = CancellationToken::new();
-    let polls_open = Arc::new(AtomicU64::new(0));
-    let polls_answered = Arc::new(AtomicU64::new(0));
-    let heartbeats = Arc::new(AtomicU64::new(0));
-    let failures = Arc::new(AtomicU64::new(0));
-    // What the first failed request got, for the error message.
-    let first_failure = Arc::new(OnceLock::<String>::new());
     let mut tasks = Vec::with_capacity(count * 2);
-    for (i, runner) in runners.into_iter().enumerate() {
-        let runner = Arc::new(runner);
+    for (runner, beats) in runners {
         let (r, stop2, open, answered, failed, why) = (
             runner.clone(),
             stop.clone(),
@@ -201,35 +258,7 @@ pub async fn idle_runners(
                 };
             }
         }));
-        let (stop2, beats, failed, why) = (
-            stop.clone(),
-            heartbeats.clone(),
-            failures.clone(),
-            first_failure.clone(),
-        );
-        // Real runners started at different moments: spread the heartbeats over the period.
-        let offset = heartbeat_every.mul_f64(i as f64 / count.max(1) as f64);
-        tasks.push(tokio::spawn(async move {
-            let mut ticker =
-                tokio::time::interval_at(tokio::time::Instant::now() + offset, heartbeat_every);
-            let beat = Heartbeat {
-                epoch: runner.epoch,
-                active: Vec::new(),
-            };
-            loop {
-                tokio::select! {
-                    () = stop2.cancelled() => return,
-                    _ = ticker.tick() => {}
-                }
-                match runner.beat_api.try_post("/runner/heartbeat", &beat).await {
-                    Ok(a) if a.status == 200 => beats.fetch_add(1, Ordering::Relaxed),
-                    other => {
-                        let _ = why.set(failure("a heartbeat", other));
-                        failed.fetch_add(1, Ordering::Relaxed)
-                    }
-                };
-            }
-        }));
+        tasks.push(beats);
     }
     // Every long-poll sent, and a moment for the server to take them in.
     while polls_open.load(Ordering::Relaxed) < count as u64 {
