@@ -272,8 +272,8 @@ impl Results {
         check(
             &format!("server RSS, {} idle runners", i.count),
             "≤ 150 MB at 10,000",
-            format!("{mb:.1} MB"),
-            mb <= 150.0 && i.count >= 10_000,
+            format!("{mb:.1} MB, {} failed requests", i.failed_requests),
+            mb <= 150.0 && i.count >= 10_000 && i.failed_requests == 0,
         );
         check(
             "rows written per idle poll (heartbeats included)",
