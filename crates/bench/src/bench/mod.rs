@@ -11,7 +11,7 @@ pub mod soak;
 use crate::direct::DirectFixture;
 use crate::error::Result;
 use crate::pg;
-use crate::procs::{Binaries, rss_bytes};
+use crate::procs::{Binaries, RunnerProcess, rss_bytes};
 use crate::stack::{Stack, note};
 use crate::stats::Summary;
 use report::{CallCost, Placement, Results, Steady, Throughput};
@@ -238,6 +238,66 @@ pub async fn throughput_only(
     both
 }
 
+/// The direct call and the end-to-end times of each placement, measured one after the other.
+struct Latencies {
+    /// Direct rmcp calls to a warm fixture.
+    baseline: Summary,
+    /// Central calls, submit to outcome.
+    central: Summary,
+    /// Device calls, submit to outcome.
+    device: Summary,
+    /// The device's runner, still running.
+    runner: RunnerProcess,
+}
+
+/// Measures the direct baseline, warms up and analyzes, measures central placement, then pairs
+/// a device, starts its runner and measures device placement.
+async fn latencies(plan: &Plan, stack: &Stack, bins: &Binaries, dir: &Path) -> Result<Latencies> {
+    note("baseline: direct rmcp calls to a warm fixture over stdio");
+    let direct = DirectFixture::start(&bins.fixture).await?;
+    let baseline = Summary::of(&direct.sample(plan.warmup, plan.latency_samples).await?);
+    direct.close().await;
+
+    // Some calls first, then statistics, so that every measured plan is made on real ones.
+    note("warming up: calls, then ANALYZE");
+    latency::end_to_end(&stack.api, &stack.central, plan.warmup, 0).await?;
+    pg::analyze(&stack.pool).await?;
+
+    note("added latency: central placement");
+    let central = Summary::of(
+        &latency::end_to_end(
+            &stack.api,
+            &stack.central,
+            plan.warmup,
+            plan.latency_samples,
+        )
+        .await?,
+    );
+
+    note("pairing a device and starting switchyard-mcp-runner");
+    let device = stack.pair_device("laptop", &stack.url(0)).await?;
+    let outbox = dir.join("laptop").join("outbox");
+    let runner = stack
+        .start_runner(&device, &outbox, &dir.join("runner.log"), &[])
+        .await?;
+    note("added latency: device placement");
+    let on_device = Summary::of(
+        &latency::end_to_end(
+            &stack.api,
+            &device.target,
+            plan.warmup,
+            plan.latency_samples,
+        )
+        .await?,
+    );
+    Ok(Latencies {
+        baseline,
+        central,
+        device: on_device,
+        runner,
+    })
+}
+
 /// What `--latency-only` measures.
 #[derive(Clone, Debug, Serialize)]
 pub struct LatencyOnly {
@@ -257,40 +317,13 @@ pub async fn latency_only(
 ) -> Result<LatencyOnly> {
     let mut stack = Stack::start(bins.clone(), database_url, dir, &[]).await?;
     let measured = async {
-        let direct = DirectFixture::start(&bins.fixture).await?;
-        let baseline = Summary::of(&direct.sample(plan.warmup, plan.latency_samples).await?);
-        direct.close().await;
-        latency::end_to_end(&stack.api, &stack.central, plan.warmup, 0).await?;
-        pg::analyze(&stack.pool).await?;
-        let central = Summary::of(
-            &latency::end_to_end(
-                &stack.api,
-                &stack.central,
-                plan.warmup,
-                plan.latency_samples,
-            )
-            .await?,
-        );
-        let device = stack.pair_device("laptop", &stack.url(0)).await?;
-        let outbox = dir.join("laptop").join("outbox");
-        let _runner = stack
-            .start_runner(&device, &outbox, &dir.join("runner.log"), &[])
-            .await?;
-        let on_device = Summary::of(
-            &latency::end_to_end(
-                &stack.api,
-                &device.target,
-                plan.warmup,
-                plan.latency_samples,
-            )
-            .await?,
-        );
+        let l = latencies(plan, &stack, &bins, dir).await?;
         Ok(LatencyOnly {
             added_latency_ms: Placement {
-                central: central.minus(&baseline),
-                device: on_device.minus(&baseline),
+                central: l.central.minus(&l.baseline),
+                device: l.device.minus(&l.baseline),
             },
-            baseline_direct_ms: baseline,
+            baseline_direct_ms: l.baseline,
         })
     }
     .await;
@@ -339,43 +372,12 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
         );
     }
 
-    note("baseline: direct rmcp calls to a warm fixture over stdio");
-    let direct = DirectFixture::start(&bins.fixture).await?;
-    let baseline = Summary::of(&direct.sample(plan.warmup, plan.latency_samples).await?);
-    direct.close().await;
-
-    // Some calls first, then statistics, so that every measured plan is made on real ones.
-    note("warming up: calls, then ANALYZE");
-    latency::end_to_end(&stack.api, &stack.central, plan.warmup, 0).await?;
-    pg::analyze(&stack.pool).await?;
-
-    note("added latency: central placement");
-    let central = Summary::of(
-        &latency::end_to_end(
-            &stack.api,
-            &stack.central,
-            plan.warmup,
-            plan.latency_samples,
-        )
-        .await?,
-    );
-
-    note("pairing a device and starting switchyard-mcp-runner");
-    let device = stack.pair_device("laptop", &stack.url(0)).await?;
-    let outbox = dir.join("laptop").join("outbox");
-    let mut runner = stack
-        .start_runner(&device, &outbox, &dir.join("runner.log"), &[])
-        .await?;
-    note("added latency: device placement");
-    let on_device = Summary::of(
-        &latency::end_to_end(
-            &stack.api,
-            &device.target,
-            plan.warmup,
-            plan.latency_samples,
-        )
-        .await?,
-    );
+    let Latencies {
+        baseline,
+        central,
+        device: on_device,
+        mut runner,
+    } = latencies(plan, &stack, &bins, dir).await?;
 
     note("idempotent replay");
     let replay = replay::replay(
