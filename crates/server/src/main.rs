@@ -1,6 +1,7 @@
 //! `switchyard-server`: parse flags and environment into a config, then run one subcommand.
 
 use clap::{Parser, Subcommand};
+use sqlx::postgres::PgPoolOptions;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -140,7 +141,7 @@ async fn run(cli: Cli) -> Result<(), String> {
     let url = cli
         .database_url
         .ok_or("set DATABASE_URL (or --database-url) to a PostgreSQL URL, e.g. postgres://app@127.0.0.1:5432/switchyard")?;
-    let pool = switchyard_server::db::pool_options()
+    let pool = PgPoolOptions::new()
         .max_connections(16)
         .acquire_timeout(Duration::from_secs(10))
         .connect(&url)

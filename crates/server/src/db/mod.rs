@@ -47,33 +47,9 @@ pub use users::UserRow;
 pub use web_sessions::{SessionTimes, WebSessionRow};
 pub use workspaces::{EnvironmentRow, MemberRow, WorkspaceRow};
 
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{Connection, PgPool};
+use sqlx::PgPool;
 use std::sync::Arc;
-use std::time::Duration;
 use uuid::Uuid;
-
-/// A pooled connection idle at least this long is checked with a round trip before use.
-const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
-
-/// The server's pool settings, short of its size and timeouts. sqlx checks every connection
-/// with a round trip (`ping`) before handing it out and again when it comes back; on a busy
-/// pool the first check doubles the round trips each statement waits for. Here a connection
-/// is checked before use only when it sat idle for [`CHECK_AFTER_IDLE`] — long enough for the
-/// database to have restarted meanwhile — and the check on return still retires a connection
-/// a statement found broken.
-pub fn pool_options() -> PgPoolOptions {
-    PgPoolOptions::new()
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for >= CHECK_AFTER_IDLE {
-                    conn.ping().await?;
-                }
-                Ok(true)
-            })
-        })
-}
 
 /// The migrations this build expects, embedded at compile time.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
