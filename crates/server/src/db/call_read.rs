@@ -5,6 +5,7 @@
 //! it looks, so it is a single round trip.
 
 use super::observations::lineage_columns;
+use super::submit::submitter_workspace;
 use super::{CallRow, Datastore, Key, Lineage, ProfileRow, Submitter};
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Row};
@@ -56,17 +57,10 @@ impl Datastore {
         reader: Submitter,
         call: Option<Uuid>,
     ) -> Result<Option<CallRead>, sqlx::Error> {
-        let (user, device) = match reader {
-            Submitter::User(user) => (Some(user), None),
-            Submitter::Device(device) => (None, Some(device)),
-        };
+        let (user, device) = reader.user_and_device();
         sqlx::query_as(concat!(
-            "WITH ws AS (
-                 SELECT w.id FROM workspaces w
-                 WHERE (w.id = $1 OR w.name = $2)
-                   AND (EXISTS (SELECT 1 FROM workspace_members m WHERE m.workspace_id = w.id AND m.user_id = $3)
-                        OR EXISTS (SELECT 1 FROM devices d WHERE d.workspace_id = w.id AND d.id = $4)))
-             SELECT p.environment_id AS r_profile_environment, p.name AS r_profile_name,
+            submitter_workspace!(),
+            "SELECT p.environment_id AS r_profile_environment, p.name AS r_profile_name,
                  EXISTS (SELECT 1 FROM profile_grants g
                          WHERE g.profile_id = p.id AND g.user_id = $3 AND g.grant_kind = 'use') AS r_user_holds_use, ",
             lineage_columns!(),

@@ -21,6 +21,31 @@ pub enum Submitter {
     Device(Uuid),
 }
 
+impl Submitter {
+    /// The user and the device as a statement binds them (`$3` and `$4` of
+    /// [`submitter_workspace!`]): one of them is `None`.
+    pub(super) fn user_and_device(self) -> (Option<Uuid>, Option<Uuid>) {
+        match self {
+            Submitter::User(user) => (Some(user), None),
+            Submitter::Device(device) => (None, Some(device)),
+        }
+    }
+}
+
+/// `WITH ws AS (…)`, as a string literal (`concat!`): the workspace `$1` (id) or `$2` (name)
+/// names, when it is the submitter's — one the user `$3` is a member of, or the device `$4`'s
+/// own. Shared by a submission's resolve and a reader's [`Datastore::call_read`].
+macro_rules! submitter_workspace {
+    () => {
+        "WITH ws AS (
+             SELECT w.id FROM workspaces w
+             WHERE (w.id = $1 OR w.name = $2)
+               AND (EXISTS (SELECT 1 FROM workspace_members m WHERE m.workspace_id = w.id AND m.user_id = $3)
+                    OR EXISTS (SELECT 1 FROM devices d WHERE d.workspace_id = w.id AND d.id = $4))) "
+    };
+}
+pub(super) use submitter_workspace;
+
 /// What a submission names.
 #[derive(Clone, Debug)]
 pub struct SubmitKeys<'a> {
@@ -154,19 +179,12 @@ impl Datastore {
         &self,
         keys: &SubmitKeys<'_>,
     ) -> Result<Option<SubmitContext>, sqlx::Error> {
-        let (user, device) = match keys.submitter {
-            Submitter::User(user) => (Some(user), None),
-            Submitter::Device(device) => (None, Some(device)),
-        };
+        let (user, device) = keys.submitter.user_and_device();
         // No environment named: nil and '' match none (no object has either).
         let environment = keys.environment.clone().unwrap_or(Key::Id(Uuid::nil()));
-        sqlx::query_as(
-            "WITH ws AS (
-                 SELECT w.id FROM workspaces w
-                 WHERE (w.id = $1 OR w.name = $2)
-                   AND (EXISTS (SELECT 1 FROM workspace_members m WHERE m.workspace_id = w.id AND m.user_id = $3)
-                        OR EXISTS (SELECT 1 FROM devices d WHERE d.workspace_id = w.id AND d.id = $4)))
-             SELECT ws.id AS r_workspace,
+        sqlx::query_as(concat!(
+            submitter_workspace!(),
+            "SELECT ws.id AS r_workspace,
                  p.id AS r_profile, p.environment_id AS r_profile_environment, p.name AS r_profile_name,
                  EXISTS (SELECT 1 FROM profile_grants g
                          WHERE g.profile_id = p.id AND g.user_id = $3 AND g.grant_kind = 'use') AS r_user_holds_use,
@@ -197,8 +215,8 @@ impl Datastore {
              LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = $12
              -- The (workspace_id, request_id) unique index, once `calls` has statistics: a plan
              -- cached before its first ANALYZE (a fresh database) may scan it instead.
-             LEFT JOIN calls c ON c.workspace_id = ws.id AND c.request_id = $13",
-        )
+             LEFT JOIN calls c ON c.workspace_id = ws.id AND c.request_id = $13"
+        ))
         .bind(keys.workspace.id())
         .bind(keys.workspace.name())
         .bind(user)
