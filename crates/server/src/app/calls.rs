@@ -132,11 +132,9 @@ impl App {
         }
         let payload_digest = digest(&payload);
         if let Some(existing) = found.existing {
-            let view = replay(existing, &payload_digest)?;
-            return Ok((
-                self.wait_settled(principal, ws, view, deadline).await?,
-                false,
-            ));
+            return self
+                .replayed(principal, ws, existing, &payload_digest, deadline)
+                .await;
         }
         check_runnable(
             &profile,
@@ -176,17 +174,17 @@ impl App {
         };
         let waiter = (!wait.is_zero()).then(|| self.wakeups.settled_waiter(new_call.id));
         match self.db.call_insert_from(&new_call, origin).await? {
-            Some(row) => {
-                let view = views::call(&row);
+            // Inserted: queued, so waiting it is.
+            Some(row) => Ok((
                 match waiter {
-                    Some(waiter) if !is_settled(view.state) => Ok((
-                        self.call_wait_with(principal, ws, &view.id.to_string(), waiter, deadline)
-                            .await?,
-                        true,
-                    )),
-                    _ => Ok((view, true)),
-                }
-            }
+                    Some(waiter) => {
+                        self.call_wait_with(principal, ws, &row.id.to_string(), waiter, deadline)
+                            .await?
+                    }
+                    None => views::call(&row),
+                },
+                true,
+            )),
             // A concurrent submission with the same request_id won the insert.
             None => match self
                 .db
@@ -194,11 +192,8 @@ impl App {
                 .await?
             {
                 Some(existing) => {
-                    let view = replay(existing, &payload_digest)?;
-                    Ok((
-                        self.wait_settled(principal, ws, view, deadline).await?,
-                        false,
-                    ))
+                    self.replayed(principal, ws, existing, &payload_digest, deadline)
+                        .await
                 }
                 None => Err(AppError::Internal(
                     "request_id conflict without a stored call".into(),
@@ -207,20 +202,25 @@ impl App {
         }
     }
 
-    /// A replayed call as its submitter asked: as it is, or once settled (by `deadline`).
-    async fn wait_settled(
+    /// The answer to a replayed request_id: the stored call (if its payload matches), as it
+    /// is or — when the submitter waits — once settled or at `deadline`.
+    async fn replayed(
         &self,
         principal: &Principal,
         ws: &str,
-        view: CallView,
+        existing: CallRow,
+        payload_digest: &[u8],
         deadline: Instant,
-    ) -> AppResult<CallView> {
+    ) -> AppResult<(CallView, bool)> {
+        let view = replay(existing, payload_digest)?;
         let now = Instant::now();
         if is_settled(view.state) || now >= deadline {
-            return Ok(view);
+            return Ok((view, false));
         }
-        self.call_wait_as(principal, ws, &view.id.to_string(), deadline - now)
-            .await
+        let view = self
+            .call_wait_as(principal, ws, &view.id.to_string(), deadline - now)
+            .await?;
+        Ok((view, false))
     }
 
     /// One call, for a reader who holds Use on its profile right now.
