@@ -261,3 +261,102 @@ pub struct ReceiptCheckAnswer {
     /// Receipts to keep quarantined (never upload) until they expire.
     pub fenced: Vec<uuid::Uuid>,
 }
+
+// ---------------------------------------------------------------------------------------------
+// The runner channel (`GET /api/v1/runner/channel`, upgraded): the long-poll and the heartbeat
+// on one connection that the server holds without HTTP buffers while the runner idles.
+// ---------------------------------------------------------------------------------------------
+
+/// The `Upgrade` token of the runner channel.
+pub const CHANNEL_PROTOCOL: &str = "switchyard-runner-channel/1";
+
+/// The longest line either side of a runner channel sends; a longer one ends the channel.
+pub const CHANNEL_MAX_LINE: usize = 64 * 1024;
+
+/// One request on a runner channel: a JSON object on one line. Answers carry its `id`; they
+/// may come in another order than the requests (a heartbeat is answered while a lease waits).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChannelRequest {
+    /// Chosen by the runner, unique on its channel.
+    pub id: u64,
+    /// What is asked.
+    #[serde(flatten)]
+    pub call: ChannelCall,
+}
+
+/// What a channel request asks: the body of the HTTP route it stands for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelCall {
+    /// As `POST /runner/lease`. A new lease request replaces one still waiting on the same
+    /// channel (that one is answered with no calls).
+    Lease(LeaseRequest),
+    /// As `POST /runner/heartbeat`.
+    Heartbeat(Heartbeat),
+}
+
+/// One answer on a runner channel, on one line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChannelAnswer {
+    /// The request's id (0 for an error about a line that could not be read).
+    pub id: u64,
+    /// The answer.
+    #[serde(flatten)]
+    pub reply: ChannelReply,
+}
+
+/// The answer to a [`ChannelCall`]: what its HTTP route would answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelReply {
+    /// A [`LeaseAnswer`].
+    Lease(LeaseAnswer),
+    /// A [`HeartbeatAnswer`].
+    Heartbeat(HeartbeatAnswer),
+    /// The error the route would answer, with its HTTP status.
+    Error(ChannelError),
+}
+
+/// An error answer on a runner channel. The code is a string, so that a runner reads codes
+/// its build does not know.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelError {
+    /// The HTTP status the route would answer with.
+    pub status: u16,
+    /// The stable error code.
+    pub code: String,
+    /// What went wrong, for a person.
+    pub message: String,
+}
+
+#[cfg(test)]
+mod channel_tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_line_names_its_route_beside_the_id() {
+        let request = ChannelRequest {
+            id: 7,
+            call: ChannelCall::Heartbeat(Heartbeat {
+                epoch: Epoch(3),
+                active: Vec::new(),
+            }),
+        };
+        let line = serde_json::to_string(&request).unwrap();
+        assert_eq!(line, r#"{"id":7,"heartbeat":{"epoch":3,"active":[]}}"#);
+        assert_eq!(serde_json::from_str::<ChannelRequest>(&line).unwrap(), request);
+
+        let answer: ChannelAnswer = serde_json::from_str(
+            r#"{"id":7,"error":{"status":409,"code":"runner_fenced","message":"stale"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            answer.reply,
+            ChannelReply::Error(ChannelError {
+                status: 409,
+                code: "runner_fenced".into(),
+                message: "stale".into(),
+            })
+        );
+    }
+}
