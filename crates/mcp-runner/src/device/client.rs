@@ -1,15 +1,17 @@
 //! The device runner API over HTTP: one method per `/api/v1/runner/...` route, authenticated
 //! with the device credential, each answer sorted into what the runner must do about it.
 
+use super::channel::{self, Channel};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 use switchyard_protocol::CallId;
 use switchyard_protocol::runner::{
-    AcquireAnswer, AcquireLease, CompleteAnswer, CompleteRequest, Epoch, Heartbeat,
-    HeartbeatAnswer, LeaseAnswer, LeaseRequest, LifecycleEvent, ReceiptCheck, ReceiptCheckAnswer,
-    StartAnswer, StartRequest,
+    AcquireAnswer, AcquireLease, ChannelCall, ChannelError, ChannelReply, CompleteAnswer,
+    CompleteRequest, Epoch, Heartbeat, HeartbeatAnswer, LeaseAnswer, LeaseRequest, LifecycleEvent,
+    ReceiptCheck, ReceiptCheckAnswer, StartAnswer, StartRequest,
 };
 
 /// How long to wait for a TCP/TLS connection.
@@ -86,13 +88,24 @@ impl fmt::Debug for Credential {
     }
 }
 
-/// A client of one server's device runner API.
-#[derive(Clone, Debug)]
+/// A client of one server's device runner API. The lease long-poll and the heartbeat go over
+/// the runner channel (one upgraded connection, see [`channel`]) when the server has one, the
+/// rest as plain HTTP requests.
+#[derive(Clone)]
 pub struct RunnerClient {
     http: reqwest::Client,
     /// `<server>/api/v1/runner`.
     base: String,
     credential: Credential,
+    channel: Arc<Channel>,
+}
+
+impl fmt::Debug for RunnerClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunnerClient")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RunnerClient {
@@ -107,11 +120,18 @@ impl RunnerClient {
             .map_err(|error| {
                 ApiFailure::Unavailable(format!("cannot build the HTTP client: {error}"))
             })?;
-        Ok(Self {
+        Ok(Self::with_http(http, server_url, credential))
+    }
+
+    /// A client for the server at `server_url` sending through `http` (which must not follow
+    /// redirects), for a process that runs many device runners' clients on one HTTP client.
+    pub fn with_http(http: reqwest::Client, server_url: &str, credential: Credential) -> Self {
+        Self {
             http,
             base: format!("{}/api/v1/runner", server_url.trim_end_matches('/')),
             credential,
-        })
+            channel: Arc::new(Channel::new()),
+        }
     }
 
     /// Takes (or, for the same holder, resumes) the device's runner lease.
@@ -122,13 +142,39 @@ impl RunnerClient {
 
     /// Renews the lease; learns what to cancel and release.
     pub async fn heartbeat(&self, beat: &Heartbeat) -> Result<HeartbeatAnswer, ApiFailure> {
-        self.post("heartbeat", beat, REQUEST_TIMEOUT).await
+        let call = ChannelCall::Heartbeat(beat.clone());
+        match self.on_channel(call, REQUEST_TIMEOUT).await {
+            Some(Ok(ChannelReply::Heartbeat(answer))) => Ok(answer),
+            Some(other) => Err(unexpected("heartbeat", other)),
+            None => self.post("heartbeat", beat, REQUEST_TIMEOUT).await,
+        }
     }
 
     /// Long-polls for work.
     pub async fn lease(&self, request: &LeaseRequest) -> Result<LeaseAnswer, ApiFailure> {
         let timeout = Duration::from_millis(request.wait_ms) + LONG_POLL_SLACK;
-        self.post("lease", request, timeout).await
+        let call = ChannelCall::Lease(request.clone());
+        match self.on_channel(call, timeout).await {
+            Some(Ok(ChannelReply::Lease(answer))) => Ok(answer),
+            Some(other) => Err(unexpected("lease", other)),
+            None => self.post("lease", request, timeout).await,
+        }
+    }
+
+    /// Sends `call` on the runner channel; `None` when the server has no channel.
+    async fn on_channel(
+        &self,
+        call: ChannelCall,
+        timeout: Duration,
+    ) -> Option<Result<ChannelReply, ApiFailure>> {
+        let open = || {
+            let request = self
+                .http
+                .get(format!("{}/channel", self.base))
+                .bearer_auth(&self.credential.0);
+            channel::upgrade(request, REQUEST_TIMEOUT)
+        };
+        self.channel.call(call, timeout, open).await
     }
 
     /// Asks to start a leased call.
@@ -207,23 +253,49 @@ impl RunnerClient {
             .map_err(|error| {
                 ApiFailure::Unavailable(format!("/runner/{path}: {}", error.without_url()))
             })?;
-        let status = response.status();
-        if status.is_success() {
+        if response.status().is_success() {
             return Ok(response);
         }
-        let (code, message) = error_body(response).await;
-        Err(match status.as_u16() {
-            401 => ApiFailure::Revoked { code, message },
-            409 if code == RUNNER_FENCED => ApiFailure::Fenced { message },
-            status @ 400..=499 => ApiFailure::Refused {
-                status,
-                code,
-                message,
-            },
-            status => ApiFailure::Unavailable(format!(
-                "/runner/{path} answered HTTP {status} ({code}): {message}"
-            )),
-        })
+        Err(sorted_failure(path, response).await)
+    }
+}
+
+/// What a runner channel's answer other than the one asked for means: the error it carries,
+/// or (any other answer) a server that is not speaking the protocol.
+fn unexpected(asked: &str, reply: Result<ChannelReply, ApiFailure>) -> ApiFailure {
+    match reply {
+        Err(failure) => failure,
+        Ok(ChannelReply::Error(ChannelError {
+            status,
+            code,
+            message,
+        })) => failure_of(status, code, message, asked),
+        Ok(other) => ApiFailure::Unavailable(format!(
+            "the runner channel answered a {asked} request with {other:?}"
+        )),
+    }
+}
+
+/// The failure an unsuccessful answer from `/runner/{path}` stands for.
+pub(super) async fn sorted_failure(path: &str, response: reqwest::Response) -> ApiFailure {
+    let status = response.status().as_u16();
+    let (code, message) = error_body(response).await;
+    failure_of(status, code, message, path)
+}
+
+/// Sorts an error answer (HTTP status, code, message) from `/runner/{path}`.
+fn failure_of(status: u16, code: String, message: String, path: &str) -> ApiFailure {
+    match status {
+        401 => ApiFailure::Revoked { code, message },
+        409 if code == RUNNER_FENCED => ApiFailure::Fenced { message },
+        status @ 400..=499 => ApiFailure::Refused {
+            status,
+            code,
+            message,
+        },
+        status => ApiFailure::Unavailable(format!(
+            "/runner/{path} answered HTTP {status} ({code}): {message}"
+        )),
     }
 }
 

@@ -16,13 +16,15 @@
 //! - A call cut off by a crash is reported `unknown`, never run again.
 //! - The credential is sent only to the identity's server and never logged.
 
+mod channel;
 mod client;
 mod control;
 mod heartbeat;
+pub mod lines;
 mod recovery;
 mod retry;
 mod runner;
 mod state;
 
-pub use client::{ApiFailure, Credential, install_tls_provider};
+pub use client::{ApiFailure, Credential, RunnerClient, install_tls_provider};
 pub use runner::{DeviceConfig, RunError, run};

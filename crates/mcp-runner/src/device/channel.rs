@@ -1,0 +1,220 @@
+//! The runner channel from the device's side: the lease long-poll and the heartbeat sent as
+//! JSON lines on one upgraded connection (`GET /api/v1/runner/channel`), so that the server
+//! holds an idle runner without HTTP buffers (see the server's `runner_channel`).
+//!
+//! The channel opens on first use and again after it closed. One task drives it: it writes the
+//! requests it is handed and routes each answer to its request by id. A request that gets no
+//! answer in time closes the channel (a stalled connection must not hold the next request
+//! too); so does anything unreadable. A server without the route (404 or 405) is remembered,
+//! and the caller sends its requests as plain HTTP.
+
+use super::client::{ApiFailure, sorted_failure};
+use super::lines::{read_line, write_line};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use switchyard_protocol::runner::{
+    CHANNEL_PROTOCOL, ChannelAnswer, ChannelCall, ChannelReply, ChannelRequest,
+};
+use tokio::io::BufReader;
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// The channel's read buffer (an answer line is read through it in pieces).
+const READ_BUFFER_BYTES: usize = 4 * 1024;
+
+/// A request handed to the driving task, with where its answer goes.
+struct Outgoing {
+    request: ChannelRequest,
+    answer: oneshot::Sender<ChannelReply>,
+}
+
+/// An open channel: the way to its driving task.
+#[derive(Clone)]
+struct Open {
+    requests: mpsc::UnboundedSender<Outgoing>,
+    /// Cancelled when the channel is closed, by either side.
+    closed: CancellationToken,
+}
+
+/// What is known about the server's channel.
+enum Slot {
+    /// No channel open (none yet, or the last one closed).
+    Closed,
+    /// A channel is open.
+    Open(Open),
+    /// The server has no runner channel: use plain HTTP.
+    Unsupported,
+}
+
+/// A device runner's channel to its server, shared by the runner client's clones.
+pub(super) struct Channel {
+    slot: Mutex<Slot>,
+    next_id: AtomicU64,
+}
+
+impl Channel {
+    /// A channel that opens on first use.
+    pub(super) fn new() -> Self {
+        Self {
+            slot: Mutex::new(Slot::Closed),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// Sends `call` on the channel (opening it with `open` when none is open) and waits up to
+    /// `timeout` for its answer. `None` when the server has no channel.
+    pub(super) async fn call<F, Fut>(
+        &self,
+        call: ChannelCall,
+        timeout: Duration,
+        open: F,
+    ) -> Option<Result<ChannelReply, ApiFailure>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Option<reqwest::Upgraded>, ApiFailure>>,
+    {
+        let channel = match self.open_channel(open).await {
+            Ok(Some(channel)) => channel,
+            Ok(None) => return None,
+            Err(failure) => return Some(Err(failure)),
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (answer, answered) = oneshot::channel();
+        let request = ChannelRequest { id, call };
+        if channel.requests.send(Outgoing { request, answer }).is_err() {
+            return Some(Err(closed()));
+        }
+        Some(match tokio::time::timeout(timeout, answered).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(_)) => Err(closed()),
+            Err(_) => {
+                channel.closed.cancel();
+                Err(ApiFailure::Unavailable(format!(
+                    "no answer on the runner channel within {} s; it was closed",
+                    timeout.as_secs()
+                )))
+            }
+        })
+    }
+
+    /// The open channel, opened now if there is none. `Ok(None)`: the server has none.
+    async fn open_channel<F, Fut>(&self, open: F) -> Result<Option<Open>, ApiFailure>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Option<reqwest::Upgraded>, ApiFailure>>,
+    {
+        let mut slot = self.slot.lock().await;
+        match &*slot {
+            Slot::Open(open) if !open.closed.is_cancelled() => return Ok(Some(open.clone())),
+            Slot::Unsupported => return Ok(None),
+            Slot::Open(_) | Slot::Closed => {}
+        }
+        *slot = Slot::Closed;
+        let Some(stream) = open().await? else {
+            tracing::info!("the server has no runner channel; long-polls and heartbeats go over plain HTTP");
+            *slot = Slot::Unsupported;
+            return Ok(None);
+        };
+        let (requests, outgoing) = mpsc::unbounded_channel();
+        let closed = CancellationToken::new();
+        tokio::spawn(drive(stream, outgoing, closed.clone()));
+        let open = Open { requests, closed };
+        *slot = Slot::Open(open.clone());
+        Ok(Some(open))
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        if let Slot::Open(open) = self.slot.get_mut() {
+            open.closed.cancel();
+        }
+    }
+}
+
+fn closed() -> ApiFailure {
+    ApiFailure::Unavailable("the runner channel closed before answering".to_owned())
+}
+
+/// Opens a channel with `request` (the `GET /runner/channel` with its credential): the
+/// upgraded connection, `None` when the server has no such route, or why not.
+pub(super) async fn upgrade(
+    request: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Result<Option<reqwest::Upgraded>, ApiFailure> {
+    let sent = request
+        .header(reqwest::header::CONNECTION, "Upgrade")
+        .header(reqwest::header::UPGRADE, CHANNEL_PROTOCOL)
+        .send();
+    let response = match tokio::time::timeout(timeout, sent).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(error)) => {
+            return Err(ApiFailure::Unavailable(format!(
+                "/runner/channel: {}",
+                error.without_url()
+            )));
+        }
+        Err(_) => {
+            return Err(ApiFailure::Unavailable(format!(
+                "/runner/channel: no answer within {} s",
+                timeout.as_secs()
+            )));
+        }
+    };
+    match response.status().as_u16() {
+        101 => response.upgrade().await.map(Some).map_err(|error| {
+            ApiFailure::Unavailable(format!("/runner/channel: {}", error.without_url()))
+        }),
+        404 | 405 => Ok(None),
+        _ => Err(sorted_failure("channel", response).await),
+    }
+}
+
+/// Drives one channel until either side closes it: writes what it is handed, routes answers
+/// to their requests. Requests still waiting when it ends see their answer channel close.
+async fn drive(
+    stream: reqwest::Upgraded,
+    mut outgoing: mpsc::UnboundedReceiver<Outgoing>,
+    closed: CancellationToken,
+) {
+    let mut stream = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
+    let mut waiting: HashMap<u64, oneshot::Sender<ChannelReply>> = HashMap::new();
+    let mut line = Vec::new();
+    loop {
+        tokio::select! {
+            () = closed.cancelled() => break,
+            next = outgoing.recv() => {
+                let Some(Outgoing { request, answer }) = next else { break };
+                waiting.insert(request.id, answer);
+                if let Err(error) = write_line(&mut stream, &request).await {
+                    tracing::debug!(%error, "the runner channel could not be written; closing it");
+                    break;
+                }
+            }
+            read = read_line(&mut stream, &mut line) => {
+                match read {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(error) => {
+                        tracing::warn!(%error, "the runner channel could not be read; closing it");
+                        break;
+                    }
+                }
+                match serde_json::from_slice::<ChannelAnswer>(&line) {
+                    Ok(ChannelAnswer { id, reply }) => match waiting.remove(&id) {
+                        // A request that stopped waiting (it timed out) drops its answer.
+                        Some(answer) => drop(answer.send(reply)),
+                        None => tracing::warn!(id, ?reply, "an answer on the runner channel for no request"),
+                    },
+                    Err(error) => {
+                        tracing::warn!(%error, "an unreadable answer on the runner channel; closing it");
+                        break;
+                    }
+                }
+                line.clear();
+            }
+        }
+    }
+    closed.cancel();
+}
