@@ -118,7 +118,10 @@ async fn serve_http(
             tracing::debug!(%error, "cannot set TCP_NODELAY on an HTTP connection");
         }
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        // With upgrades: a runner channel leaves hyper (and its buffers) once accepted.
+        let conn = http
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+            .with_upgrades();
         let (shutdown, open) = (shutdown.clone(), open_rx.clone());
         tokio::spawn(async move {
             let mut conn = std::pin::pin!(conn);

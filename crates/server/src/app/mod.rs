@@ -32,7 +32,9 @@ pub use calls::{CallPage, CallQuery, CompletionRecorded, MAX_PAGE};
 pub use connectors::{ConnectorInspection, ImportFormat, InspectedTool};
 pub use evidence::ERASURE_NOTICE;
 pub use leasing::LeaseBatch;
-pub use principal::{DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref};
+pub use principal::{
+    DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref, expect_device_credential,
+};
 pub use runner_api::RELEASE_TTL;
 pub(crate) use wakeups::Waiter;
 pub use wakeups::WakeupFeed;
@@ -140,6 +142,12 @@ impl App {
     /// The datastore.
     pub fn db(&self) -> &Datastore {
         &self.db
+    }
+
+    /// Cancelled when the server shuts down (its wake-up listener has stopped): connections
+    /// that outlive a request, such as runner channels, close then.
+    pub fn stopping(&self) -> &tokio_util::sync::CancellationToken {
+        self.wakeups.stopping()
     }
 
     /// A waiter for announcements of calls for `runner_ref`. Subscribe before looking for

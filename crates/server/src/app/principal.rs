@@ -29,6 +29,12 @@ pub(super) fn device_credential_hash(credential: &str) -> AppResult<Vec<u8>> {
     }
 }
 
+/// Refuses, without reading the database, what cannot be a device credential (a personal API
+/// token, say). Whether a device holds it is for each request to check.
+pub fn expect_device_credential(credential: &str) -> AppResult<()> {
+    device_credential_hash(credential).map(drop)
+}
+
 /// The answer to a device credential that no device holds.
 pub(super) fn unknown_device_credential() -> AppError {
     AppError::refused(

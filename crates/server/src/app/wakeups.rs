@@ -80,6 +80,11 @@ impl Wakeups {
         }
     }
 
+    /// Cancelled when the process's listener stops, at shutdown.
+    pub(crate) fn stopping(&self) -> &CancellationToken {
+        &self.stopping
+    }
+
     /// The lease floors this process keeps.
     pub(crate) fn floors(&self) -> &QueueFloors {
         &self.floors

@@ -20,8 +20,10 @@ impl From<AppError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The HTTP status, code and message a client is shown. Internal details are logged here
+    /// and replaced by a generic message.
+    pub(super) fn public(self) -> (StatusCode, ErrorCode, String) {
         let (code, message) = match self.0 {
             AppError::Refused { code, message } => (code, message),
             AppError::Database(e) => {
@@ -41,6 +43,13 @@ impl IntoResponse for ApiError {
         };
         let status =
             StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, code, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = self.public();
         (status, axum::Json(ErrorBody::new(code, message))).into_response()
     }
 }

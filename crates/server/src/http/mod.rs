@@ -7,6 +7,7 @@ mod error;
 mod handlers;
 mod reconcile;
 mod runner;
+mod runner_channel;
 
 pub use error::{ApiError, ApiJson};
 

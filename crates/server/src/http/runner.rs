@@ -2,12 +2,15 @@
 //! every route calls one app function under the device's runner reference.
 
 use super::AppState;
+use super::runner_channel;
 use super::auth::DeviceCredential;
 use super::error::{ApiError, ApiJson};
 use crate::app::DeviceActor;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::post;
+use axum::extract::Request;
+use axum::response::Response;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use switchyard_protocol::runner::*;
@@ -19,6 +22,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/runner/lease/release", post(release))
         .route("/runner/heartbeat", post(heartbeat))
         .route("/runner/lease", post(lease))
+        .route("/runner/channel", get(channel))
         .route("/runner/calls/{call}/start", post(start))
         .route("/runner/calls/{call}/complete", post(complete))
         .route("/runner/receipts/check", post(check_receipts))
@@ -66,6 +70,28 @@ async fn lease(
     ApiJson(req): ApiJson<LeaseRequest>,
 ) -> Answer<LeaseAnswer> {
     Ok(Json(s.app.runner_lease(&device, req).await?))
+}
+
+/// The runner channel: the long-poll and the heartbeat on one upgraded connection (see
+/// `runner_channel`). Each request on it checks the device credential; the upgrade refuses
+/// only what cannot be one, so that it reads nothing and the connection leaves hyper's
+/// buffers at once, even when thousands of runners reconnect together.
+async fn channel(
+    State(s): State<AppState>,
+    credential: DeviceCredential,
+    mut req: Request,
+) -> Result<Response, ApiError> {
+    crate::app::expect_device_credential(&credential.0)?;
+    let upgrade = hyper::upgrade::on(&mut req);
+    if !runner_channel::asks_for_channel(req.headers()) {
+        return Err(ApiError(crate::error::AppError::refused(
+            switchyard_protocol::ErrorCode::InvalidRequest,
+            format!(
+                "open the runner channel with `Connection: Upgrade` and `Upgrade: {CHANNEL_PROTOCOL}`"
+            ),
+        )));
+    }
+    Ok(runner_channel::accept(s.app, credential.0, upgrade))
 }
 
 async fn start(

@@ -16,6 +16,7 @@ mod leases;
 mod lifecycle;
 mod reconcile;
 mod runner_api;
+mod runner_channel;
 mod sessions;
 mod setup;
 mod web;

@@ -1,0 +1,215 @@
+//! The runner channel (`GET /api/v1/runner/channel`, upgraded to
+//! [`CHANNEL_PROTOCOL`]): a device runner's lease long-poll and heartbeat on one connection,
+//! as JSON lines (see `switchyard_protocol::runner::ChannelRequest`).
+//!
+//! Why it exists: an idle runner spends its life in a long-poll, and an HTTP/1 connection held
+//! by hyper keeps an 8 KiB read buffer and an 8 KiB write buffer for all of it — most of what
+//! a waiting runner costs the server. Upgraded, the connection leaves hyper, and what the
+//! server holds while the runner waits is the socket, a small read buffer and the waiting
+//! lease.
+//!
+//! Every request is authorized as its HTTP route is: a lease checks the device credential
+//! (a revoked device is shut out at its next request), a heartbeat's own read checks it. The
+//! upgrade itself reads nothing: it refuses only what is not shaped like a device credential.
+//! At most one lease waits per channel; a new one replaces it. A channel on which nothing
+//! arrives for [`IDLE_LIMIT`] (a live runner heartbeats every few seconds) is closed, and so
+//! is every channel when the server shuts down.
+
+use crate::app::App;
+use crate::http::ApiError;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+use switchyard_mcp_runner::device::lines::read_line;
+use switchyard_protocol::ErrorCode;
+use switchyard_protocol::runner::{
+    CHANNEL_PROTOCOL, ChannelAnswer, ChannelCall, ChannelError, ChannelReply, ChannelRequest,
+    Heartbeat, LeaseAnswer, LeaseRequest,
+};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::time::Instant;
+
+/// A channel that receives nothing for this long is closed.
+const IDLE_LIMIT: Duration = Duration::from_secs(90);
+/// The channel's read buffer: a request line is about a hundred bytes; longer ones are read
+/// through it in pieces.
+const READ_BUFFER_BYTES: usize = 512;
+
+/// The most answers a channel holds unsent before it stops reading requests.
+const MAX_UNSENT_BYTES: usize = 256 * 1024;
+
+/// A request being answered (a waiting lease, a heartbeat), boxed: its state lives only while
+/// it is pending.
+type PendingAnswer = Pin<Box<dyn Future<Output = ChannelAnswer> + Send>>;
+
+/// Whether a request asks for the runner channel (`Upgrade: switchyard-runner-channel/1`).
+pub(super) fn asks_for_channel(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(CHANNEL_PROTOCOL))
+}
+
+/// Answers `101 Switching Protocols` and serves the channel once the connection is handed
+/// over. Each request will check `credential`.
+pub(super) fn accept(app: App, credential: String, upgrade: OnUpgrade) -> Response {
+    tokio::spawn(async move {
+        match upgrade.await {
+            Ok(upgraded) => serve(app, credential, TokioIo::new(upgraded)).await,
+            Err(error) => tracing::debug!(%error, "a runner channel was not handed over"),
+        }
+    });
+    (
+        StatusCode::SWITCHING_PROTOCOLS,
+        [
+            (header::CONNECTION, HeaderValue::from_static("upgrade")),
+            (header::UPGRADE, HeaderValue::from_static(CHANNEL_PROTOCOL)),
+        ],
+    )
+        .into_response()
+}
+
+/// Serves one channel until the runner closes it, it idles past [`IDLE_LIMIT`], it sends a
+/// line that cannot be read, or the server shuts down.
+///
+/// Nothing here waits on one thing while another holds a resource: the waiting lease and the
+/// heartbeat in progress may each hold a database connection, so they are polled side by
+/// side with reading and writing, and answers are written as the socket takes them. Only
+/// one heartbeat is handled at a time, and no line is read while [`MAX_UNSENT_BYTES`] of
+/// answers wait to be sent: a runner that sends faster than it reads slows itself down.
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, stream: S) {
+    let (read, mut write) = tokio::io::split(stream);
+    let mut read = BufReader::with_capacity(READ_BUFFER_BYTES, read);
+    let stopping = app.stopping().clone();
+    let idle = tokio::time::sleep(IDLE_LIMIT);
+    tokio::pin!(idle);
+    let mut line = Vec::new();
+    // The waiting lease and its request's id; the heartbeat in progress.
+    let mut lease: Option<(u64, PendingAnswer)> = None;
+    let mut beat: Option<PendingAnswer> = None;
+    // Answers not yet taken by the socket, and whether the channel is to close once they are.
+    let mut unsent: Vec<u8> = Vec::new();
+    let mut closing = false;
+    loop {
+        let answer = tokio::select! {
+            // Waiting leases answer (with no calls) when the server stops; then it closes.
+            () = stopping.cancelled(), if lease.is_none() && beat.is_none() && unsent.is_empty() => return,
+            () = &mut idle => return,
+            written = write.write(&unsent), if !unsent.is_empty() => {
+                match written {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => drop(unsent.drain(..n)),
+                }
+                if unsent.is_empty() {
+                    if closing {
+                        return;
+                    }
+                    unsent.shrink_to(READ_BUFFER_BYTES);
+                }
+                continue;
+            }
+            answer = async { lease.as_mut().expect("guarded by is_some").1.as_mut().await }, if lease.is_some() => {
+                lease = None;
+                answer
+            }
+            answer = async { beat.as_mut().expect("guarded by is_some").as_mut().await }, if beat.is_some() => {
+                beat = None;
+                answer
+            }
+            read = read_line(&mut read, &mut line), if !closing && beat.is_none() && unsent.len() < MAX_UNSENT_BYTES => {
+                let request = match read {
+                    Ok(true) => parse(&line),
+                    Ok(false) => return,
+                    // Too long: answered, then the channel closes.
+                    Err(error) => {
+                        closing = true;
+                        Err(refused(0, ErrorCode::InvalidRequest, error.to_string()))
+                    }
+                };
+                idle.as_mut().reset(Instant::now() + IDLE_LIMIT);
+                line.clear();
+                // A long heartbeat's line (many active calls) is not kept for the idle time.
+                line.shrink_to(READ_BUFFER_BYTES);
+                match request {
+                    Err(refusal) => refusal,
+                    Ok(ChannelRequest { id, call: ChannelCall::Lease(req) }) => {
+                        let waiting = Box::pin(leased(app.clone(), credential.clone(), id, req));
+                        match lease.replace((id, waiting)) {
+                            // The replaced lease is answered with no calls.
+                            Some((replaced, _)) => ChannelAnswer {
+                                id: replaced,
+                                reply: ChannelReply::Lease(LeaseAnswer::default()),
+                            },
+                            None => continue,
+                        }
+                    }
+                    Ok(ChannelRequest { id, call: ChannelCall::Heartbeat(req) }) => {
+                        beat = Some(Box::pin(heartbeat(app.clone(), credential.clone(), id, req)));
+                        continue;
+                    }
+                }
+            }
+        };
+        push_line(&mut unsent, &answer);
+    }
+}
+
+/// Appends `answer` to `unsent` as one line.
+fn push_line(unsent: &mut Vec<u8>, answer: &ChannelAnswer) {
+    // Serializing these types cannot fail (string keys, no maps of other keys).
+    if serde_json::to_writer(&mut *unsent, answer).is_ok() {
+        unsent.push(b'\n');
+    }
+}
+
+/// Reads one request line; what cannot be read is answered `invalid_request` (under the id,
+/// when there is one to read).
+fn parse(line: &[u8]) -> Result<ChannelRequest, ChannelAnswer> {
+    serde_json::from_slice(line).map_err(|error| {
+        #[derive(serde::Deserialize)]
+        struct Id {
+            id: u64,
+        }
+        let id = serde_json::from_slice::<Id>(line).map_or(0, |i| i.id);
+        refused(
+            id,
+            ErrorCode::InvalidRequest,
+            format!("a runner channel request must be {{\"id\": N, \"lease\" or \"heartbeat\": {{…}}}}: {error}"),
+        )
+    })
+}
+
+/// A lease, as `POST /runner/lease` answers it.
+async fn leased(app: App, credential: String, id: u64, req: LeaseRequest) -> ChannelAnswer {
+    let answer = async {
+        let device = Box::pin(app.authenticate_device(&credential)).await?;
+        app.runner_lease(&device, req).await
+    };
+    reply(id, answer.await.map(ChannelReply::Lease))
+}
+
+/// A heartbeat, as `POST /runner/heartbeat` answers it.
+async fn heartbeat(app: App, credential: String, id: u64, beat: Heartbeat) -> ChannelAnswer {
+    let answer = app.runner_heartbeat(&credential, beat).await;
+    reply(id, answer.map(ChannelReply::Heartbeat))
+}
+
+fn reply(id: u64, result: crate::error::AppResult<ChannelReply>) -> ChannelAnswer {
+    let reply = result.unwrap_or_else(|error| {
+        let (status, code, message) = ApiError(error).public();
+        ChannelReply::Error(ChannelError {
+            status: status.as_u16(),
+            code: code.as_str().to_owned(),
+            message,
+        })
+    });
+    ChannelAnswer { id, reply }
+}
+
+fn refused(id: u64, code: ErrorCode, message: String) -> ChannelAnswer {
+    reply(id, Err(crate::error::AppError::refused(code, message)))
+}

@@ -1,0 +1,198 @@
+//! The runner channel (`GET /api/v1/runner/channel`), spoken line by line as a device would:
+//! the upgrade and its refusals, a heartbeat answered while a lease waits, a lease woken by a
+//! submission, errors under the request's id, and a revoked device shut out at its next
+//! request.
+
+use crate::devices::*;
+use crate::harness::*;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use uuid::Uuid;
+
+const CHANNEL: &str = "/api/v1/runner/channel";
+
+/// An open channel, read and written as raw lines.
+struct Lines {
+    stream: BufReader<reqwest::Upgraded>,
+}
+
+impl Lines {
+    async fn send(&mut self, request: Value) {
+        self.send_raw(&request.to_string()).await;
+    }
+
+    async fn send_raw(&mut self, line: &str) {
+        let stream = self.stream.get_mut();
+        stream.write_all(line.as_bytes()).await.unwrap();
+        stream.write_all(b"\n").await.unwrap();
+        stream.flush().await.unwrap();
+    }
+
+    /// The next answer line, within 30 s.
+    async fn answer(&mut self) -> Value {
+        let mut line = String::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            self.stream.read_line(&mut line),
+        )
+        .await
+        .expect("an answer within 30 s")
+        .expect("read an answer");
+        assert!(read > 0, "the channel closed");
+        serde_json::from_str(&line).expect("an answer is one JSON line")
+    }
+}
+
+/// Asks `server` for a channel with `token` and `upgrade` as the `Upgrade` header.
+async fn ask(server: &TestServer, token: &str, upgrade: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(format!("http://{}{CHANNEL}", server.addr))
+        .bearer_auth(token)
+        .header("connection", "Upgrade")
+        .header("upgrade", upgrade)
+        .send()
+        .await
+        .expect("send the upgrade")
+}
+
+async fn open(server: &TestServer, device: &Device) -> Lines {
+    open_with(server, &device.credential).await
+}
+
+async fn open_with(server: &TestServer, credential: &str) -> Lines {
+    let response = ask(server, credential, "switchyard-runner-channel/1").await;
+    assert_eq!(response.status().as_u16(), 101);
+    assert_eq!(response.headers()["upgrade"], "switchyard-runner-channel/1");
+    let stream = response.upgrade().await.expect("upgraded");
+    Lines {
+        stream: BufReader::new(stream),
+    }
+}
+
+async fn error_code(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.expect("an error body");
+    (status, body["error"]["code"].as_str().unwrap().to_owned())
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let device = setup_device_connection(&server, &Scratch::new("channel").path("count")).await;
+
+    // Only with a device credential, and only with the upgrade asked for.
+    let as_user = ask(&server, server.owner.token(), "switchyard-runner-channel/1").await;
+    assert_eq!(
+        error_code(as_user).await,
+        (401, "unauthenticated".to_owned())
+    );
+    let not_upgraded = ask(&server, &device.credential, "websocket").await;
+    assert_eq!(
+        error_code(not_upgraded).await,
+        (400, "invalid_request".to_owned())
+    );
+
+    // A credential no device holds is refused at its first request.
+    let mut stranger = open_with(&server, "sy_dev_not-a-device").await;
+    stranger
+        .send(json!({"id": 1, "heartbeat": {"epoch": 1, "active": []}}))
+        .await;
+    let refused = stranger.answer().await;
+    assert_eq!(
+        (refused["id"].as_u64(), refused["error"]["code"].as_str()),
+        (Some(1), Some("unauthenticated")),
+        "{refused}"
+    );
+
+    let acquired = device
+        .client
+        .post(
+            "/api/v1/runner/lease/acquire",
+            json!({"holder": Uuid::new_v4()}),
+        )
+        .await
+        .ok();
+    let epoch = acquired["epoch"].as_i64().unwrap();
+    let mut channel = open(&server, &device).await;
+
+    // A heartbeat is answered while the lease waits, under its own id.
+    channel
+        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+        .await;
+    channel
+        .send(json!({"id": 2, "heartbeat": {"epoch": epoch, "active": []}}))
+        .await;
+    assert_eq!(
+        channel.answer().await,
+        json!({"id": 2, "heartbeat": {"cancel": [], "release": []}})
+    );
+
+    // A submission wakes the waiting lease.
+    let call = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            device_call_body("count", json!({"label": "x", "text": "x"})),
+        )
+        .await
+        .ok();
+    let leased = channel.answer().await;
+    assert_eq!(leased["id"], 1, "{leased}");
+    assert_eq!(leased["lease"]["calls"][0]["call_id"], call["id"]);
+    assert_eq!(leased["lease"]["calls"][0]["epoch"], epoch);
+
+    // Errors come back under the request's id, and the channel goes on.
+    channel.send_raw(r#"{"id": 3, "lease": "soon"}"#).await;
+    let refused = channel.answer().await;
+    assert_eq!(
+        (refused["id"].as_u64(), refused["error"]["code"].as_str()),
+        (Some(3), Some("invalid_request")),
+        "{refused}"
+    );
+    assert_eq!(refused["error"]["status"], 400);
+    channel
+        .send(json!({"id": 4, "lease": {"epoch": epoch + 1, "max": 8, "wait_ms": 1_000}}))
+        .await;
+    let fenced = channel.answer().await;
+    assert_eq!(
+        (fenced["id"].as_u64(), fenced["error"]["code"].as_str()),
+        (Some(4), Some("runner_fenced")),
+        "{fenced}"
+    );
+    assert_eq!(fenced["error"]["status"], 409);
+
+    // A second lease replaces a waiting one, which is answered with no calls.
+    channel
+        .send(json!({"id": 5, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+        .await;
+    channel
+        .send(json!({"id": 6, "lease": {"epoch": epoch, "max": 8, "wait_ms": 200}}))
+        .await;
+    assert_eq!(
+        channel.answer().await,
+        json!({"id": 5, "lease": {"calls": []}})
+    );
+    assert_eq!(
+        channel.answer().await,
+        json!({"id": 6, "lease": {"calls": []}})
+    );
+
+    // Revoked: the next request on the open channel is refused.
+    let revoke = format!("/api/v1/workspaces/acme/devices/{}/revoke", device.id);
+    server.owner.post(&revoke, json!({})).await.ok();
+    channel
+        .send(json!({"id": 7, "heartbeat": {"epoch": epoch, "active": [call["id"]]}}))
+        .await;
+    let shut_out = channel.answer().await;
+    assert_eq!(
+        (shut_out["id"].as_u64(), shut_out["error"]["code"].as_str()),
+        (Some(7), Some("device_revoked")),
+        "{shut_out}"
+    );
+    assert_eq!(shut_out["error"]["status"], 401);
+    channel
+        .send(json!({"id": 8, "lease": {"epoch": epoch, "max": 8, "wait_ms": 1_000}}))
+        .await;
+    assert_eq!(channel.answer().await["error"]["code"], "device_revoked");
+}
