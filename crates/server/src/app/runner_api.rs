@@ -134,7 +134,9 @@ impl App {
         let max = req.max.clamp(1, MAX_LEASE_BATCH) as usize;
         let mut waiter = self.wakeups.waiter(&runner);
         loop {
-            let Some(batch) = self.lease_calls(&runner, req.epoch, max).await? else {
+            // Boxed: a long-poll spends its life waiting, and the lease's state (a query's) is
+            // larger than the waiting's; inline, every waiting long-poll would hold it.
+            let Some(batch) = Box::pin(self.lease_calls(&runner, req.epoch, max)).await? else {
                 return Err(fenced(req.epoch));
             };
             let calls = batch.calls;
