@@ -24,8 +24,8 @@ pub fn open_files() -> u64 {
         .unwrap_or(0)
 }
 
-/// Whether `count` idle runners can each keep two connections open (long-poll and heartbeat)
-/// within the open-files limit, in the driver and in the server it started.
-pub fn fits_two_connections_per_runner(count: usize) -> bool {
-    open_files() >= (count as u64) * 2 + 1024
+/// Whether `count` idle runners can each keep their runner channel open within the open-files
+/// limit, in the driver and in the server it started.
+pub fn fits_runner_channels(count: usize) -> bool {
+    open_files() >= count as u64 + 1024
 }

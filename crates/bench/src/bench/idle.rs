@@ -1,8 +1,11 @@
 //! Idle scale: many paired devices whose runners hold a lease, heartbeat at the real cadence
 //! and keep a lease long-poll open — with nothing to do. Measures the server's memory and how
 //! much the database works while they wait.
+//!
+//! Each simulated runner sends its long-polls and heartbeats through the companion's own
+//! client (`RunnerClient`), so over one runner channel each, as a real runner does.
 
-use crate::api::{Answer, Api};
+use crate::api::Api;
 use crate::error::{Error, Result};
 use crate::pg::{self, Counters};
 use crate::procs::rss_bytes;
@@ -12,6 +15,7 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+use switchyard_mcp_runner::device::{ApiFailure, Credential, RunnerClient};
 use switchyard_protocol::runner::{AcquireAnswer, AcquireLease, Epoch, Heartbeat, LeaseRequest};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -38,9 +42,6 @@ pub struct Idle {
     pub long_poll_ms: u64,
     /// How often each runner heartbeats.
     pub heartbeat_every_ms: u64,
-    /// Whether heartbeats kept their connection open between beats (two connections per
-    /// runner, as a real runner) or closed it after each beat (one per runner).
-    pub heartbeat_keep_alive: bool,
     /// Long-polls answered (empty) during the window.
     pub polls_answered: u64,
     /// Heartbeats sent during the window.
@@ -61,12 +62,9 @@ pub struct Idle {
     pub rows_written_per_poll: f64,
 }
 
-/// What a failed request got: its status and body, or why there was no answer.
-fn failure(what: &str, answer: Result<Answer>) -> String {
-    match answer {
-        Ok(answer) => format!("{what} answered {}: {}", answer.status, answer.body),
-        Err(error) => format!("{what} failed: {error}"),
-    }
+/// What a failed request got.
+fn failure(what: &str, failure: &ApiFailure) -> String {
+    format!("{what} failed: {failure}")
 }
 
 fn millis(d: Duration) -> u64 {
@@ -75,10 +73,7 @@ fn millis(d: Duration) -> u64 {
 
 /// One simulated device runner.
 struct SimRunner {
-    api: Api,
-    /// The client its heartbeats go through (the same one, or one that closes its connection
-    /// after each heartbeat).
-    beat_api: Api,
+    client: RunnerClient,
     epoch: Epoch,
 }
 
@@ -112,10 +107,10 @@ impl Beating {
                     () = stop.cancelled() => return,
                     _ = ticker.tick() => {}
                 }
-                match runner.beat_api.try_post("/runner/heartbeat", &beat).await {
-                    Ok(a) if a.status == 200 => beats.fetch_add(1, Ordering::Relaxed),
-                    other => {
-                        let _ = why.set(failure("a heartbeat", other));
+                match runner.client.heartbeat(&beat).await {
+                    Ok(_) => beats.fetch_add(1, Ordering::Relaxed),
+                    Err(other) => {
+                        let _ = why.set(failure("a heartbeat", &other));
                         failed.fetch_add(1, Ordering::Relaxed)
                     }
                 };
@@ -127,30 +122,27 @@ impl Beating {
 /// Pairs `count` devices, gives each a runner lease, keeps them idle for `window` while
 /// measuring, then stops them (their leases are left to expire).
 /// Each long-poll asks to wait `long_poll` (a real runner asks for 25 s, the server's cap).
-/// With `keep_alive`, heartbeats keep their own connection open between beats, as a real
-/// runner's HTTP client does (two connections per runner); without, each heartbeat opens a
-/// connection and closes it (one connection per runner), for machines whose open-files limit
-/// cannot hold two per runner.
 pub async fn idle_runners(
     stack: &Stack,
     count: usize,
     window: Duration,
     long_poll: Duration,
     heartbeat_every: Duration,
-    keep_alive: bool,
 ) -> Result<Idle> {
     let server_pid = stack
         .server_pid(0)
         .ok_or_else(|| Error::Setup("replica 0 is not running".into()))?;
     let server_rss_before_bytes = rss_bytes(server_pid).unwrap_or(0);
     stack.profile("idle-bound", &[]).await?;
-    // A client of its own with room for every long-poll's connection.
-    let base = Api::with_idle_pool(&stack.url(0), Some(&stack.token), count * 2 + 64)?;
-    let beat_base = if keep_alive {
-        base.clone()
-    } else {
-        Api::with_idle_pool(&stack.url(0), None, 0)?
-    };
+    // Pairing and lease acquisition: plain requests, a few at a time.
+    let base = Api::new(&stack.url(0), Some(&stack.token))?;
+    // The runners' clients share one HTTP client; each runner's channel is a connection of
+    // its own (an upgraded connection leaves the pool).
+    let runner_http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| Error::Setup(format!("building the runners' HTTP client: {e}")))?;
     let started = Instant::now();
     let credentials: Vec<Result<String>> = futures::stream::iter(0..count)
         .map(|i| {
@@ -184,7 +176,7 @@ pub async fn idle_runners(
     let runners: Vec<Result<(Arc<SimRunner>, JoinHandle<()>)>> =
         futures::stream::iter(credentials.into_iter().enumerate())
             .map(|(i, credential)| {
-                let (base, beat_base, beating) = (base.clone(), beat_base.clone(), &beating);
+                let (base, runner_http, beating) = (base.clone(), runner_http.clone(), &beating);
                 async move {
                     let api = base.with_token(Some(&credential));
                     let answer = api
@@ -197,11 +189,12 @@ pub async fn idle_runners(
                         .await?;
                     match crate::api::from_json(answer, "acquire")? {
                         AcquireAnswer::Acquired { epoch, .. } => {
-                            let runner = Arc::new(SimRunner {
-                                beat_api: beat_base.with_token(Some(&credential)),
-                                api,
-                                epoch,
-                            });
+                            let client = RunnerClient::with_http(
+                                runner_http,
+                                &stack.url(0),
+                                Credential::new(credential),
+                            );
+                            let runner = Arc::new(SimRunner { client, epoch });
                             // Real runners started at different moments: spread the
                             // heartbeats over the period.
                             let offset = heartbeat_every.mul_f64(i as f64 / count.max(1) as f64);
@@ -249,12 +242,12 @@ pub async fn idle_runners(
                 }
                 let answer = tokio::select! {
                     () = stop2.cancelled() => return,
-                    answer = r.api.try_post("/runner/lease", &request) => answer,
+                    answer = r.client.lease(&request) => answer,
                 };
                 match answer {
-                    Ok(a) if a.status == 200 => answered.fetch_add(1, Ordering::Relaxed),
-                    other => {
-                        let _ = why.set(failure("a long-poll", other));
+                    Ok(_) => answered.fetch_add(1, Ordering::Relaxed),
+                    Err(other) => {
+                        let _ = why.set(failure("a long-poll", &other));
                         failed.fetch_add(1, Ordering::Relaxed);
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         0
@@ -314,7 +307,6 @@ pub async fn idle_runners(
         window_s,
         long_poll_ms: millis(long_poll),
         heartbeat_every_ms: millis(heartbeat_every),
-        heartbeat_keep_alive: keep_alive,
         polls_answered: answered,
         heartbeats: beats,
         failed_requests,

@@ -164,14 +164,12 @@ pub async fn idle_only(
     dir: &Path,
 ) -> Result<idle::Idle> {
     let mut stack = Stack::start(bins, database_url, dir, &[]).await?;
-    let keep_alive = crate::limits::fits_two_connections_per_runner(count);
     let idle = idle::idle_runners(
         &stack,
         count,
         plan.idle_window,
         plan.idle_long_poll,
         plan.heartbeat_every,
-        keep_alive,
     )
     .await;
     stack.stop_server(0, Duration::from_secs(10)).await;
@@ -431,7 +429,6 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
         plan.idle_window,
         plan.idle_long_poll,
         plan.heartbeat_every,
-        crate::limits::fits_two_connections_per_runner(plan.idle_count),
     )
     .await?;
     idle.count = plan.idle_count;

@@ -374,13 +374,8 @@ impl Results {
         let i = &self.idle_runners;
         let _ = writeln!(
             out,
-            "\n  idle: {} runners ({}), server RSS {:.1} MB (before pairing {:.1} MB, paired {:.1} MB), {:.0} commits/s, {:.0} rows written/s, {:.2} rows/poll; companion RSS {:.1} MB",
+            "\n  idle: {} runners (one runner channel each), server RSS {:.1} MB (before pairing {:.1} MB, paired {:.1} MB), {:.0} commits/s, {:.0} rows written/s, {:.2} rows/poll; companion RSS {:.1} MB",
             i.idle.count,
-            if i.idle.heartbeat_keep_alive {
-                "2 connections each"
-            } else {
-                "1 held connection each; heartbeats reconnect"
-            },
             i.idle.server_rss_bytes as f64 / 1e6,
             i.idle.server_rss_before_bytes as f64 / 1e6,
             i.idle.server_rss_paired_bytes as f64 / 1e6,

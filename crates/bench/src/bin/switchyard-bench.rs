@@ -94,9 +94,9 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
     if let Some(rate) = args.soak_rate {
         plan.soak_rate = rate;
     }
-    if !limits::fits_two_connections_per_runner(plan.idle_count) {
+    if !limits::fits_runner_channels(plan.idle_count) {
         note(&format!(
-            "only {open_files} open files allowed: the {} idle runners close their heartbeat connection after each beat (one connection each instead of two)",
+            "only {open_files} open files allowed: not all of the {} idle runners' channels can be open at once",
             plan.idle_count
         ));
     }
