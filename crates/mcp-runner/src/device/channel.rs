@@ -5,8 +5,9 @@
 //! The channel opens on first use and again after it closed. One task drives it: it writes the
 //! requests it is handed and routes each answer to its request by id. A request that gets no
 //! answer in time closes the channel (a stalled connection must not hold the next request
-//! too); so does anything unreadable. A server without the route (404 or 405) is remembered,
-//! and the caller sends its requests as plain HTTP.
+//! too); so does anything unreadable. A server that does not open a channel (an older one
+//! answers 404; a proxy that drops the `Upgrade` header makes it 400) is remembered, and the
+//! caller sends its requests as plain HTTP.
 
 use super::client::{ApiFailure, sorted_failure};
 use super::lines::{read_line, write_line};
@@ -112,7 +113,6 @@ impl Channel {
         }
         *slot = Slot::Closed;
         let Some(stream) = open().await? else {
-            tracing::info!("the server has no runner channel; long-polls and heartbeats go over plain HTTP");
             *slot = Slot::Unsupported;
             return Ok(None);
         };
@@ -138,7 +138,7 @@ fn closed() -> ApiFailure {
 }
 
 /// Opens a channel with `request` (the `GET /runner/channel` with its credential): the
-/// upgraded connection, `None` when the server has no such route, or why not.
+/// upgraded connection, `None` when the server does not open one, or why not.
 pub(super) async fn upgrade(
     request: reqwest::RequestBuilder,
     timeout: Duration,
@@ -166,7 +166,17 @@ pub(super) async fn upgrade(
         101 => response.upgrade().await.map(Some).map_err(|error| {
             ApiFailure::Unavailable(format!("/runner/channel: {}", error.without_url()))
         }),
-        404 | 405 => Ok(None),
+        // The credential is refused: so would every request be.
+        401 => Err(sorted_failure("channel", response).await),
+        // No such route (an older server), or the upgrade did not arrive (a proxy in between
+        // drops the `Upgrade` header): the routes themselves still work.
+        status @ 400..=499 => {
+            tracing::info!(
+                status,
+                "the server did not open a runner channel; long-polls and heartbeats go over plain HTTP"
+            );
+            Ok(None)
+        }
         _ => Err(sorted_failure("channel", response).await),
     }
 }

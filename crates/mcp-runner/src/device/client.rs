@@ -1,5 +1,6 @@
-//! The device runner API over HTTP: one method per `/api/v1/runner/...` route, authenticated
-//! with the device credential, each answer sorted into what the runner must do about it.
+//! The device runner API: one method per `/api/v1/runner/...` route, authenticated with the
+//! device credential, each answer sorted into what the runner must do about it. The long-poll
+//! and the heartbeat go over the runner channel when the server opens one.
 
 use super::channel::{self, Channel};
 use serde::Serialize;
