@@ -124,7 +124,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
                 let request = match read {
                     Ok(true) => parse(&line),
                     Ok(false) => return,
-                    // Too long: answered, then the channel closes.
+                    // Too long, or the connection failed: answered if it still can be, then
+                    // the channel closes.
                     Err(error) => {
                         closing = true;
                         Err(refused(0, ErrorCode::InvalidRequest, error.to_string()))
