@@ -12,7 +12,7 @@ use crate::procs::rss_bytes;
 use crate::stack::{Stack, note, pair};
 use futures::StreamExt;
 use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use switchyard_mcp_runner::device::{ApiFailure, Credential, RunnerClient};
@@ -50,6 +50,9 @@ pub struct Idle {
     pub failed_requests: u64,
     /// What the first of them got.
     pub first_failure: Option<String>,
+    /// Leases taken again after a request was answered `runner_fenced` (a lease expired while
+    /// the others were set up, say), as a real runner takes its lease again.
+    pub leases_taken_again: u64,
     /// What the database did during the window.
     pub db: Counters,
     /// Commits per second during the window (every autocommit statement counts).
@@ -74,7 +77,31 @@ fn millis(d: Duration) -> u64 {
 /// One simulated device runner.
 struct SimRunner {
     client: RunnerClient,
-    epoch: Epoch,
+    holder: uuid::Uuid,
+    /// The lease epoch it holds now.
+    epoch: AtomicI64,
+}
+
+impl SimRunner {
+    fn epoch(&self) -> Epoch {
+        Epoch(self.epoch.load(Ordering::Relaxed))
+    }
+
+    /// After `fenced` answered `runner_fenced`: takes the lease again, as a real runner does
+    /// (its holder resumes its epoch, or gets a new one once the lease expired). True when it
+    /// holds a lease again.
+    async fn take_lease_again(&self, fenced: Epoch) -> bool {
+        if self.epoch() != fenced {
+            return true;
+        }
+        match self.client.acquire(self.holder).await {
+            Ok(AcquireAnswer::Acquired { epoch, .. }) => {
+                self.epoch.store(epoch.0, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// What every runner's heartbeat task shares.
@@ -84,36 +111,45 @@ struct Beating {
     beats: Arc<AtomicU64>,
     failures: Arc<AtomicU64>,
     first_failure: Arc<OnceLock<String>>,
+    reacquired: Arc<AtomicU64>,
 }
 
 impl Beating {
     /// Heartbeats `runner` every period from `offset` on, until stopped.
     fn spawn(&self, runner: Arc<SimRunner>, offset: Duration) -> JoinHandle<()> {
-        let (stop, beats, failed, why) = (
+        let (stop, beats, failed, why, reacquired) = (
             self.stop.clone(),
             self.beats.clone(),
             self.failures.clone(),
             self.first_failure.clone(),
+            self.reacquired.clone(),
         );
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + offset, self.every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::spawn(async move {
-            let beat = Heartbeat {
-                epoch: runner.epoch,
-                active: Vec::new(),
-            };
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return,
                     _ = ticker.tick() => {}
                 }
+                let beat = Heartbeat {
+                    epoch: runner.epoch(),
+                    active: Vec::new(),
+                };
                 match runner.client.heartbeat(&beat).await {
-                    Ok(_) => beats.fetch_add(1, Ordering::Relaxed),
+                    Ok(_) => {
+                        beats.fetch_add(1, Ordering::Relaxed);
+                    }
                     Err(other) => {
                         let _ = why.set(failure("a heartbeat", &other));
-                        failed.fetch_add(1, Ordering::Relaxed)
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        if matches!(other, ApiFailure::Fenced { .. })
+                            && runner.take_lease_again(beat.epoch).await
+                        {
+                            reacquired.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
-                };
+                }
             }
         })
     }
@@ -163,6 +199,8 @@ pub async fn idle_runners(
     let failures = Arc::new(AtomicU64::new(0));
     // What the first failed request got, for the error message.
     let first_failure = Arc::new(OnceLock::<String>::new());
+    // Leases taken again after a `runner_fenced` answer.
+    let reacquired = Arc::new(AtomicU64::new(0));
     // Leases are taken once every device is paired, not while the others pair: pairing
     // thousands takes longer than a lease lives. Each runner heartbeats from the moment it
     // holds its lease, as a real one does.
@@ -172,6 +210,7 @@ pub async fn idle_runners(
         beats: heartbeats.clone(),
         failures: failures.clone(),
         first_failure: first_failure.clone(),
+        reacquired: reacquired.clone(),
     };
     let runners: Vec<Result<(Arc<SimRunner>, JoinHandle<()>)>> =
         futures::stream::iter(credentials.into_iter().enumerate())
@@ -179,13 +218,9 @@ pub async fn idle_runners(
                 let (base, runner_http, beating) = (base.clone(), runner_http.clone(), &beating);
                 async move {
                     let api = base.with_token(Some(&credential));
+                    let holder = uuid::Uuid::now_v7();
                     let answer = api
-                        .post(
-                            "/runner/lease/acquire",
-                            &AcquireLease {
-                                holder: uuid::Uuid::now_v7(),
-                            },
-                        )
+                        .post("/runner/lease/acquire", &AcquireLease { holder })
                         .await?;
                     match crate::api::from_json(answer, "acquire")? {
                         AcquireAnswer::Acquired { epoch, .. } => {
@@ -194,7 +229,11 @@ pub async fn idle_runners(
                                 &stack.url(0),
                                 Credential::new(credential),
                             );
-                            let runner = Arc::new(SimRunner { client, epoch });
+                            let runner = Arc::new(SimRunner {
+                                client,
+                                holder,
+                                epoch: AtomicI64::new(epoch.0),
+                            });
                             // Real runners started at different moments: spread the
                             // heartbeats over the period.
                             let offset = heartbeat_every.mul_f64(i as f64 / count.max(1) as f64);
@@ -220,39 +259,47 @@ pub async fn idle_runners(
 
     let mut tasks = Vec::with_capacity(count * 2);
     for (runner, beats) in runners {
-        let (r, stop2, open, answered, failed, why) = (
+        let (r, stop2, open, answered, failed, why, reacquired) = (
             runner.clone(),
             stop.clone(),
             polls_open.clone(),
             polls_answered.clone(),
             failures.clone(),
             first_failure.clone(),
+            reacquired.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            let request = LeaseRequest {
-                epoch: r.epoch,
-                max: 1,
-                wait_ms: millis(long_poll),
-            };
             let mut first = true;
             while !stop2.is_cancelled() {
                 if first {
                     open.fetch_add(1, Ordering::Relaxed);
                     first = false;
                 }
+                let request = LeaseRequest {
+                    epoch: r.epoch(),
+                    max: 1,
+                    wait_ms: millis(long_poll),
+                };
                 let answer = tokio::select! {
                     () = stop2.cancelled() => return,
                     answer = r.client.lease(&request) => answer,
                 };
                 match answer {
-                    Ok(_) => answered.fetch_add(1, Ordering::Relaxed),
+                    Ok(_) => {
+                        answered.fetch_add(1, Ordering::Relaxed);
+                    }
                     Err(other) => {
                         let _ = why.set(failure("a long-poll", &other));
                         failed.fetch_add(1, Ordering::Relaxed);
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        0
+                        if matches!(other, ApiFailure::Fenced { .. })
+                            && r.take_lease_again(request.epoch).await
+                        {
+                            reacquired.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
                     }
-                };
+                }
             }
         }));
         tasks.push(beats);
@@ -311,6 +358,7 @@ pub async fn idle_runners(
         heartbeats: beats,
         failed_requests,
         first_failure,
+        leases_taken_again: reacquired.load(Ordering::Relaxed),
         db,
         commits_per_s: db.xact_commit as f64 / window_s,
         rows_written_per_s: db.rows_written as f64 / window_s,
