@@ -29,6 +29,16 @@ impl Lines {
         stream.flush().await.unwrap();
     }
 
+    /// The next answer, which must be an error: its id, code and HTTP status.
+    async fn error(&mut self) -> (u64, String, u64) {
+        let answer = self.answer().await;
+        let error = &answer["error"];
+        match (answer["id"].as_u64(), error["code"].as_str(), error["status"].as_u64()) {
+            (Some(id), Some(code), Some(status)) => (id, code.to_owned(), status),
+            _ => panic!("not an error answer: {answer}"),
+        }
+    }
+
     /// The next answer line, within 30 s.
     async fn answer(&mut self) -> Value {
         let mut line = String::new();
@@ -98,11 +108,9 @@ async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
     stranger
         .send(json!({"id": 1, "heartbeat": {"epoch": 1, "active": []}}))
         .await;
-    let refused = stranger.answer().await;
     assert_eq!(
-        (refused["id"].as_u64(), refused["error"]["code"].as_str()),
-        (Some(1), Some("unauthenticated")),
-        "{refused}"
+        stranger.error().await,
+        (1, "unauthenticated".to_owned(), 401)
     );
 
     let acquired = device
@@ -144,23 +152,17 @@ async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
 
     // Errors come back under the request's id, and the channel goes on.
     channel.send_raw(r#"{"id": 3, "lease": "soon"}"#).await;
-    let refused = channel.answer().await;
     assert_eq!(
-        (refused["id"].as_u64(), refused["error"]["code"].as_str()),
-        (Some(3), Some("invalid_request")),
-        "{refused}"
+        channel.error().await,
+        (3, "invalid_request".to_owned(), 400)
     );
-    assert_eq!(refused["error"]["status"], 400);
     channel
         .send(json!({"id": 4, "lease": {"epoch": epoch + 1, "max": 8, "wait_ms": 1_000}}))
         .await;
-    let fenced = channel.answer().await;
     assert_eq!(
-        (fenced["id"].as_u64(), fenced["error"]["code"].as_str()),
-        (Some(4), Some("runner_fenced")),
-        "{fenced}"
+        channel.error().await,
+        (4, "runner_fenced".to_owned(), 409)
     );
-    assert_eq!(fenced["error"]["status"], 409);
 
     // A second lease replaces a waiting one, which is answered with no calls.
     channel
@@ -184,15 +186,12 @@ async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
     channel
         .send(json!({"id": 7, "heartbeat": {"epoch": epoch, "active": [call["id"]]}}))
         .await;
-    let shut_out = channel.answer().await;
     assert_eq!(
-        (shut_out["id"].as_u64(), shut_out["error"]["code"].as_str()),
-        (Some(7), Some("device_revoked")),
-        "{shut_out}"
+        channel.error().await,
+        (7, "device_revoked".to_owned(), 401)
     );
-    assert_eq!(shut_out["error"]["status"], 401);
     channel
         .send(json!({"id": 8, "lease": {"epoch": epoch, "max": 8, "wait_ms": 1_000}}))
         .await;
-    assert_eq!(channel.answer().await["error"]["code"], "device_revoked");
+    assert_eq!(channel.error().await.1, "device_revoked");
 }
