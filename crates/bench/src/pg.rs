@@ -54,6 +54,9 @@ pub struct Counters {
     pub xact_commit: i64,
     /// Rows inserted, updated or deleted in user tables.
     pub rows_written: i64,
+    /// Of those, rows of `runner_leases` and `devices`: where heartbeats' renewals and
+    /// devices' sightings (`last_seen_at`) are flushed.
+    pub liveness_rows_written: i64,
     /// WAL generated, in bytes.
     pub wal_bytes: i64,
     /// WAL flushes to disk (cluster-wide: the benchmark's cluster is private).
@@ -66,6 +69,7 @@ impl Counters {
         Counters {
             xact_commit: self.xact_commit - earlier.xact_commit,
             rows_written: self.rows_written - earlier.rows_written,
+            liveness_rows_written: self.liveness_rows_written - earlier.liveness_rows_written,
             wal_bytes: self.wal_bytes - earlier.wal_bytes,
             wal_syncs: self.wal_syncs - earlier.wal_syncs,
         }
@@ -75,9 +79,17 @@ impl Counters {
 /// The counters now. Statistics reach the views about once a second, so compare snapshots
 /// taken over several seconds.
 pub async fn counters(pool: &PgPool) -> Result<Counters> {
-    let (xact_commit, rows_written, wal_bytes, wal_syncs): (i64, i64, i64, i64) = sqlx::query_as(
+    let (xact_commit, rows_written, liveness_rows_written, wal_bytes, wal_syncs): (
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+    ) = sqlx::query_as(
         "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),
                 (SELECT COALESCE(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables),
+                (SELECT COALESCE(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables
+                  WHERE relname IN ('runner_leases', 'devices')),
                 pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
                 (SELECT wal_sync FROM pg_stat_wal)",
     )
@@ -86,6 +98,7 @@ pub async fn counters(pool: &PgPool) -> Result<Counters> {
     Ok(Counters {
         xact_commit,
         rows_written,
+        liveness_rows_written,
         wal_bytes,
         wal_syncs,
     })

@@ -63,6 +63,12 @@ pub struct Idle {
     pub commits_per_poll: f64,
     /// Rows written per answered long-poll, heartbeats included.
     pub rows_written_per_poll: f64,
+    /// Rows written per answered long-poll besides the flushed renewals and sightings (rows of
+    /// `runner_leases` and `devices`): what the polls themselves write.
+    pub rows_written_per_poll_besides_liveness: f64,
+    /// WAL flushes per heartbeat: well below one when renewals are flushed in batches (each
+    /// heartbeat written alone would be a durable commit, a flush, of its own).
+    pub wal_flushes_per_heartbeat: f64,
 }
 
 /// What a failed request got.
@@ -364,5 +370,13 @@ pub async fn idle_runners(
         rows_written_per_s: db.rows_written as f64 / window_s,
         commits_per_poll: per_poll(db.xact_commit),
         rows_written_per_poll: per_poll(db.rows_written),
+        rows_written_per_poll_besides_liveness: per_poll(
+            db.rows_written - db.liveness_rows_written,
+        ),
+        wal_flushes_per_heartbeat: if beats == 0 {
+            0.0
+        } else {
+            db.wal_syncs as f64 / beats as f64
+        },
     })
 }
