@@ -94,15 +94,16 @@ impl SimRunner {
     }
 
     /// After `fenced` answered `runner_fenced`: takes the lease again, as a real runner does
-    /// (its holder resumes its epoch, or gets a new one once the lease expired). True when it
-    /// holds a lease again.
-    async fn take_lease_again(&self, fenced: Epoch) -> bool {
+    /// (its holder resumes its epoch, or gets a new one once the lease expired), counting it
+    /// in `taken`. True when it holds a lease again (taken here or by its other task).
+    async fn take_lease_again(&self, fenced: Epoch, taken: &AtomicU64) -> bool {
         if self.epoch() != fenced {
             return true;
         }
         match self.client.acquire(self.holder).await {
             Ok(AcquireAnswer::Acquired { epoch, .. }) => {
                 self.epoch.store(epoch.0, Ordering::Relaxed);
+                taken.fetch_add(1, Ordering::Relaxed);
                 true
             }
             _ => false,
@@ -149,10 +150,8 @@ impl Beating {
                     Err(other) => {
                         let _ = why.set(failure("a heartbeat", &other));
                         failed.fetch_add(1, Ordering::Relaxed);
-                        if matches!(other, ApiFailure::Fenced { .. })
-                            && runner.take_lease_again(beat.epoch).await
-                        {
-                            reacquired.fetch_add(1, Ordering::Relaxed);
+                        if matches!(other, ApiFailure::Fenced { .. }) {
+                            runner.take_lease_again(beat.epoch, &reacquired).await;
                         }
                     }
                 }
@@ -297,11 +296,9 @@ pub async fn idle_runners(
                     Err(other) => {
                         let _ = why.set(failure("a long-poll", &other));
                         failed.fetch_add(1, Ordering::Relaxed);
-                        if matches!(other, ApiFailure::Fenced { .. })
-                            && r.take_lease_again(request.epoch).await
-                        {
-                            reacquired.fetch_add(1, Ordering::Relaxed);
-                        } else {
+                        let again = matches!(other, ApiFailure::Fenced { .. })
+                            && r.take_lease_again(request.epoch, &reacquired).await;
+                        if !again {
                             tokio::time::sleep(Duration::from_secs(1)).await;
                         }
                     }
