@@ -43,13 +43,20 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(
     }
 }
 
+/// Appends `value` to `buffer` as one line.
+pub fn push_line<T: Serialize>(buffer: &mut Vec<u8>, value: &T) -> io::Result<()> {
+    serde_json::to_writer(&mut *buffer, value).map_err(io::Error::other)?;
+    buffer.push(b'\n');
+    Ok(())
+}
+
 /// Writes `value` as one line and flushes it.
 pub async fn write_line<W: AsyncWrite + Unpin, T: Serialize>(
     writer: &mut W,
     value: &T,
 ) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
-    bytes.push(b'\n');
+    let mut bytes = Vec::new();
+    push_line(&mut bytes, value)?;
     writer.write_all(&bytes).await?;
     writer.flush().await
 }

@@ -24,7 +24,7 @@ use hyper_util::rt::TokioIo;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
-use switchyard_mcp_runner::device::lines::read_line;
+use switchyard_mcp_runner::device::lines::{push_line, read_line};
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::runner::{
     CHANNEL_PROTOCOL, ChannelAnswer, ChannelCall, ChannelError, ChannelReply, ChannelRequest,
@@ -155,15 +155,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
                 }
             }
         };
-        push_line(&mut unsent, &answer);
-    }
-}
-
-/// Appends `answer` to `unsent` as one line.
-fn push_line(unsent: &mut Vec<u8>, answer: &ChannelAnswer) {
-    // Serializing these types cannot fail (string keys, no maps of other keys).
-    if serde_json::to_writer(&mut *unsent, answer).is_ok() {
-        unsent.push(b'\n');
+        // Serializing these types cannot fail (string keys, no maps of other keys).
+        let _ = push_line(&mut unsent, &answer);
     }
 }
 
