@@ -19,20 +19,21 @@ pub const DEVICE_CREDENTIAL_PREFIX: &str = "sy_dev_";
 /// The hash a device credential is stored under; anything that is not a device credential
 /// (a personal API token, say) is `unauthenticated`.
 pub(super) fn device_credential_hash(credential: &str) -> AppResult<Vec<u8>> {
+    expect_device_credential(credential)?;
+    Ok(hash_token(credential))
+}
+
+/// Refuses, without reading the database, what cannot be a device credential (a personal API
+/// token, say). Whether a device holds it is for each request to check.
+pub fn expect_device_credential(credential: &str) -> AppResult<()> {
     if credential.starts_with(DEVICE_CREDENTIAL_PREFIX) {
-        Ok(hash_token(credential))
+        Ok(())
     } else {
         Err(AppError::refused(
             ErrorCode::Unauthenticated,
             "this endpoint needs a device credential (`sy_dev_…`, from `switchyard pair`); personal API tokens are refused here",
         ))
     }
-}
-
-/// Refuses, without reading the database, what cannot be a device credential (a personal API
-/// token, say). Whether a device holds it is for each request to check.
-pub fn expect_device_credential(credential: &str) -> AppResult<()> {
-    device_credential_hash(credential).map(drop)
 }
 
 /// The answer to a device credential that no device holds.
