@@ -16,6 +16,17 @@ pub struct Device {
     pub client: Client,
 }
 
+/// Takes the device's runner lease for `holder`, as its runner would; returns the epoch.
+pub async fn acquire_lease(device: &Device, holder: uuid::Uuid) -> i64 {
+    let answer = device
+        .client
+        .post("/api/v1/runner/lease/acquire", json!({"holder": holder}))
+        .await
+        .ok();
+    assert_eq!(answer["status"], "acquired", "{answer}");
+    answer["epoch"].as_i64().unwrap()
+}
+
 /// A client of `server` presenting `token`.
 pub fn client_with(server: &TestServer, token: &str) -> Client {
     Client::at(&format!("http://{}", server.addr), token)

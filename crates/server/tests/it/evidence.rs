@@ -451,12 +451,7 @@ async fn a_receipt_left_in_a_stopped_runners_outbox_is_quarantined_after_erasure
 
     // The device runs the call and keeps its receipt in the outbox, then stops before uploading.
     let holder = Uuid::new_v4();
-    let acquired = device
-        .client
-        .post("/api/v1/runner/lease/acquire", json!({"holder": holder}))
-        .await
-        .ok();
-    let epoch = acquired["epoch"].as_i64().unwrap();
+    let epoch = acquire_lease(&device, holder).await;
     let leased = device
         .client
         .post(
@@ -540,15 +535,7 @@ async fn a_device_result_is_captured_with_its_receipt_lineage(pool: PgPool) {
         .await
         .ok();
     let id = call["id"].as_str().unwrap();
-    let acquired = device
-        .client
-        .post(
-            "/api/v1/runner/lease/acquire",
-            json!({"holder": Uuid::new_v4()}),
-        )
-        .await
-        .ok();
-    let epoch = acquired["epoch"].as_i64().unwrap();
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     device
         .client
         .post(
@@ -613,15 +600,7 @@ async fn a_late_receipt_for_an_erased_call_is_fenced_even_under_its_own_epoch(po
         .await
         .ok();
     let id: Uuid = call["id"].as_str().unwrap().parse().unwrap();
-    let acquired = device
-        .client
-        .post(
-            "/api/v1/runner/lease/acquire",
-            json!({"holder": Uuid::new_v4()}),
-        )
-        .await
-        .ok();
-    let epoch = acquired["epoch"].as_i64().unwrap();
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     device
         .client
         .post(

@@ -46,16 +46,6 @@ async fn last_seen(pool: &PgPool, device: &Device) -> DateTime<Utc> {
         .expect("the device row")
 }
 
-async fn acquire(device: &Device, holder: Uuid) -> i64 {
-    let answer = device
-        .client
-        .post("/api/v1/runner/lease/acquire", json!({"holder": holder}))
-        .await
-        .ok();
-    assert_eq!(answer["status"], "acquired", "{answer}");
-    answer["epoch"].as_i64().unwrap()
-}
-
 async fn heartbeat(device: &Device, epoch: i64) -> Answer {
     device
         .client
@@ -71,7 +61,7 @@ async fn idle_heartbeats_write_nothing_until_the_flush(pool: PgPool) {
     let server = TestServer::start_with(pool.clone(), flush_at_stop).await;
     setup_workspace(&server, "acme", &[]).await;
     let device = pair_device(&server, "acme", "main").await;
-    let epoch = acquire(&device, Uuid::new_v4()).await;
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     // The device was last seen an hour ago, as far as the database knows.
     sqlx::query("UPDATE devices SET last_seen_at = now() - interval '1 hour' WHERE id = $1::uuid")
         .bind(&device.id)
@@ -116,7 +106,7 @@ async fn a_lease_with_less_than_half_its_length_left_is_renewed_at_once(pool: Pg
     let server = TestServer::start_with(pool.clone(), flush_at_stop).await;
     setup_workspace(&server, "acme", &[]).await;
     let device = pair_device(&server, "acme", "main").await;
-    let epoch = acquire(&device, Uuid::new_v4()).await;
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     sqlx::query(
         "UPDATE runner_leases SET expires_at = now() + interval '20 minutes' WHERE runner_ref = $1",
     )
@@ -148,7 +138,7 @@ async fn replicas_refuse_a_stale_epoch_at_once_and_their_late_flushes_change_not
         credential: on_a.credential.clone(),
         client: client_with(&b, &on_a.credential),
     };
-    let old = acquire(&on_a, Uuid::new_v4()).await;
+    let old = acquire_lease(&on_a, Uuid::new_v4()).await;
     heartbeat(&on_a, old).await.ok();
     heartbeat(&on_b, old).await.ok();
 
@@ -161,7 +151,7 @@ async fn replicas_refuse_a_stale_epoch_at_once_and_their_late_flushes_change_not
     assert_eq!(released.status.as_u16(), 204);
     heartbeat(&on_a, old).await.refused(409, "runner_fenced");
     heartbeat(&on_b, old).await.refused(409, "runner_fenced");
-    let new = acquire(&on_a, Uuid::new_v4()).await;
+    let new = acquire_lease(&on_a, Uuid::new_v4()).await;
     assert!(new > old);
     heartbeat(&on_b, old).await.refused(409, "runner_fenced");
     let taken_over = lease_row(&pool, &on_a.runner).await;
@@ -177,7 +167,7 @@ async fn a_revoked_devices_renewals_do_not_revive_its_lease(pool: PgPool) {
     let server = TestServer::start_with(pool.clone(), flush_at_stop).await;
     setup_workspace(&server, "acme", &[]).await;
     let device = pair_device(&server, "acme", "main").await;
-    let epoch = acquire(&device, Uuid::new_v4()).await;
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     heartbeat(&device, epoch).await.ok();
 
     server
@@ -209,7 +199,7 @@ async fn a_heartbeat_with_an_unknown_credential_is_refused(pool: PgPool) {
     let server = TestServer::start(pool).await;
     setup_workspace(&server, "acme", &[]).await;
     let device = pair_device(&server, "acme", "main").await;
-    let epoch = acquire(&device, Uuid::new_v4()).await;
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     let stranger = Device {
         client: client_with(&server, "sy_dev_not-a-credential"),
         ..device

@@ -113,15 +113,7 @@ async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
         (1, "unauthenticated".to_owned(), 401)
     );
 
-    let acquired = device
-        .client
-        .post(
-            "/api/v1/runner/lease/acquire",
-            json!({"holder": Uuid::new_v4()}),
-        )
-        .await
-        .ok();
-    let epoch = acquired["epoch"].as_i64().unwrap();
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     let mut channel = open(&server, &device).await;
 
     // A heartbeat is answered while the lease waits, under its own id.
