@@ -251,26 +251,6 @@ pub struct StoredCompletion {
 }
 
 /// The start ack of one call on `conn` (see [`Datastore::call_start`]).
-async fn start_on(
-    conn: &mut sqlx::PgConnection,
-    id: Uuid,
-    runner_ref: &str,
-    epoch: i64,
-) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
-        "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
-         WHERE id = $1 AND state IN ('leased', 'running') AND runner_ref = $2 AND lease_epoch = $3
-           AND EXISTS (SELECT 1 FROM runner_leases r
-                       WHERE r.runner_ref = $2 AND r.epoch = $3 AND r.expires_at > now())",
-    )
-    .bind(id)
-    .bind(runner_ref)
-    .bind(epoch)
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
 /// One completion of a batch for [`Datastore::call_complete_plain_many`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PlainCompletion<'a> {
@@ -558,18 +538,29 @@ impl Datastore {
         runner_ref: &str,
         epoch: i64,
     ) -> Result<bool, sqlx::Error> {
-        let mut conn = self.pool.acquire().await?;
-        start_on(&mut conn, id, runner_ref, epoch).await
+        let done = sqlx::query(
+            "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
+             WHERE id = $1 AND state IN ('leased', 'running') AND runner_ref = $2 AND lease_epoch = $3
+               AND EXISTS (SELECT 1 FROM runner_leases r
+                           WHERE r.runner_ref = $2 AND r.epoch = $3 AND r.expires_at > now())",
+        )
+        .bind(id)
+        .bind(runner_ref)
+        .bind(epoch)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
-    /// [`Datastore::call_start`] for several calls of one runner and epoch, in one transaction
+    /// [`Datastore::call_start`] for several calls of one runner and epoch, in one statement
     /// (one commit, one WAL flush). Returns the ids it started (again); the others were not.
     ///
-    /// One statement per call, each finding its call by primary key: a single `id = ANY(…)`
-    /// statement was planned on `calls_in_flight` (its predicate matches the states), and with
-    /// the xmin horizon held that index fills with dead entries of the epoch — in the full
-    /// benchmark's soak such a batch read 6,700 blocks (6 ms) and the held phase fell to 355
-    /// of the 500 calls/s asked.
+    /// The states a call may leave come per row, as in the completion batch, so the statement
+    /// finds each call by primary key: with the states as a constant (or a parameter, which a
+    /// custom plan sees through) it matched `calls_in_flight`'s predicate and was planned on
+    /// that index, and with the xmin horizon held the index fills with dead entries of the
+    /// epoch — in the full benchmark's soak such a batch read 6,700 blocks (6 ms) and the held
+    /// phase fell to 355 of the 500 calls/s asked.
     pub async fn call_start_many(
         &self,
         ids: &[Uuid],
@@ -577,22 +568,27 @@ impl Datastore {
         epoch: i64,
     ) -> Result<Vec<Uuid>, sqlx::Error> {
         if let [id] = ids {
-            // Alone, without a transaction's two more round trips.
             let started = self.call_start(*id, runner_ref, epoch).await?;
             return Ok(if started { vec![*id] } else { Vec::new() });
         }
-        let mut ids = ids.to_vec();
-        // One lock order for every batch.
-        ids.sort_unstable();
-        let mut tx = self.pool.begin().await?;
-        let mut started = Vec::with_capacity(ids.len());
-        for id in ids {
-            if start_on(&mut tx, id, runner_ref, epoch).await? {
-                started.push(id);
-            }
-        }
-        tx.commit().await?;
-        Ok(started)
+        // `leased`, or `running` again for a runner that lost the first answer.
+        let from = vec!["leased,running"; ids.len()];
+        sqlx::query_scalar(
+            "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
+             FROM unnest($1::uuid[], $4::text[]) AS i(id, from_states)
+             WHERE calls.id = ANY($1) AND calls.id = i.id
+               AND calls.state = ANY(string_to_array(i.from_states, ','))
+               AND calls.runner_ref = $2 AND calls.lease_epoch = $3
+               AND EXISTS (SELECT 1 FROM runner_leases r
+                           WHERE r.runner_ref = $2 AND r.epoch = $3 AND r.expires_at > now())
+             RETURNING calls.id",
+        )
+        .bind(ids)
+        .bind(runner_ref)
+        .bind(epoch)
+        .bind(from)
+        .fetch_all(&self.pool)
+        .await
     }
 
     /// [`Datastore::call_complete_plain`] for several completions of one runner and epoch (none

@@ -209,6 +209,60 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
 }
 
 #[sqlx::test(migrations = "../../migrations")]
+async fn a_batch_of_start_acks_starts_exactly_the_calls_leased_under_its_epoch(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let db = Datastore::new(pool.clone());
+    let first = queued_device_call(&server, &db).await;
+    let second = db
+        .call_insert(&echo_call(&db, DEVICE).await)
+        .await
+        .unwrap()
+        .expect("inserted")
+        .id;
+    let e1 = db
+        .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+        .await
+        .unwrap()
+        .unwrap();
+    // Leased after the lease: the third stays queued.
+    assert_eq!(
+        db.call_lease(DEVICE, e1, 2, None, &Value::Null)
+            .await
+            .unwrap()
+            .expect("a live lease")
+            .len(),
+        2
+    );
+    let queued = db
+        .call_insert(&echo_call(&db, DEVICE).await)
+        .await
+        .unwrap()
+        .expect("inserted")
+        .id;
+    let batch = [queued, second, first];
+    let mut want = vec![first, second];
+    want.sort();
+
+    // A stale epoch starts nothing.
+    assert!(
+        db.call_start_many(&batch, DEVICE, e1 + 1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let mut started = db.call_start_many(&batch, DEVICE, e1).await.unwrap();
+    started.sort();
+    assert_eq!(started, want);
+    // Asked again (an answer lost), the same calls are started again; the queued one still not.
+    let mut again = db.call_start_many(&batch, DEVICE, e1).await.unwrap();
+    again.sort();
+    assert_eq!(again, want);
+    assert_eq!(state_of(&db, first).await.0, "running");
+    assert_eq!(state_of(&db, second).await.0, "running");
+    assert_eq!(state_of(&db, queued).await.0, "queued");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
 async fn two_replicas_share_one_central_runner(pool: PgPool) {
     let scratch = Scratch::new("replicas");
     let counter = scratch.path("count");
