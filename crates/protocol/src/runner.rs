@@ -344,7 +344,10 @@ mod channel_tests {
         };
         let line = serde_json::to_string(&request).unwrap();
         assert_eq!(line, r#"{"id":7,"heartbeat":{"epoch":3,"active":[]}}"#);
-        assert_eq!(serde_json::from_str::<ChannelRequest>(&line).unwrap(), request);
+        assert_eq!(
+            serde_json::from_str::<ChannelRequest>(&line).unwrap(),
+            request
+        );
 
         let answer: ChannelAnswer = serde_json::from_str(
             r#"{"id":7,"error":{"status":409,"code":"runner_fenced","message":"stale"}}"#,

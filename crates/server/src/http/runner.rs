@@ -2,13 +2,13 @@
 //! every route calls one app function under the device's runner reference.
 
 use super::AppState;
-use super::runner_channel;
 use super::auth::DeviceCredential;
 use super::error::{ApiError, ApiJson};
+use super::runner_channel;
 use crate::app::DeviceActor;
+use axum::extract::Request;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::extract::Request;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};

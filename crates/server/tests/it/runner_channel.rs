@@ -33,7 +33,11 @@ impl Lines {
     async fn error(&mut self) -> (u64, String, u64) {
         let answer = self.answer().await;
         let error = &answer["error"];
-        match (answer["id"].as_u64(), error["code"].as_str(), error["status"].as_u64()) {
+        match (
+            answer["id"].as_u64(),
+            error["code"].as_str(),
+            error["status"].as_u64(),
+        ) {
             (Some(id), Some(code), Some(status)) => (id, code.to_owned(), status),
             _ => panic!("not an error answer: {answer}"),
         }
@@ -151,10 +155,7 @@ async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
     channel
         .send(json!({"id": 4, "lease": {"epoch": epoch + 1, "max": 8, "wait_ms": 1_000}}))
         .await;
-    assert_eq!(
-        channel.error().await,
-        (4, "runner_fenced".to_owned(), 409)
-    );
+    assert_eq!(channel.error().await, (4, "runner_fenced".to_owned(), 409));
 
     // A second lease replaces a waiting one, which is answered with no calls.
     channel
@@ -178,10 +179,7 @@ async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
     channel
         .send(json!({"id": 7, "heartbeat": {"epoch": epoch, "active": [call["id"]]}}))
         .await;
-    assert_eq!(
-        channel.error().await,
-        (7, "device_revoked".to_owned(), 401)
-    );
+    assert_eq!(channel.error().await, (7, "device_revoked".to_owned(), 401));
     channel
         .send(json!({"id": 8, "lease": {"epoch": epoch, "max": 8, "wait_ms": 1_000}}))
         .await;
