@@ -1,16 +1,16 @@
 //! `switchyard-server`: parse flags and environment into a config, then run one subcommand.
 
 use clap::{Parser, Subcommand};
-use sqlx::postgres::PgPoolOptions;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 use switchyard_mcp_runner::ExecutorConfig;
 use switchyard_mcp_runner::credentials::validate_file;
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
-use switchyard_server::db::{Datastore, MIGRATOR};
+use switchyard_server::db::{Datastore, MIGRATOR, PoolHealth};
 use switchyard_server::serve::{ServeConfig, serve};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
@@ -141,7 +141,9 @@ async fn run(cli: Cli) -> Result<(), String> {
     let url = cli
         .database_url
         .ok_or("set DATABASE_URL (or --database-url) to a PostgreSQL URL, e.g. postgres://app@127.0.0.1:5432/switchyard")?;
-    let pool = PgPoolOptions::new()
+    let health = Arc::new(PoolHealth::default());
+    let pool = health
+        .pool_options()
         .max_connections(16)
         .acquire_timeout(Duration::from_secs(10))
         .connect(&url)
@@ -223,7 +225,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             };
             let shutdown = CancellationToken::new();
             tokio::spawn(stop_on_signal(shutdown.clone()));
-            serve(pool, config, shutdown)
+            serve(Datastore::with_health(pool, health), config, shutdown)
                 .await
                 .map_err(|e| format!("cannot serve on {listen}: {e}"))
         }

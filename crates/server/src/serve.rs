@@ -5,7 +5,6 @@ use crate::central::{self, CentralConfig};
 use crate::db::Datastore;
 use crate::sweeper::{self, SweeperConfig};
 use crate::web::{self, WebConfig};
-use sqlx::PgPool;
 use std::io::Write;
 use std::net::SocketAddr;
 use tokio::task::JoinHandle;
@@ -38,8 +37,8 @@ pub struct Running {
 }
 
 /// Binds the listener and starts serving HTTP and the central runner.
-pub async fn start(pool: PgPool, config: ServeConfig) -> std::io::Result<Running> {
-    let app = App::new(Datastore::new(pool), config.app);
+pub async fn start(db: Datastore, config: ServeConfig) -> std::io::Result<Running> {
+    let app = App::new(db, config.app);
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
@@ -158,11 +157,11 @@ async fn accept_failed(error: &std::io::Error) {
 
 /// Serves until `shutdown` is cancelled, announcing the address on stdout for scripts.
 pub async fn serve(
-    pool: PgPool,
+    db: Datastore,
     config: ServeConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let running = start(pool, config).await?;
+    let running = start(db, config).await?;
     tracing::info!(addr = %running.addr, "listening");
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on http://{}", running.addr)?;

@@ -239,7 +239,10 @@ impl WakeupFeed {
                         listener = Some(connected);
                         wakeups.wake_all();
                     }
-                    Err(e) => tracing::warn!(error = %e, "cannot listen for new calls; retrying"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot listen for new calls; retrying");
+                        app.db().connection_lost();
+                    }
                 }
                 continue;
             };
@@ -255,10 +258,15 @@ impl WakeupFeed {
                     wakeups.deliver(notification.channel(), notification.payload())
                 }
                 // The connection was lost and is back (listening again): what was announced
-                // meanwhile is gone, so every waiter looks again.
-                Ok(None) => wakeups.wake_all(),
+                // meanwhile is gone, so every waiter looks again. Whatever took this
+                // connection (a restart, terminated backends) may have taken the pool's too.
+                Ok(None) => {
+                    app.db().connection_lost();
+                    wakeups.wake_all();
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "lost the listener for new calls; reconnecting");
+                    app.db().connection_lost();
                     listener = None;
                 }
             }

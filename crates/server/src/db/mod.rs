@@ -13,6 +13,7 @@ mod notices;
 mod observations;
 mod operations;
 mod pairings;
+mod pool_health;
 mod profiles;
 mod receipt_policies;
 mod receipts;
@@ -38,6 +39,7 @@ pub(crate) use notices::{ANY_RUNNER, CALLS_CHANNEL, SETTLED_CHANNEL};
 pub use observations::{Completed, CompletionEffects, LateReceipt, Lineage, ObservationRow};
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;
+pub use pool_health::{PoolHealth, RECHECK_AFTER_IDLE, SUSPECT_FOR};
 pub use profiles::{Grants, ProfileRow};
 pub use receipt_policies::ReceiptPolicyRow;
 pub use receipts::{NewReceipt, ReceiptRow};
@@ -60,15 +62,31 @@ pub struct Datastore {
     pool: PgPool,
     /// Announcements sent after commit.
     notices: Arc<notices::Notices>,
+    /// When the pool checks a connection before use (for a pool made with
+    /// [`PoolHealth::pool_options`]).
+    health: Arc<PoolHealth>,
 }
 
 impl Datastore {
     /// Wraps a connection pool.
     pub fn new(pool: PgPool) -> Self {
+        Self::with_health(pool, Arc::default())
+    }
+
+    /// Wraps a pool made with `health`'s [`PoolHealth::pool_options`], which
+    /// [`Datastore::connection_lost`] then tells.
+    pub fn with_health(pool: PgPool, health: Arc<PoolHealth>) -> Self {
         Self {
             pool,
             notices: Arc::default(),
+            health,
         }
+    }
+
+    /// Says that a connection to the database was found dead, so that the pool checks its
+    /// connections before their next use for a while (see [`PoolHealth`]).
+    pub(crate) fn connection_lost(&self) {
+        self.health.connection_lost();
     }
 
     /// Delivers this datastore's announcements to `deliver` as well, at once (the app's

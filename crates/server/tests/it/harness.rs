@@ -67,7 +67,9 @@ impl TestServer {
             web: WebConfig::default(),
         };
         tweak(&mut config);
-        let running = start(pool.clone(), config).await.expect("server starts");
+        let running = start(Datastore::new(pool.clone()), config)
+            .await
+            .expect("server starts");
         let addr = running.addr;
         let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
         let (_, token) = app.user_create("owner", true).await.expect("owner created");
@@ -101,7 +103,7 @@ impl TestServer {
             web: WebConfig::default(),
         };
         tweak(&mut config);
-        let running = start(first.pool.clone(), config)
+        let running = start(Datastore::new(first.pool.clone()), config)
             .await
             .expect("replica starts");
         let owner = Client {
