@@ -1,17 +1,18 @@
 //! Calls: submission with request-ID idempotency, reads under current Use, and recording the
 //! completions runners report (fenced by their lease epoch).
 
+use super::auth::hash_token;
 use super::call_wait::{MAX_CALL_WAIT, is_settled};
 use super::connections::connection_not_found;
 use super::names::digest;
 use super::operations::call_operation;
-use super::principal::Principal;
+use super::principal::{DEVICE_CREDENTIAL_PREFIX, Principal};
 use super::profiles::{environment_not_found, profile_not_found};
 use super::results::{RESULT_LIMIT, bound_result};
 use super::{Actor, App, views};
 use crate::db::{
     CallOrigin, CallRow, Key, NewCall, PlainCompletion, ProfileRow, StoredCompletion,
-    SubmitConnection, SubmitKeys,
+    SubmitConnection, SubmitKeys, SubmitterKey,
 };
 use crate::error::{AppError, AppResult};
 use serde_json::json;
@@ -37,6 +38,15 @@ pub enum CompletionRecorded {
     /// The call had already moved on (e.g. cancelled); the report was not applied (a late
     /// receipt that settles nothing is kept as an observation).
     Superseded,
+}
+
+/// Who a submission is from.
+#[derive(Clone, Copy, Debug)]
+enum SubmittedBy<'a> {
+    /// Authenticated before.
+    Principal(&'a Principal),
+    /// A user's API token, checked by the submission's resolve.
+    UserToken(&'a str),
 }
 
 impl App {
@@ -81,10 +91,46 @@ impl App {
         req: SubmitCall,
         wait: Duration,
     ) -> AppResult<(CallView, bool)> {
+        self.submit(SubmittedBy::Principal(principal), ws, req, wait)
+            .await
+    }
+
+    /// [`App::call_submit_waiting`] for the bearer token a request presented, not checked yet.
+    /// A user's API token is checked by the submission's own read (one statement fewer); a
+    /// device credential is authenticated first, as on every device route.
+    pub async fn call_submit_presented(
+        &self,
+        token: &str,
+        ws: &str,
+        req: SubmitCall,
+        wait: Duration,
+    ) -> AppResult<(CallView, bool)> {
+        if token.starts_with(DEVICE_CREDENTIAL_PREFIX) {
+            let principal = self.authenticate_principal(token).await?;
+            return self.call_submit_waiting(&principal, ws, req, wait).await;
+        }
+        self.submit(SubmittedBy::UserToken(token), ws, req, wait)
+            .await
+    }
+
+    async fn submit(
+        &self,
+        by: SubmittedBy<'_>,
+        ws: &str,
+        req: SubmitCall,
+        wait: Duration,
+    ) -> AppResult<(CallView, bool)> {
         let deadline = Instant::now() + wait.min(MAX_CALL_WAIT);
+        let token_hash;
         let keys = SubmitKeys {
             workspace: Key::parse(ws),
-            submitter: principal.submitter(),
+            submitter: match by {
+                SubmittedBy::Principal(principal) => SubmitterKey::Known(principal.submitter()),
+                SubmittedBy::UserToken(token) => {
+                    token_hash = hash_token(token);
+                    SubmitterKey::UserToken(&token_hash)
+                }
+            },
             profile: Key::parse(&req.profile_id),
             connection: Key::parse(&req.connection_id),
             environment: req.environment_id.as_deref().map(Key::parse),
@@ -92,8 +138,26 @@ impl App {
             request_id: req.request_id.0,
             tool_name: &req.tool_name,
         };
-        let Some(found) = self.db.call_submit_resolve(&keys).await? else {
-            return Err(principal.workspace_not_found(ws));
+        let found = self.db.call_submit_resolve(&keys).await?;
+        let token_principal;
+        let (principal, found) = match (by, found) {
+            (SubmittedBy::Principal(principal), Some(found)) => (principal, found),
+            (SubmittedBy::Principal(principal), None) => {
+                return Err(principal.workspace_not_found(ws));
+            }
+            (SubmittedBy::UserToken(_), Some(mut found)) => {
+                let user = found.token_user.take().ok_or_else(|| {
+                    AppError::Internal("a token's resolve without its user".into())
+                })?;
+                token_principal = Principal::User(Actor { user });
+                (&token_principal, found)
+            }
+            // An unknown token, or a workspace that is not the user's: the token's own check
+            // says which (401 before 404, as for every route).
+            (SubmittedBy::UserToken(token), None) => {
+                let actor = self.authenticate(token).await?;
+                return Err(Principal::User(actor).workspace_not_found(ws));
+            }
         };
         let timeout = check_request(&req)?;
         let profile = found

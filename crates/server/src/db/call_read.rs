@@ -59,7 +59,8 @@ impl Datastore {
     ) -> Result<Option<CallRead>, sqlx::Error> {
         let (user, device) = reader.user_and_device();
         sqlx::query_as(concat!(
-            submitter_workspace!(),
+            "WITH ",
+            submitter_workspace!("$3", "$4"),
             "SELECT p.environment_id AS r_profile_environment, p.name AS r_profile_name,
                  EXISTS (SELECT 1 FROM profile_grants g
                          WHERE g.profile_id = p.id AND g.user_id = $3 AND g.grant_kind = 'use') AS r_user_holds_use, ",

@@ -44,7 +44,9 @@ pub use profiles::{Grants, ProfileRow};
 pub use receipt_policies::ReceiptPolicyRow;
 pub use receipts::{NewReceipt, ReceiptRow};
 pub use resolutions::{NewResolution, ResolutionRow};
-pub use submit::{OperationScope, SubmitConnection, SubmitContext, SubmitKeys, Submitter};
+pub use submit::{
+    OperationScope, SubmitConnection, SubmitContext, SubmitKeys, Submitter, SubmitterKey,
+};
 pub use users::UserRow;
 pub use web_sessions::{SessionTimes, WebSessionRow};
 pub use workspaces::{EnvironmentRow, MemberRow, WorkspaceRow};

@@ -7,7 +7,7 @@
 //! order, that separate lookups gave (`app/calls.rs`), and a replayed request_id is answered
 //! from this read alone.
 
-use super::{CallRow, Datastore, Key, ProfileRow};
+use super::{CallRow, Datastore, Key, ProfileRow, UserRow};
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Row};
 use uuid::Uuid;
@@ -21,6 +21,16 @@ pub enum Submitter {
     Device(Uuid),
 }
 
+/// Who submits, as a submission's resolve reads it.
+#[derive(Clone, Copy, Debug)]
+pub enum SubmitterKey<'a> {
+    /// Already authenticated.
+    Known(Submitter),
+    /// The user holding the unrevoked API token with this hash, read in the same statement
+    /// (a submission's one read then also authenticates it).
+    UserToken(&'a [u8]),
+}
+
 impl Submitter {
     /// The user and the device as a statement binds them (`$3` and `$4` of
     /// [`submitter_workspace!`]): one of them is `None`.
@@ -32,16 +42,23 @@ impl Submitter {
     }
 }
 
-/// `WITH ws AS (…)`, as a string literal (`concat!`): the workspace `$1` (id) or `$2` (name)
-/// names, when it is the submitter's — one the user `$3` is a member of, or the device `$4`'s
-/// own. Shared by a submission's resolve and a reader's [`Datastore::call_read`].
+/// `ws AS (…)`, as a string literal (`concat!`) for a `WITH`: the workspace `$1` (id) or `$2`
+/// (name) names, when it is the submitter's — one the user `$user` is a member of, or the
+/// device `$device`'s own (SQL expressions, `$3` and `$4` unless the user comes from a token).
+/// Shared by a submission's resolve and a reader's [`Datastore::call_read`].
 macro_rules! submitter_workspace {
-    () => {
-        "WITH ws AS (
+    ($user:literal, $device:literal) => {
+        concat!(
+            "ws AS (
              SELECT w.id FROM workspaces w
              WHERE (w.id = $1 OR w.name = $2)
-               AND (EXISTS (SELECT 1 FROM workspace_members m WHERE m.workspace_id = w.id AND m.user_id = $3)
-                    OR EXISTS (SELECT 1 FROM devices d WHERE d.workspace_id = w.id AND d.id = $4))) "
+               AND (EXISTS (SELECT 1 FROM workspace_members m WHERE m.workspace_id = w.id AND m.user_id = ",
+            $user,
+            ")
+                    OR EXISTS (SELECT 1 FROM devices d WHERE d.workspace_id = w.id AND d.id = ",
+            $device,
+            "))) "
+        )
     };
 }
 pub(super) use submitter_workspace;
@@ -52,7 +69,7 @@ pub struct SubmitKeys<'a> {
     /// The workspace (path).
     pub workspace: Key<'a>,
     /// Who submits.
-    pub submitter: Submitter,
+    pub submitter: SubmitterKey<'a>,
     /// The profile.
     pub profile: Key<'a>,
     /// The connection.
@@ -103,6 +120,9 @@ pub struct OperationScope {
 /// What [`Datastore::call_submit_resolve`] read. Each `None` is "not found".
 #[derive(Clone, Debug)]
 pub struct SubmitContext {
+    /// The user whose API token the submission presented ([`SubmitterKey::UserToken`]);
+    /// `None` for a submitter known before.
+    pub token_user: Option<UserRow>,
     /// The workspace.
     pub workspace_id: Uuid,
     /// The profile.
@@ -124,6 +144,15 @@ pub struct SubmitContext {
 impl FromRow<'_, PgRow> for SubmitContext {
     fn from_row(row: &PgRow) -> Result<Self, sqlx::Error> {
         let workspace_id: Uuid = row.try_get("r_workspace")?;
+        let token_user = match row.try_get::<Option<Uuid>, _>("r_token_user")? {
+            Some(id) => Some(UserRow {
+                id,
+                name: row.try_get("r_token_user_name")?,
+                is_owner: row.try_get("r_token_user_is_owner")?,
+                created_at: row.try_get("r_token_user_created_at")?,
+            }),
+            None => None,
+        };
         let profile = match row.try_get::<Option<Uuid>, _>("r_profile")? {
             Some(id) => Some(ProfileRow {
                 id,
@@ -160,6 +189,7 @@ impl FromRow<'_, PgRow> for SubmitContext {
             None => None,
         };
         Ok(Self {
+            token_user,
             workspace_id,
             profile,
             user_holds_use: row.try_get("r_user_holds_use")?,
@@ -172,22 +202,23 @@ impl FromRow<'_, PgRow> for SubmitContext {
     }
 }
 
-impl Datastore {
-    /// Reads everything a submission decides on in one statement. `None` when the workspace is
-    /// unknown or not the submitter's (a user who is not a member, a device of another one).
-    pub async fn call_submit_resolve(
-        &self,
-        keys: &SubmitKeys<'_>,
-    ) -> Result<Option<SubmitContext>, sqlx::Error> {
-        let (user, device) = keys.submitter.user_and_device();
-        // No environment named: nil and '' match none (no object has either).
-        let environment = keys.environment.clone().unwrap_or(Key::Id(Uuid::nil()));
-        sqlx::query_as(concat!(
-            submitter_workspace!(),
-            "SELECT ws.id AS r_workspace,
+/// A submission's resolve, as a string literal (`concat!`): `$with` opens the `WITH` (and may
+/// define what `$user` reads), `$user` and `$device` are the submitter (see
+/// [`submitter_workspace!`]), `$token_user` the `r_token_user…` columns and `$from` the
+/// `FROM` clause that has `ws` (and whatever `$token_user` reads).
+macro_rules! submit_resolve {
+    ($with:literal, $user:literal, $device:literal, $token_user:literal, $from:literal) => {
+        concat!(
+            $with,
+            submitter_workspace!($user, $device),
+            "SELECT ws.id AS r_workspace, ",
+            $token_user,
+            "
                  p.id AS r_profile, p.environment_id AS r_profile_environment, p.name AS r_profile_name,
                  EXISTS (SELECT 1 FROM profile_grants g
-                         WHERE g.profile_id = p.id AND g.user_id = $3 AND g.grant_kind = 'use') AS r_user_holds_use,
+                         WHERE g.profile_id = p.id AND g.user_id = ",
+            $user,
+            " AND g.grant_kind = 'use') AS r_user_holds_use,
                  cn.id AS r_connection, cn.name AS r_connection_name, cn.runner_ref AS r_runner_ref,
                  cn.revision AS r_connection_revision, k.name AS r_connector_name,
                  -- ConnectorRow::is_runnable: HTTP always, stdio while its revision is approved.
@@ -206,7 +237,9 @@ impl Datastore {
                  e.id AS r_environment,
                  o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment,
                  c.*
-             FROM ws
+             ",
+            $from,
+            "
              LEFT JOIN profiles p ON p.workspace_id = ws.id AND (p.id = $5 OR p.name = $6)
              LEFT JOIN connections cn ON cn.workspace_id = ws.id AND (cn.id = $7 OR cn.name = $8)
              LEFT JOIN connectors k ON k.id = cn.connector_id
@@ -216,21 +249,62 @@ impl Datastore {
              -- The (workspace_id, request_id) unique index, once `calls` has statistics: a plan
              -- cached before its first ANALYZE (a fresh database) may scan it instead.
              LEFT JOIN calls c ON c.workspace_id = ws.id AND c.request_id = $13"
-        ))
-        .bind(keys.workspace.id())
-        .bind(keys.workspace.name())
-        .bind(user)
-        .bind(device)
-        .bind(keys.profile.id())
-        .bind(keys.profile.name())
-        .bind(keys.connection.id())
-        .bind(keys.connection.name())
-        .bind(keys.tool_name)
-        .bind(environment.id())
-        .bind(environment.name())
-        .bind(keys.operation)
-        .bind(keys.request_id)
-        .fetch_optional(&self.pool)
-        .await
+        )
+    };
+}
+
+impl Datastore {
+    /// Reads everything a submission decides on in one statement. `None` when the workspace is
+    /// unknown or not the submitter's (a user who is not a member, a device of another one),
+    /// and for a [`SubmitterKey::UserToken`] whose token is unknown or revoked.
+    pub async fn call_submit_resolve(
+        &self,
+        keys: &SubmitKeys<'_>,
+    ) -> Result<Option<SubmitContext>, sqlx::Error> {
+        let query = match keys.submitter {
+            SubmitterKey::Known(submitter) => {
+                let (user, device) = submitter.user_and_device();
+                sqlx::query_as(submit_resolve!(
+                    "WITH ",
+                    "$3",
+                    "$4",
+                    "NULL::uuid AS r_token_user, NULL::text AS r_token_user_name,
+                     NULL::bool AS r_token_user_is_owner, NULL::timestamptz AS r_token_user_created_at, ",
+                    "FROM ws"
+                ))
+                .bind(keys.workspace.id())
+                .bind(keys.workspace.name())
+                .bind(user)
+                .bind(device)
+            }
+            SubmitterKey::UserToken(hash) => sqlx::query_as(submit_resolve!(
+                "WITH token_user AS (
+                     SELECT u.* FROM api_tokens t JOIN users u ON u.id = t.user_id
+                     WHERE t.token_hash = $3 AND t.revoked_at IS NULL), ",
+                "(SELECT id FROM token_user)",
+                "$4",
+                "tu.id AS r_token_user, tu.name AS r_token_user_name,
+                 tu.is_owner AS r_token_user_is_owner, tu.created_at AS r_token_user_created_at, ",
+                "FROM ws CROSS JOIN token_user tu"
+            ))
+            .bind(keys.workspace.id())
+            .bind(keys.workspace.name())
+            .bind(hash)
+            .bind(None::<Uuid>),
+        };
+        // No environment named: nil and '' match none (no object has either).
+        let environment = keys.environment.clone().unwrap_or(Key::Id(Uuid::nil()));
+        query
+            .bind(keys.profile.id())
+            .bind(keys.profile.name())
+            .bind(keys.connection.id())
+            .bind(keys.connection.name())
+            .bind(keys.tool_name)
+            .bind(environment.id())
+            .bind(environment.name())
+            .bind(keys.operation)
+            .bind(keys.request_id)
+            .fetch_optional(&self.pool)
+            .await
     }
 }

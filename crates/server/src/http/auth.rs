@@ -72,6 +72,21 @@ impl FromRequestParts<AppState> for DeviceCredential {
     }
 }
 
+/// A bearer token as presented, not checked yet: for a call submission, whose one database
+/// read checks a user's API token together with everything else it decides on.
+pub(super) struct PresentedToken(pub String);
+
+impl FromRequestParts<AppState> for PresentedToken {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(PresentedToken(bearer(parts, USER_TOKEN)?.to_owned()))
+    }
+}
+
 impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 

@@ -1,6 +1,7 @@
 //! Route handlers. Each one: extract, authenticate, one app call, a view.
 
 use super::AppState;
+use super::auth::PresentedToken;
 use super::error::{ApiError, ApiJson};
 use crate::app::{Actor, Principal, views_user};
 use crate::error::AppError;
@@ -222,16 +223,13 @@ pub(super) async fn profile_grant(
 /// 25 s), with the call as it is then.
 pub(super) async fn call_submit(
     State(s): State<AppState>,
-    principal: Principal,
+    PresentedToken(token): PresentedToken,
     Path(ws): Path<String>,
     query: Result<Query<WaitQuery>, QueryRejection>,
     ApiJson(req): ApiJson<SubmitCall>,
 ) -> Created<CallView> {
     let wait = wait_of(query)?;
-    let (call, is_new) = s
-        .app
-        .call_submit_waiting(&principal, &ws, req, wait)
-        .await?;
+    let (call, is_new) = s.app.call_submit_presented(&token, &ws, req, wait).await?;
     Ok((
         if is_new {
             StatusCode::CREATED

@@ -313,3 +313,64 @@ async fn a_submission_with_wait_ms_answers_with_the_outcome(pool: PgPool) {
     assert_eq!(count_lines(&counter), 1);
     assert_eq!(server.owner.post(&calls, body).await.status, 201);
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_submission_checks_its_token_before_anything_else(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let setup = setup_workspace(&server, "acme", &[]).await;
+    let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
+    let body = call_body("echo", json!({"text": "once"}));
+    let stored = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM calls")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+
+    // No token, a token nobody holds — for a workspace that exists and one that does not.
+    server
+        .anonymous()
+        .post(&calls, body.clone())
+        .await
+        .refused(401, "unauthenticated");
+    let stranger = Client::at(&format!("http://{}", server.addr), "sy_not_a_token");
+    stranger
+        .post(&calls, body.clone())
+        .await
+        .refused(401, "unauthenticated");
+    stranger
+        .post("/api/v1/workspaces/nowhere/calls", body.clone())
+        .await
+        .refused(401, "unauthenticated");
+    // A real user who is not a member: the workspace looks unknown.
+    server
+        .user("mallory")
+        .await
+        .post(&calls, body.clone())
+        .await
+        .refused(404, "workspace_not_found");
+    assert_eq!(stored().await, 0);
+
+    // The owner's submission is stored once, and its replay answered from it.
+    let call = server.owner.post(&calls, body.clone()).await.ok();
+    let replay = server.owner.post(&calls, body.clone()).await;
+    assert_eq!(replay.status, 200);
+    assert_eq!(replay.ok()["id"], call["id"]);
+
+    // Once the token is revoked, it submits nothing, not even a replay.
+    sqlx::query("UPDATE api_tokens SET revoked_at = now()")
+        .execute(&pool)
+        .await
+        .unwrap();
+    server
+        .owner
+        .post(&calls, body.clone())
+        .await
+        .refused(401, "unauthenticated");
+    server
+        .owner
+        .post(&calls, call_body("echo", json!({"text": "another"})))
+        .await
+        .refused(401, "unauthenticated");
+    assert_eq!(stored().await, 1);
+}
