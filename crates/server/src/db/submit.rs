@@ -1,5 +1,5 @@
-//! The one read a call submission makes. Everything a submission decides on — the workspace
-//! and the submitter's place in it, the profile, connection and environment it names (by id or
+//! The one read a call submission makes. Everything a submission decides on — for a user's
+//! submission the API token it presented, the workspace and the submitter's place in it, the profile, connection and environment it names (by id or
 //! name), the submitter's Use grant, the operation, whether the profile includes the
 //! connection, whether the connector may run, whether the connection's runner is still there,
 //! the cached tool, and a call already stored under the same request_id — comes back from one
