@@ -113,6 +113,7 @@ impl App {
             .await
     }
 
+    /// [`App::call_submit_waiting`] for either kind of submitter.
     async fn submit(
         &self,
         by: SubmittedBy<'_>,

@@ -250,7 +250,6 @@ pub struct StoredCompletion {
     pub error_message: Option<String>,
 }
 
-/// The start ack of one call on `conn` (see [`Datastore::call_start`]).
 /// One completion of a batch for [`Datastore::call_complete_plain_many`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PlainCompletion<'a> {
