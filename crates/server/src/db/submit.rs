@@ -1,11 +1,11 @@
 //! The one read a call submission makes. Everything a submission decides on — for a user's
-//! submission the API token it presented, the workspace and the submitter's place in it, the profile, connection and environment it names (by id or
-//! name), the submitter's Use grant, the operation, whether the profile includes the
-//! connection, whether the connector may run, whether the connection's runner is still there,
-//! the cached tool, and a call already stored under the same request_id — comes back from one
-//! statement as nullable columns. The app layer turns them into the same answers, in the same
-//! order, that separate lookups gave (`app/calls.rs`), and a replayed request_id is answered
-//! from this read alone.
+//! submission the API token it presented, the workspace and the submitter's place in it, the
+//! profile, connection and environment it names (by id or name), the submitter's Use grant,
+//! the operation, whether the profile includes the connection, whether the connector may run,
+//! whether the connection's runner is still there, the cached tool, and a call already stored
+//! under the same request_id — comes back from one statement as nullable columns. The app
+//! layer turns them into the same answers, in the same order, that separate lookups gave
+//! (`app/calls.rs`), and a replayed request_id is answered from this read alone.
 
 use super::{CallRow, Datastore, Key, ProfileRow, UserRow};
 use sqlx::postgres::PgRow;
