@@ -7,6 +7,7 @@
 //! layer turns them into the same answers, in the same order, that separate lookups gave
 //! (`app/calls.rs`), and a replayed request_id is answered from this read alone.
 
+use super::users::user_by_token;
 use super::{CallRow, Datastore, Key, ProfileRow, UserRow};
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Row};
@@ -207,7 +208,7 @@ impl FromRow<'_, PgRow> for SubmitContext {
 /// [`submitter_workspace!`]), `$token_user` the `r_token_user…` columns and `$from` the
 /// `FROM` clause that has `ws` (and whatever `$token_user` reads).
 macro_rules! submit_resolve {
-    ($with:literal, $user:literal, $device:literal, $token_user:literal, $from:literal) => {
+    ($with:expr, $user:literal, $device:literal, $token_user:literal, $from:literal) => {
         concat!(
             $with,
             submitter_workspace!($user, $device),
@@ -278,9 +279,7 @@ impl Datastore {
                 .bind(device)
             }
             SubmitterKey::UserToken(hash) => sqlx::query_as(submit_resolve!(
-                "WITH token_user AS (
-                     SELECT u.* FROM api_tokens t JOIN users u ON u.id = t.user_id
-                     WHERE t.token_hash = $3 AND t.revoked_at IS NULL), ",
+                concat!("WITH token_user AS (", user_by_token!("$3"), "), "),
                 "(SELECT id FROM token_user)",
                 "$4",
                 "tu.id AS r_token_user, tu.name AS r_token_user_name,

@@ -17,6 +17,21 @@ pub struct UserRow {
     pub created_at: DateTime<Utc>,
 }
 
+/// `SELECT u.* …`, as a string literal (`concat!`): the user holding the unrevoked API token
+/// whose hash is the parameter `$hash`. Shared by [`Datastore::user_by_token_hash`] and a
+/// submission's resolve, which reads it with everything else.
+macro_rules! user_by_token {
+    ($hash:literal) => {
+        concat!(
+            "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
+             WHERE t.token_hash = ",
+            $hash,
+            " AND t.revoked_at IS NULL"
+        )
+    };
+}
+pub(super) use user_by_token;
+
 impl Datastore {
     /// Creates a user together with its first API token (given as a hash), atomically.
     pub async fn user_create(
@@ -49,13 +64,10 @@ impl Datastore {
         &self,
         token_hash: &[u8],
     ) -> Result<Option<UserRow>, sqlx::Error> {
-        sqlx::query_as(
-            "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
-             WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
-        )
-        .bind(token_hash)
-        .fetch_optional(&self.pool)
-        .await
+        sqlx::query_as(user_by_token!("$1"))
+            .bind(token_hash)
+            .fetch_optional(&self.pool)
+            .await
     }
 
     /// A user by id or name.
