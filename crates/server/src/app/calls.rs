@@ -106,7 +106,7 @@ impl App {
         wait: Duration,
     ) -> AppResult<(CallView, bool)> {
         if token.starts_with(DEVICE_CREDENTIAL_PREFIX) {
-            let principal = self.authenticate_principal(token).await?;
+            let principal = Principal::Device(self.authenticate_device(token).await?);
             return self.call_submit_waiting(&principal, ws, req, wait).await;
         }
         self.submit(SubmittedBy::UserToken(token), ws, req, wait)

@@ -39,7 +39,7 @@ pub(crate) use notices::{ANY_RUNNER, CALLS_CHANNEL, SETTLED_CHANNEL};
 pub use observations::{Completed, CompletionEffects, LateReceipt, Lineage, ObservationRow};
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;
-pub use pool_health::{PoolHealth, RECHECK_AFTER_IDLE, SUSPECT_FOR};
+pub use pool_health::PoolHealth;
 pub use profiles::{Grants, ProfileRow};
 pub use receipt_policies::ReceiptPolicyRow;
 pub use receipts::{NewReceipt, ReceiptRow};

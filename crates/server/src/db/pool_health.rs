@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A connection idle this long is checked before use.
-pub const RECHECK_AFTER_IDLE: Duration = Duration::from_millis(250);
+const RECHECK_AFTER_IDLE: Duration = Duration::from_millis(250);
 /// How long after a connection was found dead every connection is checked before use.
-pub const SUSPECT_FOR: Duration = Duration::from_secs(10);
+const SUSPECT_FOR: Duration = Duration::from_secs(10);
 
 /// Whether the pool's connections may have died meanwhile. Shared by the pool's check and
 /// whoever finds a connection dead.
