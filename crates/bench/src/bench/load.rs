@@ -195,6 +195,8 @@ pub async fn wait_drained(pool: &PgPool, runner_ref: &str, deadline: Duration) -
 pub struct Timed {
     /// The client's clock when it began the submission.
     pub submitted: DateTime<Utc>,
+    /// The client's clock when the submission's answer arrived (after its commit).
+    pub answered: DateTime<Utc>,
     /// The server's timestamps.
     pub times: CallTimes,
 }
@@ -205,6 +207,12 @@ impl Timed {
         self.times
             .leased_at
             .map(|l| millis(l - self.times.created_at))
+    }
+
+    /// Submit → answered (client), in milliseconds: the submission's own time, its commit
+    /// included. A queue wait this long began before the call could be seen.
+    pub fn submit_ms(&self) -> f64 {
+        millis(self.answered - self.submitted)
     }
 
     /// Submit (client) → settled (server), in milliseconds.
@@ -245,11 +253,13 @@ pub async fn open_loop(
         tasks.push(tokio::spawn(async move {
             let submitted = Utc::now();
             let answer = submit(&api, &target.call("noop", json!({}))).await;
+            let answered = Utc::now();
             drop(permit);
-            answer.map(|(_, call)| (call.id.0, submitted))
+            answer.map(|(_, call)| (call.id.0, (submitted, answered)))
         }));
     }
-    let mut submitted: HashMap<Uuid, DateTime<Utc>> = HashMap::with_capacity(tasks.len());
+    let mut submitted: HashMap<Uuid, (DateTime<Utc>, DateTime<Utc>)> =
+        HashMap::with_capacity(tasks.len());
     for task in tasks {
         let (id, at) = task
             .await
@@ -261,8 +271,12 @@ pub async fn open_loop(
     let mut timed = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(10_000) {
         for times in pg::call_times(pool, chunk).await? {
-            let submitted = submitted[&times.id];
-            timed.push(Timed { submitted, times });
+            let (submitted, answered) = submitted[&times.id];
+            timed.push(Timed {
+                submitted,
+                answered,
+                times,
+            });
         }
     }
     Ok(timed)

@@ -397,14 +397,22 @@ impl Results {
         for p in &self.soak.phases {
             let _ = writeln!(
                 out,
-                "    {:<10} {:>7.0} calls/s  p50 {:>7.2} ms  p99 {:>7.2} ms  lease wait p99 {:>6.2} ms  dead rows {}",
+                "    {:<10} {:>7.0} calls/s  p50 {:>7.2} ms  p99 {:>7.2} ms  lease wait p99 {:>6.2} ms  submit p99 {:>6.2} ms  dead rows {}",
                 p.name,
                 p.throughput_calls_per_s,
                 p.end_to_end_ms.p50,
                 p.end_to_end_ms.p99,
                 p.lease_wait_ms.p99,
+                p.submit_ms.p99,
                 p.calls_table.dead_rows
             );
+            if let Some(w) = &p.longest_lease_wait {
+                let _ = writeln!(
+                    out,
+                    "               longest lease wait {:.2} ms at {:.1} s (its submission took {:.2} ms)",
+                    w.lease_wait_ms, w.submitted_after_s, w.submit_ms
+                );
+            }
             for st in p.statements.iter().take(2) {
                 let _ = writeln!(
                     out,

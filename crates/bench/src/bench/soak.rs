@@ -25,6 +25,8 @@ pub struct Phase {
     pub end_to_end_ms: Summary,
     /// Queue wait of those calls.
     pub lease_wait_ms: Summary,
+    /// Submit → answered (client) of those calls: their inserts and commits.
+    pub submit_ms: Summary,
     /// The `calls` table at the end of the phase.
     pub calls_table: TableHealth,
     /// The statements that took the database the most time in the phase (empty without
@@ -41,6 +43,9 @@ pub struct LongestWait {
     pub submitted_after_s: f64,
     /// Its wait, in milliseconds.
     pub lease_wait_ms: f64,
+    /// Its submission's own time (submit → answered), in milliseconds: a wait no longer than
+    /// this was spent before the call could be seen (its insert or commit), not in the queue.
+    pub submit_ms: f64,
 }
 
 /// What the control task saw at the end of one phase.
@@ -173,6 +178,7 @@ fn summarize(
         .collect();
     let e2e: Vec<f64> = submitted.iter().filter_map(|t| t.end_to_end_ms()).collect();
     let wait: Vec<f64> = submitted.iter().filter_map(|t| t.lease_wait_ms()).collect();
+    let submit: Vec<f64> = submitted.iter().map(|t| t.submit_ms()).collect();
     let longest_lease_wait = submitted
         .iter()
         .filter_map(|t| Some((t, t.lease_wait_ms()?)))
@@ -180,12 +186,14 @@ fn summarize(
         .map(|(t, wait)| LongestWait {
             submitted_after_s: (t.submitted - from).num_milliseconds() as f64 / 1000.0,
             lease_wait_ms: wait,
+            submit_ms: t.submit_ms(),
         });
     Phase {
         name,
         throughput_calls_per_s: finished as f64 / length.as_secs_f64(),
         end_to_end_ms: Summary::of(&e2e),
         lease_wait_ms: Summary::of(&wait),
+        submit_ms: Summary::of(&submit),
         calls_table: end.calls_table,
         statements: end.statements,
         longest_lease_wait,
