@@ -41,8 +41,12 @@ pub struct CentralConfig {
 
 /// [`CentralConfig::batch_max`] unless configured.
 pub const DEFAULT_BATCH_MAX: u16 = 64;
-/// The central executor's most calls at once unless configured.
-pub const DEFAULT_MAX_CONCURRENT: u16 = 32;
+/// The central executor's most calls at once unless configured. A call holds its place while
+/// its lease, start ack and completion commit, so the places must cover the rate times those
+/// commits at their slowest: when the disk's WAL flushes slow to ~100 ms (a checkpoint or
+/// autovacuum writing beside them), 500 calls/s hold about 150. With 32 the soak's leasing
+/// stopped for up to 1.5 s at such moments, every place waiting for a commit.
+pub const DEFAULT_MAX_CONCURRENT: u16 = 256;
 
 impl Default for CentralConfig {
     fn default() -> Self {
