@@ -124,6 +124,12 @@ pub async fn analyze(pool: &PgPool) -> Result<()> {
     Ok(())
 }
 
+/// `VACUUM` of the whole database: what autovacuum would otherwise clean up later.
+pub async fn vacuum(pool: &PgPool) -> Result<()> {
+    sqlx::query("VACUUM").execute(pool).await?;
+    Ok(())
+}
+
 /// The health of the `calls` table.
 pub async fn calls_health(pool: &PgPool) -> Result<TableHealth> {
     let (live_rows, dead_rows, total_bytes): (i64, i64, i64) = sqlx::query_as(
