@@ -263,6 +263,52 @@ async fn a_batch_of_start_acks_starts_exactly_the_calls_leased_under_its_epoch(p
 }
 
 #[sqlx::test(migrations = "../../migrations")]
+async fn the_held_calls_in_flight_are_the_leased_and_running_ones(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let db = Datastore::new(pool.clone());
+    let mut calls = vec![queued_device_call(&server, &db).await];
+    for _ in 0..2 {
+        let inserted = db.call_insert(&echo_call(&db, DEVICE).await).await.unwrap();
+        calls.push(inserted.expect("inserted").id);
+    }
+    let epoch = db
+        .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+        .await
+        .unwrap()
+        .unwrap();
+    let leased = db
+        .call_lease(DEVICE, epoch, 3, None, &Value::Null)
+        .await
+        .unwrap()
+        .expect("a live lease");
+    assert_eq!(leased.len(), 3);
+    let [leased, running, failed] = [calls[0], calls[1], calls[2]];
+    assert!(db.call_start(running, DEVICE, epoch).await.unwrap());
+    assert!(
+        db.call_fail_leased(failed, epoch, "test_failure", "failed by the test")
+            .await
+            .unwrap()
+    );
+    let queued = db
+        .call_insert(&echo_call(&db, DEVICE).await)
+        .await
+        .unwrap()
+        .expect("inserted")
+        .id;
+    let never_stored = Uuid::now_v7();
+
+    let mut in_flight = db
+        .call_in_flight_among(&[queued, failed, running, never_stored, leased])
+        .await
+        .unwrap();
+    in_flight.sort();
+    let mut want = vec![leased, running];
+    want.sort();
+    assert_eq!(in_flight, want);
+    assert_eq!(state_of(&db, failed).await.0, "failed");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
 async fn two_replicas_share_one_central_runner(pool: PgPool) {
     let scratch = Scratch::new("replicas");
     let counter = scratch.path("count");
