@@ -276,12 +276,12 @@ async fn the_held_calls_in_flight_are_the_leased_and_running_ones(pool: PgPool) 
         .await
         .unwrap()
         .unwrap();
-    let leased = db
+    let taken = db
         .call_lease(DEVICE, epoch, 3, None, &Value::Null)
         .await
         .unwrap()
         .expect("a live lease");
-    assert_eq!(leased.len(), 3);
+    assert_eq!(taken.len(), 3);
     let [leased, running, failed] = [calls[0], calls[1], calls[2]];
     assert!(db.call_start(running, DEVICE, epoch).await.unwrap());
     assert!(
