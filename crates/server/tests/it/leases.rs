@@ -17,8 +17,21 @@ const TTL: Duration = Duration::from_secs(30);
 /// A queued call for a runner nobody serves, so the test plays the runners itself.
 async fn queued_device_call(server: &TestServer, db: &Datastore) -> Uuid {
     setup_workspace(server, "acme", &[]).await;
-    let call = echo_call(db, DEVICE).await;
+    insert_echo_call(db, DEVICE).await
+}
+
+/// Inserts an echo call for `runner_ref` (see [`echo_call`]): the id of the queued call.
+async fn insert_echo_call(db: &Datastore, runner_ref: &str) -> Uuid {
+    let call = echo_call(db, runner_ref).await;
     db.call_insert(&call).await.unwrap().expect("inserted").id
+}
+
+/// Takes the device runner's lease for a new holder: its epoch.
+async fn take_device_lease(db: &Datastore) -> i64 {
+    db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+        .await
+        .unwrap()
+        .expect("the lease is free")
 }
 
 /// An echo call for `runner_ref` in the workspace `setup_workspace` made, not yet submitted.
@@ -180,11 +193,7 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
     let db = Datastore::new(pool.clone());
     let call = queued_device_call(&server, &db).await;
 
-    let e1 = db
-        .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
-        .await
-        .unwrap()
-        .unwrap();
+    let e1 = take_device_lease(&db).await;
     db.call_lease(DEVICE, e1, 10, None, &Value::Null)
         .await
         .unwrap();
@@ -193,11 +202,7 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
     wait_for_state(&db, call, "unknown").await;
     assert_eq!(state_of(&db, call).await.1.as_deref(), Some("runner_lost"));
 
-    let e2 = db
-        .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
-        .await
-        .unwrap()
-        .unwrap();
+    let e2 = take_device_lease(&db).await;
     assert!(
         db.call_lease(DEVICE, e2, 10, None, &Value::Null)
             .await
@@ -213,17 +218,8 @@ async fn a_batch_of_start_acks_starts_exactly_the_calls_leased_under_its_epoch(p
     let server = TestServer::start(pool.clone()).await;
     let db = Datastore::new(pool.clone());
     let first = queued_device_call(&server, &db).await;
-    let second = db
-        .call_insert(&echo_call(&db, DEVICE).await)
-        .await
-        .unwrap()
-        .expect("inserted")
-        .id;
-    let e1 = db
-        .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
-        .await
-        .unwrap()
-        .unwrap();
+    let second = insert_echo_call(&db, DEVICE).await;
+    let e1 = take_device_lease(&db).await;
     // Leased after the lease: the third stays queued.
     assert_eq!(
         db.call_lease(DEVICE, e1, 2, None, &Value::Null)
@@ -233,12 +229,7 @@ async fn a_batch_of_start_acks_starts_exactly_the_calls_leased_under_its_epoch(p
             .len(),
         2
     );
-    let queued = db
-        .call_insert(&echo_call(&db, DEVICE).await)
-        .await
-        .unwrap()
-        .expect("inserted")
-        .id;
+    let queued = insert_echo_call(&db, DEVICE).await;
     let batch = [queued, second, first];
     let mut want = vec![first, second];
     want.sort();
@@ -268,14 +259,9 @@ async fn the_held_calls_in_flight_are_the_leased_and_running_ones(pool: PgPool) 
     let db = Datastore::new(pool.clone());
     let mut calls = vec![queued_device_call(&server, &db).await];
     for _ in 0..2 {
-        let inserted = db.call_insert(&echo_call(&db, DEVICE).await).await.unwrap();
-        calls.push(inserted.expect("inserted").id);
+        calls.push(insert_echo_call(&db, DEVICE).await);
     }
-    let epoch = db
-        .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
-        .await
-        .unwrap()
-        .unwrap();
+    let epoch = take_device_lease(&db).await;
     let taken = db
         .call_lease(DEVICE, epoch, 3, None, &Value::Null)
         .await
@@ -289,12 +275,7 @@ async fn the_held_calls_in_flight_are_the_leased_and_running_ones(pool: PgPool) 
             .await
             .unwrap()
     );
-    let queued = db
-        .call_insert(&echo_call(&db, DEVICE).await)
-        .await
-        .unwrap()
-        .expect("inserted")
-        .id;
+    let queued = insert_echo_call(&db, DEVICE).await;
     let never_stored = Uuid::now_v7();
 
     let mut in_flight = db
