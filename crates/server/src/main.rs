@@ -74,6 +74,15 @@ enum Command {
             value_parser = clap::value_parser!(u16).range(1..)
         )]
         central_batch_max: u16,
+        /// Most submitted calls inserted together (in one statement) when several wait at
+        /// once; 1 inserts each on its own.
+        #[arg(
+            long,
+            env = "SWITCHYARD_SUBMIT_BATCH_MAX",
+            default_value_t = switchyard_server::app::DEFAULT_SUBMIT_BATCH_MAX,
+            value_parser = clap::value_parser!(u16).range(1..)
+        )]
+        submit_batch_max: u16,
         /// Most calls the central runner runs at once.
         #[arg(
             long,
@@ -181,6 +190,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             discovery_deadline_seconds,
             secure_cookies,
             central_batch_max,
+            submit_batch_max,
             central_max_concurrent,
         } => {
             Datastore::new(pool.clone()).readiness().await?;
@@ -202,6 +212,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     discovery_deadline: Duration::from_secs(discovery_deadline_seconds),
                     credentials_file: mcp_credentials_file,
                     runner_lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)),
+                    submit_batch_max: usize::from(submit_batch_max),
                     ..AppConfig::default()
                 },
                 central: CentralConfig {

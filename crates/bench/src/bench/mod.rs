@@ -176,9 +176,12 @@ pub async fn idle_only(
     idle
 }
 
-/// The server's setting that makes the central runner write every start ack and completion
-/// in a statement of its own.
-const PER_CALL_COMMITS: [(&str, &str); 1] = [("SWITCHYARD_CENTRAL_BATCH_MAX", "1")];
+/// The server's settings that make every write of a call a statement of its own: the
+/// submission's insert, the central runner's start ack and its completion.
+const PER_CALL_COMMITS: [(&str, &str); 2] = [
+    ("SWITCHYARD_CENTRAL_BATCH_MAX", "1"),
+    ("SWITCHYARD_SUBMIT_BATCH_MAX", "1"),
+];
 
 /// Closed-loop throughput with per-call commits, then with the central runner's batching (the
 /// server's default, which `stack` is left with), each on a freshly started server.
@@ -186,7 +189,7 @@ async fn throughput(plan: &Plan, stack: &mut Stack) -> Result<Both<load::Saturat
     note("throughput: closed loop, central placement, every write its own commit");
     stack.restart_server_with(0, &PER_CALL_COMMITS).await?;
     let per_call = saturate(plan, stack).await?;
-    note("throughput: closed loop, central placement, start acks and completions batched");
+    note("throughput: closed loop, central placement, inserts, start acks and completions batched");
     stack.restart_server_with(0, &[]).await?;
     let batched = saturate(plan, stack).await?;
     Ok(Both { per_call, batched })

@@ -238,7 +238,8 @@ impl App {
             ..CallOrigin::default()
         };
         let waiter = (!wait.is_zero()).then(|| self.wakeups.settled_waiter(new_call.id));
-        match self.db.call_insert_from(&new_call, origin).await? {
+        let (workspace_id, request_id) = (new_call.workspace_id, new_call.request_id);
+        match self.submissions.insert(new_call, origin).await? {
             // Inserted: queued, so waiting it is.
             Some(row) => Ok((
                 match waiter {
@@ -253,7 +254,7 @@ impl App {
             // A concurrent submission with the same request_id won the insert.
             None => match self
                 .db
-                .call_find_by_request(new_call.workspace_id, new_call.request_id)
+                .call_find_by_request(workspace_id, request_id)
                 .await?
             {
                 Some(existing) => {

@@ -22,6 +22,7 @@ mod resolve;
 mod results;
 mod runner_api;
 mod sessions;
+mod submissions;
 mod views;
 mod wakeups;
 mod web_sessions;
@@ -63,7 +64,13 @@ pub struct AppConfig {
     pub runner_lease_ttl: Duration,
     /// Bounds of each workspace's pending-evidence queue.
     pub evidence_queue: crate::db::QueueBounds,
+    /// Most submitted calls inserted together (one statement, one commit) when several wait
+    /// at once; 1 inserts each on its own.
+    pub submit_batch_max: usize,
 }
+
+/// [`AppConfig::submit_batch_max`] unless configured.
+pub const DEFAULT_SUBMIT_BATCH_MAX: u16 = 64;
 
 impl Default for AppConfig {
     fn default() -> Self {
@@ -72,6 +79,7 @@ impl Default for AppConfig {
             credentials_file: None,
             runner_lease_ttl: Duration::from_secs(30),
             evidence_queue: crate::db::QueueBounds::default(),
+            submit_batch_max: usize::from(DEFAULT_SUBMIT_BATCH_MAX),
         }
     }
 }
@@ -90,6 +98,8 @@ pub struct App {
     /// burst (thousands of runners coming back at once) a request waits for its turn holding a
     /// few bytes, not the state of a query waiting for a connection (about 8 KiB).
     device_reads: Arc<tokio::sync::Semaphore>,
+    /// Where submitted calls are inserted.
+    submissions: Arc<submissions::Submissions>,
 }
 
 impl std::fmt::Debug for App {
@@ -120,6 +130,7 @@ impl App {
             db.pool().options().get_max_connections() as usize,
         ));
         let wakeups = Arc::new(wakeups::Wakeups::default());
+        let submissions = Arc::new(submissions::Submissions::new(&db, config.submit_batch_max));
         let local = Arc::clone(&wakeups);
         db.deliver_notices_locally(Box::new(move |channel, payload| {
             local.deliver(channel, payload)
@@ -131,6 +142,7 @@ impl App {
             wakeups,
             liveness,
             device_reads,
+            submissions,
         }
     }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
+use std::collections::HashMap;
 use switchyard_protocol::CallState;
 use uuid::Uuid;
 
@@ -387,6 +388,80 @@ impl Datastore {
             self.announce_queued(call);
         }
         Ok(inserted)
+    }
+
+    /// [`Datastore::call_insert_from`] for several calls, in one statement (one commit, one
+    /// WAL flush): each answer, in order, is the inserted row or `None` when its request_id
+    /// was taken (by an earlier submission, a concurrent one, or an earlier one of the same
+    /// batch). A lone call takes the single-row statement.
+    pub async fn call_insert_many(
+        &self,
+        calls: &[(NewCall, CallOrigin)],
+    ) -> Result<Vec<Option<CallRow>>, sqlx::Error> {
+        if let [(call, origin)] = calls {
+            return Ok(vec![self.call_insert_from(call, *origin).await?]);
+        }
+        // One order of the unique keys for every batch, so that two replicas' batches that
+        // share request_ids wait for each other instead of deadlocking; stable, so that of two
+        // calls of the batch with one request_id the first is inserted.
+        let mut order: Vec<&(NewCall, CallOrigin)> = calls.iter().collect();
+        order.sort_by_key(|(call, _)| (call.workspace_id, call.request_id));
+        let column = |get: fn(&NewCall) -> Uuid| -> Vec<Uuid> {
+            order.iter().map(|(call, _)| get(call)).collect()
+        };
+        let origin = |get: fn(&CallOrigin) -> Option<Uuid>| -> Vec<Option<Uuid>> {
+            order.iter().map(|(_, origin)| get(origin)).collect()
+        };
+        let rows: Vec<CallRow> = sqlx::query_as(
+            "WITH inserted AS (
+                 INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+                     connection_revision, environment_id, tool_name, arguments, client_session_id,
+                     timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
+                     kind, parent_call_id)
+                 SELECT n.id, n.workspace_id, n.request_id, n.payload_digest, n.profile_id, n.connection_id,
+                     n.connection_revision, n.environment_id, n.tool_name, n.arguments, n.client_session_id,
+                     n.timeout_seconds, 'queued', n.runner_ref, n.created_by, n.operation_id, n.device_id,
+                     CASE WHEN n.lookup_of IS NULL THEN 'tool' ELSE 'lookup' END, n.lookup_of
+                 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::bytea[], $5::uuid[], $6::uuid[],
+                             $7::int8[], $8::uuid[], $9::text[], $10::jsonb[], $11::text[], $12::int4[],
+                             $13::text[], $14::uuid[], $15::uuid[], $16::uuid[], $17::uuid[])
+                      WITH ORDINALITY
+                      AS n(id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+                           connection_revision, environment_id, tool_name, arguments, client_session_id,
+                           timeout_seconds, runner_ref, created_by, operation_id, device_id, lookup_of, position)
+                 ORDER BY n.position
+                 ON CONFLICT (workspace_id, request_id) DO NOTHING
+                 RETURNING *)
+             SELECT * FROM inserted",
+        )
+        .bind(column(|c| c.id))
+        .bind(column(|c| c.workspace_id))
+        .bind(column(|c| c.request_id))
+        .bind(order.iter().map(|(c, _)| c.payload_digest.as_slice()).collect::<Vec<_>>())
+        .bind(column(|c| c.profile_id))
+        .bind(column(|c| c.connection_id))
+        .bind(order.iter().map(|(c, _)| c.connection_revision).collect::<Vec<_>>())
+        .bind(column(|c| c.environment_id))
+        .bind(order.iter().map(|(c, _)| c.tool_name.as_str()).collect::<Vec<_>>())
+        .bind(order.iter().map(|(c, _)| Json(&c.arguments)).collect::<Vec<_>>())
+        .bind(order.iter().map(|(c, _)| c.client_session_id.as_deref()).collect::<Vec<_>>())
+        .bind(order.iter().map(|(c, _)| c.timeout_seconds).collect::<Vec<_>>())
+        .bind(order.iter().map(|(c, _)| c.runner_ref.as_str()).collect::<Vec<_>>())
+        .bind(column(|c| c.created_by))
+        .bind(origin(|o| o.operation_id))
+        .bind(origin(|o| o.device_id))
+        .bind(origin(|o| o.lookup_of))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut inserted: HashMap<Uuid, CallRow> =
+            rows.into_iter().map(|row| (row.id, row)).collect();
+        for row in inserted.values() {
+            self.announce_queued(row);
+        }
+        Ok(calls
+            .iter()
+            .map(|(call, _)| inserted.remove(&call.id))
+            .collect())
     }
 
     /// The call with this request_id in a workspace.

@@ -9,10 +9,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
-use switchyard_server::db::Datastore;
+use switchyard_server::db::{Datastore, NewCall};
 use switchyard_server::serve::{Running, ServeConfig, start};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
+use uuid::Uuid;
 
 /// A built binary of this workspace (tests run from target/debug/deps).
 #[track_caller]
@@ -487,4 +488,35 @@ pub async fn dump_database(pool: &PgPool) -> String {
         dump.push_str(&rows.join("\n"));
     }
     dump
+}
+
+/// An echo call for `runner_ref` in the workspace `setup_workspace` made, not yet submitted.
+pub async fn echo_call(db: &Datastore, runner_ref: &str) -> NewCall {
+    let (workspace, profile, connection, environment): (Uuid, Uuid, Uuid, Uuid) = sqlx::query_as(
+        "SELECT w.id, p.id, c.id, p.environment_id FROM workspaces w
+         JOIN profiles p ON p.workspace_id = w.id JOIN connections c ON c.workspace_id = w.id",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    let owner: Uuid = sqlx::query_scalar("SELECT id FROM users WHERE name = 'owner'")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    NewCall {
+        id: Uuid::now_v7(),
+        workspace_id: workspace,
+        request_id: Uuid::new_v4(),
+        payload_digest: vec![0; 32],
+        profile_id: profile,
+        connection_id: connection,
+        connection_revision: 1,
+        environment_id: environment,
+        tool_name: "echo".into(),
+        arguments: json!({"text": "x"}),
+        client_session_id: None,
+        timeout_seconds: 30,
+        runner_ref: runner_ref.into(),
+        created_by: owner,
+    }
 }

@@ -2,9 +2,11 @@
 //! concurrent duplicates create exactly one call and one execution.
 
 use crate::harness::*;
-use serde_json::json;
+use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::time::Duration;
+use switchyard_server::db::{CallOrigin, Datastore, NewCall};
+use uuid::Uuid;
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_retry_returns_the_same_call_and_a_changed_payload_conflicts(pool: PgPool) {
@@ -89,4 +91,115 @@ async fn fifty_concurrent_duplicates_create_one_call_and_one_execution(pool: PgP
         line.contains(body["request_id"].as_str().unwrap()),
         "{line}"
     );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn concurrent_submissions_each_answer_their_own_call(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let setup = setup_workspace(&server, "acme", &[]).await;
+    let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
+    // Submitted at once, so that the server inserts several of them together.
+    let bodies: Vec<Value> = (0..48)
+        .map(|i| call_body("echo", json!({"text": format!("call {i}")})))
+        .collect();
+    let submissions = bodies.iter().map(|body| {
+        let client = server.owner.clone();
+        let (calls, body) = (calls.clone(), body.clone());
+        tokio::spawn(async move { client.post(&calls, body).await })
+    });
+    let mut ids = std::collections::HashSet::new();
+    for (body, answer) in bodies
+        .iter()
+        .zip(futures::future::join_all(submissions).await)
+    {
+        let answer = answer.unwrap();
+        assert_eq!(answer.status.as_u16(), 201);
+        let call = answer.ok();
+        assert_eq!(call["request_id"], body["request_id"]);
+        assert_eq!(call["arguments"], body["arguments"]);
+        ids.insert(call["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(ids.len(), bodies.len());
+    for id in &ids {
+        let call = server
+            .owner
+            .wait_call(&setup.ws, id, Duration::from_secs(60))
+            .await;
+        assert_eq!(call["state"], "succeeded");
+        assert_eq!(
+            result_text(&call),
+            call["arguments"]["text"].as_str().unwrap()
+        );
+    }
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_batch_of_inserts_answers_each_call_inserted_or_its_request_id_taken(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let db = Datastore::new(pool.clone());
+    let earlier = echo_call(&db, "device:nobody").await;
+    db.call_insert(&earlier).await.unwrap().expect("inserted");
+
+    let fresh = echo_call(&db, "device:nobody").await;
+    let retry_of_earlier = NewCall {
+        request_id: earlier.request_id,
+        ..echo_call(&db, "device:nobody").await
+    };
+    let first = echo_call(&db, "device:nobody").await;
+    let same_request_later = NewCall {
+        request_id: first.request_id,
+        arguments: json!({"text": "later"}),
+        ..echo_call(&db, "device:nobody").await
+    };
+    let batch: Vec<(NewCall, CallOrigin)> = [fresh, retry_of_earlier, first, same_request_later]
+        .into_iter()
+        .map(|call| (call, CallOrigin::default()))
+        .collect();
+    let answers = db.call_insert_many(&batch).await.unwrap();
+
+    let inserted: Vec<Option<Uuid>> = answers.iter().map(|a| a.as_ref().map(|r| r.id)).collect();
+    assert_eq!(
+        inserted,
+        vec![Some(batch[0].0.id), None, Some(batch[2].0.id), None]
+    );
+    let first_row = answers[2].as_ref().unwrap();
+    assert_eq!(first_row.state, "queued");
+    assert_eq!(first_row.request_id, batch[2].0.request_id);
+    assert_eq!(
+        first_row.arguments.as_ref().map(|a| &a.0),
+        Some(&json!({"text": "x"})),
+        "the first call of the batch under a request_id is the one stored"
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 3, "the earlier call and the two fresh ones");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_batch_with_a_call_that_cannot_be_stored_stores_none_of_it(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let db = Datastore::new(pool.clone());
+    let good = echo_call(&db, "device:nobody").await;
+    let unknown_profile = NewCall {
+        profile_id: Uuid::new_v4(),
+        ..echo_call(&db, "device:nobody").await
+    };
+    let batch = vec![
+        (good, CallOrigin::default()),
+        (unknown_profile, CallOrigin::default()),
+    ];
+    let refused = db.call_insert_many(&batch).await;
+    assert!(
+        matches!(&refused, Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation()),
+        "{refused:?}"
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0, "the server then inserts them one by one");
 }

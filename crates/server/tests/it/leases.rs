@@ -8,7 +8,7 @@ use std::time::Duration;
 use switchyard_protocol::CallId;
 use switchyard_protocol::runner::{Completion, Epoch};
 use switchyard_server::app::{App, AppConfig, CompletionRecorded};
-use switchyard_server::db::{Datastore, NewCall};
+use switchyard_server::db::Datastore;
 use uuid::Uuid;
 
 const DEVICE: &str = "device:lease-test";
@@ -32,37 +32,6 @@ async fn take_device_lease(db: &Datastore) -> i64 {
         .await
         .unwrap()
         .expect("the lease is free")
-}
-
-/// An echo call for `runner_ref` in the workspace `setup_workspace` made, not yet submitted.
-async fn echo_call(db: &Datastore, runner_ref: &str) -> NewCall {
-    let (workspace, profile, connection, environment): (Uuid, Uuid, Uuid, Uuid) = sqlx::query_as(
-        "SELECT w.id, p.id, c.id, p.environment_id FROM workspaces w
-         JOIN profiles p ON p.workspace_id = w.id JOIN connections c ON c.workspace_id = w.id",
-    )
-    .fetch_one(db.pool())
-    .await
-    .unwrap();
-    let owner: Uuid = sqlx::query_scalar("SELECT id FROM users WHERE name = 'owner'")
-        .fetch_one(db.pool())
-        .await
-        .unwrap();
-    NewCall {
-        id: Uuid::now_v7(),
-        workspace_id: workspace,
-        request_id: Uuid::new_v4(),
-        payload_digest: vec![0; 32],
-        profile_id: profile,
-        connection_id: connection,
-        connection_revision: 1,
-        environment_id: environment,
-        tool_name: "echo".into(),
-        arguments: json!({"text": "x"}),
-        client_session_id: None,
-        timeout_seconds: 30,
-        runner_ref: runner_ref.into(),
-        created_by: owner,
-    }
 }
 
 async fn state_of(db: &Datastore, call: Uuid) -> (String, Option<String>) {
