@@ -78,7 +78,7 @@ pub enum EntryState {
     Started,
     /// The receipt is recorded and not yet acknowledged by the server.
     Recorded,
-    /// The server acknowledged the receipt; the entry goes at the next prune.
+    /// The server acknowledged the receipt; the entry is deleted by the next start.
     Acknowledged,
     /// The server refused the receipt for good (stale epoch, erased call); kept, never
     /// uploaded, until it expires.
@@ -152,17 +152,14 @@ impl Outbox {
         self.holder
     }
 
-    /// Prunes acknowledged and expired entries, then says whether another start fits.
+    /// Says whether another start fits, counting neither acknowledged entries nor expired
+    /// quarantined ones. It only reads, so asking before every lease costs no disk sync; those
+    /// entries are deleted by the next start, whose commit is synced anyway.
     pub fn capacity(&self) -> Result<Capacity, OutboxError> {
         let now = now_ms();
         let mut db = self.db();
-        let transaction = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        transaction.execute("DELETE FROM entries WHERE state = 'acknowledged'", [])?;
-        transaction.execute(
-            "DELETE FROM entries WHERE state = 'quarantined' AND settled_at_ms <= ?1",
-            params![now - retention_ms()],
-        )?;
-        let live = count(&transaction, "SELECT COUNT(*) FROM entries")?;
+        let transaction = db.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let live = live_entries(&transaction, now)?;
         let (unacknowledged, oldest): (i64, Option<i64>) = transaction.query_row(
             "SELECT COUNT(*), MIN(recorded_at_ms) FROM entries WHERE state = 'recorded'",
             [],
@@ -203,14 +200,20 @@ impl Outbox {
         if entry_state(&transaction, call_id)?.is_some() {
             return Err(OutboxError::AlreadyRecorded(call_id));
         }
-        let live = count(&transaction, "SELECT COUNT(*) FROM entries")?;
+        let now = now_ms();
+        transaction.execute(
+            "DELETE FROM entries WHERE state = 'acknowledged'
+                 OR (state = 'quarantined' AND settled_at_ms <= ?1)",
+            params![now - retention_ms()],
+        )?;
+        let live = live_entries(&transaction, now)?;
         if live >= CAPACITY {
             return Err(OutboxError::Full { live });
         }
         transaction.execute(
             "INSERT INTO entries (call_id, epoch, state, started_at_ms)
              VALUES (?1, ?2, 'started', ?3)",
-            params![call_id.to_string(), epoch.0, now_ms()],
+            params![call_id.to_string(), epoch.0, now],
         )?;
         transaction.commit()?;
         Ok(())
@@ -395,8 +398,14 @@ fn entry_state(db: &Connection, call_id: CallId) -> Result<Option<EntryState>, O
         .transpose()
 }
 
-fn count(db: &Connection, query: &str) -> Result<usize, OutboxError> {
-    let count: i64 = db.query_row(query, [], |row| row.get(0))?;
+/// Entries alive at `now`: started, recorded, or quarantined and not yet expired.
+fn live_entries(db: &Connection, now: i64) -> Result<usize, OutboxError> {
+    let count: i64 = db.query_row(
+        "SELECT COUNT(*) FROM entries WHERE state IN ('started', 'recorded')
+             OR (state = 'quarantined' AND settled_at_ms > ?1)",
+        params![now - retention_ms()],
+        |row| row.get(0),
+    )?;
     Ok(usize::try_from(count).unwrap_or(0))
 }
 

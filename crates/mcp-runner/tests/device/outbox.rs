@@ -154,13 +154,24 @@ fn start_ack_then_receipt_then_acknowledgement() {
         .acknowledge(receipt.receipt_id)
         .expect("a second ack is harmless");
 
-    // The acknowledged entry is pruned; a call is never started twice through one outbox
-    // while its entry lives.
+    // The acknowledged entry takes no room, and the next start deletes it; a call is never
+    // started twice through one outbox while its entry lives.
     assert_eq!(
         outbox.capacity().expect("capacity"),
         Capacity::Open { free: CAPACITY }
     );
+    assert!(matches!(
+        outbox.record_start(call, Epoch(3)),
+        Err(OutboxError::AlreadyRecorded(_))
+    ));
+    outbox
+        .record_start(CallId::new(), Epoch(3))
+        .expect("the next start");
     assert_eq!(outbox.entry_state(call).expect("state"), None);
+    assert_eq!(
+        outbox.capacity().expect("capacity"),
+        Capacity::Open { free: CAPACITY - 1 }
+    );
 }
 
 #[test]
