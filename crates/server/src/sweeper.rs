@@ -1,12 +1,12 @@
 //! The sweeper: a small idempotent reconciler every replica runs. Each pass settles calls held
-//! under expired runner leases, expires calls queued too long, erases inputs and results
-//! (and observation outputs) past retention, removes old resolution explanations, publishes
-//! pending evidence (retrying failures at most 60 s apart until their deadline) and deletes
-//! expired web sessions. Every change is a guarded update, so replicas sweeping at once is
-//! harmless.
+//! under expired runner leases (those that expired lately; every one, now and then), expires
+//! calls queued too long, erases inputs and results (and observation outputs) past retention,
+//! removes old resolution explanations, publishes pending evidence (retrying failures at most
+//! 60 s apart until their deadline) and deletes expired web sessions. Every change is a
+//! guarded update, so replicas sweeping at once is harmless.
 
-use crate::db::Datastore;
-use std::time::Duration;
+use crate::db::{Datastore, ExpiredLeases};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// Sweeper settings.
@@ -37,11 +37,27 @@ impl Default for SweeperConfig {
     }
 }
 
-/// Sweeps until `shutdown`.
+/// How often a pass settles the calls of every expired runner lease; the passes between
+/// settle those of leases that expired in the last minute (see [`ExpiredLeases`]).
+pub const FULL_LEASE_SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// Sweeps until `shutdown`. The first pass, the one after a failed pass and one every
+/// [`FULL_LEASE_SWEEP_EVERY`] look at every expired runner lease.
 pub async fn run(db: Datastore, config: SweeperConfig, shutdown: CancellationToken) {
+    let mut last_full: Option<Instant> = None;
     loop {
-        if let Err(e) = sweep_once(&db, &config).await {
-            tracing::warn!(error = %e, "sweep failed; retrying at the next pass");
+        let leases = match last_full {
+            Some(at) if at.elapsed() < FULL_LEASE_SWEEP_EVERY => ExpiredLeases::Recent,
+            _ => ExpiredLeases::All,
+        };
+        let started = Instant::now();
+        match sweep(&db, &config, leases).await {
+            Ok(()) if leases == ExpiredLeases::All => last_full = Some(started),
+            Ok(()) => {}
+            Err(e) => {
+                last_full = None;
+                tracing::warn!(error = %e, "sweep failed; retrying at the next pass");
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -50,9 +66,18 @@ pub async fn run(db: Datastore, config: SweeperConfig, shutdown: CancellationTok
     }
 }
 
-/// One pass.
+/// One pass, settling the calls of every expired runner lease.
 pub async fn sweep_once(db: &Datastore, config: &SweeperConfig) -> Result<(), sqlx::Error> {
-    let (requeued, unknown) = db.call_sweep_lost_leases().await?;
+    sweep(db, config, ExpiredLeases::All).await
+}
+
+/// One pass, settling the calls of `leases`.
+async fn sweep(
+    db: &Datastore,
+    config: &SweeperConfig,
+    leases: ExpiredLeases,
+) -> Result<(), sqlx::Error> {
+    let (requeued, unknown) = db.call_sweep_lost_leases(leases).await?;
     if requeued + unknown > 0 {
         tracing::warn!(
             requeued,

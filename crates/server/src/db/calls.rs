@@ -111,6 +111,70 @@ pub struct NewCall {
     pub created_by: Uuid,
 }
 
+/// Which expired runner leases a lost-lease sweep settles the calls of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpiredLeases {
+    /// Every expired lease.
+    All,
+    /// Leases that expired in the last minute: usually none, so the sweep reads no call. Each
+    /// of thousands of long-expired leases (devices gone away) costs a lookup in every sweep
+    /// of all of them.
+    Recent,
+}
+
+/// The condition on the expired leases (`e`) that makes a lost-lease sweep
+/// [`ExpiredLeases::Recent`]: a minute covers the sweeper's interval and any lease or start
+/// transaction still committing when the lease expired, many times over.
+macro_rules! recent_expiry {
+    () => {
+        " AND e.expires_at > now() - interval '60 seconds'"
+    };
+}
+
+/// A lost-lease sweep's statement: `requeue` for leased calls (nothing was sent), `unknown`
+/// for started ones, of the runners whose lease expired (`e`, with the `window`'s further
+/// condition). The calls are looked up by those runners (an index condition on
+/// `calls_in_flight`), so that no plan walks the entries of runners whose lease is live: with
+/// the xmin horizon held, the central runner's dead ones (31 ms against 9 ms for 10,000
+/// expired runners among 100,000 dead entries; 0.5 ms for the recent ones).
+macro_rules! lost_leases {
+    ($set:literal, $state:literal, $($window:tt)*) => {
+        concat!(
+            "UPDATE calls c SET ", $set, "
+             FROM runner_leases r
+             WHERE c.runner_ref = ANY (ARRAY(
+                       SELECT e.runner_ref FROM runner_leases e WHERE e.expires_at <= now()",
+            $($window)*,
+            "))
+               AND c.runner_ref = r.runner_ref AND c.state = '", $state, "'
+               AND c.lease_epoch <= r.epoch AND r.expires_at <= now()"
+        )
+    };
+}
+
+/// [`lost_leases!`] for leased calls: back to the queue.
+macro_rules! requeue_lost {
+    ($($window:tt)*) => {
+        lost_leases!(
+            "state = 'queued', lease_epoch = NULL, leased_at = NULL",
+            "leased",
+            $($window)*
+        )
+    };
+}
+
+/// [`lost_leases!`] for started calls: `unknown`, as they may have run.
+macro_rules! unknown_lost {
+    ($($window:tt)*) => {
+        lost_leases!(
+            "state = 'unknown', finished_at = now(), error_code = 'runner_lost',
+                 error_message = 'the runner lost its lease after the call was started; it may or may not have run'",
+            "running",
+            $($window)*
+        )
+    };
+}
+
 /// Where a call came from beyond its submitter: the operation it runs under and the device
 /// that submitted it, when there are, and for a receipt lookup the unknown call it looks up.
 #[derive(Clone, Copy, Debug, Default)]
@@ -883,27 +947,22 @@ impl Datastore {
         Ok(done.rows_affected())
     }
 
-    /// Settles calls held under expired runner leases: leased-but-unstarted calls go back to
-    /// the queue (nothing was sent), started ones become `unknown` (they may have run).
-    /// Returns (requeued, unknown).
-    pub async fn call_sweep_lost_leases(&self) -> Result<(u64, u64), sqlx::Error> {
-        let requeued = sqlx::query(
-            "UPDATE calls c SET state = 'queued', lease_epoch = NULL, leased_at = NULL
-             FROM runner_leases r
-             WHERE c.runner_ref = r.runner_ref AND c.state = 'leased' AND c.lease_epoch <= r.epoch
-               AND r.expires_at <= now()",
-        )
-        .execute(&self.pool)
-        .await?;
-        let unknown = sqlx::query(
-            "UPDATE calls c SET state = 'unknown', finished_at = now(), error_code = 'runner_lost',
-                 error_message = 'the runner lost its lease after the call was started; it may or may not have run'
-             FROM runner_leases r
-             WHERE c.runner_ref = r.runner_ref AND c.state = 'running' AND c.lease_epoch <= r.epoch
-               AND r.expires_at <= now()",
-        )
-        .execute(&self.pool)
-        .await?;
+    /// Settles calls held under expired runner leases — all of them, or those that expired
+    /// lately: leased-but-unstarted calls go back to the queue (nothing was sent), started
+    /// ones become `unknown` (they may have run). Returns (requeued, unknown).
+    pub async fn call_sweep_lost_leases(
+        &self,
+        leases: ExpiredLeases,
+    ) -> Result<(u64, u64), sqlx::Error> {
+        let (requeue, unknown) = match leases {
+            ExpiredLeases::All => (requeue_lost!(""), unknown_lost!("")),
+            ExpiredLeases::Recent => (
+                requeue_lost!(recent_expiry!()),
+                unknown_lost!(recent_expiry!()),
+            ),
+        };
+        let requeued = sqlx::query(requeue).execute(&self.pool).await?;
+        let unknown = sqlx::query(unknown).execute(&self.pool).await?;
         if requeued.rows_affected() > 0 {
             self.announce_requeued(ANY_RUNNER);
         }

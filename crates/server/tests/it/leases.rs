@@ -8,7 +8,7 @@ use std::time::Duration;
 use switchyard_protocol::CallId;
 use switchyard_protocol::runner::{Completion, Epoch};
 use switchyard_server::app::{App, AppConfig, CompletionRecorded};
-use switchyard_server::db::Datastore;
+use switchyard_server::db::{Datastore, ExpiredLeases};
 use uuid::Uuid;
 
 const DEVICE: &str = "device:lease-test";
@@ -180,6 +180,55 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
             .is_empty(),
         "an unknown call was leased again"
     );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_recent_sweep_settles_the_leases_that_expired_lately_and_a_full_one_every_one(
+    pool: PgPool,
+) {
+    let server = TestServer::start(pool.clone()).await;
+    let db = Datastore::new(pool.clone());
+    let (long_ago, lately) = (
+        queued_device_call(&server, &db).await,
+        insert_echo_call(&db, "device:other").await,
+    );
+    // The test is the only sweeper.
+    server.stop().await;
+    for runner in [DEVICE, "device:other"] {
+        let epoch = db
+            .runner_lease_acquire(runner, Uuid::new_v4(), TTL)
+            .await
+            .unwrap()
+            .expect("the lease is free");
+        let leased = db
+            .call_lease(runner, epoch, 10, None, &Value::Null)
+            .await
+            .unwrap()
+            .expect("a live lease");
+        assert_eq!(leased.len(), 1);
+    }
+    sqlx::query(
+        "UPDATE runner_leases SET expires_at = CASE runner_ref
+             WHEN $1 THEN now() - interval '2 minutes' ELSE now() - interval '1 second' END",
+    )
+    .bind(DEVICE)
+    .execute(db.pool())
+    .await
+    .unwrap();
+
+    assert_eq!(
+        db.call_sweep_lost_leases(ExpiredLeases::Recent)
+            .await
+            .unwrap(),
+        (1, 0)
+    );
+    assert_eq!(state_of(&db, lately).await.0, "queued");
+    assert_eq!(state_of(&db, long_ago).await.0, "leased");
+    assert_eq!(
+        db.call_sweep_lost_leases(ExpiredLeases::All).await.unwrap(),
+        (1, 0)
+    );
+    assert_eq!(state_of(&db, long_ago).await.0, "queued");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
