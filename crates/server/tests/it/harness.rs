@@ -490,11 +490,13 @@ pub async fn dump_database(pool: &PgPool) -> String {
     dump
 }
 
-/// An echo call for `runner_ref` in the workspace `setup_workspace` made, not yet submitted.
+/// An echo call for `runner_ref` in the workspace `acme` that `setup_workspace` made, not yet
+/// submitted.
 pub async fn echo_call(db: &Datastore, runner_ref: &str) -> NewCall {
     let (workspace, profile, connection, environment): (Uuid, Uuid, Uuid, Uuid) = sqlx::query_as(
         "SELECT w.id, p.id, c.id, p.environment_id FROM workspaces w
-         JOIN profiles p ON p.workspace_id = w.id JOIN connections c ON c.workspace_id = w.id",
+         JOIN profiles p ON p.workspace_id = w.id JOIN connections c ON c.workspace_id = w.id
+         WHERE w.name = 'acme'",
     )
     .fetch_one(db.pool())
     .await

@@ -675,32 +675,10 @@ const TTL: Duration = Duration::from_secs(30);
 /// A call for a runner nobody serves, started under a fresh lease of [`DEVICE`], then lost:
 /// its lease expires and the server's sweeper makes it unknown. Returns (call, epoch).
 async fn lost_device_call(server: &TestServer, db: &Datastore) -> (Uuid, i64) {
-    let (workspace, profile, connection, environment): (Uuid, Uuid, Uuid, Uuid) = sqlx::query_as(
-        "SELECT w.id, p.id, c.id, p.environment_id FROM workspaces w
-         JOIN profiles p ON p.workspace_id = w.id JOIN connections c ON c.workspace_id = w.id WHERE w.name = 'acme'",
-    )
-    .fetch_one(db.pool())
-    .await
-    .unwrap();
-    let owner: Uuid = sqlx::query_scalar("SELECT id FROM users WHERE name = 'owner'")
-        .fetch_one(db.pool())
-        .await
-        .unwrap();
     let call = NewCall {
-        id: Uuid::now_v7(),
-        workspace_id: workspace,
-        request_id: Uuid::new_v4(),
-        payload_digest: vec![0; 32],
-        profile_id: profile,
-        connection_id: connection,
-        connection_revision: 1,
-        environment_id: environment,
         tool_name: "count".into(),
         arguments: json!({"label": "late"}),
-        client_session_id: None,
-        timeout_seconds: 30,
-        runner_ref: DEVICE.into(),
-        created_by: owner,
+        ..echo_call(db, DEVICE).await
     };
     let id = db.call_insert(&call).await.unwrap().expect("inserted").id;
     let epoch = db
