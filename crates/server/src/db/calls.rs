@@ -131,9 +131,9 @@ macro_rules! recent_expiry {
     };
 }
 
-/// A lost-lease sweep's statement: `requeue` for leased calls (nothing was sent), `unknown`
-/// for started ones, of the runners whose lease expired (`e`, with the `window`'s further
-/// condition). The calls are looked up by those runners (an index condition on
+/// A lost-lease sweep's statement: sets `$set` on the calls in `$state` of the runners whose
+/// lease expired (`e`, with the `window`'s further condition), under that lease's epoch or an
+/// earlier one. The calls are looked up by those runners (an index condition on
 /// `calls_in_flight`), so that no plan walks the entries of runners whose lease is live: with
 /// the xmin horizon held, the central runner's dead ones (31 ms against 9 ms for 10,000
 /// expired runners among 100,000 dead entries; 0.5 ms for the recent ones).
