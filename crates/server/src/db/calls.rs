@@ -111,6 +111,18 @@ pub struct NewCall {
     pub created_by: Uuid,
 }
 
+/// The head of a call's insert, as a string literal (`concat!`): the columns a submission
+/// sets, in the order [`Datastore::call_insert_from`] binds them and
+/// [`Datastore::call_insert_many`] unnests them.
+macro_rules! insert_call {
+    () => {
+        "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+             connection_revision, environment_id, tool_name, arguments, client_session_id,
+             timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
+             kind, parent_call_id)"
+    };
+}
+
 /// Which expired runner leases a lost-lease sweep settles the calls of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExpiredLeases {
@@ -418,16 +430,16 @@ impl Datastore {
         // One statement, one commit; the call's runner is woken once it committed, and only
         // if it inserted.
         let inserted: Option<CallRow> = sqlx::query_as(
-            "WITH inserted AS (
-                 INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
-                     connection_revision, environment_id, tool_name, arguments, client_session_id,
-                     timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
-                     kind, parent_call_id)
+            concat!(
+                "WITH inserted AS (",
+                insert_call!(),
+                "
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $16,
                      CASE WHEN $17::uuid IS NULL THEN 'tool' ELSE 'lookup' END, $17)
                  ON CONFLICT (workspace_id, request_id) DO NOTHING
                  RETURNING *)
-             SELECT * FROM inserted",
+             SELECT * FROM inserted"
+            ),
         )
         .bind(call.id)
         .bind(call.workspace_id)
@@ -477,11 +489,10 @@ impl Datastore {
             order.iter().map(|(_, origin)| get(origin)).collect()
         };
         let rows: Vec<CallRow> = sqlx::query_as(
-            "WITH inserted AS (
-                 INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
-                     connection_revision, environment_id, tool_name, arguments, client_session_id,
-                     timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
-                     kind, parent_call_id)
+            concat!(
+                "WITH inserted AS (",
+                insert_call!(),
+                "
                  SELECT n.id, n.workspace_id, n.request_id, n.payload_digest, n.profile_id, n.connection_id,
                      n.connection_revision, n.environment_id, n.tool_name, n.arguments, n.client_session_id,
                      n.timeout_seconds, 'queued', n.runner_ref, n.created_by, n.operation_id, n.device_id,
@@ -496,7 +507,8 @@ impl Datastore {
                  ORDER BY n.position
                  ON CONFLICT (workspace_id, request_id) DO NOTHING
                  RETURNING *)
-             SELECT * FROM inserted",
+             SELECT * FROM inserted"
+            ),
         )
         .bind(column(|c| c.id))
         .bind(column(|c| c.workspace_id))
