@@ -74,10 +74,7 @@ async fn bad_call_submissions_are_refused_and_write_nothing(pool: PgPool) {
         .await
         .refused(409, "already_exists");
 
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let rows = calls_stored(&pool).await;
     assert_eq!(rows, 0, "a refused submission left a call behind");
 }
 
@@ -143,9 +140,6 @@ async fn unapproved_and_unlisted_connections_are_refused_before_queueing(pool: P
         )
         .await
         .refused(400, "invalid_request");
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let rows = calls_stored(&pool).await;
     assert_eq!(rows, 0);
 }

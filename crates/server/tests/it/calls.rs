@@ -320,12 +320,6 @@ async fn a_submission_checks_its_token_before_anything_else(pool: PgPool) {
     let setup = setup_workspace(&server, "acme", &[]).await;
     let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
     let body = call_body("echo", json!({"text": "once"}));
-    let stored = || async {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM calls")
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-    };
 
     // No token, a token nobody holds — for a workspace that exists and one that does not.
     server
@@ -349,7 +343,7 @@ async fn a_submission_checks_its_token_before_anything_else(pool: PgPool) {
         .post(&calls, body.clone())
         .await
         .refused(404, "workspace_not_found");
-    assert_eq!(stored().await, 0);
+    assert_eq!(calls_stored(&pool).await, 0);
 
     // The owner's submission is stored once, and its replay answered from it.
     let call = server.owner.post(&calls, body.clone()).await.ok();
@@ -372,5 +366,5 @@ async fn a_submission_checks_its_token_before_anything_else(pool: PgPool) {
         .post(&calls, call_body("echo", json!({"text": "another"})))
         .await
         .refused(401, "unauthenticated");
-    assert_eq!(stored().await, 1);
+    assert_eq!(calls_stored(&pool).await, 1);
 }

@@ -522,3 +522,11 @@ pub async fn echo_call(db: &Datastore, runner_ref: &str) -> NewCall {
         created_by: owner,
     }
 }
+
+/// How many calls are stored, in every workspace.
+pub async fn calls_stored(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}

@@ -40,10 +40,7 @@ async fn a_retry_returns_the_same_call_and_a_changed_payload_conflicts(pool: PgP
         .await
         .refused(422, "mcp_request_conflict");
     assert!(message.contains("fresh request_id"), "{message}");
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let count = calls_stored(&pool).await;
     assert_eq!(count, 1);
 }
 
@@ -79,10 +76,7 @@ async fn fifty_concurrent_duplicates_create_one_call_and_one_execution(pool: PgP
             .await["state"],
         "succeeded"
     );
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let rows = calls_stored(&pool).await;
     assert_eq!(rows, 1);
     assert_eq!(count_lines(&counter), 1, "the tool ran more than once");
     // The executed request carried the request_id to the MCP server.
@@ -171,10 +165,7 @@ async fn a_batch_of_inserts_answers_each_call_inserted_or_its_request_id_taken(p
         Some(&json!({"text": "x"})),
         "the first call of the batch under a request_id is the one stored"
     );
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let stored = calls_stored(&pool).await;
     assert_eq!(stored, 3, "the earlier call and the two fresh ones");
 }
 
@@ -197,9 +188,6 @@ async fn a_batch_with_a_call_that_cannot_be_stored_stores_none_of_it(pool: PgPoo
         matches!(&refused, Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation()),
         "{refused:?}"
     );
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let stored = calls_stored(&pool).await;
     assert_eq!(stored, 0, "the server then inserts them one by one");
 }

@@ -26,9 +26,9 @@ async fn insert_echo_call(db: &Datastore, runner_ref: &str) -> Uuid {
     db.call_insert(&call).await.unwrap().expect("inserted").id
 }
 
-/// Takes the device runner's lease for a new holder: its epoch.
-async fn take_device_lease(db: &Datastore) -> i64 {
-    db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+/// Takes `runner`'s lease for a new holder: its epoch.
+async fn take_lease(db: &Datastore, runner: &str) -> i64 {
+    db.runner_lease_acquire(runner, Uuid::new_v4(), TTL)
         .await
         .unwrap()
         .expect("the lease is free")
@@ -162,7 +162,7 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
     let db = Datastore::new(pool.clone());
     let call = queued_device_call(&server, &db).await;
 
-    let e1 = take_device_lease(&db).await;
+    let e1 = take_lease(&db, DEVICE).await;
     db.call_lease(DEVICE, e1, 10, None, &Value::Null)
         .await
         .unwrap();
@@ -171,7 +171,7 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
     wait_for_state(&db, call, "unknown").await;
     assert_eq!(state_of(&db, call).await.1.as_deref(), Some("runner_lost"));
 
-    let e2 = take_device_lease(&db).await;
+    let e2 = take_lease(&db, DEVICE).await;
     assert!(
         db.call_lease(DEVICE, e2, 10, None, &Value::Null)
             .await
@@ -195,11 +195,7 @@ async fn a_recent_sweep_settles_the_leases_that_expired_lately_and_a_full_one_ev
     // The test is the only sweeper.
     server.stop().await;
     for runner in [DEVICE, "device:other"] {
-        let epoch = db
-            .runner_lease_acquire(runner, Uuid::new_v4(), TTL)
-            .await
-            .unwrap()
-            .expect("the lease is free");
+        let epoch = take_lease(&db, runner).await;
         let leased = db
             .call_lease(runner, epoch, 10, None, &Value::Null)
             .await
@@ -237,7 +233,7 @@ async fn a_batch_of_start_acks_starts_exactly_the_calls_leased_under_its_epoch(p
     let db = Datastore::new(pool.clone());
     let first = queued_device_call(&server, &db).await;
     let second = insert_echo_call(&db, DEVICE).await;
-    let e1 = take_device_lease(&db).await;
+    let e1 = take_lease(&db, DEVICE).await;
     // Leased after the lease: the third stays queued.
     assert_eq!(
         db.call_lease(DEVICE, e1, 2, None, &Value::Null)
@@ -279,7 +275,7 @@ async fn the_held_calls_in_flight_are_the_leased_and_running_ones(pool: PgPool) 
     for _ in 0..2 {
         calls.push(insert_echo_call(&db, DEVICE).await);
     }
-    let epoch = take_device_lease(&db).await;
+    let epoch = take_lease(&db, DEVICE).await;
     let taken = db
         .call_lease(DEVICE, epoch, 3, None, &Value::Null)
         .await

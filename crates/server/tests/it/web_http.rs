@@ -572,10 +572,7 @@ async fn the_run_form_reads_typed_and_raw_arguments_and_returns_errors(pool: PgP
     );
     let raw_refused = web.post_fields(run, fields("", "raw", "[1]")).await;
     assert!(raw_refused.body.contains("must be a JSON object"));
-    let calls: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let calls = calls_stored(&pool).await;
     assert_eq!(calls, 0, "nothing was submitted");
 
     let submitted = web
