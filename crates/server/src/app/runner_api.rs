@@ -148,17 +148,27 @@ impl App {
 
     /// The start ack: `proceed` when the call moved to running under this epoch, `abandon`
     /// when it is no longer leased to this runner, 409 `runner_fenced` for a stale epoch.
+    ///
+    /// One statement checks the device credential (refused as any device request is) and
+    /// makes the start; a revoked device's start changes nothing.
     pub async fn runner_start(
         &self,
-        device: &DeviceActor,
+        credential: &str,
         call: &str,
         req: StartRequest,
     ) -> AppResult<StartAnswer> {
-        let runner = device.runner_ref();
-        let id = parse_call_id(call)?;
-        if self.db.call_start(id.0, &runner, req.epoch.0).await? {
+        let hash = super::principal::device_credential_hash(credential)?;
+        let id = self.device_call_id(credential, call).await?;
+        let read = {
+            let _turn = self.device_read_turn().await;
+            self.db.call_start_by_device(id.0, &hash, req.epoch.0).await?
+        };
+        let read = read.ok_or_else(super::principal::unknown_device_credential)?;
+        let device = self.admit_device(read.device).await?;
+        if read.started {
             return Ok(StartAnswer::Proceed);
         }
+        let runner = device.runner_ref();
         if self
             .db
             .runner_lease_is_current(&runner, req.epoch.0)
@@ -176,32 +186,36 @@ impl App {
 
     /// Records an uploaded receipt, once per receipt id: a repeated upload answers what the
     /// first one did. A stale epoch answers 409 `runner_fenced`.
+    ///
+    /// One read checks the device credential (refused as any device request is), that the
+    /// call is placed on the device, and whether the receipt was uploaded before.
     pub async fn runner_complete(
         &self,
-        device: &DeviceActor,
+        credential: &str,
         call: &str,
         req: CompleteRequest,
     ) -> AppResult<CompleteAnswer> {
+        let hash = super::principal::device_credential_hash(credential)?;
+        let id = self.device_call_id(credential, call).await?;
+        let read = {
+            let _turn = self.device_read_turn().await;
+            self.db
+                .receipt_upload_check(&hash, id.0, req.receipt_id)
+                .await?
+        };
+        let read = read.ok_or_else(super::principal::unknown_device_credential)?;
+        let device = self.admit_device(read.device).await?;
         let runner = device.runner_ref();
-        let id = parse_call_id(call)?;
         // The call must be placed on this device; an upload of this receipt before is
         // answered as it was.
-        match self
-            .db
-            .receipt_get_with_call(device.device.workspace_id, id.0, req.receipt_id)
-            .await?
-        {
-            Some((placed_on, stored)) if placed_on == runner => {
-                if let Some(stored) = stored {
-                    return stored_answer(&stored, id.0, &runner, req.epoch);
-                }
-            }
-            _ => {
-                return Err(AppError::refused(
-                    ErrorCode::CallNotFound,
-                    format!("no call `{call}` placed on this device"),
-                ));
-            }
+        if read.placed_on.as_deref() != Some(runner.as_str()) {
+            return Err(AppError::refused(
+                ErrorCode::CallNotFound,
+                format!("no call `{call}` placed on this device"),
+            ));
+        }
+        if let Some(stored) = read.stored {
+            return stored_answer(&stored, id.0, &runner, req.epoch);
         }
         let outcome = outcome_name(&req.completion);
         let (recorded, receipt_stored) = self
@@ -218,7 +232,7 @@ impl App {
             // already holds exactly this outcome from this runner and epoch.
             CompletionRecorded::Superseded
                 if self
-                    .holds_outcome(device, id.0, &runner, req.epoch, outcome)
+                    .holds_outcome(&device, id.0, &runner, req.epoch, outcome)
                     .await? =>
             {
                 CompleteAnswer::Recorded
@@ -312,6 +326,18 @@ impl App {
             .db
             .runner_lease_release_epoch(&device.runner_ref(), epoch.0)
             .await?)
+    }
+
+    /// The call id in a device request's path. A malformed one is refused after the
+    /// credential is checked, so that an unauthenticated request is told that first.
+    async fn device_call_id(&self, credential: &str, call: &str) -> AppResult<CallId> {
+        match parse_call_id(call) {
+            Ok(id) => Ok(id),
+            Err(error) => {
+                self.authenticate_device(credential).await?;
+                Err(error)
+            }
+        }
     }
 
     /// Whether the call ended with `outcome`, reported by this runner under `epoch`.

@@ -1,7 +1,7 @@
 //! Calls. Every state change is one guarded update (`WHERE state = … AND lease_epoch = …`)
 //! that reports whether it won; nothing here reads, decides, then writes.
 
-use super::{ANY_RUNNER, ConnectorRow, Datastore};
+use super::{ANY_RUNNER, ConnectorRow, Datastore, DeviceRow};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::Row;
@@ -121,6 +121,30 @@ macro_rules! insert_call {
              timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
              kind, parent_call_id)"
     };
+}
+
+/// The start ack's update (`leased` → `running`) of call `$1` under epoch `$3`, for the runner
+/// `$runner` names (a parameter, or a subquery).
+macro_rules! start_call {
+    ($runner:literal) => {
+        concat!(
+            "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
+             WHERE id = $1 AND state IN ('leased', 'running') AND runner_ref = ", $runner, "
+               AND lease_epoch = $3
+               AND EXISTS (SELECT 1 FROM runner_leases r
+                           WHERE r.runner_ref = ", $runner, " AND r.epoch = $3 AND r.expires_at > now())"
+        )
+    };
+}
+
+/// What a device's start ack found ([`Datastore::call_start_by_device`]).
+#[derive(Debug, sqlx::FromRow)]
+pub struct DeviceStart {
+    /// The device holding the credential (revoked or not).
+    #[sqlx(flatten)]
+    pub device: DeviceRow,
+    /// Whether the call moved to (or already was) `running` under the epoch.
+    pub started: bool,
 }
 
 /// Which expired runner leases a lost-lease sweep settles the calls of.
@@ -688,18 +712,38 @@ impl Datastore {
         runner_ref: &str,
         epoch: i64,
     ) -> Result<bool, sqlx::Error> {
-        let done = sqlx::query(
-            "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
-             WHERE id = $1 AND state IN ('leased', 'running') AND runner_ref = $2 AND lease_epoch = $3
-               AND EXISTS (SELECT 1 FROM runner_leases r
-                           WHERE r.runner_ref = $2 AND r.epoch = $3 AND r.expires_at > now())",
-        )
-        .bind(id)
-        .bind(runner_ref)
-        .bind(epoch)
-        .execute(&self.pool)
-        .await?;
+        let done = sqlx::query(start_call!("$2"))
+            .bind(id)
+            .bind(runner_ref)
+            .bind(epoch)
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// A device's start ack in one statement: finds the device holding the credential with
+    /// this hash and, unless it is revoked, makes [`Datastore::call_start`]'s update under its
+    /// runner reference. `None` when no device holds the credential.
+    pub async fn call_start_by_device(
+        &self,
+        id: Uuid,
+        credential_hash: &[u8],
+        epoch: i64,
+    ) -> Result<Option<DeviceStart>, sqlx::Error> {
+        sqlx::query_as(concat!(
+            "WITH device AS (
+                 SELECT d.*, 'device:' || d.id::text AS runner_ref FROM devices d WHERE d.credential_hash = $2
+             ),
+             started AS (",
+            start_call!("(SELECT runner_ref FROM device WHERE revoked_at IS NULL)"),
+            " RETURNING id)
+             SELECT d.*, EXISTS (SELECT 1 FROM started) AS started FROM device d"
+        ))
+        .bind(id)
+        .bind(credential_hash)
+        .bind(epoch)
+        .fetch_optional(&self.pool)
+        .await
     }
 
     /// [`Datastore::call_start`] for several calls of one runner and epoch, in one statement

@@ -1,7 +1,7 @@
 //! Receipts device runners uploaded, kept so that a repeated upload answers what the first one
 //! did; and session releases waiting for a device runner's next heartbeat.
 
-use super::Datastore;
+use super::{Datastore, DeviceRow};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -24,6 +24,18 @@ pub struct ReceiptRow {
     pub applied: bool,
     /// When it arrived.
     pub received_at: DateTime<Utc>,
+}
+
+/// What a receipt upload reads before it records anything
+/// ([`Datastore::receipt_upload_check`]).
+#[derive(Clone, Debug)]
+pub struct UploadCheck {
+    /// The device holding the credential (revoked or not).
+    pub device: DeviceRow,
+    /// The runner the call is placed on; `None` when the device's workspace has no such call.
+    pub placed_on: Option<String>,
+    /// The receipt stored under the uploaded receipt id, if one is.
+    pub stored: Option<ReceiptRow>,
 }
 
 /// A receipt to store.
@@ -54,33 +66,38 @@ impl Datastore {
             .await
     }
 
-    /// The runner a call of a workspace is placed on, with the receipt stored under
-    /// `receipt_id` if there is one: what an upload checks first, in one read. `None` when the
-    /// workspace has no such call.
-    pub async fn receipt_get_with_call(
+    /// What an upload checks first, in one read: the device holding the credential with this
+    /// hash (`None` when there is none), the runner the call is placed on if the call is of
+    /// the device's workspace, and the receipt stored under `receipt_id` if there is one.
+    pub async fn receipt_upload_check(
         &self,
-        workspace: Uuid,
+        credential_hash: &[u8],
         call: Uuid,
         receipt_id: Uuid,
-    ) -> Result<Option<(String, Option<ReceiptRow>)>, sqlx::Error> {
-        use sqlx::Row;
+    ) -> Result<Option<UploadCheck>, sqlx::Error> {
+        use sqlx::{FromRow, Row};
         let row = sqlx::query(
-            "SELECT c.runner_ref AS call_runner_ref, r.receipt_id, r.call_id, r.runner_ref, r.epoch, r.outcome,
-                 r.answer, r.applied, r.received_at
-             FROM calls c LEFT JOIN receipts r ON r.receipt_id = $3
-             WHERE c.workspace_id = $1 AND c.id = $2",
+            "SELECT d.*, c.runner_ref AS call_runner_ref, r.*
+             FROM devices d
+             LEFT JOIN calls c ON c.workspace_id = d.workspace_id AND c.id = $2
+             LEFT JOIN receipts r ON r.receipt_id = $3
+             WHERE d.credential_hash = $1",
         )
-        .bind(workspace)
+        .bind(credential_hash)
         .bind(call)
         .bind(receipt_id)
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
         let stored = match row.try_get::<Option<Uuid>, _>("receipt_id")? {
-            Some(_) => Some(<ReceiptRow as sqlx::FromRow<_>>::from_row(&row)?),
+            Some(_) => Some(ReceiptRow::from_row(&row)?),
             None => None,
         };
-        Ok(Some((row.try_get("call_runner_ref")?, stored)))
+        Ok(Some(UploadCheck {
+            device: DeviceRow::from_row(&row)?,
+            placed_on: row.try_get("call_runner_ref")?,
+            stored,
+        }))
     }
 
     /// Stores a receipt unless one with its id exists. Returns whether it was stored.

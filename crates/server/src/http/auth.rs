@@ -55,8 +55,8 @@ impl FromRequestParts<AppState> for DeviceActor {
     }
 }
 
-/// A device credential as presented, not checked yet: for the heartbeat, whose one database
-/// read checks it together with everything else the heartbeat needs.
+/// A device credential as presented, not checked yet: for the heartbeat, the start ack and
+/// the receipt upload, whose first statement checks it together with what the request needs.
 pub(super) struct DeviceCredential(pub String);
 
 impl FromRequestParts<AppState> for DeviceCredential {

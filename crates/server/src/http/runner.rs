@@ -94,22 +94,24 @@ async fn channel(
     Ok(runner_channel::accept(s.app, credential.0, upgrade))
 }
 
+/// The credential is checked by the start's own statement.
 async fn start(
     State(s): State<AppState>,
-    device: DeviceActor,
+    credential: DeviceCredential,
     Path(call): Path<String>,
     ApiJson(req): ApiJson<StartRequest>,
 ) -> Answer<StartAnswer> {
-    Ok(Json(s.app.runner_start(&device, &call, req).await?))
+    Ok(Json(s.app.runner_start(&credential.0, &call, req).await?))
 }
 
+/// The credential is checked by the upload's first read.
 async fn complete(
     State(s): State<AppState>,
-    device: DeviceActor,
+    credential: DeviceCredential,
     Path(call): Path<String>,
     ApiJson(req): ApiJson<CompleteRequest>,
 ) -> Answer<CompleteAnswer> {
-    Ok(Json(s.app.runner_complete(&device, &call, req).await?))
+    Ok(Json(s.app.runner_complete(&credential.0, &call, req).await?))
 }
 
 async fn check_receipts(

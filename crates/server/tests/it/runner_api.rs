@@ -168,6 +168,79 @@ async fn a_device_runs_a_call_through_the_whole_protocol(pool: PgPool) {
     assert_eq!(acquired_epoch(&device, Uuid::new_v4()).await, epoch + 1);
 }
 
+/// The start ack and the upload check the device credential in their own statements: a
+/// credential no device holds is `unauthenticated`, even beside a malformed call id; a revoked
+/// device is `device_revoked` and changes nothing — its leased call is not started, its running
+/// call not completed.
+#[sqlx::test(migrations = "../../migrations")]
+async fn starts_and_uploads_check_the_device_credential_and_a_revoked_device_changes_nothing(
+    pool: PgPool,
+) {
+    let server = TestServer::start(pool).await;
+    let device = setup_device_connection(&server, &Scratch::new("revoked").path("count")).await;
+    let (first, second) = (submit(&server, "count").await, submit(&server, "count").await);
+    let epoch = acquired_epoch(&device, Uuid::new_v4()).await;
+    assert_eq!(lease(&device, epoch, 20_000).await.len(), 2);
+    let started = device
+        .client
+        .post(&start_path(&first), json!({"epoch": epoch}))
+        .await
+        .ok();
+    assert_eq!(started["decision"], "proceed");
+
+    let stranger = Client::at(
+        &format!("http://{}", server.addr),
+        "sy_dev_not-a-credential-any-device-holds",
+    );
+    stranger
+        .post(&start_path(&second), json!({"epoch": epoch}))
+        .await
+        .refused(401, "unauthenticated");
+    stranger
+        .post(&start_path("not-a-call-id"), json!({"epoch": epoch}))
+        .await
+        .refused(401, "unauthenticated");
+    stranger
+        .post(&complete_path(&first), succeeded(Uuid::new_v4(), epoch, "x"))
+        .await
+        .refused(401, "unauthenticated");
+    device
+        .client
+        .post(&start_path("not-a-call-id"), json!({"epoch": epoch}))
+        .await
+        .refused(404, "call_not_found");
+    device
+        .client
+        .post(&complete_path("not-a-call-id"), succeeded(Uuid::new_v4(), epoch, "x"))
+        .await
+        .refused(404, "call_not_found");
+
+    let revoke = format!("/api/v1/workspaces/acme/devices/{}/revoke", device.id);
+    server.owner.post(&revoke, json!({})).await.ok();
+    device
+        .client
+        .post(&start_path(&second), json!({"epoch": epoch}))
+        .await
+        .refused(401, "device_revoked");
+    device
+        .client
+        .post(&complete_path(&first), succeeded(Uuid::new_v4(), epoch, "done"))
+        .await
+        .refused(401, "device_revoked");
+    // Revoking expired the lease, so a sweep may have settled both since: the leased call
+    // queued again, the running one unknown. Neither was started or completed by the device.
+    let second_state = state(&server, &second).await["state"].clone();
+    assert!(
+        second_state == "leased" || second_state == "queued",
+        "{second_state}"
+    );
+    let first_state = state(&server, &first).await["state"].clone();
+    assert!(
+        first_state == "running" || first_state == "unknown",
+        "{first_state}"
+    );
+}
+
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_long_poll_on_one_replica_wakes_for_a_call_submitted_to_another(pool: PgPool) {
     let a = TestServer::start(pool).await;
