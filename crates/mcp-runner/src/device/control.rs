@@ -3,13 +3,18 @@
 //!
 //! - `lease` long-polls for at most as many calls as both the executor and the outbox have room
 //!   for; while admission is paused it waits a moment and returns nothing.
-//! - `start` asks the server, and on `proceed` records the start ack in the outbox before the
-//!   executor may send the request. If that record fails, the request is not sent: the call is
-//!   reported `failed` with code `outbox_unavailable` (the server has marked it running, and
-//!   `failed` is the truth — nothing was sent) and the executor is told to abandon it.
-//! - `complete` records the receipt, uploads it, then records the acknowledgement (or the
-//!   quarantine, when the server refuses the receipt for good). If the receipt cannot be
-//!   recorded it is still uploaded, from memory, and admission pauses.
+//! - `start` asks the server while it reads the outbox, and on `proceed` records the start ack
+//!   in the outbox before the executor may send the request. A call the outbox holds already is
+//!   abandoned whatever the server answered. If the outbox cannot be read or the record fails,
+//!   the request is not sent: the call is reported `failed` with code `outbox_unavailable` (the
+//!   server has marked it running, and `failed` is the truth — nothing was sent) and the
+//!   executor is told to abandon it.
+//! - `complete` records the receipt while it uploads it, then records the acknowledgement (or
+//!   the quarantine, when the server refuses the receipt for good). Side by side is as safe as
+//!   one after the other: a crash before the receipt is recorded loses it either way (the call
+//!   then turns `unknown`, as its started entry is reported at the next start), and a receipt
+//!   the server took before the crash settles the call whatever the outbox holds. If the receipt
+//!   cannot be recorded it is still uploaded, from memory, and admission pauses.
 //! - A refused device credential or a fenced epoch ends the lease term (see [`super::state`]).
 
 use super::client::{ApiFailure, RunnerClient};
@@ -44,9 +49,9 @@ pub(crate) struct DeviceControl {
     admission: Arc<Admission>,
     halt: Arc<Halt>,
     active: Arc<ActiveCalls>,
-    /// Receipts the outbox could not record, kept so that a retried report uploads the same
-    /// receipt id.
-    unsaved: Mutex<HashMap<CallId, Receipt>>,
+    /// The receipts of reports the server has not answered yet, so that a retried report
+    /// uploads the same receipt id.
+    reports: Mutex<HashMap<CallId, Receipt>>,
 }
 
 /// Where a receipt upload left the receipt.
@@ -80,7 +85,7 @@ impl DeviceControl {
             admission,
             halt,
             active,
-            unsaved: Mutex::new(HashMap::new()),
+            reports: Mutex::new(HashMap::new()),
         }
     }
 
@@ -152,64 +157,81 @@ impl DeviceControl {
         ControlError::Fenced(self.epoch)
     }
 
-    /// The call's receipt: recorded in the outbox (or found there, for a retried report); from
-    /// memory when the outbox cannot record it.
-    async fn receipt(&self, call_id: CallId, epoch: Epoch, completion: Completion) -> Receipt {
-        if let Some(receipt) = self.unsaved_receipt(call_id) {
-            return receipt;
-        }
-        let stored = completion.clone();
-        match on_outbox(&self.outbox, move |outbox| {
-            outbox.record_receipt(call_id, epoch, &stored)
-        })
-        .await
-        {
-            Ok(receipt) => receipt,
-            Err(error) => {
-                tracing::error!(
-                    %call_id,
-                    %error,
-                    "cannot record the receipt in the outbox; uploading it from memory"
-                );
-                self.admission.pause(Pause::Storage {
-                    error: error.to_string(),
-                });
+    /// Reports `completion` and records what the server said about it. The first report of a
+    /// call makes a new receipt and records it in the outbox while it is uploaded; a retry
+    /// uploads the same receipt again.
+    async fn report(
+        &self,
+        call_id: CallId,
+        epoch: Epoch,
+        completion: Completion,
+    ) -> Result<Settled, ApiFailure> {
+        let pending = self
+            .reports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&call_id)
+            .cloned();
+        let settled = match pending {
+            Some(receipt) => upload(&self.client, &self.outbox, &receipt).await?,
+            None => {
                 let receipt = Receipt {
                     receipt_id: uuid::Uuid::new_v4(),
                     call_id,
                     epoch,
                     completion,
                 };
-                self.unsaved
+                self.reports
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .insert(call_id, receipt.clone());
-                receipt
+                let ((), sent) = tokio::join!(self.record(&receipt), send(&self.client, &receipt));
+                let settled = sent?;
+                settle(&self.outbox, &receipt, settled).await;
+                settled
+            }
+        };
+        self.reports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&call_id);
+        self.active.remove(call_id);
+        Ok(settled)
+    }
+
+    /// Records a new receipt in the outbox; when it cannot, pauses admission (the receipt is
+    /// uploaded from memory).
+    async fn record(&self, receipt: &Receipt) {
+        let new = receipt.clone();
+        let recorded = on_outbox(&self.outbox, move |outbox| {
+            outbox.record_receipt_with_id(new.receipt_id, new.call_id, new.epoch, &new.completion)
+        })
+        .await;
+        match recorded {
+            Ok(stored) if stored.receipt_id == receipt.receipt_id => {}
+            // The executor starts a call once and reports it through here only: the outbox
+            // cannot hold another receipt for it. Should it, that one stays for the next start.
+            Ok(stored) => tracing::error!(
+                call_id = %receipt.call_id,
+                receipt_id = %receipt.receipt_id,
+                stored = %stored.receipt_id,
+                "the outbox holds another receipt for this call; that one is offered at the next start"
+            ),
+            Err(error) => {
+                tracing::error!(
+                    call_id = %receipt.call_id,
+                    %error,
+                    "cannot record the receipt in the outbox; uploading it from memory"
+                );
+                self.admission.pause(Pause::Storage {
+                    error: error.to_string(),
+                });
             }
         }
     }
 
-    fn unsaved_receipt(&self, call_id: CallId) -> Option<Receipt> {
-        self.unsaved
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&call_id)
-            .cloned()
-    }
-
-    /// Uploads `receipt` once and records what the server said about it.
-    async fn upload(&self, receipt: Receipt) -> Result<Settled, ApiFailure> {
-        let settled = upload(&self.client, &self.outbox, &receipt).await?;
-        self.unsaved
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&receipt.call_id);
-        self.active.remove(receipt.call_id);
-        Ok(settled)
-    }
-
     /// Reports a call whose start the server acknowledged but whose start ack the outbox could
-    /// not record: nothing was sent, so it is `failed`. Retries an unavailable server until the
+    /// not check or record: nothing was sent, so it is `failed`. Retries an unavailable server until the
     /// report is taken or the lease term ends; then the executor is told to abandon the call.
     async fn fail_unrecorded_start(
         &self,
@@ -237,9 +259,8 @@ impl DeviceControl {
                 ),
             },
         };
-        let receipt = self.receipt(call_id, epoch, completion).await;
         let answered = until_answered(self.halt.token(), "report the unsent call", || {
-            self.upload(receipt.clone())
+            self.report(call_id, epoch, completion.clone())
         })
         .await;
         match answered {
@@ -284,8 +305,14 @@ impl ControlPlane for DeviceControl {
 
     async fn start(&self, call_id: CallId, epoch: Epoch) -> Result<StartDecision, ControlError> {
         // A call this outbox already holds was started (or reported) by this runner before:
-        // it is never started twice.
-        match on_outbox(&self.outbox, move |outbox| outbox.entry_state(call_id)).await {
+        // it is never started twice, whatever the server answers. (The server never leases a
+        // started call again, so this is a guard, and the read goes on while the server is
+        // asked.)
+        let (held, answer) = tokio::join!(
+            on_outbox(&self.outbox, move |outbox| outbox.entry_state(call_id)),
+            self.client.start(call_id, epoch),
+        );
+        match held {
             Ok(None) => {}
             Ok(Some(state)) => {
                 self.active.remove(call_id);
@@ -293,8 +320,12 @@ impl ControlPlane for DeviceControl {
                     reason: format!("the outbox already holds this call ({state:?})"),
                 });
             }
+            // The server marked the call running and nothing was sent: it is reported failed.
+            Err(error) if matches!(answer, Ok(StartAnswer::Proceed)) => {
+                return self.fail_unrecorded_start(call_id, epoch, error).await;
+            }
             Err(error) => {
-                // Nothing asked, nothing sent: the call's lease expires and it is queued again.
+                // Nothing started, nothing sent: the call's lease expires and it is queued again.
                 self.admission.pause(Pause::Storage {
                     error: error.to_string(),
                 });
@@ -304,7 +335,7 @@ impl ControlPlane for DeviceControl {
                 });
             }
         }
-        let answer = match self.client.start(call_id, epoch).await {
+        let answer = match answer {
             Ok(answer) => answer,
             Err(ApiFailure::Refused {
                 status: 404,
@@ -346,8 +377,7 @@ impl ControlPlane for DeviceControl {
         epoch: Epoch,
         completion: Completion,
     ) -> Result<(), ControlError> {
-        let receipt = self.receipt(call_id, epoch, completion).await;
-        match self.upload(receipt).await {
+        match self.report(call_id, epoch, completion).await {
             Ok(Settled::Acknowledged | Settled::Quarantined) => Ok(()),
             Ok(Settled::Fenced) => Err(self.fenced_receipt()),
             Err(failure) => Err(self.failure(failure)),
@@ -375,19 +405,30 @@ pub(crate) async fn upload(
     outbox: &Arc<Outbox>,
     receipt: &Receipt,
 ) -> Result<Settled, ApiFailure> {
+    let settled = send(client, receipt).await?;
+    settle(outbox, receipt, settled).await;
+    Ok(settled)
+}
+
+/// Uploads `receipt` once: where the server's answer leaves it.
+async fn send(client: &RunnerClient, receipt: &Receipt) -> Result<Settled, ApiFailure> {
     let request = CompleteRequest {
         receipt_id: receipt.receipt_id,
         epoch: receipt.epoch,
         completion: receipt.completion.clone(),
     };
-    let settled = match client.complete(receipt.call_id, &request).await {
-        Ok(CompleteAnswer::Recorded | CompleteAnswer::Superseded) => Settled::Acknowledged,
+    match client.complete(receipt.call_id, &request).await {
+        Ok(CompleteAnswer::Recorded | CompleteAnswer::Superseded) => Ok(Settled::Acknowledged),
         // The server answers a fenced receipt with 409 `runner_fenced` (and the same again for
         // a repeated upload); the answer body form means the same.
-        Ok(CompleteAnswer::Fenced) | Err(ApiFailure::Fenced { .. }) => Settled::Fenced,
-        Err(ApiFailure::Refused { code, .. }) if code == CALL_NOT_FOUND => Settled::Quarantined,
-        Err(failure) => return Err(failure),
-    };
+        Ok(CompleteAnswer::Fenced) | Err(ApiFailure::Fenced { .. }) => Ok(Settled::Fenced),
+        Err(ApiFailure::Refused { code, .. }) if code == CALL_NOT_FOUND => Ok(Settled::Quarantined),
+        Err(failure) => Err(failure),
+    }
+}
+
+/// Records in the outbox what the server said about `receipt`: acknowledged, or quarantined.
+async fn settle(outbox: &Arc<Outbox>, receipt: &Receipt, settled: Settled) {
     let receipt_id = receipt.receipt_id;
     let recorded = if settled == Settled::Acknowledged {
         on_outbox(outbox, move |outbox| outbox.acknowledge(receipt_id)).await
@@ -413,7 +454,6 @@ pub(crate) async fn upload(
             "the server answered the receipt but the outbox could not record that"
         ),
     }
-    Ok(settled)
 }
 
 /// Runs an outbox operation on a blocking thread: every commit waits for the disk.

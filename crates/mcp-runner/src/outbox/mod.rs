@@ -1,6 +1,6 @@
 //! The receipt outbox: a private SQLite database in which a device runner records, per call and
 //! in this order, the start acknowledgement (before the request is sent), the completion receipt
-//! (before it is uploaded) and the upload acknowledgement. After a crash it says which calls
+//! (while it is uploaded) and the upload acknowledgement. After a crash it says which calls
 //! were started but never finished and which receipts the server has not acknowledged.
 //!
 //! Guarantees:
@@ -219,12 +219,24 @@ impl Outbox {
         Ok(())
     }
 
-    /// Records the receipt for `call_id` — to be done before it is uploaded. A started call's
-    /// entry moves to `recorded`; a call failed before its start gets a new entry (never refused,
-    /// even when full). If the call already has a receipt, that receipt is returned unchanged,
-    /// so a retried report uploads the same receipt.
+    /// Records the receipt for `call_id` under a new receipt id. A started call's entry moves
+    /// to `recorded`; a call failed before its start gets a new entry (never refused, even when
+    /// full). If the call already has a receipt, that receipt is returned unchanged, so a
+    /// retried report uploads the same receipt.
     pub fn record_receipt(
         &self,
+        call_id: CallId,
+        epoch: Epoch,
+        completion: &Completion,
+    ) -> Result<Receipt, OutboxError> {
+        self.record_receipt_with_id(Uuid::new_v4(), call_id, epoch, completion)
+    }
+
+    /// [`Outbox::record_receipt`] under the receipt id `receipt_id`, for a receipt that is
+    /// uploaded while it is recorded. A receipt the call already has is returned unchanged.
+    pub fn record_receipt_with_id(
+        &self,
+        receipt_id: Uuid,
         call_id: CallId,
         epoch: Epoch,
         completion: &Completion,
@@ -248,7 +260,7 @@ impl Outbox {
             },
             Some((started_epoch, _, _)) => {
                 let receipt = Receipt {
-                    receipt_id: Uuid::new_v4(),
+                    receipt_id,
                     call_id,
                     epoch: Epoch(started_epoch),
                     completion: completion.clone(),
@@ -268,7 +280,7 @@ impl Outbox {
             }
             None => {
                 let receipt = Receipt {
-                    receipt_id: Uuid::new_v4(),
+                    receipt_id,
                     call_id,
                     epoch,
                     completion: completion.clone(),

@@ -199,6 +199,57 @@ async fn a_device_call_uses_a_credential_from_the_os_keyring(
     );
 }
 
+/// The receipt is recorded in the outbox while it is uploaded: both sides end up with the same
+/// receipt, applied by the server and acknowledged in the outbox (an acknowledgement names the
+/// receipt id, so another id would have left the entry `recorded`).
+#[sqlx::test(migrations = false)]
+async fn a_completed_call_leaves_the_same_receipt_acknowledged_in_the_outbox_and_applied_on_the_server(
+    pool: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "receipt");
+    let copy = scratch("receipt-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "receipt", fixture_spec(&copy, &[])).await;
+    let outbox_dir = paired.dir.join("outbox");
+    let mut runner = paired.runner(&outbox_dir, "runner.log", &[]);
+    // One after the other, so that only the second's start can prune the first's entry.
+    let mut calls = Vec::new();
+    for text in ["one", "two"] {
+        let call = paired.submit("echo", json!({ "text": text }), 30).await;
+        let view = paired.wait_for_state(&call, "succeeded").await;
+        assert_eq!(result_text(&view), text);
+        calls.push(call);
+    }
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+
+    let outbox = Outbox::open(&outbox_dir, paired.device_id).expect("reopen the outbox");
+    assert!(outbox.unacknowledged().expect("unacknowledged").is_empty());
+    assert!(outbox.unfinished().expect("unfinished").is_empty());
+    let database = pool.connect_with(db).await.expect("connect");
+    for call in &calls {
+        let call_id: CallId = call.parse().expect("call id");
+        let state = outbox.entry_state(call_id).expect("entry state");
+        // The first call's acknowledged entry may have been pruned by the second's start.
+        assert!(
+            matches!(state, None | Some(EntryState::Acknowledged)),
+            "{call}: {state:?}"
+        );
+        let receipts: Vec<(String, bool)> =
+            sqlx::query_as("SELECT answer, applied FROM receipts WHERE call_id = $1")
+                .bind(call_id.0)
+                .fetch_all(&database)
+                .await
+                .expect("receipts");
+        assert_eq!(receipts, vec![("recorded".to_owned(), true)], "{call}");
+    }
+    let last: CallId = calls[1].parse().expect("call id");
+    assert_eq!(
+        outbox.entry_state(last).expect("entry state"),
+        Some(EntryState::Acknowledged)
+    );
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_call_cut_off_by_sigkill_is_reported_unknown_and_never_sent_again(
     _: PgPoolOptions,
