@@ -161,7 +161,9 @@ impl App {
         let id = self.device_call_id(credential, call).await?;
         let read = {
             let _turn = self.device_read_turn().await;
-            self.db.call_start_by_device(id.0, &hash, req.epoch.0).await?
+            self.db
+                .call_start_by_device(id.0, &hash, req.epoch.0)
+                .await?
         };
         let read = read.ok_or_else(super::principal::unknown_device_credential)?;
         let device = self.admit_device(read.device).await?;

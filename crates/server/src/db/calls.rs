@@ -129,10 +129,14 @@ macro_rules! start_call {
     ($runner:literal) => {
         concat!(
             "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
-             WHERE id = $1 AND state IN ('leased', 'running') AND runner_ref = ", $runner, "
+             WHERE id = $1 AND state IN ('leased', 'running') AND runner_ref = ",
+            $runner,
+            "
                AND lease_epoch = $3
                AND EXISTS (SELECT 1 FROM runner_leases r
-                           WHERE r.runner_ref = ", $runner, " AND r.epoch = $3 AND r.expires_at > now())"
+                           WHERE r.runner_ref = ",
+            $runner,
+            " AND r.epoch = $3 AND r.expires_at > now())"
         )
     };
 }

@@ -27,8 +27,8 @@ mod workspaces;
 pub use call_read::CallRead;
 pub(crate) use calls::PlainCompletion;
 pub use calls::{
-    CallFilter, CallOrigin, CallRow, CancelEffect, DeviceStart, ExpiredLeases, LeasedRow, LookedUpCall, NewCall,
-    PageFrom, StoredCompletion,
+    CallFilter, CallOrigin, CallRow, CancelEffect, DeviceStart, ExpiredLeases, LeasedRow,
+    LookedUpCall, NewCall, PageFrom, StoredCompletion,
 };
 pub use connections::{ConnectionRow, ToolRow};
 pub use connectors::ConnectorRow;

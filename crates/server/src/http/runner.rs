@@ -111,7 +111,9 @@ async fn complete(
     Path(call): Path<String>,
     ApiJson(req): ApiJson<CompleteRequest>,
 ) -> Answer<CompleteAnswer> {
-    Ok(Json(s.app.runner_complete(&credential.0, &call, req).await?))
+    Ok(Json(
+        s.app.runner_complete(&credential.0, &call, req).await?,
+    ))
 }
 
 async fn check_receipts(

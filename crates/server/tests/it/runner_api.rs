@@ -178,7 +178,10 @@ async fn starts_and_uploads_check_the_device_credential_and_a_revoked_device_cha
 ) {
     let server = TestServer::start(pool).await;
     let device = setup_device_connection(&server, &Scratch::new("revoked").path("count")).await;
-    let (first, second) = (submit(&server, "count").await, submit(&server, "count").await);
+    let (first, second) = (
+        submit(&server, "count").await,
+        submit(&server, "count").await,
+    );
     let epoch = acquired_epoch(&device, Uuid::new_v4()).await;
     assert_eq!(lease(&device, epoch, 20_000).await.len(), 2);
     let started = device
@@ -201,7 +204,10 @@ async fn starts_and_uploads_check_the_device_credential_and_a_revoked_device_cha
         .await
         .refused(401, "unauthenticated");
     stranger
-        .post(&complete_path(&first), succeeded(Uuid::new_v4(), epoch, "x"))
+        .post(
+            &complete_path(&first),
+            succeeded(Uuid::new_v4(), epoch, "x"),
+        )
         .await
         .refused(401, "unauthenticated");
     device
@@ -211,7 +217,10 @@ async fn starts_and_uploads_check_the_device_credential_and_a_revoked_device_cha
         .refused(404, "call_not_found");
     device
         .client
-        .post(&complete_path("not-a-call-id"), succeeded(Uuid::new_v4(), epoch, "x"))
+        .post(
+            &complete_path("not-a-call-id"),
+            succeeded(Uuid::new_v4(), epoch, "x"),
+        )
         .await
         .refused(404, "call_not_found");
 
@@ -224,7 +233,10 @@ async fn starts_and_uploads_check_the_device_credential_and_a_revoked_device_cha
         .refused(401, "device_revoked");
     device
         .client
-        .post(&complete_path(&first), succeeded(Uuid::new_v4(), epoch, "done"))
+        .post(
+            &complete_path(&first),
+            succeeded(Uuid::new_v4(), epoch, "done"),
+        )
         .await
         .refused(401, "device_revoked");
     // Revoking expired the lease, so a sweep may have settled both since: the leased call
