@@ -1,6 +1,7 @@
 //! Calls. Every state change is one guarded update (`WHERE state = … AND lease_epoch = …`)
 //! that reports whether it won; nothing here reads, decides, then writes.
 
+use super::devices::device_by_credential;
 use super::{ANY_RUNNER, ConnectorRow, Datastore, DeviceRow};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -735,9 +736,9 @@ impl Datastore {
         epoch: i64,
     ) -> Result<Option<DeviceStart>, sqlx::Error> {
         sqlx::query_as(concat!(
-            "WITH device AS (
-                 SELECT d.*, 'device:' || d.id::text AS runner_ref FROM devices d WHERE d.credential_hash = $2
-             ),
+            "WITH device AS (",
+            device_by_credential!("$2"),
+            "),
              started AS (",
             start_call!("(SELECT runner_ref FROM device WHERE revoked_at IS NULL)"),
             " RETURNING id)

@@ -1,6 +1,7 @@
 //! Runner leases: one live owner per runner reference, with a monotonically increasing epoch
 //! that every start and completion is fenced by.
 
+use super::devices::device_by_credential;
 use super::{Datastore, DeviceRow};
 use std::time::Duration;
 use uuid::Uuid;
@@ -226,10 +227,10 @@ impl Datastore {
         grace: Duration,
         release_ttl: Duration,
     ) -> Result<Option<DeviceHeartbeat>, sqlx::Error> {
-        sqlx::query_as(
-            "WITH device AS (
-                 SELECT d.*, 'device:' || d.id::text AS runner_ref FROM devices d WHERE d.credential_hash = $1
-             ),
+        sqlx::query_as(concat!(
+            "WITH device AS (",
+            device_by_credential!("$1"),
+            "),
              lease AS (
                  SELECT EXTRACT(EPOCH FROM r.expires_at - now())::float8 AS left_secs
                  FROM runner_leases r JOIN device d ON r.runner_ref = d.runner_ref
@@ -257,8 +258,8 @@ impl Datastore {
                              OR (state = 'running' AND started_at < now() - make_interval(secs => $4)))) AS unheld,
                  ARRAY(SELECT connection_id FROM delivered ORDER BY id) AS release_connections,
                  ARRAY(SELECT client_session_id FROM delivered ORDER BY id) AS release_sessions
-             FROM device d",
-        )
+             FROM device d"
+        ))
         .bind(credential_hash)
         .bind(epoch)
         .bind(held)
