@@ -262,6 +262,32 @@ pub struct ReceiptCheckAnswer {
     pub fenced: Vec<uuid::Uuid>,
 }
 
+/// `POST /api/v1/runner/starts/check`: which of these starts, recorded by a runner that stopped
+/// before it heard the server's answer, the server never acknowledged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StartCheck {
+    /// The starts the runner's outbox holds without a receipt.
+    pub starts: Vec<StartRef>,
+}
+
+/// One start a runner recorded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StartRef {
+    /// The call.
+    pub call_id: CallId,
+    /// The epoch it was to start under.
+    pub epoch: Epoch,
+}
+
+/// Answer to [`StartCheck`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StartCheckAnswer {
+    /// The calls whose start under that epoch the server never acknowledged to this runner:
+    /// their request was never sent, so the runner takes the start back. The others may have
+    /// been sent.
+    pub unacknowledged: Vec<CallId>,
+}
+
 // ---------------------------------------------------------------------------------------------
 // The runner channel (`GET /api/v1/runner/channel`, upgraded): the long-poll and the heartbeat
 // on one connection that the server holds without HTTP buffers while the runner idles.

@@ -340,7 +340,7 @@ impl App {
         completion: Completion,
     ) -> AppResult<CompletionRecorded> {
         Ok(self
-            .record_completion(runner_ref, call, epoch, completion, None)
+            .record_stored_completion(runner_ref, call, epoch, stored_completion(completion), None)
             .await?
             .0)
     }
@@ -395,36 +395,18 @@ impl App {
     }
 
     /// [`App::call_record_completion`] for a completion a device uploaded in the receipt
-    /// `receipt`. The bool is true when the receipt was stored with the completion, answered
-    /// `recorded`; otherwise storing it is the caller's business.
+    /// `receipt`, already in its stored form. The bool is true when the receipt was stored with
+    /// the completion, answered `recorded`; otherwise storing it is the caller's business.
     pub(crate) async fn call_record_receipt(
         &self,
         runner_ref: &str,
         call: CallId,
         epoch: Epoch,
-        completion: Completion,
+        completion: StoredCompletion,
         receipt: Uuid,
     ) -> AppResult<(CompletionRecorded, bool)> {
-        self.record_completion(runner_ref, call, epoch, completion, Some(receipt))
+        self.record_stored_completion(runner_ref, call, epoch, completion, Some(receipt))
             .await
-    }
-
-    async fn record_completion(
-        &self,
-        runner_ref: &str,
-        call: CallId,
-        epoch: Epoch,
-        completion: Completion,
-        receipt: Option<Uuid>,
-    ) -> AppResult<(CompletionRecorded, bool)> {
-        self.record_stored_completion(
-            runner_ref,
-            call,
-            epoch,
-            stored_completion(completion),
-            receipt,
-        )
-        .await
     }
 
     async fn record_stored_completion(
@@ -465,7 +447,7 @@ impl App {
 }
 
 /// The states a completion recording `to` may leave, straight from the lifecycle's one table.
-fn from_states(to: CallState) -> Vec<CallState> {
+pub(super) fn from_states(to: CallState) -> Vec<CallState> {
     [CallState::Leased, CallState::Running]
         .into_iter()
         .filter(|s| s.can_transition_to(to))
@@ -581,7 +563,7 @@ fn replay(existing: CallRow, payload_digest: &[u8]) -> AppResult<CallView> {
     }
 }
 
-fn stored_completion(completion: Completion) -> StoredCompletion {
+pub(super) fn stored_completion(completion: Completion) -> StoredCompletion {
     let finished = |state, result: serde_json::Value| {
         let (result, result_truncated) = bound_result(result, RESULT_LIMIT);
         StoredCompletion {

@@ -6,11 +6,13 @@
 //! Two additions serve the device's restarts. A restarted process that kept its holder id
 //! resumes its live lease under the same epoch (`runner_lease_acquire`), so the receipts in its
 //! outbox stay valid; and each heartbeat lists the calls the runner holds, so calls leased to a
-//! predecessor (or whose lease answer was lost) and never started go back to the queue.
-//! Uploaded receipts are stored, so a repeated upload answers what the first one did.
+//! predecessor (or whose lease answer was lost) and never started go back to the queue; and a
+//! restarted process asks which of the starts its outbox recorded were never acknowledged
+//! (`runner_check_starts`), since it records a start while it asks for the ack. Uploaded
+//! receipts are stored, so a repeated upload answers what the first one did.
 
 use super::App;
-use super::calls::CompletionRecorded;
+use super::calls::{CompletionRecorded, from_states, stored_completion};
 use super::principal::DeviceActor;
 use super::sessions::parse_call_id;
 use crate::db::{Key, NewReceipt};
@@ -25,7 +27,7 @@ use uuid::Uuid;
 const MAX_LEASE_WAIT: Duration = Duration::from_secs(25);
 /// The most calls one lease request takes.
 const MAX_LEASE_BATCH: u32 = 64;
-/// The most receipts one check may name (an outbox holds at most 64).
+/// The most receipts, or starts, one check may name (an outbox holds at most 64 starts).
 const MAX_RECEIPT_CHECK: usize = 256;
 /// How long a session release waits for the device's next heartbeat.
 pub const RELEASE_TTL: Duration = Duration::from_secs(300);
@@ -189,8 +191,10 @@ impl App {
     /// Records an uploaded receipt, once per receipt id: a repeated upload answers what the
     /// first one did. A stale epoch answers 409 `runner_fenced`.
     ///
-    /// One read checks the device credential (refused as any device request is), that the
-    /// call is placed on the device, and whether the receipt was uploaded before.
+    /// Most uploads are one statement: it checks the device credential (refused as any device
+    /// request is) and records a completion that implies nothing beside its state change
+    /// with its receipt, under a receipt id not seen before. Any other upload then reads
+    /// whether the call is placed on the device and whether the receipt was uploaded before.
     pub async fn runner_complete(
         &self,
         credential: &str,
@@ -199,15 +203,31 @@ impl App {
     ) -> AppResult<CompleteAnswer> {
         let hash = super::principal::device_credential_hash(credential)?;
         let id = self.device_call_id(credential, call).await?;
-        let read = {
+        let outcome = outcome_name(&req.completion);
+        let completion = stored_completion(req.completion);
+        let plain = {
             let _turn = self.device_read_turn().await;
             self.db
-                .receipt_upload_check(&hash, id.0, req.receipt_id)
+                .call_complete_plain_by_device(
+                    id.0,
+                    &hash,
+                    req.epoch.0,
+                    &from_states(completion.state),
+                    &completion,
+                    req.receipt_id,
+                )
                 .await?
         };
-        let read = read.ok_or_else(super::principal::unknown_device_credential)?;
-        let device = self.admit_device(read.device).await?;
+        let plain = plain.ok_or_else(super::principal::unknown_device_credential)?;
+        let device = self.admit_device(plain.device).await?;
+        if plain.completed {
+            return Ok(CompleteAnswer::Recorded);
+        }
         let runner = device.runner_ref();
+        let read = self
+            .db
+            .receipt_upload_read(device.device.workspace_id, id.0, req.receipt_id)
+            .await?;
         // The call must be placed on this device; an upload of this receipt before is
         // answered as it was.
         if read.placed_on.as_deref() != Some(runner.as_str()) {
@@ -219,9 +239,8 @@ impl App {
         if let Some(stored) = read.stored {
             return stored_answer(&stored, id.0, &runner, req.epoch);
         }
-        let outcome = outcome_name(&req.completion);
         let (recorded, receipt_stored) = self
-            .call_record_receipt(&runner, id, req.epoch, req.completion, req.receipt_id)
+            .call_record_receipt(&runner, id, req.epoch, completion, req.receipt_id)
             .await?;
         if receipt_stored {
             // Recorded, and the receipt with it in the same statement.
@@ -302,6 +321,40 @@ impl App {
             }
         }
         Ok(ReceiptCheckAnswer { fenced })
+    }
+
+    /// Which of the starts a runner recorded before it stopped the server never acknowledged
+    /// to it: calls of its workspace that were never started, or not under that epoch by this
+    /// runner. (A started call is never leased again, so a start acknowledged to the runner
+    /// leaves the call started under its runner reference and epoch.) A call the server does
+    /// not find is not listed: whether it was sent is not known here.
+    pub async fn runner_check_starts(
+        &self,
+        device: &DeviceActor,
+        req: StartCheck,
+    ) -> AppResult<StartCheckAnswer> {
+        if req.starts.len() > MAX_RECEIPT_CHECK {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!("check at most {MAX_RECEIPT_CHECK} starts at once"),
+            ));
+        }
+        let runner = device.runner_ref();
+        let mut unacknowledged = Vec::new();
+        for start in req.starts {
+            let call = self
+                .db
+                .call_get(device.device.workspace_id, start.call_id.0)
+                .await?;
+            let Some(call) = call else { continue };
+            let acknowledged = call.started_at.is_some()
+                && call.runner_ref == runner
+                && call.lease_epoch == Some(start.epoch.0);
+            if !acknowledged {
+                unacknowledged.push(start.call_id);
+            }
+        }
+        Ok(StartCheckAnswer { unacknowledged })
     }
 
     /// Records a lifecycle event the device reports, for a connection placed on it.

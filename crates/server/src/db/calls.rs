@@ -142,6 +142,16 @@ macro_rules! start_call {
     };
 }
 
+/// What a device's upload found ([`Datastore::call_complete_plain_by_device`]).
+#[derive(Debug, sqlx::FromRow)]
+pub struct DeviceCompletion {
+    /// The device holding the credential (revoked or not).
+    #[sqlx(flatten)]
+    pub device: DeviceRow,
+    /// Whether the completion was recorded, with its receipt.
+    pub completed: bool,
+}
+
 /// What a device's start ack found ([`Datastore::call_start_by_device`]).
 #[derive(Debug, sqlx::FromRow)]
 pub struct DeviceStart {
@@ -367,19 +377,36 @@ pub(crate) struct PlainCompletion<'a> {
     pub completion: &'a StoredCompletion,
 }
 
-/// The guarded completion update: `$1` the call, `$2` the runner, `$3` its epoch (still the
-/// runner's), `$4` the states it may leave, `$5`…`$9` what it records; `$guard` adds
-/// conditions. Readers waiting for the call are the caller's to wake once it committed.
+/// The guarded completion update: `$1` the call, `$runner` the runner (`$2`, or an expression
+/// that finds it), `$3` its epoch (still the runner's), `$4` the states it may leave, `$5`…`$9`
+/// what it records; `$guard` adds conditions. Readers waiting for the call are the caller's to
+/// wake once it committed.
 macro_rules! complete_call {
-    ($guard:expr) => {
+    ($runner:literal, $guard:expr) => {
         concat!(
             "UPDATE calls SET state = $5, result = $6, result_truncated = $7, error_code = $8,
                  error_message = $9, finished_at = now()
-             WHERE id = $1 AND runner_ref = $2 AND lease_epoch = $3 AND state = ANY($4)
-               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3) ",
+             WHERE id = $1 AND runner_ref = ",
+            $runner,
+            " AND lease_epoch = $3 AND state = ANY($4)
+               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = ",
+            $runner,
+            " AND r.epoch = $3) ",
             $guard,
             " RETURNING *"
         )
+    };
+}
+
+/// The CTE `receipt` that stores a device's receipt `$11` (when it is not NULL) for the call
+/// the CTE `done` completed, answered `recorded`, unless that receipt id is stored already.
+macro_rules! store_receipt {
+    () => {
+        "receipt AS (
+             INSERT INTO receipts (receipt_id, call_id, runner_ref, epoch, outcome, answer, applied)
+             SELECT $11, id, runner_ref, lease_epoch, state, 'recorded', true FROM done WHERE $11::uuid IS NOT NULL
+             ON CONFLICT (receipt_id) DO NOTHING
+             RETURNING receipt_id)"
     };
 }
 
@@ -408,22 +435,24 @@ struct PlainCompleted {
     receipt_stored: bool,
 }
 
-/// [`complete_call!`] with its parameters bound.
-fn completion_update<'q, O>(
+/// [`complete_call!`] with its parameters bound; `$2` is the runner reference, or what the
+/// statement finds the runner by.
+fn completion_update<'q, O, R>(
     sql: &'static str,
     id: Uuid,
-    runner_ref: &'q str,
+    runner: R,
     epoch: i64,
     from: &[CallState],
     completion: &'q StoredCompletion,
 ) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>
 where
     O: for<'r> sqlx::FromRow<'r, PgRow>,
+    R: 'q + Send + sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
 {
     let from: Vec<&'static str> = from.iter().map(|s| s.as_str()).collect();
     sqlx::query_as(sql)
         .bind(id)
-        .bind(runner_ref)
+        .bind(runner)
         .bind(epoch)
         .bind(from)
         .bind(completion.state.as_str())
@@ -877,9 +906,16 @@ impl Datastore {
         from: &[CallState],
         completion: &StoredCompletion,
     ) -> Result<Option<CallRow>, sqlx::Error> {
-        completion_update(complete_call!(""), id, runner_ref, epoch, from, completion)
-            .fetch_optional(conn)
-            .await
+        completion_update(
+            complete_call!("$2", ""),
+            id,
+            runner_ref,
+            epoch,
+            from,
+            completion,
+        )
+        .fetch_optional(conn)
+        .await
     }
 
     /// Records a completion that implies nothing beside its state change, as one statement
@@ -901,14 +937,10 @@ impl Datastore {
     ) -> Result<Option<(CallRow, bool)>, sqlx::Error> {
         let sql = concat!(
             "WITH done AS (",
-            complete_call!(plain_guard!("$10")),
-            "),
-             receipt AS (
-                 INSERT INTO receipts (receipt_id, call_id, runner_ref, epoch, outcome, answer, applied)
-                 SELECT $11, id, runner_ref, lease_epoch, state, 'recorded', true FROM done WHERE $11::uuid IS NOT NULL
-                 ON CONFLICT (receipt_id) DO NOTHING
-                 RETURNING receipt_id)
-             SELECT done.*, EXISTS (SELECT 1 FROM receipt) AS receipt_stored FROM done"
+            complete_call!("$2", plain_guard!("$10")),
+            "), ",
+            store_receipt!(),
+            " SELECT done.*, EXISTS (SELECT 1 FROM receipt) AS receipt_stored FROM done"
         );
         let done: Option<PlainCompleted> =
             completion_update(sql, id, runner_ref, epoch, from, completion)
@@ -917,6 +949,49 @@ impl Datastore {
                 .fetch_optional(&self.pool)
                 .await?;
         Ok(done.map(|d| (d.call, d.receipt_stored)))
+    }
+
+    /// [`Datastore::call_complete_plain`] for a device's upload in the statement that checks
+    /// its credential: it finds the device by the credential's hash and, unless the device is
+    /// revoked or `receipt` was uploaded before, records the completion under its runner
+    /// reference with the receipt. `None` when no device holds the credential; `completed`
+    /// false when nothing was recorded (any completion `call_complete_plain` would not record,
+    /// a revoked device, a receipt seen before): the caller then looks at why.
+    pub async fn call_complete_plain_by_device(
+        &self,
+        id: Uuid,
+        credential_hash: &[u8],
+        epoch: i64,
+        from: &[CallState],
+        completion: &StoredCompletion,
+        receipt: Uuid,
+    ) -> Result<Option<DeviceCompletion>, sqlx::Error> {
+        let sql = concat!(
+            "WITH device AS (",
+            device_by_credential!("$2"),
+            "),
+             done AS (",
+            complete_call!(
+                "(SELECT runner_ref FROM device WHERE revoked_at IS NULL)",
+                concat!(
+                    plain_guard!("$10"),
+                    " AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipt_id = $11)"
+                )
+            ),
+            "), ",
+            store_receipt!(),
+            " SELECT d.*, EXISTS (SELECT 1 FROM done) AS completed FROM device d"
+        );
+        let found: Option<DeviceCompletion> =
+            completion_update(sql, id, credential_hash, epoch, from, completion)
+                .bind(completion.capturable())
+                .bind(receipt)
+                .fetch_optional(&self.pool)
+                .await?;
+        if found.as_ref().is_some_and(|found| found.completed) {
+            self.announce_settled(id);
+        }
+        Ok(found)
     }
 
     /// Fails a call that was leased but can certainly not run (e.g. its connector lost its

@@ -27,8 +27,8 @@ mod workspaces;
 pub use call_read::CallRead;
 pub(crate) use calls::PlainCompletion;
 pub use calls::{
-    CallFilter, CallOrigin, CallRow, CancelEffect, DeviceStart, ExpiredLeases, LeasedRow,
-    LookedUpCall, NewCall, PageFrom, StoredCompletion,
+    CallFilter, CallOrigin, CallRow, CancelEffect, DeviceCompletion, DeviceStart, ExpiredLeases,
+    LeasedRow, LookedUpCall, NewCall, PageFrom, StoredCompletion,
 };
 pub use connections::{ConnectionRow, ToolRow};
 pub use connectors::ConnectorRow;
@@ -42,7 +42,7 @@ pub use pairings::PairingRow;
 pub use pool_health::PoolHealth;
 pub use profiles::{Grants, ProfileRow};
 pub use receipt_policies::ReceiptPolicyRow;
-pub use receipts::{NewReceipt, ReceiptRow, UploadCheck};
+pub use receipts::{NewReceipt, ReceiptRow, UploadRead};
 pub use resolutions::{NewResolution, ResolutionRow};
 pub use submit::{
     OperationScope, SubmitConnection, SubmitContext, SubmitKeys, Submitter, SubmitterKey,

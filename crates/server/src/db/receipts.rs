@@ -1,7 +1,7 @@
 //! Receipts device runners uploaded, kept so that a repeated upload answers what the first one
 //! did; and session releases waiting for a device runner's next heartbeat.
 
-use super::{Datastore, DeviceRow};
+use super::Datastore;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -26,12 +26,10 @@ pub struct ReceiptRow {
     pub received_at: DateTime<Utc>,
 }
 
-/// What a receipt upload reads before it records anything
-/// ([`Datastore::receipt_upload_check`]).
+/// What a receipt upload the completion statement did not record reads
+/// ([`Datastore::receipt_upload_read`]).
 #[derive(Clone, Debug)]
-pub struct UploadCheck {
-    /// The device holding the credential (revoked or not).
-    pub device: DeviceRow,
+pub struct UploadRead {
     /// The runner the call is placed on; `None` when the device's workspace has no such call.
     pub placed_on: Option<String>,
     /// The receipt stored under the uploaded receipt id, if one is.
@@ -66,38 +64,35 @@ impl Datastore {
             .await
     }
 
-    /// What an upload checks first, in one read: the device holding the credential with this
-    /// hash (`None` when there is none), the runner the call is placed on if the call is of
-    /// the device's workspace, and the receipt stored under `receipt_id` if there is one.
-    pub async fn receipt_upload_check(
+    /// Where an upload stands that its completion statement did not record, in one read: the
+    /// runner `call` is placed on if it is a call of `workspace`, and the receipt stored under
+    /// `receipt_id` if there is one.
+    pub async fn receipt_upload_read(
         &self,
-        credential_hash: &[u8],
+        workspace: Uuid,
         call: Uuid,
         receipt_id: Uuid,
-    ) -> Result<Option<UploadCheck>, sqlx::Error> {
+    ) -> Result<UploadRead, sqlx::Error> {
         use sqlx::{FromRow, Row};
         let row = sqlx::query(
-            "SELECT d.*, c.runner_ref AS call_runner_ref, r.*
-             FROM devices d
-             LEFT JOIN calls c ON c.workspace_id = d.workspace_id AND c.id = $2
-             LEFT JOIN receipts r ON r.receipt_id = $3
-             WHERE d.credential_hash = $1",
+            "SELECT c.runner_ref AS call_runner_ref, r.*
+             FROM (VALUES (1)) AS one (x)
+             LEFT JOIN calls c ON c.workspace_id = $1 AND c.id = $2
+             LEFT JOIN receipts r ON r.receipt_id = $3",
         )
-        .bind(credential_hash)
+        .bind(workspace)
         .bind(call)
         .bind(receipt_id)
-        .fetch_optional(&self.pool)
+        .fetch_one(&self.pool)
         .await?;
-        let Some(row) = row else { return Ok(None) };
         let stored = match row.try_get::<Option<Uuid>, _>("receipt_id")? {
             Some(_) => Some(ReceiptRow::from_row(&row)?),
             None => None,
         };
-        Ok(Some(UploadCheck {
-            device: DeviceRow::from_row(&row)?,
+        Ok(UploadRead {
             placed_on: row.try_get("call_runner_ref")?,
             stored,
-        }))
+        })
     }
 
     /// Stores a receipt unless one with its id exists. Returns whether it was stored.

@@ -26,6 +26,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/runner/calls/{call}/start", post(start))
         .route("/runner/calls/{call}/complete", post(complete))
         .route("/runner/receipts/check", post(check_receipts))
+        .route("/runner/starts/check", post(check_starts))
         .route("/runner/events", post(event))
 }
 
@@ -122,6 +123,14 @@ async fn check_receipts(
     ApiJson(req): ApiJson<ReceiptCheck>,
 ) -> Answer<ReceiptCheckAnswer> {
     Ok(Json(s.app.runner_check_receipts(&device, req).await?))
+}
+
+async fn check_starts(
+    State(s): State<AppState>,
+    device: DeviceActor,
+    ApiJson(req): ApiJson<StartCheck>,
+) -> Answer<StartCheckAnswer> {
+    Ok(Json(s.app.runner_check_starts(&device, req).await?))
 }
 
 async fn event(

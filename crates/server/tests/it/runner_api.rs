@@ -168,6 +168,54 @@ async fn a_device_runs_a_call_through_the_whole_protocol(pool: PgPool) {
     assert_eq!(acquired_epoch(&device, Uuid::new_v4()).await, epoch + 1);
 }
 
+/// A runner back from a crash asks which of the starts its outbox recorded the server never
+/// acknowledged: a leased call it never started is listed, a started one is not, nor a call
+/// the server does not know (whether that one was sent cannot be told).
+#[sqlx::test(migrations = "../../migrations")]
+async fn the_start_check_lists_the_starts_the_server_never_acknowledged(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let device = setup_device_connection(&server, &Scratch::new("start-check").path("count")).await;
+    let started = submit(&server, "count").await;
+    let unstarted = submit(&server, "count").await;
+    let epoch = acquired_epoch(&device, Uuid::new_v4()).await;
+    let mut leased = Vec::new();
+    while leased.len() < 2 {
+        leased.extend(lease(&device, epoch, 20_000).await);
+    }
+    assert_eq!(
+        device
+            .client
+            .post(&start_path(&started), json!({"epoch": epoch}))
+            .await
+            .ok()["decision"],
+        "proceed"
+    );
+
+    let check = json!({"starts": [
+        {"call_id": started, "epoch": epoch},
+        {"call_id": unstarted, "epoch": epoch},
+        {"call_id": Uuid::new_v4(), "epoch": epoch},
+    ]});
+    let answer = device
+        .client
+        .post("/api/v1/runner/starts/check", check)
+        .await
+        .ok();
+
+    assert_eq!(answer["unacknowledged"], json!([unstarted]), "{answer}");
+    assert_eq!(state(&server, &started).await["state"], "running");
+    assert_eq!(state(&server, &unstarted).await["state"], "leased");
+    // More starts than an outbox can hold is a malformed check.
+    let starts: Vec<Value> = (0..257)
+        .map(|_| json!({"call_id": Uuid::new_v4(), "epoch": epoch}))
+        .collect();
+    device
+        .client
+        .post("/api/v1/runner/starts/check", json!({ "starts": starts }))
+        .await
+        .refused(400, "invalid_request");
+}
+
 /// The start ack and the upload check the device credential in their own statements: a
 /// credential no device holds is `unauthenticated`, even beside a malformed call id; a revoked
 /// device is `device_revoked` and changes nothing — its leased call is not started, its running
