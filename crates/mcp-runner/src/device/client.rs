@@ -12,7 +12,7 @@ use switchyard_protocol::CallId;
 use switchyard_protocol::runner::{
     AcquireAnswer, AcquireLease, ChannelCall, ChannelError, ChannelReply, CompleteAnswer,
     CompleteRequest, Epoch, Heartbeat, HeartbeatAnswer, LeaseAnswer, LeaseRequest, LifecycleEvent,
-    ReceiptCheck, ReceiptCheckAnswer, StartAnswer, StartRequest,
+    ReceiptCheck, ReceiptCheckAnswer, StartAnswer, StartCheck, StartCheckAnswer, StartRequest,
 };
 
 /// How long to wait for a TCP/TLS connection.
@@ -201,6 +201,11 @@ impl RunnerClient {
         check: &ReceiptCheck,
     ) -> Result<ReceiptCheckAnswer, ApiFailure> {
         self.post("receipts/check", check, REQUEST_TIMEOUT).await
+    }
+
+    /// Asks which of these recorded starts the server never acknowledged.
+    pub async fn check_starts(&self, check: &StartCheck) -> Result<StartCheckAnswer, ApiFailure> {
+        self.post("starts/check", check, REQUEST_TIMEOUT).await
     }
 
     /// Records a session lifecycle event.

@@ -3,12 +3,17 @@
 //!
 //! - `lease` long-polls for at most as many calls as both the executor and the outbox have room
 //!   for; while admission is paused it waits a moment and returns nothing.
-//! - `start` asks the server while it reads the outbox, and on `proceed` records the start ack
-//!   in the outbox before the executor may send the request. A call the outbox holds already is
-//!   abandoned whatever the server answered. If the outbox cannot be read or the record fails,
-//!   the request is not sent: the call is reported `failed` with code `outbox_unavailable` (the
-//!   server has marked it running, and `failed` is the truth — nothing was sent) and the
-//!   executor is told to abandon it.
+//! - `start` records the start in the outbox while it asks the server, and the executor may
+//!   send the request only when both succeeded. A start the server refuses (or cannot be asked
+//!   about) is taken back out of the outbox. A call the outbox holds already is abandoned
+//!   whatever the server answered. If the record fails after a `proceed`, the request is not
+//!   sent: the call is reported `failed` with code `outbox_unavailable` (the server has marked
+//!   it running, and `failed` is the truth — nothing was sent) and the executor is told to
+//!   abandon it. Side by side is as safe as one after the other: nothing is sent before both,
+//!   and a crash between the record and the server's answer leaves a `started` entry for a
+//!   call the server may never have marked running. Recovery asks the server which such starts
+//!   it never acknowledged and takes those back (the server leases the call again); the rest
+//!   it reports `unknown`, as before.
 //! - `complete` records the receipt while it uploads it, then records the acknowledgement (or
 //!   the quarantine, when the server refuses the receipt for good). Side by side is as safe as
 //!   one after the other: a crash before the receipt is recorded loses it either way (the call
@@ -21,7 +26,7 @@ use super::client::{ApiFailure, RunnerClient};
 use super::retry::until_answered;
 use super::state::{ActiveCalls, Admission, Halt, Pause, Stop};
 use crate::control::{ControlError, ControlPlane, StartDecision};
-use crate::outbox::{Capacity, Outbox, OutboxError, Receipt};
+use crate::outbox::{Capacity, EntryState, Outbox, OutboxError, Receipt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -36,7 +41,7 @@ use switchyard_protocol::runner::{
 const PAUSED_WAIT: Duration = Duration::from_secs(1);
 /// The error code of a call the server does not know (erased, or never this device's).
 const CALL_NOT_FOUND: &str = "call_not_found";
-/// The error code a call is failed with when its start ack could not be recorded.
+/// The error code a call is failed with when its start could not be recorded.
 const OUTBOX_UNAVAILABLE: &str = "outbox_unavailable";
 
 /// The device runner's control plane for one lease term (one epoch).
@@ -230,8 +235,8 @@ impl DeviceControl {
         }
     }
 
-    /// Reports a call whose start the server acknowledged but whose start ack the outbox could
-    /// not check or record: nothing was sent, so it is `failed`. Retries an unavailable server until the
+    /// Reports a call whose start the server acknowledged but the outbox could not record:
+    /// nothing was sent, so it is `failed`. Retries an unavailable server until the
     /// report is taken or the lease term ends; then the executor is told to abandon the call.
     async fn fail_unrecorded_start(
         &self,
@@ -242,14 +247,9 @@ impl DeviceControl {
         tracing::error!(
             %call_id,
             %error,
-            "cannot record the start ack in the outbox; the request is not sent"
+            "cannot record the start in the outbox; the request is not sent"
         );
-        self.admission.pause(match &error {
-            OutboxError::Full { live } => Pause::Full { live: *live },
-            error => Pause::Storage {
-                error: error.to_string(),
-            },
-        });
+        self.admission.pause(pause_for(&error));
         let completion = Completion::Failed {
             error: CallError {
                 code: OUTBOX_UNAVAILABLE.to_owned(),
@@ -266,11 +266,27 @@ impl DeviceControl {
         match answered {
             Some(Ok(Settled::Acknowledged | Settled::Quarantined)) | None => {
                 Ok(StartDecision::Abandon {
-                    reason: format!("the start ack could not be recorded: {error}"),
+                    reason: format!("the start could not be recorded: {error}"),
                 })
             }
             Some(Ok(Settled::Fenced)) => Err(self.fenced_receipt()),
             Some(Err(failure)) => Err(self.failure(failure)),
+        }
+    }
+
+    /// Takes back a start recorded for a call whose request will not be sent. Should that
+    /// fail, the entry stays `started` (the next recovery asks the server about it) and
+    /// admission pauses.
+    async fn withdraw_start(&self, call_id: CallId, epoch: Epoch) {
+        let withdrawn = on_outbox(&self.outbox, move |outbox| {
+            outbox.withdraw_start(call_id, epoch)
+        })
+        .await;
+        if let Err(error) = withdrawn {
+            tracing::warn!(%call_id, %error, "cannot take back the start recorded in the outbox");
+            self.admission.pause(Pause::Storage {
+                error: error.to_string(),
+            });
         }
     }
 }
@@ -304,69 +320,69 @@ impl ControlPlane for DeviceControl {
     }
 
     async fn start(&self, call_id: CallId, epoch: Epoch) -> Result<StartDecision, ControlError> {
-        // A call this outbox already holds was started (or reported) by this runner before:
-        // it is never started twice, whatever the server answers. (The server never leases a
-        // started call again, so this is a guard, and the read goes on while the server is
-        // asked.)
-        let (held, answer) = tokio::join!(
-            on_outbox(&self.outbox, move |outbox| outbox.entry_state(call_id)),
+        // The start is recorded while the server is asked; the request is sent only when both
+        // succeeded. A call the outbox holds already was started (or reported) by this runner
+        // before: it is never started twice, whatever the server answers.
+        let (recorded, answer) = tokio::join!(
+            on_outbox(&self.outbox, move |outbox| {
+                outbox.record_start(call_id, epoch)
+            }),
             self.client.start(call_id, epoch),
         );
-        match held {
-            Ok(None) => {}
-            Ok(Some(state)) => {
-                self.active.remove(call_id);
-                return Ok(StartDecision::Abandon {
-                    reason: format!("the outbox already holds this call ({state:?})"),
-                });
-            }
-            // The server marked the call running and nothing was sent: it is reported failed.
-            Err(error) if matches!(answer, Ok(StartAnswer::Proceed)) => {
-                return self.fail_unrecorded_start(call_id, epoch, error).await;
-            }
-            Err(error) => {
-                // Nothing started, nothing sent: the call's lease expires and it is queued again.
-                self.admission.pause(Pause::Storage {
-                    error: error.to_string(),
-                });
-                self.active.remove(call_id);
-                return Ok(StartDecision::Abandon {
-                    reason: format!("the receipt outbox is unavailable: {error}"),
-                });
-            }
-        }
-        let answer = match answer {
-            Ok(answer) => answer,
+        // Why the server will not have the call sent, unless it answered `proceed`.
+        let refusal = match answer {
+            Ok(StartAnswer::Proceed) => None,
+            Ok(StartAnswer::Abandon { reason }) => Some(Ok(reason)),
             Err(ApiFailure::Refused {
                 status: 404,
                 code,
                 message,
-            }) => {
-                self.active.remove(call_id);
-                return Ok(StartDecision::Abandon {
-                    reason: format!("{code}: {message}"),
-                });
-            }
-            Err(failure) => return Err(self.failure(failure)),
+            }) => Some(Ok(format!("{code}: {message}"))),
+            Err(failure) => Some(Err(failure)),
         };
-        match answer {
-            StartAnswer::Proceed => {
-                match on_outbox(&self.outbox, move |outbox| {
-                    outbox.record_start(call_id, epoch)
+        match (recorded, refusal) {
+            (Ok(()), None) => Ok(StartDecision::Proceed),
+            (Err(OutboxError::AlreadyRecorded { state, .. }), refusal) => {
+                // A started entry is a start of this lease term (recovery reported every
+                // earlier one): that start goes on and reports. Any other entry is a call
+                // this runner no longer holds.
+                if state != EntryState::Started {
+                    self.active.remove(call_id);
+                }
+                if let Some(Err(failure)) = refusal {
+                    return Err(self.failure(failure));
+                }
+                Ok(StartDecision::Abandon {
+                    reason: format!("the outbox already holds this call ({state:?})"),
                 })
-                .await
-                {
-                    Ok(()) => Ok(StartDecision::Proceed),
-                    // Started here before, a moment ago: that start goes on and reports.
-                    Err(OutboxError::AlreadyRecorded(_)) => Ok(StartDecision::Abandon {
-                        reason: "this runner has started the call already".to_owned(),
-                    }),
-                    Err(error) => self.fail_unrecorded_start(call_id, epoch, error).await,
+            }
+            // The server marked the call running and nothing was sent: it is reported failed.
+            (Err(error), None) => self.fail_unrecorded_start(call_id, epoch, error).await,
+            (Err(error), Some(refusal)) => {
+                // Nothing started, nothing sent: the call's lease expires and it is queued again.
+                self.admission.pause(pause_for(&error));
+                match refusal {
+                    Err(failure @ (ApiFailure::Revoked { .. } | ApiFailure::Fenced { .. })) => {
+                        Err(self.failure(failure))
+                    }
+                    _ => {
+                        self.active.remove(call_id);
+                        Ok(StartDecision::Abandon {
+                            reason: format!("the receipt outbox cannot record the start: {error}"),
+                        })
+                    }
                 }
             }
-            StartAnswer::Abandon { reason } => {
-                self.active.remove(call_id);
-                Ok(StartDecision::Abandon { reason })
+            (Ok(()), Some(refusal)) => {
+                // Not sent after all: the call may be started again (a retried start, a lease).
+                self.withdraw_start(call_id, epoch).await;
+                match refusal {
+                    Ok(reason) => {
+                        self.active.remove(call_id);
+                        Ok(StartDecision::Abandon { reason })
+                    }
+                    Err(failure) => Err(self.failure(failure)),
+                }
             }
         }
     }
@@ -394,6 +410,16 @@ impl ControlPlane for DeviceControl {
                 tracing::warn!(%failure, "a session lifecycle event could not be delivered");
             }
         }
+    }
+}
+
+/// The pause an outbox that cannot record a start calls for.
+fn pause_for(error: &OutboxError) -> Pause {
+    match error {
+        OutboxError::Full { live } => Pause::Full { live: *live },
+        error => Pause::Storage {
+            error: error.to_string(),
+        },
     }
 }
 

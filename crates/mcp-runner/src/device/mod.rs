@@ -10,10 +10,12 @@
 //! device credential ends the run with [`RunError::Revoked`].
 //!
 //! Guarantees:
-//! - No request is sent before its start ack is recorded in the outbox; no receipt is uploaded
-//!   before it is recorded (unless the outbox cannot record it, which pauses admission).
+//! - No request is sent before its start is recorded in the outbox and acknowledged by the
+//!   server; every receipt is recorded while it is uploaded and kept until the server
+//!   acknowledges it (unless the outbox cannot record it, which pauses admission).
 //! - No call is leased while the outbox is full, stale or failing.
-//! - A call cut off by a crash is reported `unknown`, never run again.
+//! - A call cut off by a crash after the server acknowledged its start is reported `unknown`,
+//!   never run again; one cut off before was never sent, and is leased again.
 //! - The credential is sent only to the identity's server and never logged.
 
 mod channel;

@@ -1,16 +1,20 @@
 //! Recovery at the start of every lease term, before any new call is admitted: calls a previous
 //! process started but never finished are reported `unknown` (their request may have reached
-//! the MCP server), and receipts the server never acknowledged are checked and uploaded.
+//! the MCP server), and receipts the server never acknowledged are checked and uploaded. A
+//! start is recorded while the server is asked to acknowledge it, so the server is asked first
+//! which of the unfinished starts it never acknowledged: those were never sent, and are taken
+//! back (the server leases such a call again).
 
 use super::client::{ApiFailure, RunnerClient};
 use super::control::{Settled, on_outbox, upload};
 use super::retry::until_answered;
 use super::state::{Halt, Stop};
-use crate::outbox::{Outbox, OutboxError};
+use crate::outbox::{Outbox, OutboxError, StartedCall};
 use std::collections::HashSet;
 use std::sync::Arc;
+use switchyard_protocol::CallId;
 use switchyard_protocol::api::CallError;
-use switchyard_protocol::runner::{Completion, ReceiptCheck, ReceiptRef};
+use switchyard_protocol::runner::{Completion, ReceiptCheck, ReceiptRef, StartCheck, StartRef};
 
 /// The error code of a call cut off by a runner restart.
 const RUNNER_RESTARTED: &str = "runner_restarted";
@@ -20,6 +24,8 @@ const RUNNER_RESTARTED: &str = "runner_restarted";
 pub(crate) struct Recovered {
     /// Unfinished calls now reported `unknown`.
     pub unknown: usize,
+    /// Starts the server never acknowledged, taken back: nothing was sent.
+    pub withdrawn: usize,
     /// Receipts uploaded and acknowledged.
     pub uploaded: usize,
     /// Receipts the server refused for good, now quarantined.
@@ -37,8 +43,25 @@ pub(crate) async fn recover(
 ) -> Result<Option<Recovered>, OutboxError> {
     let mut recovered = Recovered::default();
 
+    let unfinished = on_outbox(outbox, Outbox::unfinished).await?;
+    let Some(unacknowledged) = unacknowledged_starts(client, halt, &unfinished).await else {
+        return Ok(None);
+    };
     // The receipt is recorded first, like any completion, and uploaded with the others below.
-    for call in on_outbox(outbox, Outbox::unfinished).await? {
+    for call in unfinished {
+        if unacknowledged.contains(&call.call_id) {
+            tracing::info!(
+                call_id = %call.call_id,
+                epoch = call.epoch.0,
+                "the server never acknowledged this start; it is taken back (nothing was sent)"
+            );
+            on_outbox(outbox, move |outbox| {
+                outbox.withdraw_start(call.call_id, call.epoch)
+            })
+            .await?;
+            recovered.withdrawn += 1;
+            continue;
+        }
         tracing::warn!(
             call_id = %call.call_id,
             epoch = call.epoch.0,
@@ -133,6 +156,45 @@ pub(crate) async fn recover(
         }
     }
     Ok(Some(recovered))
+}
+
+/// Which of the `unfinished` starts the server never acknowledged. `None` when the lease term
+/// ended meanwhile. When the server refuses the check (a server without it answers 404), every
+/// start counts as acknowledged: each is reported `unknown`, which is never wrong about a
+/// request that may have been sent.
+async fn unacknowledged_starts(
+    client: &RunnerClient,
+    halt: &Halt,
+    unfinished: &[StartedCall],
+) -> Option<HashSet<CallId>> {
+    if unfinished.is_empty() {
+        return Some(HashSet::new());
+    }
+    let check = StartCheck {
+        starts: unfinished
+            .iter()
+            .map(|call| StartRef {
+                call_id: call.call_id,
+                epoch: call.epoch,
+            })
+            .collect(),
+    };
+    match until_answered(halt.token(), "check cut-off starts with the server", || {
+        client.check_starts(&check)
+    })
+    .await?
+    {
+        Ok(answer) => Some(answer.unacknowledged.into_iter().collect()),
+        Err(failure) => {
+            let refused = end_term(halt, failure)?;
+            tracing::error!(
+                %refused,
+                starts = unfinished.len(),
+                "cannot check the cut-off starts; they are reported unknown"
+            );
+            Some(HashSet::new())
+        }
+    }
 }
 
 /// Ends the lease term for a refused credential or a fenced epoch; any other failure is given

@@ -221,6 +221,7 @@ async fn serve_term(
         Ok(Some(recovered)) => {
             tracing::info!(
                 unknown = recovered.unknown,
+                withdrawn = recovered.withdrawn,
                 uploaded = recovered.uploaded,
                 quarantined = recovered.quarantined,
                 left = recovered.left,

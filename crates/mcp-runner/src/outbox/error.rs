@@ -1,6 +1,7 @@
 //! Why the outbox refused to open or could not record something. Every message says what to
 //! fix where a person can fix it.
 
+use super::EntryState;
 use std::path::PathBuf;
 use switchyard_protocol::{CallId, DeviceId};
 
@@ -111,8 +112,13 @@ pub enum OutboxError {
         live: usize,
     },
     /// The call already has an entry: it was started (or reported) by this runner before.
-    #[error("call {0} already has an outbox entry; it is never started twice")]
-    AlreadyRecorded(CallId),
+    #[error("call {call_id} already has an outbox entry ({state:?}); it is never started twice")]
+    AlreadyRecorded {
+        /// The call.
+        call_id: CallId,
+        /// Where its entry stands.
+        state: EntryState,
+    },
     /// The thread running an outbox operation ended before the operation did (it panicked, or
     /// the runtime is shutting down): whether it was recorded is not known.
     #[error("an outbox operation was interrupted: {0}")]

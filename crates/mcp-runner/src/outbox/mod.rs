@@ -1,7 +1,8 @@
 //! The receipt outbox: a private SQLite database in which a device runner records, per call and
-//! in this order, the start acknowledgement (before the request is sent), the completion receipt
-//! (while it is uploaded) and the upload acknowledgement. After a crash it says which calls
-//! were started but never finished and which receipts the server has not acknowledged.
+//! in this order, the start (while the server is asked to acknowledge it, and always before the
+//! request is sent), the completion receipt (while it is uploaded) and the upload
+//! acknowledgement. After a crash it says which calls were started but never finished and which
+//! receipts the server has not acknowledged.
 //!
 //! Guarantees:
 //! - The directory is created with mode 0700, and refused when it is wider, owned by someone
@@ -62,7 +63,7 @@ pub struct Receipt {
     pub completion: Completion,
 }
 
-/// A call whose start was acknowledged but whose receipt was never recorded.
+/// A call whose start was recorded but whose receipt never was.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartedCall {
     /// The call.
@@ -74,7 +75,8 @@ pub struct StartedCall {
 /// Where one call's entry stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryState {
-    /// The start was acknowledged; the request may have been sent.
+    /// The start is recorded; the request may have been sent (once the server acknowledged
+    /// the start).
     Started,
     /// The receipt is recorded and not yet acknowledged by the server.
     Recorded,
@@ -191,14 +193,13 @@ impl Outbox {
         Ok(())
     }
 
-    /// Records that the server acknowledged the start of `call_id` under `epoch`. Must return
-    /// `Ok` before the request is sent. Refused when the outbox is full or the call already has
-    /// an entry.
+    /// Records the start of `call_id` under `epoch`. Must return `Ok` before the request is
+    /// sent. Refused when the outbox is full or the call already has an entry.
     pub fn record_start(&self, call_id: CallId, epoch: Epoch) -> Result<(), OutboxError> {
         let mut db = self.db();
         let transaction = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        if entry_state(&transaction, call_id)?.is_some() {
-            return Err(OutboxError::AlreadyRecorded(call_id));
+        if let Some(state) = entry_state(&transaction, call_id)? {
+            return Err(OutboxError::AlreadyRecorded { call_id, state });
         }
         let now = now_ms();
         transaction.execute(
@@ -216,6 +217,17 @@ impl Outbox {
             params![call_id.to_string(), epoch.0, now],
         )?;
         transaction.commit()?;
+        Ok(())
+    }
+
+    /// Takes back the start recorded for `call_id` under `epoch` when its request will not be
+    /// sent after all (the server refused the start, or could not be asked): the call may be
+    /// started again. An entry that has moved on (its receipt recorded) stays as it is.
+    pub fn withdraw_start(&self, call_id: CallId, epoch: Epoch) -> Result<(), OutboxError> {
+        self.db().execute(
+            "DELETE FROM entries WHERE call_id = ?1 AND epoch = ?2 AND state = 'started'",
+            params![call_id.to_string(), epoch.0],
+        )?;
         Ok(())
     }
 

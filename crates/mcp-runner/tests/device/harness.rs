@@ -77,6 +77,12 @@ impl Server {
     /// Migrates the test database, creates the owner `alice` and starts the server on port 0.
     #[track_caller]
     pub fn start(db: &PgConnectOptions, test: &str) -> Server {
+        Server::start_with_env(db, test, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables for the server (its settings).
+    #[track_caller]
+    pub fn start_with_env(db: &PgConnectOptions, test: &str, env: &[(&str, &str)]) -> Server {
         let database_url = db.to_url_lossy().to_string();
         let log = scratch(&format!("{test}-server")).join("server.log");
         server_admin(&database_url, &["migrate"]);
@@ -84,6 +90,7 @@ impl Server {
         let mut child = Command::new(sibling_binary("switchyard-server"))
             .args(["serve", "--listen", "127.0.0.1:0"])
             .env("DATABASE_URL", &database_url)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(File::create(&log).expect("server log"))

@@ -162,7 +162,10 @@ fn start_ack_then_receipt_then_acknowledgement() {
     );
     assert!(matches!(
         outbox.record_start(call, Epoch(3)),
-        Err(OutboxError::AlreadyRecorded(_))
+        Err(OutboxError::AlreadyRecorded {
+            state: EntryState::Acknowledged,
+            ..
+        })
     ));
     outbox
         .record_start(CallId::new(), Epoch(3))
@@ -186,8 +189,45 @@ fn a_call_is_started_at_most_once() {
         .expect_err("a second start is refused");
 
     assert!(
-        matches!(error, OutboxError::AlreadyRecorded(id) if id == call),
+        matches!(
+            error,
+            OutboxError::AlreadyRecorded { call_id, state: EntryState::Started } if call_id == call
+        ),
         "{error:?}"
+    );
+}
+
+#[test]
+fn a_withdrawn_start_frees_its_entry_and_a_recorded_receipt_is_never_withdrawn() {
+    let dir = outbox_dir("withdraw");
+    let outbox = Outbox::open(&dir, DeviceId::new()).expect("open");
+    let call = CallId::new();
+    outbox.record_start(call, Epoch(1)).expect("start");
+
+    outbox.withdraw_start(call, Epoch(1)).expect("withdraw");
+
+    assert_eq!(outbox.entry_state(call).expect("state"), None);
+    assert!(outbox.unfinished().expect("unfinished").is_empty());
+    assert_eq!(
+        outbox.capacity().expect("capacity"),
+        Capacity::Open { free: CAPACITY }
+    );
+    // Started again, and this time it ran: its receipt stays whatever is withdrawn.
+    outbox.record_start(call, Epoch(1)).expect("started again");
+    let completion = Completion::Succeeded {
+        result: json!({ "content": [], "isError": false }),
+    };
+    let receipt = outbox
+        .record_receipt(call, Epoch(1), &completion)
+        .expect("receipt");
+    outbox.withdraw_start(call, Epoch(1)).expect("withdraw");
+    assert_eq!(
+        outbox.entry_state(call).expect("state"),
+        Some(EntryState::Recorded)
+    );
+    assert_eq!(
+        outbox.unacknowledged().expect("unacknowledged"),
+        vec![receipt]
     );
 }
 

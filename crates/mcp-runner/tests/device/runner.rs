@@ -381,6 +381,81 @@ async fn a_receipt_left_unacknowledged_by_a_crash_is_uploaded_once_after_a_resta
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_start_cut_off_before_the_server_acknowledged_it_is_taken_back_and_the_call_runs_once(
+    pool: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    // A short lease, so that the server gives the cut-off lease's call back to the queue soon.
+    let server = Server::start_with_env(
+        &db,
+        "unacked-start",
+        &[("SWITCHYARD_LEASE_TTL_SECONDS", "4")],
+    );
+    let copy = scratch("unacked-start-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "unacked-start", fixture_spec(&copy, &[])).await;
+    let outbox_dir = paired.dir.join("outbox");
+    let call = paired.submit("echo", json!({ "text": "once" }), 60).await;
+
+    // A runner that leased the call, recorded its start while it asked the server, and was
+    // killed before the server heard the start: played here with the device API and the
+    // outbox itself.
+    let outbox = Outbox::open(&outbox_dir, paired.device_id).expect("open the outbox");
+    let device = paired.api.with_token(&paired.credential);
+    let acquired = device
+        .post(
+            "/runner/lease/acquire",
+            &AcquireLease {
+                holder: outbox.holder(),
+            },
+        )
+        .await;
+    let AcquireAnswer::Acquired { epoch, .. } =
+        serde_json::from_value(acquired).expect("an acquire answer")
+    else {
+        panic!("the lease is held by someone else");
+    };
+    let leased = device
+        .post(
+            "/runner/lease",
+            &LeaseRequest {
+                epoch,
+                max: 1,
+                wait_ms: 5_000,
+            },
+        )
+        .await;
+    let leased: LeaseAnswer = serde_json::from_value(leased).expect("a lease answer");
+    assert_eq!(leased.calls.len(), 1, "{leased:?}");
+    let call_id: CallId = call.parse().expect("call id");
+    outbox.record_start(call_id, epoch).expect("the start");
+    drop(outbox);
+
+    let mut runner = paired.runner(&outbox_dir, "runner.log", &[]);
+    runner.wait_for_log("withdrawn=1").await;
+    let view = paired.wait_for_state(&call, "succeeded").await;
+
+    assert_eq!(result_text(&view), "once");
+    assert_eq!(tool_calls(&copy), 1, "the call was sent once");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+    let database = pool.connect_with(db).await.expect("connect");
+    let receipts: Vec<(String, String, bool)> =
+        sqlx::query_as("SELECT outcome, answer, applied FROM receipts WHERE call_id = $1")
+            .bind(call_id.0)
+            .fetch_all(&database)
+            .await
+            .expect("receipts");
+    assert_eq!(
+        receipts,
+        vec![("succeeded".to_owned(), "recorded".to_owned(), true)],
+        "no `unknown` receipt for the start that was never sent"
+    );
+    let outbox = Outbox::open(&outbox_dir, paired.device_id).expect("reopen the outbox");
+    assert!(outbox.unfinished().expect("unfinished").is_empty());
+    assert!(outbox.unacknowledged().expect("unacknowledged").is_empty());
+}
+
+#[sqlx::test(migrations = false)]
 async fn a_second_runner_for_the_same_device_waits_until_the_first_stops(
     _: PgPoolOptions,
     db: PgConnectOptions,
