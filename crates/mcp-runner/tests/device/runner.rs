@@ -45,6 +45,39 @@ fn result_text(call: &Value) -> &str {
         .unwrap_or_else(|| panic!("no text result: {call}"))
 }
 
+/// Takes the device's lease under `outbox`'s holder id and leases `call` (the only one queued)
+/// with the device API, as a runner process does before a test's crash; returns the epoch.
+async fn lease_as_the_runner(paired: &Paired, outbox: &Outbox, call: CallId) -> Epoch {
+    let device = paired.api.with_token(&paired.credential);
+    let acquired = device
+        .post(
+            "/runner/lease/acquire",
+            &AcquireLease {
+                holder: outbox.holder(),
+            },
+        )
+        .await;
+    let AcquireAnswer::Acquired { epoch, .. } =
+        serde_json::from_value(acquired).expect("an acquire answer")
+    else {
+        panic!("the lease is held by someone else");
+    };
+    let leased = device
+        .post(
+            "/runner/lease",
+            &LeaseRequest {
+                epoch,
+                max: 1,
+                wait_ms: 5_000,
+            },
+        )
+        .await;
+    let leased: LeaseAnswer = serde_json::from_value(leased).expect("a lease answer");
+    assert_eq!(leased.calls.len(), 1, "{leased:?}");
+    assert_eq!(leased.calls[0].call_id, call);
+    epoch
+}
+
 /// Every byte of every file in `dir`, as lossy text.
 fn all_file_text(dir: &Path) -> String {
     std::fs::read_dir(dir)
@@ -303,34 +336,9 @@ async fn a_receipt_left_unacknowledged_by_a_crash_is_uploaded_once_after_a_resta
     // A runner that leased and started the call, recorded its receipt, and crashed before
     // uploading it: played here with the device API and the outbox itself.
     let outbox = Outbox::open(&outbox_dir, paired.device_id).expect("open the outbox");
-    let device = paired.api.with_token(&paired.credential);
-    let acquired = device
-        .post(
-            "/runner/lease/acquire",
-            &AcquireLease {
-                holder: outbox.holder(),
-            },
-        )
-        .await;
-    let AcquireAnswer::Acquired { epoch, .. } =
-        serde_json::from_value(acquired).expect("an acquire answer")
-    else {
-        panic!("the lease is held by someone else");
-    };
-    let leased = device
-        .post(
-            "/runner/lease",
-            &LeaseRequest {
-                epoch,
-                max: 1,
-                wait_ms: 5_000,
-            },
-        )
-        .await;
-    let leased: LeaseAnswer = serde_json::from_value(leased).expect("a lease answer");
-    assert_eq!(leased.calls.len(), 1, "{leased:?}");
     let call_id: CallId = call.parse().expect("call id");
-    assert_eq!(leased.calls[0].call_id, call_id);
+    let epoch = lease_as_the_runner(&paired, &outbox, call_id).await;
+    let device = paired.api.with_token(&paired.credential);
     let start = device
         .post(
             &format!("/runner/calls/{call}/start"),
@@ -400,33 +408,8 @@ async fn a_start_cut_off_before_the_server_acknowledged_it_is_taken_back_and_the
     // killed before the server heard the start: played here with the device API and the
     // outbox itself.
     let outbox = Outbox::open(&outbox_dir, paired.device_id).expect("open the outbox");
-    let device = paired.api.with_token(&paired.credential);
-    let acquired = device
-        .post(
-            "/runner/lease/acquire",
-            &AcquireLease {
-                holder: outbox.holder(),
-            },
-        )
-        .await;
-    let AcquireAnswer::Acquired { epoch, .. } =
-        serde_json::from_value(acquired).expect("an acquire answer")
-    else {
-        panic!("the lease is held by someone else");
-    };
-    let leased = device
-        .post(
-            "/runner/lease",
-            &LeaseRequest {
-                epoch,
-                max: 1,
-                wait_ms: 5_000,
-            },
-        )
-        .await;
-    let leased: LeaseAnswer = serde_json::from_value(leased).expect("a lease answer");
-    assert_eq!(leased.calls.len(), 1, "{leased:?}");
     let call_id: CallId = call.parse().expect("call id");
+    let epoch = lease_as_the_runner(&paired, &outbox, call_id).await;
     outbox.record_start(call_id, epoch).expect("the start");
     drop(outbox);
 

@@ -28,7 +28,7 @@ const MAX_LEASE_WAIT: Duration = Duration::from_secs(25);
 /// The most calls one lease request takes.
 const MAX_LEASE_BATCH: u32 = 64;
 /// The most receipts, or starts, one check may name (an outbox holds at most 64 starts).
-const MAX_RECEIPT_CHECK: usize = 256;
+const MAX_CHECK: usize = 256;
 /// How long a session release waits for the device's next heartbeat.
 pub const RELEASE_TTL: Duration = Duration::from_secs(300);
 
@@ -292,12 +292,7 @@ impl App {
         device: &DeviceActor,
         req: ReceiptCheck,
     ) -> AppResult<ReceiptCheckAnswer> {
-        if req.receipts.len() > MAX_RECEIPT_CHECK {
-            return Err(AppError::refused(
-                ErrorCode::InvalidRequest,
-                format!("check at most {MAX_RECEIPT_CHECK} receipts at once"),
-            ));
-        }
+        check_size(req.receipts.len(), "receipts")?;
         let runner = device.runner_ref();
         let current = self.db.runner_lease_epoch(&runner).await?;
         let mut fenced = Vec::new();
@@ -333,12 +328,7 @@ impl App {
         device: &DeviceActor,
         req: StartCheck,
     ) -> AppResult<StartCheckAnswer> {
-        if req.starts.len() > MAX_RECEIPT_CHECK {
-            return Err(AppError::refused(
-                ErrorCode::InvalidRequest,
-                format!("check at most {MAX_RECEIPT_CHECK} starts at once"),
-            ));
-        }
+        check_size(req.starts.len(), "starts")?;
         let runner = device.runner_ref();
         let mut unacknowledged = Vec::new();
         for start in req.starts {
@@ -448,6 +438,17 @@ fn fenced(epoch: Epoch) -> AppError {
 }
 
 /// The call state name a completion moves the call to.
+/// Refuses a receipt or start check naming more than [`MAX_CHECK`] `what`.
+fn check_size(len: usize, what: &str) -> AppResult<()> {
+    if len > MAX_CHECK {
+        return Err(AppError::refused(
+            ErrorCode::InvalidRequest,
+            format!("check at most {MAX_CHECK} {what} at once"),
+        ));
+    }
+    Ok(())
+}
+
 fn outcome_name(completion: &Completion) -> &'static str {
     match completion {
         Completion::Succeeded { .. } => "succeeded",
