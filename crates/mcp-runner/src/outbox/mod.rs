@@ -13,7 +13,8 @@
 //!   a start beyond that is refused with [`OutboxError::Full`]. A receipt is never refused and
 //!   never dropped before the server has acknowledged it. Acknowledged entries are pruned, and
 //!   quarantined ones after [`RETENTION`].
-//! - Each call has at most one entry: a call can be started at most once through one outbox.
+//! - Each call has at most one entry: a call can be started at most once through one outbox
+//!   (a start taken back with [`Outbox::withdraw_start`] was never sent).
 
 mod dir;
 mod error;

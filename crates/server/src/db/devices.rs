@@ -34,7 +34,7 @@ pub struct DeviceRow {
 /// `SELECT d.*, … AS runner_ref …`, as a string literal (`concat!`): the device holding the
 /// credential whose hash is the parameter `$hash` (revoked or not), with its runner reference
 /// `device:<id>`. Shared by the statements that check a device's credential themselves: the
-/// heartbeat's and the start ack's.
+/// heartbeat's, the start ack's and the upload's.
 macro_rules! device_by_credential {
     ($hash:literal) => {
         concat!(

@@ -26,7 +26,7 @@ pub struct ReceiptRow {
     pub received_at: DateTime<Utc>,
 }
 
-/// What a receipt upload the completion statement did not record reads
+/// What is read for an upload that its completion statement did not record
 /// ([`Datastore::receipt_upload_read`]).
 #[derive(Clone, Debug)]
 pub struct UploadRead {
