@@ -37,7 +37,7 @@ pub fn expect_device_credential(credential: &str) -> AppResult<()> {
 }
 
 /// The answer to a device credential that no device holds.
-pub(super) fn unknown_device_credential() -> AppError {
+fn unknown_device_credential() -> AppError {
     AppError::refused(
         ErrorCode::Unauthenticated,
         "the device credential is not valid; pair the device again with `switchyard pair`",
@@ -77,12 +77,24 @@ impl App {
     /// `unauthenticated`; a revoked device is `device_revoked`.
     pub async fn authenticate_device(&self, credential: &str) -> AppResult<DeviceActor> {
         let hash = device_credential_hash(credential)?;
-        let device = {
+        let device = self
+            .by_credential(self.db.device_by_credential(&hash))
+            .await?;
+        self.admit_device(device).await
+    }
+
+    /// Runs a device request's first statement, one that checks the device credential itself
+    /// (it finds nothing when no device holds the credential), in a device-read turn;
+    /// `unauthenticated` when it found nothing.
+    pub(super) async fn by_credential<T>(
+        &self,
+        statement: impl Future<Output = Result<Option<T>, sqlx::Error>>,
+    ) -> AppResult<T> {
+        let found = {
             let _turn = self.device_read_turn().await;
-            self.db.device_by_credential(&hash).await?
+            statement.await?
         };
-        self.admit_device(device.ok_or_else(unknown_device_credential)?)
-            .await
+        found.ok_or_else(unknown_device_credential)
     }
 
     /// A turn at the database for a device request's first read (see `App::device_reads`).

@@ -74,13 +74,15 @@ impl App {
         let hash = super::principal::device_credential_hash(credential)?;
         let ttl = self.config.runner_lease_ttl;
         let held: Vec<Uuid> = req.active.iter().map(|c| c.0).collect();
-        let read = {
-            let _turn = self.device_read_turn().await;
-            self.db
-                .runner_lease_heartbeat(&hash, req.epoch.0, &held, ttl, RELEASE_TTL)
-                .await?
-        };
-        let read = read.ok_or_else(super::principal::unknown_device_credential)?;
+        let read = self
+            .by_credential(self.db.runner_lease_heartbeat(
+                &hash,
+                req.epoch.0,
+                &held,
+                ttl,
+                RELEASE_TTL,
+            ))
+            .await?;
         let (device, beat) = (self.admit_device(read.device).await?, read.beat);
         let runner = device.runner_ref();
         let Some(left) = beat.lease_left_secs else {
@@ -161,13 +163,9 @@ impl App {
     ) -> AppResult<StartAnswer> {
         let hash = super::principal::device_credential_hash(credential)?;
         let id = self.device_call_id(credential, call).await?;
-        let read = {
-            let _turn = self.device_read_turn().await;
-            self.db
-                .call_start_by_device(id.0, &hash, req.epoch.0)
-                .await?
-        };
-        let read = read.ok_or_else(super::principal::unknown_device_credential)?;
+        let read = self
+            .by_credential(self.db.call_start_by_device(id.0, &hash, req.epoch.0))
+            .await?;
         let device = self.admit_device(read.device).await?;
         if read.started {
             return Ok(StartAnswer::Proceed);
@@ -205,20 +203,17 @@ impl App {
         let id = self.device_call_id(credential, call).await?;
         let outcome = outcome_name(&req.completion);
         let completion = stored_completion(req.completion);
-        let plain = {
-            let _turn = self.device_read_turn().await;
-            self.db
-                .call_complete_plain_by_device(
-                    id.0,
-                    &hash,
-                    req.epoch.0,
-                    &from_states(completion.state),
-                    &completion,
-                    req.receipt_id,
-                )
-                .await?
-        };
-        let plain = plain.ok_or_else(super::principal::unknown_device_credential)?;
+        let from = from_states(completion.state);
+        let plain = self
+            .by_credential(self.db.call_complete_plain_by_device(
+                id.0,
+                &hash,
+                req.epoch.0,
+                &from,
+                &completion,
+                req.receipt_id,
+            ))
+            .await?;
         let device = self.admit_device(plain.device).await?;
         if plain.completed {
             return Ok(CompleteAnswer::Recorded);
@@ -437,7 +432,6 @@ fn fenced(epoch: Epoch) -> AppError {
     )
 }
 
-/// The call state name a completion moves the call to.
 /// Refuses a receipt or start check naming more than [`MAX_CHECK`] `what`.
 fn check_size(len: usize, what: &str) -> AppResult<()> {
     if len > MAX_CHECK {
@@ -449,6 +443,7 @@ fn check_size(len: usize, what: &str) -> AppResult<()> {
     Ok(())
 }
 
+/// The call state name a completion moves the call to.
 fn outcome_name(completion: &Completion) -> &'static str {
     match completion {
         Completion::Succeeded { .. } => "succeeded",
