@@ -24,11 +24,11 @@
 
 use super::client::{ApiFailure, RunnerClient};
 use super::retry::until_answered;
-use super::state::{ActiveCalls, Admission, Halt, Pause, Stop};
+use super::state::{ActiveCalls, Admission, Halt, Pause, Stop, lock};
 use crate::control::{ControlError, ControlPlane, StartDecision};
 use crate::outbox::{Capacity, EntryState, Outbox, OutboxError, Receipt};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchyard_protocol::CallId;
 use switchyard_protocol::api::CallError;
@@ -171,12 +171,7 @@ impl DeviceControl {
         epoch: Epoch,
         completion: Completion,
     ) -> Result<Settled, ApiFailure> {
-        let pending = self
-            .reports
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&call_id)
-            .cloned();
+        let pending = lock(&self.reports).get(&call_id).cloned();
         let settled = match pending {
             Some(receipt) => upload(&self.client, &self.outbox, &receipt).await?,
             None => {
@@ -186,20 +181,14 @@ impl DeviceControl {
                     epoch,
                     completion,
                 };
-                self.reports
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(call_id, receipt.clone());
+                lock(&self.reports).insert(call_id, receipt.clone());
                 let ((), sent) = tokio::join!(self.record(&receipt), send(&self.client, &receipt));
                 let settled = sent?;
                 settle(&self.outbox, &receipt, settled).await;
                 settled
             }
         };
-        self.reports
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&call_id);
+        lock(&self.reports).remove(&call_id);
         self.active.remove(call_id);
         Ok(settled)
     }

@@ -200,6 +200,6 @@ impl ActiveCalls {
 }
 
 /// Locks `mutex`; the data stays valid if a holder panicked (each update is one assignment).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
