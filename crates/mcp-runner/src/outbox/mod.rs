@@ -7,8 +7,13 @@
 //! Guarantees:
 //! - The directory is created with mode 0700, and refused when it is wider, owned by someone
 //!   else, bound to another device, or locked by another process. Its files are 0600.
-//! - Every write is one transaction, committed in WAL mode with `synchronous=FULL`: when a
-//!   method returns `Ok`, what it recorded survives a crash or power loss.
+//! - Every write is one transaction, in WAL mode. Starts, receipts and withdrawals are
+//!   committed with `synchronous=FULL`: when the method returns `Ok`, what it recorded
+//!   survives a crash or power loss. A settlement ([`Outbox::acknowledge`],
+//!   [`Outbox::quarantine`]) does not wait for the disk (`synchronous=NORMAL`): it survives a
+//!   crash of the process, and the next synced commit makes it durable. One lost to a power
+//!   loss leaves its receipt `recorded`, so it is uploaded again and answered as before (the
+//!   server records a receipt id once).
 //! - At most [`CAPACITY`] entries live (started, recorded but unacknowledged, or quarantined);
 //!   a start beyond that is refused with [`OutboxError::Full`]. A receipt is never refused and
 //!   never dropped before the server has acknowledged it. Acknowledged entries are pruned, and
@@ -329,13 +334,20 @@ impl Outbox {
         self.settle(receipt_id, "quarantined")
     }
 
+    /// Moves a recorded receipt to `state`, committed without a disk sync (see the module
+    /// docs): a device's every upload settles its receipt, and a sync there would only make
+    /// the server's next commit wait behind it on the same disk.
     fn settle(&self, receipt_id: Uuid, state: &'static str) -> Result<(), OutboxError> {
-        let changed = self.db().execute(
+        let db = self.db();
+        db.pragma_update(None, "synchronous", "NORMAL")?;
+        let changed = db.execute(
             "UPDATE entries SET state = ?2, settled_at_ms = ?3
              WHERE receipt_id = ?1 AND state IN ('recorded', ?2)",
             params![receipt_id.to_string(), state, now_ms()],
-        )?;
-        if changed == 0 {
+        );
+        // Every other write syncs: restored whatever the update did.
+        db.pragma_update(None, "synchronous", "FULL")?;
+        if changed? == 0 {
             return Err(OutboxError::NoSuchReceipt(receipt_id));
         }
         Ok(())
@@ -458,4 +470,53 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_protocol::api::CallError;
+
+    /// The connection's `synchronous` setting: 2 is FULL.
+    fn synchronous(outbox: &Outbox) -> i64 {
+        outbox
+            .db()
+            .pragma_query_value(None, "synchronous", |row| row.get(0))
+            .expect("read synchronous")
+    }
+
+    #[test]
+    fn every_write_after_a_settlement_is_synced_again() {
+        let dir = std::env::temp_dir().join(format!("switchyard-outbox-{}", Uuid::new_v4()));
+        let outbox = Outbox::open(&dir, DeviceId::new()).expect("open");
+        assert_eq!(
+            synchronous(&outbox),
+            2,
+            "an opened outbox syncs every commit"
+        );
+        let call = CallId::new();
+        outbox.record_start(call, Epoch(1)).expect("start");
+        let failed = Completion::Failed {
+            error: CallError {
+                code: "tool_error".to_owned(),
+                message: "no".to_owned(),
+            },
+        };
+        let receipt = outbox
+            .record_receipt(call, Epoch(1), &failed)
+            .expect("receipt");
+        outbox.acknowledge(receipt.receipt_id).expect("acknowledge");
+        assert_eq!(synchronous(&outbox), 2, "synced again after a settlement");
+        assert!(matches!(
+            outbox.quarantine(Uuid::new_v4()),
+            Err(OutboxError::NoSuchReceipt(_))
+        ));
+        assert_eq!(
+            synchronous(&outbox),
+            2,
+            "synced again after a refused settlement"
+        );
+        drop(outbox);
+        std::fs::remove_dir_all(&dir).expect("remove the outbox");
+    }
 }
