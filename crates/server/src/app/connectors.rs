@@ -36,7 +36,10 @@ impl App {
         document: Value,
     ) -> AppResult<ImportReport> {
         self.require_owner(actor)?;
-        let (connectors, warnings) = parse_mcp_servers(&document)?;
+        let ParsedServers {
+            connectors,
+            warnings,
+        } = parse_mcp_servers(&document)?;
         for (name, spec) in &connectors {
             validate_name("connector", name)?;
             validate_spec(name, spec)?;
@@ -146,8 +149,16 @@ fn is_env_name(name: &str) -> bool {
         && !name.starts_with(|c: char| c.is_ascii_digit())
 }
 
+/// What an `mcpServers` document holds: its connectors by name, and what was dropped from them.
+struct ParsedServers {
+    /// Each server's name and connector spec, in document order.
+    connectors: Vec<(String, ConnectorSpec)>,
+    /// What was left out (header and environment values), one line per server.
+    warnings: Vec<String>,
+}
+
 /// Reads `{"mcpServers": {NAME: {"command", "args", "env"} | {"url"}}}`.
-fn parse_mcp_servers(document: &Value) -> AppResult<(Vec<(String, ConnectorSpec)>, Vec<String>)> {
+fn parse_mcp_servers(document: &Value) -> AppResult<ParsedServers> {
     let shape = || {
         AppError::refused(
             ErrorCode::InvalidRequest,
@@ -231,7 +242,10 @@ fn parse_mcp_servers(document: &Value) -> AppResult<(Vec<(String, ConnectorSpec)
         };
         connectors.push((name.clone(), spec));
     }
-    Ok((connectors, warnings))
+    Ok(ParsedServers {
+        connectors,
+        warnings,
+    })
 }
 
 /// The format of a connector import document.
@@ -397,7 +411,10 @@ mod tests {
 
     #[test]
     fn import_keeps_env_names_and_drops_values() {
-        let (connectors, warnings) = parse_mcp_servers(&json!({"mcpServers": {
+        let ParsedServers {
+            connectors,
+            warnings,
+        } = parse_mcp_servers(&json!({"mcpServers": {
             "files": {"command": "npx", "args": ["-y", "server"], "env": {"TOKEN": "hunter22"}},
             "remote": {"url": "https://example.test/mcp"}
         }}))
@@ -438,7 +455,10 @@ mod tests {
         let yaml = "mcpServers:\n  files:\n    command: npx\n    args: [\"-y\", \"server\"]\n    env:\n      TOKEN: hunter22\n  remote:\n    url: https://example.test/mcp\n";
         for (format, text) in [(ImportFormat::Toml, toml), (ImportFormat::Yaml, yaml)] {
             let document = parse_import_document(format, text).unwrap();
-            let (connectors, warnings) = parse_mcp_servers(&document).unwrap();
+            let ParsedServers {
+                connectors,
+                warnings,
+            } = parse_mcp_servers(&document).unwrap();
             assert_eq!(connectors.len(), 2, "{format:?}");
             assert!(connectors.iter().any(|(name, spec)| name == "files"
                 && *spec
