@@ -142,6 +142,19 @@ pub(super) async fn not_found() -> Response {
     }
 }
 
+/// Percent-encodes one path segment (tool names come from MCP servers and may hold anything).
+pub fn encode_segment(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,17 +174,4 @@ mod tests {
         assert!(notice_text("released").is_some());
         assert!(notice_text("<script>").is_none());
     }
-}
-
-/// Percent-encodes one path segment (tool names come from MCP servers and may hold anything).
-pub fn encode_segment(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
