@@ -319,17 +319,14 @@ impl Browser {
     }
 
     /// Fails on any console error since the last look.
-    #[track_caller]
-    pub fn assert_no_console_errors(&self) -> impl std::future::Future<Output = ()> + '_ {
-        async move {
-            let errors = self.console_errors().await;
-            assert!(
-                errors.is_empty(),
-                "the browser console has errors on {}:\n{}",
-                self.url().await,
-                errors.join("\n")
-            );
-        }
+    pub async fn assert_no_console_errors(&self) {
+        let errors = self.console_errors().await;
+        assert!(
+            errors.is_empty(),
+            "the browser console has errors on {}:\n{}",
+            self.url().await,
+            errors.join("\n")
+        );
     }
 
     /// Ends the browser session.

@@ -267,46 +267,38 @@ impl Client {
     }
 
     /// Polls a call until it leaves queued/leased/running, or panics after `within`.
-    #[track_caller]
-    pub fn wait_call<'a>(
-        &'a self,
-        ws: &'a str,
-        call_id: &'a str,
-        within: Duration,
-    ) -> impl std::future::Future<Output = Value> + 'a {
+    pub async fn wait_call(&self, ws: &str, call_id: &str, within: Duration) -> Value {
         self.wait_call_until(ws, call_id, within, |call| {
             !matches!(
                 call["state"].as_str().unwrap_or_default(),
                 "queued" | "leased" | "running"
             )
         })
+        .await
     }
 
     /// Polls a call until `done` holds for its view, or panics after `within`.
-    #[track_caller]
-    pub fn wait_call_until<'a>(
-        &'a self,
-        ws: &'a str,
-        call_id: &'a str,
+    pub async fn wait_call_until(
+        &self,
+        ws: &str,
+        call_id: &str,
         within: Duration,
-        done: impl Fn(&Value) -> bool + 'a,
-    ) -> impl std::future::Future<Output = Value> + 'a {
-        async move {
-            let deadline = Instant::now() + within;
-            loop {
-                let call = self
-                    .get(&format!("/api/v1/workspaces/{ws}/calls/{call_id}"))
-                    .await
-                    .ok();
-                if done(&call) {
-                    return call;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "call {call_id} not there after {within:?}: {call}"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let call = self
+                .get(&format!("/api/v1/workspaces/{ws}/calls/{call_id}"))
+                .await
+                .ok();
+            if done(&call) {
+                return call;
             }
+            assert!(
+                Instant::now() < deadline,
+                "call {call_id} not there after {within:?}: {call}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
