@@ -8,7 +8,7 @@ use crate::batcher::Batcher;
 use sqlx::postgres::PgListener;
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use switchyard_mcp_runner::control::{ControlError, ControlPlane, StartDecision};
 use switchyard_mcp_runner::executor::{Executor, ExecutorConfig};
 use switchyard_mcp_runner::handle::ExecutorHandle;
@@ -241,27 +241,51 @@ async fn acquire(
 
 /// The calls this term's executor holds: leased to it, or started by it, and not reported yet.
 /// A lease answer lost on the way (the database committed it, the connection broke before the
-/// rows arrived) leases calls nobody holds; the heartbeat settles those.
+/// rows arrived) leases calls nobody holds, and a start ack lost the same way leaves a call
+/// running that the executor then drops (its retry is refused); the heartbeat settles those,
+/// and learns here when such an answer was last lost.
 #[derive(Debug, Default)]
-struct Held(std::sync::Mutex<HashSet<Uuid>>);
+struct Held {
+    calls: std::sync::Mutex<HashSet<Uuid>>,
+    /// When a lease or start answer last failed: whether it committed is not known.
+    doubted_at: std::sync::Mutex<Option<Instant>>,
+}
+
+/// Locks `mutex`, poisoned or not (nothing held under these locks can be left half-changed).
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 impl Held {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Uuid>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     fn add(&self, calls: &[LeasedCall]) {
-        self.lock().extend(calls.iter().map(|c| c.call_id.0));
+        lock(&self.calls).extend(calls.iter().map(|c| c.call_id.0));
     }
 
     fn remove(&self, call: CallId) {
-        self.lock().remove(&call.0);
+        lock(&self.calls).remove(&call.0);
     }
 
     fn snapshot(&self) -> Vec<Uuid> {
-        self.lock().iter().copied().collect()
+        lock(&self.calls).iter().copied().collect()
+    }
+
+    /// Notes that a lease or start answer failed: the database may have leased or started
+    /// calls nobody holds.
+    fn doubt(&self) {
+        *lock(&self.doubted_at) = Some(Instant::now());
+    }
+
+    /// [`Held::doubt`], for an answer lost to `error`; returns the error as the runner sees it.
+    fn lost_answer(&self, error: impl std::fmt::Display) -> ControlError {
+        self.doubt();
+        unavailable(error)
+    }
+
+    /// How long ago an answer last failed, if one did this term.
+    fn since_doubt(&self) -> Option<Duration> {
+        lock(&self.doubted_at).map(|at| at.elapsed())
     }
 
     /// Forgets those of `checked` that are neither leased nor running any more (e.g. cancelled
@@ -269,11 +293,25 @@ impl Held {
     /// since `checked` was taken are kept.
     fn forget_settled(&self, checked: &[Uuid], in_flight: &[Uuid]) {
         let in_flight: HashSet<&Uuid> = in_flight.iter().collect();
-        let mut held = self.lock();
+        let mut held = lock(&self.calls);
         for id in checked.iter().filter(|id| !in_flight.contains(id)) {
             held.remove(id);
         }
     }
+}
+
+/// Every how many beats the heartbeat settles unheld calls when no answer was lost.
+const SETTLE_EVERY_BEATS: u32 = 6;
+
+/// Whether a beat settles unheld calls, `beats_since_settle` beats after the last settle and
+/// `since_doubt` after a lease or start answer was last lost. The settle walks every index
+/// entry of the term's calls in flight, dead ones included — while another transaction holds
+/// the xmin horizon, an entry for every call of the term (116 ms a beat in the soak) — and
+/// finds work only after such a loss. So it runs in every beat for two leases after one (it
+/// settles calls a lease old; the first beat past that finds them), and otherwise every
+/// [`SETTLE_EVERY_BEATS`]-th beat, for what nothing here saw happen.
+fn settle_due(beats_since_settle: u32, since_doubt: Option<Duration>, ttl: Duration) -> bool {
+    beats_since_settle >= SETTLE_EVERY_BEATS || since_doubt.is_some_and(|ago| ago <= 2 * ttl)
 }
 
 /// What the heartbeat of one lease term works with.
@@ -287,12 +325,13 @@ struct Beat {
 
 impl Beat {
     /// Calls leased under this epoch longer than a lease ago that the executor does not hold
-    /// go back to the queue (nothing was sent); started ones it does not hold become unknown.
-    async fn settle_unheld(&self) {
-        let db = self.app.db();
-        let held = self.held.snapshot();
-        match db
-            .call_settle_unheld(CENTRAL_RUNNER, self.epoch, &held, self.ttl)
+    /// (not in `held`) go back to the queue (nothing was sent); started ones it does not hold
+    /// become unknown.
+    async fn settle_unheld(&self, held: &[Uuid]) {
+        match self
+            .app
+            .db()
+            .call_settle_unheld(CENTRAL_RUNNER, self.epoch, held, self.ttl)
             .await
         {
             Ok((0, 0)) => {}
@@ -303,15 +342,19 @@ impl Beat {
             ),
             Err(e) => tracing::warn!(error = %e, "cannot settle unheld central calls"),
         }
-        match db.call_in_flight_among(&held).await {
-            Ok(in_flight) => self.held.forget_settled(&held, &in_flight),
+    }
+
+    /// Forgets those of `held` that are no longer in flight (a cheap read by primary key).
+    async fn prune_held(&self, held: &[Uuid]) {
+        match self.app.db().call_in_flight_among(held).await {
+            Ok(in_flight) => self.held.forget_settled(held, &in_flight),
             Err(e) => tracing::debug!(error = %e, "cannot prune the held calls"),
         }
     }
 }
 
-/// Renews the lease every third of its length, then settles calls nobody holds; cancels
-/// `lease_lost` when the lease cannot be renewed.
+/// Renews the lease every third of its length, then settles calls nobody holds when
+/// [`settle_due`] says so; cancels `lease_lost` when the lease cannot be renewed.
 async fn heartbeat(beat: Beat, lease_lost: CancellationToken) {
     let Beat {
         ref app,
@@ -320,6 +363,7 @@ async fn heartbeat(beat: Beat, lease_lost: CancellationToken) {
         ttl,
         ..
     } = beat;
+    let mut beats_since_settle = 0;
     loop {
         tokio::select! {
             _ = lease_lost.cancelled() => return,
@@ -330,7 +374,15 @@ async fn heartbeat(beat: Beat, lease_lost: CancellationToken) {
             .runner_lease_renew(CENTRAL_RUNNER, holder, epoch, ttl)
             .await
         {
-            Ok(true) => beat.settle_unheld().await,
+            Ok(true) => {
+                beats_since_settle += 1;
+                let held = beat.held.snapshot();
+                if settle_due(beats_since_settle, beat.held.since_doubt(), ttl) {
+                    beats_since_settle = 0;
+                    beat.settle_unheld(&held).await;
+                }
+                beat.prune_held(&held).await;
+            }
             Ok(false) => {
                 tracing::warn!(epoch, "central runner lease expired or taken over");
                 lease_lost.cancel();
@@ -359,12 +411,13 @@ struct Batches {
 }
 
 impl Batches {
-    fn spawn(app: &App, epoch: Epoch, max: usize) -> Self {
+    fn spawn(app: &App, epoch: Epoch, held: &Arc<Held>, max: usize) -> Self {
         let starting = app.clone();
         let completing = app.clone();
+        let held = Arc::clone(held);
         Self {
             starts: Batcher::spawn(max, move |calls| {
-                start_batch(starting.clone(), epoch, calls)
+                start_batch(starting.clone(), epoch, Arc::clone(&held), calls)
             }),
             completions: Batcher::spawn(max, move |completions| {
                 let app = completing.clone();
@@ -381,10 +434,12 @@ impl Batches {
 }
 
 /// Start acks for `calls` in one transaction: whether each started. If it fails, each is
-/// tried on its own.
+/// tried on its own (and `held` notes the doubt: the batch may have committed, and then the
+/// calls it started are refused a second start and dropped).
 async fn start_batch(
     app: App,
     epoch: Epoch,
+    held: Arc<Held>,
     calls: Vec<CallId>,
 ) -> Vec<Result<bool, ControlError>> {
     let db = app.db();
@@ -396,12 +451,13 @@ async fn start_batch(
         }
         Err(e) => {
             tracing::debug!(error = %e, "a batch of start acks failed; starting one by one");
+            held.doubt();
             let mut answers = Vec::with_capacity(ids.len());
             for id in ids {
                 answers.push(
                     db.call_start(id, CENTRAL_RUNNER, epoch.0)
                         .await
-                        .map_err(unavailable),
+                        .map_err(|e| held.lost_answer(e)),
                 );
             }
             answers
@@ -428,7 +484,7 @@ struct CallFeed {
 impl CentralControl {
     fn new(app: App, epoch: Epoch, held: Arc<Held>, batch_max: usize) -> Self {
         let waiter = app.runner_waiter(CENTRAL_RUNNER);
-        let batches = (batch_max > 1).then(|| Batches::spawn(&app, epoch, batch_max));
+        let batches = (batch_max > 1).then(|| Batches::spawn(&app, epoch, &held, batch_max));
         Self {
             batches,
             app,
@@ -462,7 +518,7 @@ impl ControlPlane for CentralControl {
                     .app
                     .lease_calls(CENTRAL_RUNNER, self.epoch, max)
                     .await
-                    .map_err(unavailable)?
+                    .map_err(|e| self.held.lost_answer(e))?
                     .unwrap_or_default();
                 if !batch.calls.is_empty() {
                     feed.drained = !batch.full;
@@ -495,13 +551,15 @@ impl ControlPlane for CentralControl {
             _ => db
                 .call_start(call_id.0, CENTRAL_RUNNER, epoch.0)
                 .await
-                .map_err(unavailable)?,
+                .map_err(|e| self.held.lost_answer(e))?,
         };
         if started {
             return Ok(StartDecision::Proceed);
         }
-        // Not started: the executor drops the call without a report.
+        // Not started: the executor drops the call without a report. It may be running all
+        // the same, started by an earlier ack whose answer was lost (retried until now).
         self.held.remove(call_id);
+        self.held.doubt();
         if db
             .runner_lease_is_current(CENTRAL_RUNNER, epoch.0)
             .await
@@ -550,5 +608,41 @@ impl ControlPlane for CentralControl {
         if let Err(e) = self.app.event_record(CENTRAL_RUNNER, &event).await {
             tracing::warn!(error = %e, ?event, "could not record a lifecycle event");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn without_a_lost_answer_every_sixth_beat_settles() {
+        let due: Vec<u32> = (1..=SETTLE_EVERY_BEATS)
+            .filter(|&beats| settle_due(beats, None, TTL))
+            .collect();
+        assert_eq!(due, [SETTLE_EVERY_BEATS]);
+    }
+
+    #[test]
+    fn after_a_lost_answer_every_beat_settles_for_two_leases() {
+        for ago in [Duration::ZERO, TTL, 2 * TTL] {
+            assert!(settle_due(1, Some(ago), TTL), "{ago:?} after the loss");
+        }
+        assert!(!settle_due(
+            1,
+            Some(2 * TTL + Duration::from_millis(1)),
+            TTL
+        ));
+    }
+
+    #[test]
+    fn a_failed_answer_is_remembered_as_a_doubt() {
+        let held = Held::default();
+        assert_eq!(held.since_doubt(), None);
+        let error = held.lost_answer("connection reset");
+        assert!(matches!(error, ControlError::Unavailable(reason) if reason == "connection reset"));
+        assert!(held.since_doubt().is_some());
     }
 }

@@ -409,7 +409,8 @@ async fn a_central_call_whose_lease_answer_was_lost_is_queued_again_and_runs(poo
         .execute(db.pool())
         .await
         .unwrap();
-    // The central heartbeat puts it back in the queue, and it runs.
+    // Nothing here saw an answer fail, so the heartbeat's periodic settle (every sixth beat)
+    // puts it back in the queue, and it runs.
     let done = server
         .owner
         .wait_call("acme", &call.to_string(), Duration::from_secs(60))
