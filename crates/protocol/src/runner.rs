@@ -300,7 +300,8 @@ pub const CHANNEL_PROTOCOL: &str = "switchyard-runner-channel/1";
 pub const CHANNEL_MAX_LINE: usize = 64 * 1024;
 
 /// One request on a runner channel: a JSON object on one line. Answers carry its `id`; they
-/// may come in another order than the requests (a heartbeat is answered while a lease waits).
+/// may come in another order than the requests (a heartbeat or a start is answered while a
+/// lease waits).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChannelRequest {
     /// Chosen by the runner, unique on its channel.
@@ -319,6 +320,31 @@ pub enum ChannelCall {
     Lease(LeaseRequest),
     /// As `POST /runner/heartbeat`.
     Heartbeat(Heartbeat),
+    /// As `POST /runner/calls/{call}/start`.
+    Start(ChannelStart),
+    /// As `POST /runner/calls/{call}/complete`. A receipt whose line would be longer than
+    /// [`CHANNEL_MAX_LINE`] goes over the HTTP route instead.
+    Complete(ChannelComplete),
+}
+
+/// A start on a runner channel: the call, beside the body of its HTTP route.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChannelStart {
+    /// The call to start.
+    pub call: CallId,
+    /// What the route's body holds.
+    #[serde(flatten)]
+    pub start: StartRequest,
+}
+
+/// A receipt upload on a runner channel: the call, beside the body of its HTTP route.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChannelComplete {
+    /// The call the receipt is for.
+    pub call: CallId,
+    /// What the route's body holds.
+    #[serde(flatten)]
+    pub receipt: CompleteRequest,
 }
 
 /// One answer on a runner channel, on one line.
@@ -339,6 +365,10 @@ pub enum ChannelReply {
     Lease(LeaseAnswer),
     /// A [`HeartbeatAnswer`].
     Heartbeat(HeartbeatAnswer),
+    /// A [`StartAnswer`].
+    Start(StartAnswer),
+    /// A [`CompleteAnswer`].
+    Complete(CompleteAnswer),
     /// The error the route would answer, with its HTTP status.
     Error(ChannelError),
 }
@@ -386,6 +416,59 @@ mod channel_tests {
                 code: "runner_fenced".into(),
                 message: "stale".into(),
             })
+        );
+    }
+
+    #[test]
+    fn a_start_and_a_receipt_on_the_channel_carry_their_call_beside_the_route_body() {
+        let call: CallId = "0195f1a0-0000-7000-8000-000000000001".parse().unwrap();
+        let start = ChannelRequest {
+            id: 2,
+            call: ChannelCall::Start(ChannelStart {
+                call,
+                start: StartRequest { epoch: Epoch(4) },
+            }),
+        };
+        let line = serde_json::to_string(&start).unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":2,"start":{"call":"0195f1a0-0000-7000-8000-000000000001","epoch":4}}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ChannelRequest>(&line).unwrap(),
+            start
+        );
+
+        let receipt = ChannelRequest {
+            id: 3,
+            call: ChannelCall::Complete(ChannelComplete {
+                call,
+                receipt: CompleteRequest {
+                    receipt_id: uuid::Uuid::nil(),
+                    epoch: Epoch(4),
+                    completion: Completion::Unknown {
+                        error: CallError {
+                            code: "timeout".into(),
+                            message: "no answer within 300 s".into(),
+                        },
+                    },
+                },
+            }),
+        };
+        let line = serde_json::to_string(&receipt).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ChannelRequest>(&line).unwrap(),
+            receipt
+        );
+
+        let answer: ChannelAnswer =
+            serde_json::from_str(r#"{"id":2,"start":{"decision":"proceed"}}"#).unwrap();
+        assert_eq!(answer.reply, ChannelReply::Start(StartAnswer::Proceed));
+        let answer: ChannelAnswer =
+            serde_json::from_str(r#"{"id":3,"complete":{"status":"recorded"}}"#).unwrap();
+        assert_eq!(
+            answer.reply,
+            ChannelReply::Complete(CompleteAnswer::Recorded)
         );
     }
 }

@@ -1,21 +1,24 @@
-//! The runner channel from the device's side: the lease long-poll and the heartbeat sent as
-//! JSON lines on one upgraded connection (`GET /api/v1/runner/channel`), so that the server
-//! holds an idle runner without HTTP buffers (see the server's `runner_channel`).
+//! The runner channel from the device's side: the lease long-poll, heartbeats, starts and
+//! receipt uploads sent as JSON lines on one upgraded connection (`GET /api/v1/runner/channel`),
+//! so that the server holds an idle runner without HTTP buffers and a busy one's starts and
+//! uploads skip an HTTP request each (see the server's `runner_channel`).
 //!
 //! The channel opens on first use and again after it closed. One task drives it: it writes the
 //! requests it is handed and routes each answer to its request by id. A request that gets no
 //! answer in time closes the channel (a stalled connection must not hold the next request
 //! too); so does anything unreadable. A server that does not open a channel (an older one
 //! answers 404; a proxy that drops the `Upgrade` header makes it 400) is remembered, and the
-//! caller sends its requests as plain HTTP.
+//! caller sends its requests as plain HTTP; so is a channel that refuses starts and uploads
+//! (an older server's knows only leases and heartbeats), until it is opened again. A request
+//! longer than a channel line (a large receipt) is sent as plain HTTP too.
 
 use super::client::{ApiFailure, sorted_failure};
-use super::lines::{read_line, write_line};
+use super::lines::{push_line, read_line, write_lines};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use switchyard_protocol::runner::{
-    CHANNEL_PROTOCOL, ChannelAnswer, ChannelCall, ChannelReply, ChannelRequest,
+    CHANNEL_MAX_LINE, CHANNEL_PROTOCOL, ChannelAnswer, ChannelCall, ChannelReply, ChannelRequest,
 };
 use tokio::io::BufReader;
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -24,9 +27,10 @@ use tokio_util::sync::CancellationToken;
 /// The channel's read buffer (an answer line is read through it in pieces).
 const READ_BUFFER_BYTES: usize = 4 * 1024;
 
-/// A request handed to the driving task, with where its answer goes.
+/// A request handed to the driving task (its id and its line), with where its answer goes.
 struct Outgoing {
-    request: ChannelRequest,
+    id: u64,
+    line: Vec<u8>,
     answer: oneshot::Sender<ChannelReply>,
 }
 
@@ -52,6 +56,8 @@ enum Slot {
 pub(super) struct Channel {
     slot: Mutex<Slot>,
     next_id: AtomicU64,
+    /// Whether the open channel takes starts and uploads (until one is refused as unknown).
+    takes_reports: AtomicBool,
 }
 
 impl Channel {
@@ -60,11 +66,29 @@ impl Channel {
         Self {
             slot: Mutex::new(Slot::Closed),
             next_id: AtomicU64::new(1),
+            takes_reports: AtomicBool::new(true),
+        }
+    }
+
+    /// Whether starts and uploads go on the channel: no channel has refused them since the
+    /// last one opened.
+    pub(super) fn takes_reports(&self) -> bool {
+        self.takes_reports.load(Ordering::Relaxed)
+    }
+
+    /// Remembers that the open channel does not take starts and uploads.
+    pub(super) fn refuses_reports(&self) {
+        if self.takes_reports.swap(false, Ordering::Relaxed) {
+            tracing::info!(
+                "the server's runner channel does not take starts and receipt uploads; they go \
+                 over plain HTTP"
+            );
         }
     }
 
     /// Sends `call` on the channel (opening it with `open` when none is open) and waits up to
-    /// `timeout` for its answer. `None` when the server has no channel.
+    /// `timeout` for its answer. `None` when it is to go as plain HTTP: the server has no
+    /// channel, or the request is longer than a channel line.
     pub(super) async fn call<F, Fut>(
         &self,
         call: ChannelCall,
@@ -75,15 +99,25 @@ impl Channel {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Option<reqwest::Upgraded>, ApiFailure>>,
     {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut line = Vec::new();
+        // Serializing these types cannot fail (string keys, no maps of other keys).
+        if push_line(&mut line, &ChannelRequest { id, call }).is_err()
+            || line.len() > CHANNEL_MAX_LINE
+        {
+            return None;
+        }
         let channel = match self.open_channel(open).await {
             Ok(Some(channel)) => channel,
             Ok(None) => return None,
             Err(failure) => return Some(Err(failure)),
         };
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (answer, answered) = oneshot::channel();
-        let request = ChannelRequest { id, call };
-        if channel.requests.send(Outgoing { request, answer }).is_err() {
+        if channel
+            .requests
+            .send(Outgoing { id, line, answer })
+            .is_err()
+        {
             return Some(Err(closed()));
         }
         Some(match tokio::time::timeout(timeout, answered).await {
@@ -118,6 +152,7 @@ impl Channel {
         };
         let (requests, outgoing) = mpsc::unbounded_channel();
         let closed = CancellationToken::new();
+        self.takes_reports.store(true, Ordering::Relaxed);
         tokio::spawn(drive(stream, outgoing, closed.clone()));
         let open = Open { requests, closed };
         *slot = Slot::Open(open.clone());
@@ -195,9 +230,9 @@ async fn drive(
         tokio::select! {
             () = closed.cancelled() => break,
             next = outgoing.recv() => {
-                let Some(Outgoing { request, answer }) = next else { break };
-                waiting.insert(request.id, answer);
-                if let Err(error) = write_line(&mut stream, &request).await {
+                let Some(Outgoing { id, line, answer }) = next else { break };
+                waiting.insert(id, answer);
+                if let Err(error) = write_lines(stream.get_mut(), &line).await {
                     tracing::debug!(%error, "the runner channel could not be written; closing it");
                     break;
                 }

@@ -1,6 +1,7 @@
 //! The device runner API: one method per `/api/v1/runner/...` route, authenticated with the
-//! device credential, each answer sorted into what the runner must do about it. The long-poll
-//! and the heartbeat go over the runner channel when the server opens one.
+//! device credential, each answer sorted into what the runner must do about it. The long-poll,
+//! the heartbeat, starts and receipt uploads go over the runner channel when the server opens
+//! one.
 
 use super::channel::{self, Channel};
 use serde::Serialize;
@@ -10,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_protocol::CallId;
 use switchyard_protocol::runner::{
-    AcquireAnswer, AcquireLease, ChannelCall, ChannelError, ChannelReply, CompleteAnswer,
-    CompleteRequest, Epoch, Heartbeat, HeartbeatAnswer, LeaseAnswer, LeaseRequest, LifecycleEvent,
-    ReceiptCheck, ReceiptCheckAnswer, StartAnswer, StartCheck, StartCheckAnswer, StartRequest,
+    AcquireAnswer, AcquireLease, ChannelCall, ChannelComplete, ChannelError, ChannelReply,
+    ChannelStart, CompleteAnswer, CompleteRequest, Epoch, Heartbeat, HeartbeatAnswer, LeaseAnswer,
+    LeaseRequest, LifecycleEvent, ReceiptCheck, ReceiptCheckAnswer, StartAnswer, StartCheck,
+    StartCheckAnswer, StartRequest,
 };
 
 /// How long to wait for a TCP/TLS connection.
@@ -24,6 +26,9 @@ const LONG_POLL_SLACK: Duration = Duration::from_secs(15);
 
 /// The error code of a stale epoch or a lost lease (HTTP 409).
 const RUNNER_FENCED: &str = "runner_fenced";
+/// The error code of a request the server cannot read (HTTP 400): on the runner channel, what
+/// an older server answers a start or an upload with.
+const INVALID_REQUEST: &str = "invalid_request";
 
 /// Installs the process-wide TLS crypto provider (ring). reqwest is built without one, so this
 /// must run before the first HTTP client is built; calling it again is harmless.
@@ -89,9 +94,9 @@ impl fmt::Debug for Credential {
     }
 }
 
-/// A client of one server's device runner API. The lease long-poll and the heartbeat go over
-/// the runner channel (one upgraded connection, see [`channel`]) when the server has one, the
-/// rest as plain HTTP requests.
+/// A client of one server's device runner API. The lease long-poll, the heartbeat, starts and
+/// receipt uploads go over the runner channel (one upgraded connection, see [`channel`]) when
+/// the server has one, the rest as plain HTTP requests.
 #[derive(Clone)]
 pub struct RunnerClient {
     http: reqwest::Client,
@@ -180,9 +185,20 @@ impl RunnerClient {
 
     /// Asks to start a leased call.
     pub async fn start(&self, call: CallId, epoch: Epoch) -> Result<StartAnswer, ApiFailure> {
+        let start = StartRequest { epoch };
+        if self.channel.takes_reports() {
+            let on_channel = ChannelCall::Start(ChannelStart {
+                call,
+                start: start.clone(),
+            });
+            match self.report_on_channel(on_channel).await {
+                Some(Ok(ChannelReply::Start(answer))) => return Ok(answer),
+                Some(other) => return Err(unexpected("start", other)),
+                None => {}
+            }
+        }
         let path = format!("calls/{call}/start");
-        self.post(&path, &StartRequest { epoch }, REQUEST_TIMEOUT)
-            .await
+        self.post(&path, &start, REQUEST_TIMEOUT).await
     }
 
     /// Uploads a receipt.
@@ -191,8 +207,37 @@ impl RunnerClient {
         call: CallId,
         request: &CompleteRequest,
     ) -> Result<CompleteAnswer, ApiFailure> {
+        if self.channel.takes_reports() {
+            let on_channel = ChannelCall::Complete(ChannelComplete {
+                call,
+                receipt: request.clone(),
+            });
+            match self.report_on_channel(on_channel).await {
+                Some(Ok(ChannelReply::Complete(answer))) => return Ok(answer),
+                Some(other) => return Err(unexpected("upload", other)),
+                None => {}
+            }
+        }
         let path = format!("calls/{call}/complete");
         self.post(&path, request, REQUEST_TIMEOUT).await
+    }
+
+    /// Sends a start or an upload on the runner channel; `None` when it is to go as plain
+    /// HTTP: no channel, too long for one, or a channel that does not take it (an older
+    /// server's refuses it unread, so nothing was done).
+    async fn report_on_channel(
+        &self,
+        call: ChannelCall,
+    ) -> Option<Result<ChannelReply, ApiFailure>> {
+        match self.on_channel(call, REQUEST_TIMEOUT).await? {
+            Ok(ChannelReply::Error(ChannelError {
+                status: 400, code, ..
+            })) if code == INVALID_REQUEST => {
+                self.channel.refuses_reports();
+                None
+            }
+            answered => Some(answered),
+        }
     }
 
     /// Asks which of these receipts must stay quarantined.

@@ -50,14 +50,9 @@ pub fn push_line<T: Serialize>(buffer: &mut Vec<u8>, value: &T) -> io::Result<()
     Ok(())
 }
 
-/// Writes `value` as one line and flushes it.
-pub async fn write_line<W: AsyncWrite + Unpin, T: Serialize>(
-    writer: &mut W,
-    value: &T,
-) -> io::Result<()> {
-    let mut bytes = Vec::new();
-    push_line(&mut bytes, value)?;
-    writer.write_all(&bytes).await?;
+/// Writes lines made with [`push_line`] and flushes them.
+pub async fn write_lines<W: AsyncWrite + Unpin>(writer: &mut W, lines: &[u8]) -> io::Result<()> {
+    writer.write_all(lines).await?;
     writer.flush().await
 }
 
@@ -71,8 +66,10 @@ mod tests {
         let (mut client, server) = tokio::io::duplex(8);
         let mut reader = BufReader::with_capacity(4, server);
         let writer = tokio::spawn(async move {
-            write_line(&mut client, &serde_json::json!({"id": 1})).await?;
-            write_line(&mut client, &"second").await
+            let mut lines = Vec::new();
+            push_line(&mut lines, &serde_json::json!({"id": 1}))?;
+            push_line(&mut lines, &"second")?;
+            write_lines(&mut client, &lines).await
         });
         let mut line = Vec::new();
         assert!(read_line(&mut reader, &mut line).await.unwrap());

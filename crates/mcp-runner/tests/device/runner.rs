@@ -245,7 +245,8 @@ async fn a_completed_call_leaves_the_same_receipt_acknowledged_in_the_outbox_and
     let paired = Paired::set_up(&server, "receipt", fixture_spec(&copy, &[])).await;
     let outbox_dir = paired.dir.join("outbox");
     let mut runner = paired.runner(&outbox_dir, "runner.log", &[]);
-    // One after the other, so that only the second's start can prune the first's entry.
+    // One after the other, so that only a later start can prune an earlier entry. The third
+    // receipt is longer than a runner channel line, so it is uploaded over plain HTTP.
     let mut calls = Vec::new();
     for text in ["one", "two"] {
         let call = paired.submit("echo", json!({ "text": text }), 30).await;
@@ -253,6 +254,10 @@ async fn a_completed_call_leaves_the_same_receipt_acknowledged_in_the_outbox_and
         assert_eq!(result_text(&view), text);
         calls.push(call);
     }
+    let big = paired.submit("big", json!({ "bytes": 200_000 }), 30).await;
+    let view = paired.wait_for_state(&big, "succeeded").await;
+    assert_eq!(result_text(&view), "x".repeat(200_000));
+    calls.push(big);
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
 
@@ -263,7 +268,7 @@ async fn a_completed_call_leaves_the_same_receipt_acknowledged_in_the_outbox_and
     for call in &calls {
         let call_id: CallId = call.parse().expect("call id");
         let state = outbox.entry_state(call_id).expect("entry state");
-        // The first call's acknowledged entry may have been pruned by the second's start.
+        // An earlier call's acknowledged entry may have been pruned by a later start.
         assert!(
             matches!(state, None | Some(EntryState::Acknowledged)),
             "{call}: {state:?}"
@@ -276,7 +281,7 @@ async fn a_completed_call_leaves_the_same_receipt_acknowledged_in_the_outbox_and
                 .expect("receipts");
         assert_eq!(receipts, vec![("recorded".to_owned(), true)], "{call}");
     }
-    let last: CallId = calls[1].parse().expect("call id");
+    let last: CallId = calls[2].parse().expect("call id");
     assert_eq!(
         outbox.entry_state(last).expect("entry state"),
         Some(EntryState::Acknowledged)

@@ -1,24 +1,28 @@
 //! The runner channel (`GET /api/v1/runner/channel`, upgraded to
-//! [`CHANNEL_PROTOCOL`]): a device runner's lease long-poll and heartbeat on one connection,
-//! as JSON lines (see `switchyard_protocol::runner::ChannelRequest`).
+//! [`CHANNEL_PROTOCOL`]): a device runner's lease long-poll, heartbeats, starts and receipt
+//! uploads on one connection, as JSON lines (see `switchyard_protocol::runner::ChannelRequest`).
 //!
 //! Why it exists: an idle runner spends its life in a long-poll, and an HTTP/1 connection held
 //! by hyper keeps an 8 KiB read buffer and an 8 KiB write buffer for all of it — most of what
 //! a waiting runner costs the server. Upgraded, the connection leaves hyper, and what the
 //! server holds while the runner waits is the socket, a small read buffer and the waiting
-//! lease.
+//! lease. A busy runner's starts and uploads on the channel skip an HTTP request each, two
+//! of the hops a device call makes that a central one does not.
 //!
 //! Every request is authorized as its HTTP route is: a lease checks the device credential
-//! (a revoked device is shut out at its next request), a heartbeat's own read checks it. The
-//! upgrade itself reads nothing: it refuses only what is not shaped like a device credential.
-//! At most one lease waits per channel; a new one replaces it. A channel on which nothing
-//! arrives for [`IDLE_LIMIT`] (a live runner heartbeats every few seconds) is closed, and so
-//! is every channel when the server shuts down.
+//! (a revoked device is shut out at its next request), a heartbeat's, a start's and an
+//! upload's own statement checks it. The upgrade itself reads nothing: it refuses only what is
+//! not shaped like a device credential. At most one lease waits per channel; a new one
+//! replaces it. A channel on which nothing arrives for [`IDLE_LIMIT`] (a live runner
+//! heartbeats every few seconds) is closed, and so is every channel when the server shuts
+//! down: it stops reading, answers what it was asked and closes.
 
 use crate::app::App;
 use crate::http::ApiError;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use std::future::Future;
@@ -27,8 +31,8 @@ use std::time::Duration;
 use switchyard_mcp_runner::device::lines::{push_line, read_line};
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::runner::{
-    CHANNEL_PROTOCOL, ChannelAnswer, ChannelCall, ChannelError, ChannelReply, ChannelRequest,
-    Heartbeat, LeaseAnswer, LeaseRequest,
+    CHANNEL_PROTOCOL, ChannelAnswer, ChannelCall, ChannelComplete, ChannelError, ChannelReply,
+    ChannelRequest, ChannelStart, Heartbeat, LeaseAnswer, LeaseRequest,
 };
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
@@ -41,9 +45,12 @@ const READ_BUFFER_BYTES: usize = 512;
 
 /// The most answers a channel holds unsent before it stops reading requests.
 const MAX_UNSENT_BYTES: usize = 256 * 1024;
+/// The most heartbeats, starts and uploads a channel answers at once before it stops reading
+/// requests (a device runs a few calls at once; its outbox holds at most 64).
+const MAX_PENDING: usize = 64;
 
-/// A request being answered (a waiting lease, a heartbeat), boxed: its state lives only while
-/// it is pending.
+/// A request being answered (a waiting lease, a heartbeat, a start, an upload), boxed: its
+/// state lives only while it is pending.
 type PendingAnswer = Pin<Box<dyn Future<Output = ChannelAnswer> + Send>>;
 
 /// Whether a request asks for the runner channel (`Upgrade: switchyard-runner-channel/1`).
@@ -77,9 +84,9 @@ pub(super) fn accept(app: App, credential: String, upgrade: OnUpgrade) -> Respon
 /// line that cannot be read, or the server shuts down.
 ///
 /// Nothing here waits on one thing while another holds a resource: the waiting lease and the
-/// heartbeat in progress may each hold a database connection, so they are polled side by
-/// side with reading and writing, and answers are written as the socket takes them. Only
-/// one heartbeat is handled at a time, and no line is read while [`MAX_UNSENT_BYTES`] of
+/// requests being answered may each hold a database connection, so they are polled side by
+/// side with reading and writing, and answers are written as the socket takes them. No line
+/// is read while [`MAX_PENDING`] requests are being answered or [`MAX_UNSENT_BYTES`] of
 /// answers wait to be sent: a runner that sends faster than it reads slows itself down.
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, stream: S) {
     let (read, mut write) = tokio::io::split(stream);
@@ -88,16 +95,16 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
     let idle = tokio::time::sleep(IDLE_LIMIT);
     tokio::pin!(idle);
     let mut line = Vec::new();
-    // The waiting lease and its request's id; the heartbeat in progress.
+    // The waiting lease and its request's id; the other requests being answered.
     let mut lease: Option<(u64, PendingAnswer)> = None;
-    let mut beat: Option<PendingAnswer> = None;
+    let mut pending: FuturesUnordered<PendingAnswer> = FuturesUnordered::new();
     // Answers not yet taken by the socket, and whether the channel is to close once they are.
     let mut unsent: Vec<u8> = Vec::new();
     let mut closing = false;
     loop {
         let answer = tokio::select! {
             // Waiting leases answer (with no calls) when the server stops; then it closes.
-            () = stopping.cancelled(), if lease.is_none() && beat.is_none() && unsent.is_empty() => return,
+            () = stopping.cancelled(), if lease.is_none() && pending.is_empty() && unsent.is_empty() => return,
             () = &mut idle => return,
             written = write.write(&unsent), if !unsent.is_empty() => {
                 match written {
@@ -116,11 +123,12 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
                 lease = None;
                 answer
             }
-            answer = async { beat.as_mut().expect("guarded by is_some").as_mut().await }, if beat.is_some() => {
-                beat = None;
-                answer
-            }
-            read = read_line(&mut read, &mut line), if !closing && beat.is_none() && unsent.len() < MAX_UNSENT_BYTES => {
+            Some(answer) = pending.next(), if !pending.is_empty() => answer,
+            read = read_line(&mut read, &mut line), if !closing
+                && !stopping.is_cancelled()
+                && pending.len() < MAX_PENDING
+                && unsent.len() < MAX_UNSENT_BYTES =>
+            {
                 let request = match read {
                     Ok(true) => parse(&line),
                     Ok(false) => return,
@@ -133,13 +141,13 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
                 };
                 idle.as_mut().reset(Instant::now() + IDLE_LIMIT);
                 line.clear();
-                // A long heartbeat's line (many active calls) is not kept for the idle time.
+                // A long line (a heartbeat with many active calls, a receipt) is not kept
+                // for the idle time.
                 line.shrink_to(READ_BUFFER_BYTES);
                 match request {
                     Err(refusal) => refusal,
-                    Ok(ChannelRequest { id, call: ChannelCall::Lease(req) }) => {
-                        let waiting = Box::pin(leased(app.clone(), credential.clone(), id, req));
-                        match lease.replace((id, waiting)) {
+                    Ok(ChannelRequest { id, call: call @ ChannelCall::Lease(_) }) => {
+                        match lease.replace((id, answering(&app, &credential, id, call))) {
                             // The replaced lease is answered with no calls.
                             Some((replaced, _)) => ChannelAnswer {
                                 id: replaced,
@@ -148,8 +156,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
                             None => continue,
                         }
                     }
-                    Ok(ChannelRequest { id, call: ChannelCall::Heartbeat(req) }) => {
-                        beat = Some(Box::pin(heartbeat(app.clone(), credential.clone(), id, req)));
+                    Ok(ChannelRequest { id, call }) => {
+                        pending.push(answering(&app, &credential, id, call));
                         continue;
                     }
                 }
@@ -172,9 +180,20 @@ fn parse(line: &[u8]) -> Result<ChannelRequest, ChannelAnswer> {
         refused(
             id,
             ErrorCode::InvalidRequest,
-            format!("a runner channel request must be {{\"id\": N, \"lease\" or \"heartbeat\": {{…}}}}: {error}"),
+            format!("a runner channel request must be {{\"id\": N, \"lease\", \"heartbeat\", \"start\" or \"complete\": {{…}}}}: {error}"),
         )
     })
+}
+
+/// The answer to `call`, to be polled until it is ready.
+fn answering(app: &App, credential: &str, id: u64, call: ChannelCall) -> PendingAnswer {
+    let (app, credential) = (app.clone(), credential.to_owned());
+    match call {
+        ChannelCall::Lease(req) => Box::pin(leased(app, credential, id, req)),
+        ChannelCall::Heartbeat(req) => Box::pin(heartbeat(app, credential, id, req)),
+        ChannelCall::Start(req) => Box::pin(started(app, credential, id, req)),
+        ChannelCall::Complete(req) => Box::pin(completed(app, credential, id, req)),
+    }
 }
 
 /// A lease, as `POST /runner/lease` answers it.
@@ -190,6 +209,20 @@ async fn leased(app: App, credential: String, id: u64, req: LeaseRequest) -> Cha
 async fn heartbeat(app: App, credential: String, id: u64, beat: Heartbeat) -> ChannelAnswer {
     let answer = app.runner_heartbeat(&credential, beat).await;
     reply(id, answer.map(ChannelReply::Heartbeat))
+}
+
+/// A start, as `POST /runner/calls/{call}/start` answers it.
+async fn started(app: App, credential: String, id: u64, req: ChannelStart) -> ChannelAnswer {
+    let call = req.call.to_string();
+    let answer = app.runner_start(&credential, &call, req.start).await;
+    reply(id, answer.map(ChannelReply::Start))
+}
+
+/// A receipt upload, as `POST /runner/calls/{call}/complete` answers it.
+async fn completed(app: App, credential: String, id: u64, req: ChannelComplete) -> ChannelAnswer {
+    let call = req.call.to_string();
+    let answer = app.runner_complete(&credential, &call, req.receipt).await;
+    reply(id, answer.map(ChannelReply::Complete))
 }
 
 fn reply(id: u64, result: crate::error::AppResult<ChannelReply>) -> ChannelAnswer {

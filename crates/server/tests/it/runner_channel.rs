@@ -1,7 +1,7 @@
 //! The runner channel (`GET /api/v1/runner/channel`), spoken line by line as a device would:
 //! the upgrade and its refusals, a heartbeat answered while a lease waits, a lease woken by a
-//! submission, errors under the request's id, and a revoked device shut out at its next
-//! request.
+//! submission, errors under the request's id, a revoked device shut out at its next request,
+//! and a call started and reported on the channel.
 
 use crate::devices::*;
 use crate::harness::*;
@@ -184,4 +184,91 @@ async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
         .send(json!({"id": 8, "lease": {"epoch": epoch, "max": 8, "wait_ms": 1_000}}))
         .await;
     assert_eq!(channel.error().await.1, "device_revoked");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_device_starts_and_reports_a_call_on_its_channel(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let device =
+        setup_device_connection(&server, &Scratch::new("channel-report").path("count")).await;
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
+    let mut channel = open(&server, &device).await;
+    let call = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            device_call_body("count", json!({"label": "x", "text": "x"})),
+        )
+        .await
+        .ok();
+    let id = call["id"].as_str().unwrap().to_owned();
+    channel
+        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+        .await;
+    assert_eq!(channel.answer().await["lease"]["calls"][0]["call_id"], id);
+
+    // A start under a stale epoch is fenced under its id; under the lease's it proceeds, and
+    // the call is running. Both are answered while the next lease waits.
+    channel
+        .send(json!({"id": 2, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+        .await;
+    channel
+        .send(json!({"id": 3, "start": {"call": id, "epoch": epoch + 1}}))
+        .await;
+    assert_eq!(channel.error().await, (3, "runner_fenced".to_owned(), 409));
+    channel
+        .send(json!({"id": 4, "start": {"call": id, "epoch": epoch}}))
+        .await;
+    assert_eq!(
+        channel.answer().await,
+        json!({"id": 4, "start": {"decision": "proceed"}})
+    );
+    let view = server
+        .owner
+        .get(&format!("/api/v1/workspaces/acme/calls/{id}"))
+        .await
+        .ok();
+    assert_eq!(view["state"], "running", "{view}");
+
+    // The receipt is recorded and settles the call; uploaded again, it is recorded once.
+    let upload = json!({
+        "id": 5,
+        "complete": {
+            "call": id,
+            "receipt_id": Uuid::new_v4(),
+            "epoch": epoch,
+            "completion": {"outcome": "succeeded", "result": {"content": [{"type": "text", "text": "counted"}], "isError": false}},
+        },
+    });
+    channel.send(upload.clone()).await;
+    assert_eq!(
+        channel.answer().await,
+        json!({"id": 5, "complete": {"status": "recorded"}})
+    );
+    let mut again = upload;
+    again["id"] = json!(6);
+    channel.send(again).await;
+    assert_eq!(
+        channel.answer().await,
+        json!({"id": 6, "complete": {"status": "recorded"}})
+    );
+    let view = server
+        .owner
+        .get(&format!("/api/v1/workspaces/acme/calls/{id}"))
+        .await
+        .ok();
+    assert_eq!(view["state"], "succeeded", "{view}");
+    assert_eq!(view["result"]["content"][0]["text"], "counted", "{view}");
+
+    // A call not leased to this device is not to be sent, and the lease still waits.
+    channel
+        .send(json!({"id": 7, "start": {"call": Uuid::now_v7(), "epoch": epoch}}))
+        .await;
+    let abandoned = channel.answer().await;
+    assert_eq!(abandoned["id"], 7);
+    assert_eq!(abandoned["start"]["decision"], "abandon", "{abandoned}");
+    channel
+        .send(json!({"id": 8, "heartbeat": {"epoch": epoch, "active": []}}))
+        .await;
+    assert_eq!(channel.answer().await["id"], 8);
 }
