@@ -84,6 +84,12 @@ async fn open_with(server: &TestServer, credential: &str) -> Lines {
     }
 }
 
+/// The call as its owner reads it.
+async fn call_view(server: &TestServer, id: &str) -> Value {
+    let path = format!("/api/v1/workspaces/acme/calls/{id}");
+    server.owner.get(&path).await.ok()
+}
+
 async fn error_code(response: reqwest::Response) -> (u16, String) {
     let status = response.status().as_u16();
     let body: Value = response.json().await.expect("an error body");
@@ -223,11 +229,7 @@ async fn a_device_starts_and_reports_a_call_on_its_channel(pool: PgPool) {
         channel.answer().await,
         json!({"id": 4, "start": {"decision": "proceed"}})
     );
-    let view = server
-        .owner
-        .get(&format!("/api/v1/workspaces/acme/calls/{id}"))
-        .await
-        .ok();
+    let view = call_view(&server, &id).await;
     assert_eq!(view["state"], "running", "{view}");
 
     // The receipt is recorded and settles the call; uploaded again, it is recorded once.
@@ -252,11 +254,7 @@ async fn a_device_starts_and_reports_a_call_on_its_channel(pool: PgPool) {
         channel.answer().await,
         json!({"id": 6, "complete": {"status": "recorded"}})
     );
-    let view = server
-        .owner
-        .get(&format!("/api/v1/workspaces/acme/calls/{id}"))
-        .await
-        .ok();
+    let view = call_view(&server, &id).await;
     assert_eq!(view["state"], "succeeded", "{view}");
     assert_eq!(view["result"]["content"][0]["text"], "counted", "{view}");
 
