@@ -84,6 +84,16 @@ async fn open_with(server: &TestServer, credential: &str) -> Lines {
     }
 }
 
+/// Submits a `count` call placed on the device; its view as the submission answers it.
+async fn submit_count(server: &TestServer) -> Value {
+    let body = device_call_body("count", json!({"label": "x", "text": "x"}));
+    server
+        .owner
+        .post("/api/v1/workspaces/acme/calls", body)
+        .await
+        .ok()
+}
+
 /// The call as its owner reads it.
 async fn call_view(server: &TestServer, id: &str) -> Value {
     let path = format!("/api/v1/workspaces/acme/calls/{id}");
@@ -139,14 +149,7 @@ async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
     );
 
     // A submission wakes the waiting lease.
-    let call = server
-        .owner
-        .post(
-            "/api/v1/workspaces/acme/calls",
-            device_call_body("count", json!({"label": "x", "text": "x"})),
-        )
-        .await
-        .ok();
+    let call = submit_count(&server).await;
     let leased = channel.answer().await;
     assert_eq!(leased["id"], 1, "{leased}");
     assert_eq!(leased["lease"]["calls"][0]["call_id"], call["id"]);
@@ -199,14 +202,7 @@ async fn a_device_starts_and_reports_a_call_on_its_channel(pool: PgPool) {
         setup_device_connection(&server, &Scratch::new("channel-report").path("count")).await;
     let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     let mut channel = open(&server, &device).await;
-    let call = server
-        .owner
-        .post(
-            "/api/v1/workspaces/acme/calls",
-            device_call_body("count", json!({"label": "x", "text": "x"})),
-        )
-        .await
-        .ok();
+    let call = submit_count(&server).await;
     let id = call["id"].as_str().unwrap().to_owned();
     channel
         .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
