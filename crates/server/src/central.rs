@@ -3,7 +3,7 @@
 //! runs central calls at a time), renews it by heartbeat, and implements the runner's view of
 //! the control plane directly on the datastore.
 
-use crate::app::{App, CompletionRecorded, Waiter};
+use crate::app::{App, CompletionRecorded, LeaseFeed};
 use crate::batcher::Batcher;
 use sqlx::postgres::PgListener;
 use std::collections::HashSet;
@@ -398,7 +398,8 @@ async fn heartbeat(beat: Beat, lease_lost: CancellationToken) {
 struct CentralControl {
     app: App,
     epoch: Epoch,
-    feed: Mutex<CallFeed>,
+    /// What tells it to look for work (see [`LeaseFeed`]).
+    feed: Mutex<LeaseFeed>,
     held: Arc<Held>,
     /// Group commit of start acks and completions; `None` writes each on its own.
     batches: Option<Batches>,
@@ -470,29 +471,15 @@ fn batcher_gone() -> ControlError {
     ControlError::Unavailable("the central runner's batched writes stopped".into())
 }
 
-/// What tells the central runner to look for work: the process's announcements of new and
-/// requeued calls (see `app::wakeups`), and whether its last lease took everything that was
-/// queued.
-struct CallFeed {
-    waiter: Waiter,
-    /// The last lease was not full: it took every queued call it could lock, and calls queued
-    /// since are announced (the waiter buffers the announcements), so the next lease waits
-    /// for one instead of looking again at once.
-    drained: bool,
-}
-
 impl CentralControl {
     fn new(app: App, epoch: Epoch, held: Arc<Held>, batch_max: usize) -> Self {
-        let waiter = app.runner_waiter(CENTRAL_RUNNER);
+        let feed = app.lease_feed(CENTRAL_RUNNER, epoch);
         let batches = (batch_max > 1).then(|| Batches::spawn(&app, epoch, &held, batch_max));
         Self {
             batches,
             app,
             epoch,
-            feed: Mutex::new(CallFeed {
-                waiter,
-                drained: false,
-            }),
+            feed: Mutex::new(feed),
             held,
         }
     }
@@ -506,36 +493,21 @@ impl ControlPlane for CentralControl {
     async fn lease(&self, max: usize, wait: Duration) -> Result<Vec<LeasedCall>, ControlError> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut feed = self.feed.lock().await;
-        let mut look = !std::mem::take(&mut feed.drained);
-        loop {
-            if look {
-                // Announcements received so far are of calls committed before this lease
-                // looks, so it sees them all: they are no reason to look again.
-                feed.waiter.skip_received();
-                // Under a lease no longer live nothing is leased: the heartbeat finds out and
-                // stops the executor.
-                let batch = self
-                    .app
-                    .lease_calls(CENTRAL_RUNNER, self.epoch, max)
-                    .await
-                    .map_err(|e| self.held.lost_answer(e))?
-                    .unwrap_or_default();
-                if !batch.calls.is_empty() {
-                    feed.drained = !batch.full;
-                    self.held.add(&batch.calls);
-                    return Ok(batch.calls);
-                }
-                if batch.full {
-                    // Every call it leased was refused; more may be queued.
-                    continue;
-                }
+        let leased = self
+            .app
+            .lease_waiting(&mut feed, max, deadline)
+            .await
+            .map_err(|e| self.held.lost_answer(e))?;
+        match leased {
+            Some(calls) => {
+                self.held.add(&calls);
+                Ok(calls)
             }
-            look = true;
-            // Announcements that arrived since the last lease attempt are buffered by the
-            // waiter, so nothing submitted in between is missed; those for other runners are
-            // no reason to look.
-            if !feed.waiter.wait(deadline).await {
-                return Ok(Vec::new());
+            // Under a lease no longer live nothing is leased: the heartbeat finds out and
+            // stops the executor. Until then it waits as on an empty queue.
+            None => {
+                feed.wait(deadline).await;
+                Ok(Vec::new())
             }
         }
     }

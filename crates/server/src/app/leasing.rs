@@ -5,13 +5,19 @@
 //! everything else the work items and the checks below need; only a call refused here costs
 //! another (its failure). It scans the runner's queue from the floor `queue_floors` keeps, so
 //! its cost does not grow with the calls finished since VACUUM last could clean up.
+//!
+//! A runner's leases follow each other through a [`LeaseFeed`]: a lease that follows one which
+//! took every queued call waits for an announcement before it looks, rather than making an
+//! empty look first (one statement per call a runner runs one at a time).
 
 use super::App;
 use super::reconcile::lookup_refusal;
+use super::wakeups::Waiter;
 use crate::db::LeasedRow;
 use serde_json::Value;
 use switchyard_protocol::api::CENTRAL_RUNNER;
 use switchyard_protocol::runner::{ConnectionTarget, Epoch, LeasedCall};
+use tokio::time::Instant;
 
 /// What one lease attempt took.
 #[derive(Debug, Default)]
@@ -23,7 +29,84 @@ pub struct LeaseBatch {
     pub full: bool,
 }
 
+/// What one runner's leases under one epoch carry from one to the next: its subscription to
+/// the announcements of its calls (made before its first look, so it has buffered every
+/// announcement since), and whether the last lease took every queued call it could lock.
+#[derive(Debug)]
+pub(crate) struct LeaseFeed {
+    runner_ref: String,
+    epoch: Epoch,
+    waiter: Waiter,
+    /// The last lease leased calls and was not full: every call queued since was announced,
+    /// so the next lease waits for an announcement instead of looking at once.
+    drained: bool,
+}
+
+impl LeaseFeed {
+    /// Whether this feed is the one of `runner_ref`'s leases under `epoch`.
+    pub(crate) fn serves(&self, runner_ref: &str, epoch: Epoch) -> bool {
+        self.runner_ref == runner_ref && self.epoch == epoch
+    }
+
+    /// Waits for an announcement of a call for the runner, or `deadline`: false at the
+    /// deadline or when the server stops.
+    pub(crate) async fn wait(&mut self, deadline: Instant) -> bool {
+        self.waiter.wait(deadline).await
+    }
+}
+
 impl App {
+    /// A new feed for `runner_ref`'s leases under `epoch`; its first lease looks at once.
+    pub(crate) fn lease_feed(&self, runner_ref: &str, epoch: Epoch) -> LeaseFeed {
+        LeaseFeed {
+            runner_ref: runner_ref.to_owned(),
+            epoch,
+            waiter: self.wakeups.waiter(runner_ref),
+            drained: false,
+        }
+    }
+
+    /// Leases up to `max` calls through `feed`, waiting (without touching the database) until
+    /// `deadline` for calls to be announced when there are none; empty at the deadline or when
+    /// the server stops. `None` (leasing nothing) unless the feed's epoch is the runner's live
+    /// lease. A lease that follows a drained one waits before its first look.
+    pub(crate) async fn lease_waiting(
+        &self,
+        feed: &mut LeaseFeed,
+        max: usize,
+        deadline: Instant,
+    ) -> Result<Option<Vec<LeasedCall>>, sqlx::Error> {
+        let mut look = !std::mem::take(&mut feed.drained);
+        loop {
+            if look {
+                // Announcements received so far are of calls committed before this look, so
+                // it sees them all: they are no reason to look again.
+                feed.waiter.skip_received();
+                // Boxed: a long-poll spends its life waiting, and the lease's state (a
+                // query's) is larger than the waiting's; inline, every waiting long-poll
+                // would hold it.
+                let Some(batch) =
+                    Box::pin(self.lease_calls(&feed.runner_ref, feed.epoch, max)).await?
+                else {
+                    return Ok(None);
+                };
+                if !batch.calls.is_empty() {
+                    feed.drained = !batch.full;
+                    return Ok(Some(batch.calls));
+                }
+                if batch.full {
+                    // Every call it leased was refused; more may be queued.
+                    continue;
+                }
+            }
+            look = true;
+            // Announcements for other runners are no reason to look.
+            if !feed.waiter.wait(deadline).await {
+                return Ok(Some(Vec::new()));
+            }
+        }
+    }
+
     /// Leases up to `max` queued calls of `runner_ref` under `epoch`, as work items; `None`
     /// (leasing nothing) unless `epoch` is the runner's live lease. A call whose connector may
     /// no longer run, or a receipt lookup whose unknown call moved on or whose connection

@@ -33,11 +33,11 @@ pub use calls::{CallPage, CallQuery, CompletionRecorded, MAX_PAGE};
 pub use connectors::{ConnectorInspection, ImportFormat, InspectedTool};
 pub use evidence::ERASURE_NOTICE;
 pub use leasing::LeaseBatch;
+pub(crate) use leasing::LeaseFeed;
 pub use principal::{
     DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref, expect_device_credential,
 };
 pub use runner_api::RELEASE_TTL;
-pub(crate) use wakeups::Waiter;
 pub use wakeups::WakeupFeed;
 pub use web_sessions::{NewWebSession, WebSession, random_secret};
 
@@ -160,11 +160,5 @@ impl App {
     /// that outlive a request, such as runner channels, close then.
     pub fn stopping(&self) -> &tokio_util::sync::CancellationToken {
         self.wakeups.stopping()
-    }
-
-    /// A waiter for announcements of calls for `runner_ref`. Subscribe before looking for
-    /// work, so that nothing announced in between is missed.
-    pub(crate) fn runner_waiter(&self, runner_ref: &str) -> Waiter {
-        self.wakeups.waiter(runner_ref)
     }
 }

@@ -13,6 +13,7 @@
 
 use super::App;
 use super::calls::{CompletionRecorded, from_states, stored_completion};
+use super::leasing::LeaseFeed;
 use super::principal::DeviceActor;
 use super::sessions::parse_call_id;
 use crate::db::{Key, NewReceipt};
@@ -133,20 +134,31 @@ impl App {
         device: &DeviceActor,
         req: LeaseRequest,
     ) -> AppResult<LeaseAnswer> {
+        self.runner_lease_fed(device, req, &mut None).await
+    }
+
+    /// [`App::runner_lease`] through the feed a runner channel keeps from one lease to the
+    /// next (see [`LeaseFeed`]): a lease that follows a drained one waits before it looks. A
+    /// feed of another runner or epoch, or none, is replaced by a new one.
+    pub(crate) async fn runner_lease_fed(
+        &self,
+        device: &DeviceActor,
+        req: LeaseRequest,
+        feed: &mut Option<LeaseFeed>,
+    ) -> AppResult<LeaseAnswer> {
         let runner = device.runner_ref();
         let deadline = Instant::now() + Duration::from_millis(req.wait_ms).min(MAX_LEASE_WAIT);
         let max = req.max.clamp(1, MAX_LEASE_BATCH) as usize;
-        let mut waiter = self.wakeups.waiter(&runner);
-        loop {
-            // Boxed: a long-poll spends its life waiting, and the lease's state (a query's) is
-            // larger than the waiting's; inline, every waiting long-poll would hold it.
-            let Some(batch) = Box::pin(self.lease_calls(&runner, req.epoch, max)).await? else {
-                return Err(fenced(req.epoch));
-            };
-            let calls = batch.calls;
-            if !calls.is_empty() || !waiter.wait(deadline).await {
-                return Ok(LeaseAnswer { calls });
-            }
+        if !feed
+            .as_ref()
+            .is_some_and(|feed| feed.serves(&runner, req.epoch))
+        {
+            *feed = Some(self.lease_feed(&runner, req.epoch));
+        }
+        let feed = feed.as_mut().expect("set above");
+        match self.lease_waiting(feed, max, deadline).await? {
+            Some(calls) => Ok(LeaseAnswer { calls }),
+            None => Err(fenced(req.epoch)),
         }
     }
 

@@ -17,7 +17,7 @@
 //! heartbeats every few seconds) is closed, and so is every channel when the server shuts
 //! down: it stops reading, answers what it was asked and closes.
 
-use crate::app::App;
+use crate::app::{App, LeaseFeed};
 use crate::http::ApiError;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -52,6 +52,8 @@ const MAX_PENDING: usize = 64;
 /// A request being answered (a waiting lease, a heartbeat, a start, an upload), boxed: its
 /// state lives only while it is pending.
 type PendingAnswer = Pin<Box<dyn Future<Output = ChannelAnswer> + Send>>;
+/// The waiting lease: its answer, and the feed the next lease follows on with.
+type PendingLease = Pin<Box<dyn Future<Output = (ChannelAnswer, Option<LeaseFeed>)> + Send>>;
 
 /// Whether a request asks for the runner channel (`Upgrade: switchyard-runner-channel/1`).
 pub(super) fn asks_for_channel(headers: &HeaderMap) -> bool {
@@ -95,8 +97,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
     let idle = tokio::time::sleep(IDLE_LIMIT);
     tokio::pin!(idle);
     let mut line = Vec::new();
-    // The waiting lease and its request's id; the other requests being answered.
-    let mut lease: Option<(u64, PendingAnswer)> = None;
+    // The waiting lease and its request's id, the feed of the runner's leases when none
+    // waits (see `LeaseFeed`), the other requests being answered.
+    let mut lease: Option<(u64, PendingLease)> = None;
+    let mut feed: Option<LeaseFeed> = None;
     let mut pending: FuturesUnordered<PendingAnswer> = FuturesUnordered::new();
     // Answers not yet taken by the socket, and whether the channel is to close once they are.
     let mut unsent: Vec<u8> = Vec::new();
@@ -119,8 +123,9 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
                 }
                 continue;
             }
-            answer = async { lease.as_mut().expect("guarded by is_some").1.as_mut().await }, if lease.is_some() => {
+            (answer, kept) = async { lease.as_mut().expect("guarded by is_some").1.as_mut().await }, if lease.is_some() => {
                 lease = None;
+                feed = kept;
                 answer
             }
             Some(answer) = pending.next(), if !pending.is_empty() => answer,
@@ -146,8 +151,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
                 line.shrink_to(READ_BUFFER_BYTES);
                 match request {
                     Err(refusal) => refusal,
-                    Ok(ChannelRequest { id, call: call @ ChannelCall::Lease(_) }) => {
-                        match lease.replace((id, answering(&app, &credential, id, call))) {
+                    Ok(ChannelRequest { id, call: ChannelCall::Lease(req) }) => {
+                        // A replaced lease takes the feed with it: the next one looks at once.
+                        let leasing = leased(app.clone(), credential.clone(), id, req, feed.take());
+                        match lease.replace((id, Box::pin(leasing))) {
                             // The replaced lease is answered with no calls.
                             Some((replaced, _)) => ChannelAnswer {
                                 id: replaced,
@@ -157,7 +164,18 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
                         }
                     }
                     Ok(ChannelRequest { id, call }) => {
-                        pending.push(answering(&app, &credential, id, call));
+                        let (app, credential) = (app.clone(), credential.clone());
+                        pending.push(match call {
+                            ChannelCall::Heartbeat(beat) => {
+                                Box::pin(heartbeat(app, credential, id, beat))
+                            }
+                            ChannelCall::Start(req) => Box::pin(started(app, credential, id, req)),
+                            ChannelCall::Complete(req) => {
+                                Box::pin(completed(app, credential, id, req))
+                            }
+                            // Taken by the arm above.
+                            ChannelCall::Lease(_) => continue,
+                        });
                         continue;
                     }
                 }
@@ -185,24 +203,21 @@ fn parse(line: &[u8]) -> Result<ChannelRequest, ChannelAnswer> {
     })
 }
 
-/// The answer to `call`, to be polled until it is ready.
-fn answering(app: &App, credential: &str, id: u64, call: ChannelCall) -> PendingAnswer {
-    let (app, credential) = (app.clone(), credential.to_owned());
-    match call {
-        ChannelCall::Lease(req) => Box::pin(leased(app, credential, id, req)),
-        ChannelCall::Heartbeat(req) => Box::pin(heartbeat(app, credential, id, req)),
-        ChannelCall::Start(req) => Box::pin(started(app, credential, id, req)),
-        ChannelCall::Complete(req) => Box::pin(completed(app, credential, id, req)),
-    }
-}
-
-/// A lease, as `POST /runner/lease` answers it.
-async fn leased(app: App, credential: String, id: u64, req: LeaseRequest) -> ChannelAnswer {
+/// A lease, as `POST /runner/lease` answers it, through `feed` (the one the last lease on
+/// this channel left), which it hands back for the next.
+async fn leased(
+    app: App,
+    credential: String,
+    id: u64,
+    req: LeaseRequest,
+    mut feed: Option<LeaseFeed>,
+) -> (ChannelAnswer, Option<LeaseFeed>) {
     let answer = async {
         let device = Box::pin(app.authenticate_device(&credential)).await?;
-        app.runner_lease(&device, req).await
+        app.runner_lease_fed(&device, req, &mut feed).await
     };
-    reply(id, answer.await.map(ChannelReply::Lease))
+    let answer = reply(id, answer.await.map(ChannelReply::Lease));
+    (answer, feed)
 }
 
 /// A heartbeat, as `POST /runner/heartbeat` answers it.

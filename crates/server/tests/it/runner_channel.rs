@@ -1,7 +1,8 @@
 //! The runner channel (`GET /api/v1/runner/channel`), spoken line by line as a device would:
 //! the upgrade and its refusals, a heartbeat answered while a lease waits, a lease woken by a
 //! submission, errors under the request's id, a revoked device shut out at its next request,
-//! and a call started and reported on the channel.
+//! leases that follow each other without missing a call submitted between them, and a call
+//! started and reported on the channel.
 
 use crate::devices::*;
 use crate::harness::*;
@@ -193,6 +194,67 @@ async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
         .send(json!({"id": 8, "lease": {"epoch": epoch, "max": 8, "wait_ms": 1_000}}))
         .await;
     assert_eq!(channel.error().await.1, "device_revoked");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_lease_after_one_that_took_every_queued_call_still_sees_calls_submitted_between(
+    pool: PgPool,
+) {
+    let server = TestServer::start(pool).await;
+    let device = setup_device_connection(&server, &Scratch::new("channel").path("count")).await;
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
+    let mut channel = open(&server, &device).await;
+    let lease = |id: u64| json!({"id": id, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}});
+    let leased_ids = |answer: &Value| -> Vec<Value> {
+        answer["lease"]["calls"]
+            .as_array()
+            .unwrap_or_else(|| panic!("not a lease answer: {answer}"))
+            .iter()
+            .map(|call| call["call_id"].clone())
+            .collect()
+    };
+
+    // Queued before the first lease, which takes it (and everything else queued).
+    let first = submit_count(&server).await;
+    channel.send(lease(1)).await;
+    let answer = channel.answer().await;
+    assert_eq!(
+        (answer["id"].as_u64(), leased_ids(&answer)),
+        (Some(1), vec![first["id"].clone()])
+    );
+
+    // Submitted while no lease waits: the next lease, which waits for an announcement before
+    // it looks, has heard it all the same and takes it (an empty answer after 20 s if not).
+    let between = submit_count(&server).await;
+    channel.send(lease(2)).await;
+    let answer = channel.answer().await;
+    assert_eq!(
+        (answer["id"].as_u64(), leased_ids(&answer)),
+        (Some(2), vec![between["id"].clone()])
+    );
+
+    // And a lease waiting after that one is woken by the next submission.
+    channel.send(lease(3)).await;
+    channel
+        .send(
+            json!({"id": 4, "heartbeat": {"epoch": epoch, "active": [first["id"], between["id"]]}}),
+        )
+        .await;
+    assert_eq!(
+        channel.answer().await["id"],
+        4,
+        "the heartbeat is answered while the lease waits"
+    );
+    let last = submit_count(&server).await;
+    let answer = channel.answer().await;
+    assert_eq!(
+        (answer["id"].as_u64(), leased_ids(&answer)),
+        (Some(3), vec![last["id"].clone()])
+    );
+    for call in [&first, &between, &last] {
+        let id = call["id"].as_str().unwrap();
+        assert_eq!(call_view(&server, id).await["state"], "leased", "{id}");
+    }
 }
 
 #[sqlx::test(migrations = "../../migrations")]
