@@ -13,7 +13,8 @@
 //! (a revoked device is shut out at its next request), a heartbeat's, a start's and an
 //! upload's own statement checks it. The upgrade itself reads nothing: it refuses only what is
 //! not shaped like a device credential. At most one lease waits per channel; a new one
-//! replaces it. A channel on which nothing arrives for [`IDLE_LIMIT`] (a live runner
+//! replaces it. Between leases the channel keeps the runner's lease feed, so a lease that
+//! follows one which took every queued call waits for an announcement before it looks. A channel on which nothing arrives for [`IDLE_LIMIT`] (a live runner
 //! heartbeats every few seconds) is closed, and so is every channel when the server shuts
 //! down: it stops reading, answers what it was asked and closes.
 
