@@ -44,6 +44,15 @@ impl Lines {
         }
     }
 
+    /// The next answer, which must be lease `id`'s: the ids of the calls it leased.
+    async fn leased(&mut self, id: u64) -> Vec<Value> {
+        let answer = self.answer().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        let calls = answer["lease"]["calls"].as_array();
+        let calls = calls.unwrap_or_else(|| panic!("not a lease answer: {answer}"));
+        calls.iter().map(|call| call["call_id"].clone()).collect()
+    }
+
     /// The next answer line, within 30 s.
     async fn answer(&mut self) -> Value {
         let mut line = String::new();
@@ -205,33 +214,17 @@ async fn a_lease_after_one_that_took_every_queued_call_still_sees_calls_submitte
     let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     let mut channel = open(&server, &device).await;
     let lease = |id: u64| json!({"id": id, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}});
-    let leased_ids = |answer: &Value| -> Vec<Value> {
-        answer["lease"]["calls"]
-            .as_array()
-            .unwrap_or_else(|| panic!("not a lease answer: {answer}"))
-            .iter()
-            .map(|call| call["call_id"].clone())
-            .collect()
-    };
 
     // Queued before the first lease, which takes it (and everything else queued).
     let first = submit_count(&server).await;
     channel.send(lease(1)).await;
-    let answer = channel.answer().await;
-    assert_eq!(
-        (answer["id"].as_u64(), leased_ids(&answer)),
-        (Some(1), vec![first["id"].clone()])
-    );
+    assert_eq!(channel.leased(1).await, [first["id"].clone()]);
 
     // Submitted while no lease waits: the next lease, which waits for an announcement before
     // it looks, has heard it all the same and takes it (an empty answer after 20 s if not).
     let between = submit_count(&server).await;
     channel.send(lease(2)).await;
-    let answer = channel.answer().await;
-    assert_eq!(
-        (answer["id"].as_u64(), leased_ids(&answer)),
-        (Some(2), vec![between["id"].clone()])
-    );
+    assert_eq!(channel.leased(2).await, [between["id"].clone()]);
 
     // And a lease waiting after that one is woken by the next submission.
     channel.send(lease(3)).await;
@@ -246,11 +239,7 @@ async fn a_lease_after_one_that_took_every_queued_call_still_sees_calls_submitte
         "the heartbeat is answered while the lease waits"
     );
     let last = submit_count(&server).await;
-    let answer = channel.answer().await;
-    assert_eq!(
-        (answer["id"].as_u64(), leased_ids(&answer)),
-        (Some(3), vec![last["id"].clone()])
-    );
+    assert_eq!(channel.leased(3).await, [last["id"].clone()]);
     for call in [&first, &between, &last] {
         let id = call["id"].as_str().unwrap();
         assert_eq!(call_view(&server, id).await["state"], "leased", "{id}");
