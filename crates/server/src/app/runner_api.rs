@@ -153,9 +153,9 @@ impl App {
             .as_ref()
             .is_some_and(|feed| feed.serves(&runner, req.epoch))
         {
-            *feed = Some(self.lease_feed(&runner, req.epoch));
+            *feed = None;
         }
-        let feed = feed.as_mut().expect("set above");
+        let feed = feed.get_or_insert_with(|| self.lease_feed(&runner, req.epoch));
         match self.lease_waiting(feed, max, deadline).await? {
             Some(calls) => Ok(LeaseAnswer { calls }),
             None => Err(fenced(req.epoch)),
