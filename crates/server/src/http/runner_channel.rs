@@ -14,9 +14,10 @@
 //! upload's own statement checks it. The upgrade itself reads nothing: it refuses only what is
 //! not shaped like a device credential. At most one lease waits per channel; a new one
 //! replaces it. Between leases the channel keeps the runner's lease feed, so a lease that
-//! follows one which took every queued call waits for an announcement before it looks. A channel on which nothing arrives for [`IDLE_LIMIT`] (a live runner
-//! heartbeats every few seconds) is closed, and so is every channel when the server shuts
-//! down: it stops reading, answers what it was asked and closes.
+//! follows one which took every queued call waits for an announcement before it looks. A
+//! channel on which nothing arrives for [`IDLE_LIMIT`] (a live runner heartbeats every few
+//! seconds) is closed, and so is every channel when the server shuts down: it stops reading,
+//! answers what it was asked and closes.
 
 use crate::app::{App, LeaseFeed};
 use crate::http::ApiError;
