@@ -8,7 +8,9 @@
 //!
 //! A runner's leases follow each other through a [`LeaseFeed`]: a lease that follows one which
 //! took every queued call waits for an announcement before it looks, rather than making an
-//! empty look first (one statement per call a runner runs one at a time).
+//! empty look first (one statement per call a runner runs one at a time). While a lease
+//! waits, a submission for its runner may hand it its call, inserted already leased (see
+//! [`super::handoff`]).
 
 use super::App;
 use super::reconcile::lookup_refusal;
@@ -100,8 +102,27 @@ impl App {
                 }
             }
             look = true;
-            // Announcements for other runners are no reason to look.
-            if !feed.waiter.wait(deadline).await {
+            // While it waits, a submission for the runner may hand it its call (see
+            // `handoff`); announcements for other runners are no reason to look.
+            let mut offer = self.handoffs.offer(&feed.runner_ref, feed.epoch);
+            let event = tokio::select! {
+                given = offer.given() => Err(given),
+                woken = feed.waiter.wait(deadline) => Ok(woken),
+            };
+            let (given, woken) = match event {
+                Ok(woken) => (offer.withdraw(deadline).await, Some(woken)),
+                Err(given) => (given, None),
+            };
+            if let Some(call) = given {
+                // Every call queued since the last look was announced, and the feed keeps
+                // those announcements: it stays drained.
+                feed.drained = true;
+                return Ok(Some(vec![call]));
+            }
+            // At the deadline (or when the server stops) it answers; woken by an
+            // announcement, or by a claim dropped without a call (its submission queued the
+            // call, or found its request_id taken), it looks.
+            if woken == Some(false) {
                 return Ok(Some(Vec::new()));
             }
         }
@@ -156,7 +177,7 @@ impl App {
 }
 
 /// Why a just-leased call must not run (error code and message), if it must not.
-fn lease_refusal(row: &LeasedRow) -> Option<(&'static str, &'static str)> {
+pub(super) fn lease_refusal(row: &LeasedRow) -> Option<(&'static str, &'static str)> {
     if !row.connector.is_runnable() {
         return Some((
             "connector_not_approved",
@@ -167,7 +188,7 @@ fn lease_refusal(row: &LeasedRow) -> Option<(&'static str, &'static str)> {
 }
 
 /// The runner's work item for a leased call, with the connection's current target.
-fn work_item(row: LeasedRow, epoch: Epoch) -> LeasedCall {
+pub(super) fn work_item(row: LeasedRow, epoch: Epoch) -> LeasedCall {
     LeasedCall {
         call_id: row.id.into(),
         request_id: row.request_id.into(),

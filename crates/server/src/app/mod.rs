@@ -9,6 +9,7 @@ mod connector_edit;
 mod connectors;
 mod devices;
 mod evidence;
+mod handoff;
 mod leasing;
 mod liveness;
 mod names;
@@ -100,6 +101,8 @@ pub struct App {
     device_reads: Arc<tokio::sync::Semaphore>,
     /// Where submitted calls are inserted.
     submissions: Arc<submissions::Submissions>,
+    /// The leases of this process waiting for a call, to which a submission hands its own.
+    handoffs: Arc<handoff::Handoffs>,
 }
 
 impl std::fmt::Debug for App {
@@ -130,7 +133,13 @@ impl App {
             db.pool().options().get_max_connections() as usize,
         ));
         let wakeups = Arc::new(wakeups::Wakeups::default());
-        let submissions = Arc::new(submissions::Submissions::new(&db, config.submit_batch_max));
+        let handoffs = Arc::new(handoff::Handoffs::new(db.clone()));
+        let submissions = Arc::new(submissions::Submissions::new(
+            &db,
+            config.submit_batch_max,
+            Arc::clone(&handoffs),
+            config.credentials_file.clone(),
+        ));
         let local = Arc::clone(&wakeups);
         db.deliver_notices_locally(Box::new(move |channel, payload| {
             local.deliver(channel, payload)
@@ -143,6 +152,7 @@ impl App {
             liveness,
             device_reads,
             submissions,
+            handoffs,
         }
     }
 

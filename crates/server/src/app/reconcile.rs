@@ -259,17 +259,7 @@ impl App {
     /// fail closed). Part of the target a central call is dispatched to: see
     /// [`crate::db::Datastore::call_lease`].
     pub(crate) fn central_bindings(&self) -> Value {
-        let Some(path) = &self.config.credentials_file else {
-            return Value::Null;
-        };
-        match std::fs::read_to_string(path) {
-            Ok(text) => match serde_json::from_str::<Value>(&text) {
-                Ok(file) => file.get("bindings").cloned().unwrap_or(Value::Null),
-                Err(_) => json!("unreadable"),
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Null,
-            Err(_) => json!("unreadable"),
-        }
+        central_bindings(self.config.credentials_file.as_deref())
     }
 
     /// What recording a completion implies beside the state change.
@@ -513,6 +503,22 @@ fn late_report(completion: &StoredCompletion) -> Reported {
         CallState::ToolError => Reported::Failed,
         CallState::Failed => Reported::NotApplied,
         _ => Reported::Unknown,
+    }
+}
+
+/// The `bindings` map of the central credentials file at `path` (see
+/// [`App::central_bindings`]).
+pub(super) fn central_bindings(path: Option<&std::path::Path>) -> Value {
+    let Some(path) = path else {
+        return Value::Null;
+    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(file) => file.get("bindings").cloned().unwrap_or(Value::Null),
+            Err(_) => json!("unreadable"),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Null,
+        Err(_) => json!("unreadable"),
     }
 }
 

@@ -1,33 +1,69 @@
-//! Group commit of submitted calls' inserts: submissions that arrive while a batch of inserts
+//! Inserting submitted calls. Group commit: submissions that arrive while a batch of inserts
 //! is being written share the next one, one statement and one commit for all of them (see
-//! [`crate::batcher`]). A lone submission is inserted at once, by the single-row statement.
+//! [`crate::batcher`]). A lone submission is inserted at once, by the single-row statement —
+//! and when a lease of its runner waits in this process, already leased and handed to that
+//! lease (see [`super::handoff`]).
 
+use super::handoff::{Claim, Handoffs};
+use super::leasing::{lease_refusal, work_item};
+use super::reconcile::central_bindings;
 use crate::batcher::Batcher;
-use crate::db::{CallOrigin, CallRow, Datastore, NewCall};
+use crate::db::{CallOrigin, CallRow, Datastore, HandedRow, NewCall};
 use crate::error::{AppError, AppResult};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use switchyard_protocol::api::CENTRAL_RUNNER;
 
 /// One submission's insert and its answer: the inserted row, or `None` when its request_id
 /// was taken.
 type Insert = Batcher<(NewCall, CallOrigin), Result<Option<CallRow>, sqlx::Error>>;
 
-/// Where submitted calls are inserted: together, or each on its own.
-pub(super) enum Submissions {
+/// Where submitted calls are inserted.
+pub(super) struct Submissions {
+    inserts: Inserts,
+    db: Datastore,
+    handoffs: Arc<Handoffs>,
+    /// The central credentials file, whose bindings are part of a central call's target.
+    credentials_file: Option<PathBuf>,
+    /// Submissions being inserted now: a hand-off is for a lone one, so that a busy server
+    /// keeps its group commit and its batched leases.
+    inserting: AtomicUsize,
+}
+
+/// How submitted calls are inserted: together, or each on its own.
+enum Inserts {
     /// Inserts each call by its own statement.
-    OneByOne(Datastore),
+    OneByOne,
     /// Inserts the calls that wait at the same moment together.
     Batched(Insert),
 }
 
 impl Submissions {
-    /// Batches of at most `max` inserts; 1 inserts each on its own.
-    pub(super) fn new(db: &Datastore, max: usize) -> Self {
-        if max <= 1 {
-            return Self::OneByOne(db.clone());
+    /// Batches of at most `max` inserts (1 inserts each on its own), handing lone ones to the
+    /// leases waiting in `handoffs`.
+    pub(super) fn new(
+        db: &Datastore,
+        max: usize,
+        handoffs: Arc<Handoffs>,
+        credentials_file: Option<PathBuf>,
+    ) -> Self {
+        let inserts = if max <= 1 {
+            Inserts::OneByOne
+        } else {
+            let db = db.clone();
+            Inserts::Batched(Batcher::spawn(max, move |calls| {
+                insert_batch(db.clone(), calls)
+            }))
+        };
+        Self {
+            inserts,
+            db: db.clone(),
+            handoffs,
+            credentials_file,
+            inserting: AtomicUsize::new(0),
         }
-        let db = db.clone();
-        Self::Batched(Batcher::spawn(max, move |calls| {
-            insert_batch(db.clone(), calls)
-        }))
     }
 
     /// Inserts `call` unless its request_id is taken (see [`Datastore::call_insert_from`]).
@@ -36,15 +72,76 @@ impl Submissions {
         call: NewCall,
         origin: CallOrigin,
     ) -> AppResult<Option<CallRow>> {
-        match self {
-            Self::OneByOne(db) => Ok(db.call_insert_from(&call, origin).await?),
-            Self::Batched(batcher) => match batcher.submit((call, origin)).await {
+        let inserting = Inserting::enter(&self.inserting);
+        if inserting.alone
+            && let Some(claim) = self.handoffs.claim(&call.runner_ref)
+        {
+            return self.hand_off(call, origin, claim).await;
+        }
+        match &self.inserts {
+            Inserts::OneByOne => Ok(self.db.call_insert_from(&call, origin).await?),
+            Inserts::Batched(batcher) => match batcher.submit((call, origin)).await {
                 Some(inserted) => Ok(inserted?),
                 None => Err(AppError::Internal(
                     "the submissions' batched inserts stopped".into(),
                 )),
             },
         }
+    }
+
+    /// Inserts `call` leased to the lease `claim` holds and gives it to that lease; queued as
+    /// any other when that lease is no longer live. A call the lease's checks refuse is
+    /// failed, as a lease fails it; one whose lease stopped waiting meanwhile is queued again.
+    async fn hand_off(
+        &self,
+        call: NewCall,
+        origin: CallOrigin,
+        claim: Claim,
+    ) -> AppResult<Option<CallRow>> {
+        let bindings = if call.runner_ref == CENTRAL_RUNNER {
+            central_bindings(self.credentials_file.as_deref())
+        } else {
+            Value::Null
+        };
+        let epoch = claim.epoch();
+        let Some(HandedRow { call: row, leased }) = self
+            .db
+            .call_insert_handed(&call, origin, epoch.0, &bindings)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(leased) = leased else {
+            return Ok(Some(row));
+        };
+        if let Some((code, message)) = lease_refusal(&leased) {
+            self.db
+                .call_fail_leased(row.id, epoch.0, code, message)
+                .await?;
+        } else if let Err(call) = claim.give(work_item(leased, epoch)) {
+            self.handoffs.requeue(&row.runner_ref, &call).await;
+        }
+        Ok(Some(row))
+    }
+}
+
+/// One submission being inserted, counted in [`Submissions::inserting`] while it lives.
+struct Inserting<'a> {
+    count: &'a AtomicUsize,
+    /// No other submission was being inserted when it began.
+    alone: bool,
+}
+
+impl<'a> Inserting<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        let alone = count.fetch_add(1, Ordering::AcqRel) == 0;
+        Self { count, alone }
+    }
+}
+
+impl Drop for Inserting<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

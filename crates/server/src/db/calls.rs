@@ -427,6 +427,62 @@ macro_rules! plain_guard {
     };
 }
 
+/// What [`Datastore::call_insert_handed`] inserted: the call and, when it was inserted
+/// leased, what its lease reads.
+#[derive(Debug)]
+pub struct HandedRow {
+    /// The inserted call.
+    pub call: CallRow,
+    /// Set when the call was inserted leased.
+    pub leased: Option<LeasedRow>,
+}
+
+impl<'r> sqlx::FromRow<'r, PgRow> for HandedRow {
+    fn from_row(row: &'r PgRow) -> Result<Self, sqlx::Error> {
+        let call = <CallRow as sqlx::FromRow<_>>::from_row(row)?;
+        let leased = if call.state == CallState::Leased.as_str() {
+            // The lease reads the connection's revision as it is now, as the lease does;
+            // the call's own column keeps the one it was submitted under.
+            let mut leased = <LeasedRow as sqlx::FromRow<_>>::from_row(row)?;
+            leased.connection_revision = row.try_get("connection_revision_now")?;
+            Some(leased)
+        } else {
+            None
+        };
+        Ok(Self { call, leased })
+    }
+}
+
+/// Binds a new call's columns as `$1`…`$17`, in the order of [`insert_call!`] (its state
+/// and kind aside), to an insert of it.
+fn bind_new_call<'q, O>(
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    call: &'q NewCall,
+    origin: CallOrigin,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>
+where
+    O: for<'r> sqlx::FromRow<'r, PgRow>,
+{
+    query
+        .bind(call.id)
+        .bind(call.workspace_id)
+        .bind(call.request_id)
+        .bind(&call.payload_digest)
+        .bind(call.profile_id)
+        .bind(call.connection_id)
+        .bind(call.connection_revision)
+        .bind(call.environment_id)
+        .bind(&call.tool_name)
+        .bind(Json(&call.arguments))
+        .bind(&call.client_session_id)
+        .bind(call.timeout_seconds)
+        .bind(&call.runner_ref)
+        .bind(call.created_by)
+        .bind(origin.operation_id)
+        .bind(origin.device_id)
+        .bind(origin.lookup_of)
+}
+
 /// A completion recorded by [`Datastore::call_complete_plain`].
 #[derive(sqlx::FromRow)]
 struct PlainCompleted {
@@ -487,8 +543,8 @@ impl Datastore {
     ) -> Result<Option<CallRow>, sqlx::Error> {
         // One statement, one commit; the call's runner is woken once it committed, and only
         // if it inserted.
-        let inserted: Option<CallRow> = sqlx::query_as(
-            concat!(
+        let inserted: Option<CallRow> = bind_new_call(
+            sqlx::query_as(concat!(
                 "WITH inserted AS (",
                 insert_call!(),
                 "
@@ -497,31 +553,105 @@ impl Datastore {
                  ON CONFLICT (workspace_id, request_id) DO NOTHING
                  RETURNING *)
              SELECT * FROM inserted"
-            ),
+            )),
+            call,
+            origin,
         )
-        .bind(call.id)
-        .bind(call.workspace_id)
-        .bind(call.request_id)
-        .bind(&call.payload_digest)
-        .bind(call.profile_id)
-        .bind(call.connection_id)
-        .bind(call.connection_revision)
-        .bind(call.environment_id)
-        .bind(&call.tool_name)
-        .bind(Json(&call.arguments))
-        .bind(&call.client_session_id)
-        .bind(call.timeout_seconds)
-        .bind(&call.runner_ref)
-        .bind(call.created_by)
-        .bind(origin.operation_id)
-        .bind(origin.device_id)
-        .bind(origin.lookup_of)
         .fetch_optional(&self.pool)
         .await?;
         if let Some(call) = &inserted {
             self.announce_queued(call);
         }
         Ok(inserted)
+    }
+
+    /// [`Datastore::call_insert_from`] for a call handed to a lease that waits for it: the
+    /// call is inserted already leased under `epoch` — with the target it is dispatched to
+    /// recorded, as the lease statement records it (`bindings` as in `target_digest!`) — if
+    /// `epoch` is the runner's live lease, else queued (and announced) as any other. One
+    /// statement, one commit: the insert's and the lease's.
+    ///
+    /// `None` when the request_id was taken; otherwise the row and, if it was leased, what
+    /// the lease's checks and the runner's work item need.
+    pub async fn call_insert_handed(
+        &self,
+        call: &NewCall,
+        origin: CallOrigin,
+        epoch: i64,
+        bindings: &Value,
+    ) -> Result<Option<HandedRow>, sqlx::Error> {
+        let inserted: Option<HandedRow> = bind_new_call(
+            sqlx::query_as(concat!(
+                "WITH target AS (
+                     SELECT x.id AS connector_id, x.revision AS connector_revision,
+                         k.revision AS connection_revision_now, x.name AS connector_name,
+                         x.transport AS connector_transport, x.command AS connector_command,
+                         x.args AS connector_args, x.env_names AS connector_env_names,
+                         x.url AS connector_url, x.approved_revision AS connector_approved_revision,
+                         x.created_at AS connector_created_at,
+                         ",
+                target_digest!("$19"),
+                " AS target_digest
+                     FROM connections k JOIN connectors x ON x.id = k.connector_id
+                     WHERE k.id = $6 AND EXISTS (
+                         SELECT 1 FROM runner_leases r
+                         WHERE r.runner_ref = $13 AND r.epoch = $18 AND r.expires_at > now())),
+                 inserted AS (
+                     INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+                         connection_revision, environment_id, tool_name, arguments, client_session_id,
+                         timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
+                         kind, parent_call_id, lease_epoch, leased_at, connector_id, connector_revision,
+                         target_digest)
+                     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                         CASE WHEN t.connector_id IS NULL THEN 'queued' ELSE 'leased' END, $13, $14, $15, $16,
+                         CASE WHEN $17::uuid IS NULL THEN 'tool' ELSE 'lookup' END, $17,
+                         CASE WHEN t.connector_id IS NULL THEN NULL ELSE $18::int8 END,
+                         CASE WHEN t.connector_id IS NULL THEN NULL ELSE now() END,
+                         t.connector_id, t.connector_revision, t.target_digest
+                     FROM (SELECT 1) AS one LEFT JOIN target t ON true
+                     ON CONFLICT (workspace_id, request_id) DO NOTHING
+                     RETURNING *)
+             SELECT i.*, t.connection_revision_now, t.connector_name, t.connector_transport,
+                 t.connector_command, t.connector_args, t.connector_env_names, t.connector_url,
+                 t.connector_approved_revision, t.connector_created_at,
+                 NULL::text AS parent_state, NULL::bytea AS parent_target_digest,
+                 NULL::timestamptz AS parent_erased_at
+             FROM inserted i LEFT JOIN target t ON i.state = 'leased'"
+            )),
+            call,
+            origin,
+        )
+        .bind(epoch)
+        .bind(Json(bindings))
+        .fetch_optional(&self.pool)
+        .await?;
+        if let Some(HandedRow { call, leased: None }) = &inserted {
+            self.announce_queued(call);
+        }
+        Ok(inserted)
+    }
+
+    /// Puts a handed-off call that never reached its lease back in the queue (and announces
+    /// it), unless it moved on meanwhile. Returns whether it did.
+    pub async fn call_requeue_handed(
+        &self,
+        id: Uuid,
+        runner_ref: &str,
+        epoch: i64,
+    ) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE calls SET state = 'queued', lease_epoch = NULL, leased_at = NULL
+             WHERE id = $1 AND state = 'leased' AND lease_epoch = $2",
+        )
+        .bind(id)
+        .bind(epoch)
+        .execute(&self.pool)
+        .await?;
+        let requeued = done.rows_affected() == 1;
+        if requeued {
+            self.announce_requeued(runner_ref);
+        }
+        Ok(requeued)
     }
 
     /// [`Datastore::call_insert_from`] for several calls, in one statement (one commit, one

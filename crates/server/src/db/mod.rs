@@ -28,7 +28,7 @@ pub use call_read::CallRead;
 pub(crate) use calls::PlainCompletion;
 pub use calls::{
     CallFilter, CallOrigin, CallRow, CancelEffect, DeviceCompletion, DeviceStart, ExpiredLeases,
-    LeasedRow, LookedUpCall, NewCall, PageFrom, StoredCompletion,
+    HandedRow, LeasedRow, LookedUpCall, NewCall, PageFrom, StoredCompletion,
 };
 pub use connections::{ConnectionRow, ToolRow};
 pub use connectors::ConnectorRow;

@@ -317,3 +317,180 @@ async fn a_device_starts_and_reports_a_call_on_its_channel(pool: PgPool) {
         .await;
     assert_eq!(channel.answer().await["id"], 8);
 }
+
+/// Sends lease `id` (of at most 8 calls, waiting up to `wait_ms`) and a heartbeat after it,
+/// and reads the heartbeat's answer: the lease has been read and is being answered.
+async fn lease_then_beat(channel: &mut Lines, epoch: i64, id: u64, wait_ms: u64) {
+    channel
+        .send(json!({"id": id, "lease": {"epoch": epoch, "max": 8, "wait_ms": wait_ms}}))
+        .await;
+    channel
+        .send(json!({"id": id + 1, "heartbeat": {"epoch": epoch, "active": []}}))
+        .await;
+    assert_eq!(channel.answer().await["id"], id + 1);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_call_submitted_while_its_device_lease_waits_is_handed_to_it_already_leased(
+    pool: PgPool,
+) {
+    let server = TestServer::start(pool).await;
+    let device =
+        setup_device_connection(&server, &Scratch::new("channel-handoff").path("count")).await;
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
+    let mut channel = open(&server, &device).await;
+    let first = submit_count(&server).await;
+    channel
+        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+        .await;
+    assert_eq!(channel.leased(1).await, [first["id"].clone()]);
+
+    // A lease after a drained one waits at once; a call submitted meanwhile is inserted
+    // leased to it — the submission answers `leased`, leased in the insert's own transaction —
+    // and is its answer. (Should the submission come before the lease is ready to take it,
+    // the call is queued and leased by the lease's look instead; the next round tries again.)
+    let mut handed = None;
+    for round in 0..10 {
+        let id = 10 * round + 2;
+        lease_then_beat(&mut channel, epoch, id, 20_000).await;
+        let call = submit_count(&server).await;
+        assert_eq!(channel.leased(id).await, [call["id"].clone()], "{call}");
+        if call["state"] == "leased" {
+            handed = Some(call);
+            break;
+        }
+        assert_eq!(call["state"], "queued", "{call}");
+    }
+    let handed = handed.expect("a submission handed to a waiting lease within 10 rounds");
+    assert_eq!(handed["leased_at"], handed["created_at"], "{handed}");
+
+    // It runs as any leased call: started, reported, succeeded.
+    let id = handed["id"].as_str().unwrap().to_owned();
+    channel
+        .send(json!({"id": 100, "start": {"call": id, "epoch": epoch}}))
+        .await;
+    assert_eq!(
+        channel.answer().await,
+        json!({"id": 100, "start": {"decision": "proceed"}})
+    );
+    channel
+        .send(json!({
+            "id": 101,
+            "complete": {
+                "call": id,
+                "receipt_id": Uuid::new_v4(),
+                "epoch": epoch,
+                "completion": {"outcome": "succeeded", "result": {"content": [{"type": "text", "text": "handed"}], "isError": false}},
+            },
+        }))
+        .await;
+    assert_eq!(
+        channel.answer().await,
+        json!({"id": 101, "complete": {"status": "recorded"}})
+    );
+    let view = call_view(&server, &id).await;
+    assert_eq!(view["state"], "succeeded", "{view}");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_call_for_a_waiting_lease_whose_epoch_was_taken_over_is_queued(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let device = setup_device_connection(
+        &server,
+        &Scratch::new("channel-handoff-fenced").path("count"),
+    )
+    .await;
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
+    let mut channel = open(&server, &device).await;
+    let first = submit_count(&server).await;
+    channel
+        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+        .await;
+    assert_eq!(channel.leased(1).await, [first["id"].clone()]);
+    lease_then_beat(&mut channel, epoch, 2, 20_000).await;
+
+    // Another holder takes the runner over while the lease waits.
+    sqlx::query("UPDATE runner_leases SET epoch = epoch + 1, holder = $2 WHERE runner_ref = $1")
+        .bind(&device.runner)
+        .bind(Uuid::new_v4())
+        .execute(&server.pool)
+        .await
+        .unwrap();
+    let call = submit_count(&server).await;
+    assert_eq!(call["state"], "queued", "{call}");
+    assert_eq!(channel.error().await, (2, "runner_fenced".to_owned(), 409));
+    let id = call["id"].as_str().unwrap();
+    assert_eq!(call_view(&server, id).await["state"], "queued");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_handed_off_call_whose_lease_stopped_waiting_is_queued_again_and_leased_next(
+    pool: PgPool,
+) {
+    let server = TestServer::start(pool).await;
+    let device =
+        setup_device_connection(&server, &Scratch::new("channel-handoff-late").path("count")).await;
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
+    let mut channel = open(&server, &device).await;
+    let first = submit_count(&server).await;
+    channel
+        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+        .await;
+    assert_eq!(channel.leased(1).await, [first["id"].clone()]);
+
+    // The connection's row is locked, so the next call's insert (its foreign key) waits.
+    let mut lock = server.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM connections WHERE runner_ref = $1 FOR UPDATE")
+        .bind(&device.runner)
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    lease_then_beat(&mut channel, epoch, 2, 1_000).await;
+    let owner = server.owner.clone();
+    let submitted = tokio::spawn(async move {
+        let body = device_call_body("count", json!({"label": "x", "text": "x"}));
+        owner.post("/api/v1/workspaces/acme/calls", body).await.ok()
+    });
+    wait_for_blocked_insert(&server.pool).await;
+    // The lease's wait ends while the insert waits: it answers with nothing.
+    assert_eq!(channel.leased(2).await, Vec::<Value>::new());
+    lock.rollback().await.unwrap();
+    let call = submitted.await.unwrap();
+    let id = call["id"].as_str().unwrap();
+    // The call reached no lease: it is queued again, and the next lease takes it.
+    assert_eq!(call_view(&server, id).await["state"], "queued");
+    channel
+        .send(json!({"id": 4, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+        .await;
+    assert_eq!(channel.leased(4).await, [call["id"].clone()]);
+    assert_eq!(call_view(&server, id).await["state"], "leased");
+}
+
+/// Waits until an insert of a call (a handed-off one's statement begins with its target,
+/// and its text is longer than the activity view keeps) waits for a lock.
+async fn wait_for_blocked_insert(pool: &PgPool) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let blocked: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                            WHERE wait_event_type = 'Lock'
+                              AND (query LIKE 'WITH target AS%' OR query LIKE '%INSERT INTO calls%'))",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if blocked {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let active: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+                "SELECT state, wait_event_type, left(query, 120) FROM pg_stat_activity WHERE state <> 'idle'",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            panic!("no call insert waits for the lock: {active:?}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,192 @@
+//! Handing a new call straight to a lease that waits for one: a submission for a runner whose
+//! lease waits on an empty queue (in this process) inserts its call already leased under that
+//! lease's epoch and passes the work item to it, so the call costs one commit where it would
+//! cost two (the insert's, then the lease statement's) and the lease is not woken to look.
+//!
+//! - A waiting lease offers itself here ([`Handoffs::offer`]) for as long as it waits; a
+//!   submission claims one offer ([`Handoffs::claim`]), so at most one call goes to a lease.
+//! - The insert checks in its own statement that the epoch is the runner's live lease, and
+//!   records the dispatch target as the lease statement does; under a lease no longer live the
+//!   call is queued and announced as any other.
+//! - A lease that stops waiting (its deadline, an announcement, the server stopping, its
+//!   request dropped) withdraws its offer; if a submission claimed it meanwhile, the lease
+//!   takes the call it is given rather than look. A call that still finds no lease — sent to
+//!   one that was dropped, or claimed by a submission whose lease had gone — is put back in
+//!   the queue and announced, so the next lease takes it. Should even that write fail, the
+//!   runner's heartbeat finds the leased call it does not hold and it is queued again then,
+//!   as for any lease answer lost after its commit.
+
+use crate::db::Datastore;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use switchyard_protocol::runner::{Epoch, LeasedCall};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// The leases of this process that wait for a call, by runner.
+#[derive(Debug)]
+pub(crate) struct Handoffs {
+    db: Datastore,
+    next_offer: AtomicU64,
+    waiting: Mutex<HashMap<String, Vec<Offer>>>,
+}
+
+/// A waiting lease's offer, as the registry holds it.
+#[derive(Debug)]
+struct Offer {
+    id: u64,
+    epoch: Epoch,
+    to: oneshot::Sender<Box<LeasedCall>>,
+}
+
+/// A submission's claim on a waiting lease: its call is to be inserted leased under
+/// [`Claim::epoch`] and given to the lease with [`Claim::give`].
+#[derive(Debug)]
+pub(crate) struct Claim {
+    epoch: Epoch,
+    to: oneshot::Sender<Box<LeasedCall>>,
+}
+
+/// A waiting lease's side of its offer; dropping it withdraws the offer, and queues again a
+/// call it was given but never took.
+#[derive(Debug)]
+pub(crate) struct OfferSlot<'a> {
+    handoffs: &'a Handoffs,
+    runner_ref: &'a str,
+    id: u64,
+    from: oneshot::Receiver<Box<LeasedCall>>,
+}
+
+impl Handoffs {
+    /// An empty registry; calls that find no lease are queued again through `db`.
+    pub(crate) fn new(db: Datastore) -> Self {
+        Self {
+            db,
+            next_offer: AtomicU64::new(0),
+            waiting: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Offers a lease of `runner_ref` under `epoch` that is about to wait for a call.
+    pub(crate) fn offer<'a>(&'a self, runner_ref: &'a str, epoch: Epoch) -> OfferSlot<'a> {
+        let id = self.next_offer.fetch_add(1, Ordering::Relaxed);
+        let (to, from) = oneshot::channel();
+        self.lock()
+            .entry(runner_ref.to_owned())
+            .or_default()
+            .push(Offer { id, epoch, to });
+        OfferSlot {
+            handoffs: self,
+            runner_ref,
+            id,
+            from,
+        }
+    }
+
+    /// Claims the newest offer of a lease of `runner_ref` that still waits, if there is one.
+    pub(crate) fn claim(&self, runner_ref: &str) -> Option<Claim> {
+        let mut waiting = self.lock();
+        let offers = waiting.get_mut(runner_ref)?;
+        let claim = loop {
+            let Some(offer) = offers.pop() else {
+                break None;
+            };
+            if !offer.to.is_closed() {
+                break Some(Claim {
+                    epoch: offer.epoch,
+                    to: offer.to,
+                });
+            }
+        };
+        if offers.is_empty() {
+            waiting.remove(runner_ref);
+        }
+        claim
+    }
+
+    /// Withdraws offer `id` of `runner_ref`: false when a submission claimed it already.
+    fn withdraw(&self, runner_ref: &str, id: u64) -> bool {
+        let mut waiting = self.lock();
+        let Some(offers) = waiting.get_mut(runner_ref) else {
+            return false;
+        };
+        let Some(at) = offers.iter().position(|offer| offer.id == id) else {
+            return false;
+        };
+        offers.swap_remove(at);
+        if offers.is_empty() {
+            waiting.remove(runner_ref);
+        }
+        true
+    }
+
+    /// Puts `call`, handed off but never taken by a lease, back in the queue.
+    pub(crate) async fn requeue(&self, runner_ref: &str, call: &LeasedCall) {
+        requeue(&self.db, runner_ref, call).await;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Offer>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Claim {
+    /// The epoch of the lease claimed.
+    pub(crate) fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// Gives `call` to the lease claimed; hands it back when that lease stopped waiting.
+    pub(crate) fn give(self, call: LeasedCall) -> Result<(), Box<LeasedCall>> {
+        self.to.send(Box::new(call))
+    }
+}
+
+impl OfferSlot<'_> {
+    /// The call a submission gives this lease; `None` once the claim is dropped without one
+    /// (the call was queued, refused or taken by an earlier submission of its request_id).
+    pub(crate) async fn given(&mut self) -> Option<LeasedCall> {
+        (&mut self.from).await.ok().map(|call| *call)
+    }
+
+    /// Withdraws the offer of a lease that stops waiting; if a submission claimed it already,
+    /// waits until `deadline` for the call it gives (one insert away) and answers it.
+    pub(crate) async fn withdraw(&mut self, deadline: Instant) -> Option<LeasedCall> {
+        if self.handoffs.withdraw(self.runner_ref, self.id) {
+            return None;
+        }
+        match tokio::time::timeout_at(deadline, &mut self.from).await {
+            Ok(Ok(call)) => Some(*call),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for OfferSlot<'_> {
+    fn drop(&mut self) {
+        self.handoffs.withdraw(self.runner_ref, self.id);
+        self.from.close();
+        if let Ok(call) = self.from.try_recv() {
+            // Given, but its lease is gone: back to the queue, off this thread's drop.
+            let db = self.handoffs.db.clone();
+            let runner_ref = self.runner_ref.to_owned();
+            tokio::spawn(async move { requeue(&db, &runner_ref, &call).await });
+        }
+    }
+}
+
+/// Puts `call`, handed off but never taken by a lease, back in the queue; should that fail,
+/// the runner's heartbeat finds it unheld.
+async fn requeue(db: &Datastore, runner_ref: &str, call: &LeasedCall) {
+    if let Err(error) = db
+        .call_requeue_handed(call.call_id.0, runner_ref, call.epoch.0)
+        .await
+    {
+        tracing::warn!(
+            %error,
+            call = %call.call_id.0,
+            "a handed-off call that reached no lease could not be queued again; the runner's heartbeat will"
+        );
+    }
+}
