@@ -190,3 +190,95 @@ async fn requeue(db: &Datastore, runner_ref: &str, call: &LeasedCall) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_protocol::api::ConnectorSpec;
+    use switchyard_protocol::runner::ConnectionTarget;
+
+    /// A registry whose database is never reached by these tests.
+    fn handoffs() -> Handoffs {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .expect("a lazy pool");
+        Handoffs::new(Datastore::new(pool))
+    }
+
+    fn work_item(epoch: Epoch) -> LeasedCall {
+        LeasedCall {
+            call_id: uuid::Uuid::now_v7().into(),
+            request_id: uuid::Uuid::now_v7().into(),
+            epoch,
+            connection: ConnectionTarget {
+                connection_id: uuid::Uuid::now_v7().into(),
+                revision: 1,
+                spec: ConnectorSpec::Http {
+                    url: "http://127.0.0.1:1/mcp".into(),
+                },
+            },
+            tool_name: "echo".into(),
+            arguments: serde_json::json!({}),
+            timeout_seconds: 30,
+            client_session_id: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_offer_is_claimed_once_and_receives_the_call_given() {
+        let handoffs = handoffs();
+        assert!(handoffs.claim("device:a").is_none(), "nothing waits yet");
+        let mut offer = handoffs.offer("device:a", Epoch(3));
+        assert!(
+            handoffs.claim("device:b").is_none(),
+            "another runner's lease"
+        );
+        let claim = handoffs.claim("device:a").expect("the waiting lease");
+        assert_eq!(claim.epoch(), Epoch(3));
+        assert!(handoffs.claim("device:a").is_none(), "claimed once");
+        let call = work_item(Epoch(3));
+        let id = call.call_id;
+        claim.give(call).expect("the lease still waits");
+        assert_eq!(offer.given().await.map(|c| c.call_id), Some(id));
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_offer_is_not_claimed_and_a_claimed_one_waits_for_its_call() {
+        let handoffs = handoffs();
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        let mut offer = handoffs.offer("device:a", Epoch(1));
+        assert!(offer.withdraw(deadline).await.is_none());
+        assert!(handoffs.claim("device:a").is_none(), "withdrawn");
+
+        let mut offer = handoffs.offer("device:a", Epoch(1));
+        let claim = handoffs.claim("device:a").expect("the waiting lease");
+        let call = work_item(Epoch(1));
+        let id = call.call_id;
+        let (given, ()) = tokio::join!(offer.withdraw(deadline), async move {
+            tokio::task::yield_now().await;
+            claim.give(call).expect("the lease takes it");
+        });
+        assert_eq!(given.map(|c| c.call_id), Some(id));
+    }
+
+    #[tokio::test]
+    async fn a_claim_whose_lease_is_gone_gets_its_call_back() {
+        let handoffs = handoffs();
+        let offer = handoffs.offer("device:a", Epoch(1));
+        let claim = handoffs.claim("device:a").expect("the waiting lease");
+        drop(offer);
+        let call = work_item(Epoch(1));
+        let id = call.call_id;
+        let back = claim.give(call).expect_err("no lease to take it");
+        assert_eq!(back.call_id, id);
+        assert!(handoffs.claim("device:a").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_claim_tells_its_lease_no_call_comes() {
+        let handoffs = handoffs();
+        let mut offer = handoffs.offer("device:a", Epoch(1));
+        drop(handoffs.claim("device:a").expect("the waiting lease"));
+        assert!(offer.given().await.is_none());
+    }
+}

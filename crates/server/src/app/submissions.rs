@@ -73,7 +73,9 @@ impl Submissions {
         origin: CallOrigin,
     ) -> AppResult<Option<CallRow>> {
         let inserting = Inserting::enter(&self.inserting);
+        // A receipt lookup's lease reads the call it looks up; it is never handed off.
         if inserting.alone
+            && origin.lookup_of.is_none()
             && let Some(claim) = self.handoffs.claim(&call.runner_ref)
         {
             return self.hand_off(call, origin, claim).await;
