@@ -10,7 +10,8 @@
 //!   call is queued and announced as any other.
 //! - A lease that stops waiting (its deadline, an announcement, the server stopping, its
 //!   request dropped) withdraws its offer; if a submission claimed it meanwhile, the lease
-//!   takes the call it is given rather than look. A call that still finds no lease — sent to
+//!   takes the call it is given (and, woken by an announcement, looks for the others beside
+//!   it, so that a queued call does not wait behind the insert). A call that still finds no lease — sent to
 //!   one that was dropped, or claimed by a submission whose lease had gone — is put back in
 //!   the queue and announced, so the next lease takes it. Should even that write fail, the
 //!   runner's heartbeat finds the leased call it does not hold and it is queued again then,
@@ -20,9 +21,13 @@ use crate::db::Datastore;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use switchyard_protocol::runner::{Epoch, LeasedCall};
 use tokio::sync::oneshot;
-use tokio::time::Instant;
+
+/// How long a lease whose offer was claimed waits for the call past the moment it stopped
+/// waiting: the claimer's insert is a single statement.
+const CLAIMED_WAIT: Duration = Duration::from_secs(1);
 
 /// The leases of this process that wait for a call, by runner.
 #[derive(Debug)]
@@ -150,16 +155,20 @@ impl OfferSlot<'_> {
         (&mut self.from).await.ok().map(|call| *call)
     }
 
-    /// Withdraws the offer of a lease that stops waiting; if a submission claimed it already,
-    /// waits until `deadline` for the call it gives (one insert away) and answers it.
-    pub(crate) async fn withdraw(&mut self, deadline: Instant) -> Option<LeasedCall> {
-        if self.handoffs.withdraw(self.runner_ref, self.id) {
-            return None;
-        }
-        match tokio::time::timeout_at(deadline, &mut self.from).await {
-            Ok(Ok(call)) => Some(*call),
-            _ => None,
-        }
+    /// Withdraws the offer of a lease that stops waiting: false when a submission claimed it
+    /// already, and its call is one insert away ([`OfferSlot::given_soon`]).
+    pub(crate) fn withdraw(&self) -> bool {
+        self.handoffs.withdraw(self.runner_ref, self.id)
+    }
+
+    /// [`OfferSlot::given`] for a claimed offer, waiting at most [`CLAIMED_WAIT`] — past the
+    /// lease's own wait if need be: the call is one insert away, and a lease that does not
+    /// take it makes it go back to the queue.
+    pub(crate) async fn given_soon(&mut self) -> Option<LeasedCall> {
+        tokio::time::timeout(CLAIMED_WAIT, self.given())
+            .await
+            .ok()
+            .flatten()
     }
 }
 
@@ -245,16 +254,16 @@ mod tests {
     #[tokio::test]
     async fn a_withdrawn_offer_is_not_claimed_and_a_claimed_one_waits_for_its_call() {
         let handoffs = handoffs();
-        let deadline = Instant::now() + std::time::Duration::from_secs(30);
-        let mut offer = handoffs.offer("device:a", Epoch(1));
-        assert!(offer.withdraw(deadline).await.is_none());
+        let offer = handoffs.offer("device:a", Epoch(1));
+        assert!(offer.withdraw());
         assert!(handoffs.claim("device:a").is_none(), "withdrawn");
 
         let mut offer = handoffs.offer("device:a", Epoch(1));
         let claim = handoffs.claim("device:a").expect("the waiting lease");
+        assert!(!offer.withdraw(), "claimed already");
         let call = work_item(Epoch(1));
         let id = call.call_id;
-        let (given, ()) = tokio::join!(offer.withdraw(deadline), async move {
+        let (given, ()) = tokio::join!(offer.given_soon(), async move {
             tokio::task::yield_now().await;
             claim.give(call).expect("the lease takes it");
         });

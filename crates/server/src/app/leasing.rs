@@ -109,22 +109,57 @@ impl App {
                 given = offer.given() => Err(given),
                 woken = feed.waiter.wait(deadline) => Ok(woken),
             };
-            let (given, woken) = match event {
-                Ok(woken) => (offer.withdraw(deadline).await, Some(woken)),
-                Err(given) => (given, None),
+            let woken = match event {
+                Err(Some(call)) => {
+                    // Every call queued since the last look was announced, and the feed keeps
+                    // those announcements: it stays drained.
+                    feed.drained = true;
+                    return Ok(Some(vec![call]));
+                }
+                // The claim was dropped without a call: its submission queued the call (and
+                // announced it) or found its request_id taken. It looks.
+                Err(None) => continue,
+                Ok(woken) => woken,
             };
-            if let Some(call) = given {
-                // Every call queued since the last look was announced, and the feed keeps
-                // those announcements: it stays drained.
-                feed.drained = true;
-                return Ok(Some(vec![call]));
+            if offer.withdraw() {
+                if !woken {
+                    // The deadline, or the server stops.
+                    return Ok(Some(Vec::new()));
+                }
+                continue;
             }
-            // At the deadline (or when the server stops) it answers; woken by an
-            // announcement, or by a claim dropped without a call (its submission queued the
-            // call, or found its request_id taken), it looks.
-            if woken == Some(false) {
-                return Ok(Some(Vec::new()));
+            // Claimed: the call is one insert away. Woken by an announcement, the lease looks
+            // for the rest beside that insert rather than after it.
+            if !woken || max == 1 {
+                let given = offer.given_soon().await;
+                feed.drained = given.is_some();
+                return Ok(Some(given.into_iter().collect()));
             }
+            feed.waiter.skip_received();
+            let (given, looked) = tokio::join!(
+                offer.given_soon(),
+                Box::pin(self.lease_calls(&feed.runner_ref, feed.epoch, max - 1))
+            );
+            let batch = match looked {
+                Ok(Some(batch)) => batch,
+                // Nothing leased by the look (an error, or the lease is no longer live): the
+                // handed call goes back to the queue, and the lease answers as the look did.
+                failed => {
+                    if let Some(call) = &given {
+                        self.handoffs.requeue(&feed.runner_ref, call).await;
+                    }
+                    return failed.map(|_| None);
+                }
+            };
+            feed.drained = !batch.full;
+            let mut calls = batch.calls;
+            calls.extend(given);
+            if !calls.is_empty() {
+                return Ok(Some(calls));
+            }
+            // Nothing given and nothing found (or every call found refused): wait again, or
+            // look again if more may be queued.
+            look = batch.full;
         }
     }
 

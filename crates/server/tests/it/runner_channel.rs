@@ -494,3 +494,98 @@ async fn wait_for_blocked_insert(pool: &PgPool) {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_lease_whose_handed_call_is_on_its_way_takes_a_call_queued_meanwhile_beside_it(
+    pool: PgPool,
+) {
+    let server = TestServer::start(pool).await;
+    let device = setup_device_connection(
+        &server,
+        &Scratch::new("channel-handoff-beside").path("count"),
+    )
+    .await;
+    // A second connection on the same device, under its own profile.
+    let owner = &server.owner;
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "second", "connector": "counted", "runner": device.runner}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/profiles",
+            json!({"name": "dev2", "connections": ["second"]}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/dev2/grants",
+            json!({"user": "owner", "use": true}),
+        )
+        .await
+        .ok();
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
+    let mut channel = open(&server, &device).await;
+    let first = submit_count(&server).await;
+    channel
+        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+        .await;
+    assert_eq!(channel.leased(1).await, [first["id"].clone()]);
+
+    // The first connection's row is locked: a call on it waits in its insert.
+    let mut lock = server.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM connections WHERE name = 'local' FOR UPDATE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    lease_then_beat(&mut channel, epoch, 2, 20_000).await;
+    let owner = server.owner.clone();
+    let blocked = tokio::spawn(async move {
+        let body = device_call_body("count", json!({"label": "x", "text": "x"}));
+        owner.post("/api/v1/workspaces/acme/calls", body).await.ok()
+    });
+    wait_for_blocked_insert(&server.pool).await;
+    // A call on the second connection, submitted meanwhile, is queued and announced; the
+    // waiting lease looks for it beside the insert that is still on its way.
+    let mut body = device_call_body("count", json!({"label": "y", "text": "y"}));
+    body["profile_id"] = json!("dev2");
+    body["connection_id"] = json!("second");
+    let beside = server
+        .owner
+        .post("/api/v1/workspaces/acme/calls", body)
+        .await
+        .ok();
+    let beside_id = beside["id"].as_str().unwrap().to_owned();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while call_view(&server, &beside_id).await["state"] != "leased" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call queued meanwhile is leased while the other insert waits"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    lock.rollback().await.unwrap();
+    let handed = blocked.await.unwrap();
+
+    // Both reach the runner once: together in the waiting lease's answer, or — had the
+    // handed call come later than the lease could wait for it — that one in the next lease.
+    let mut leased = channel.leased(2).await;
+    assert!(leased.contains(&beside["id"]), "{leased:?}");
+    if !leased.contains(&handed["id"]) {
+        channel
+            .send(json!({"id": 3, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+            .await;
+        leased.extend(channel.leased(3).await);
+    }
+    leased.sort_by_key(|id| id.to_string());
+    let mut expected = vec![beside["id"].clone(), handed["id"].clone()];
+    expected.sort_by_key(|id| id.to_string());
+    assert_eq!(leased, expected);
+    for id in [&beside_id, handed["id"].as_str().unwrap()] {
+        assert_eq!(call_view(&server, id).await["state"], "leased", "{id}");
+    }
+}
