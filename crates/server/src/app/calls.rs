@@ -240,7 +240,7 @@ impl App {
         let waiter = (!wait.is_zero()).then(|| self.wakeups.settled_waiter(new_call.id));
         let (workspace_id, request_id) = (new_call.workspace_id, new_call.request_id);
         match self.submissions.insert(new_call, origin).await? {
-            // Inserted: queued, so waiting it is.
+            // Inserted (queued, or leased to a waiting lease): waiting it is.
             Some(row) => Ok((
                 match waiter {
                     Some(waiter) => {

@@ -11,11 +11,11 @@
 //! - A lease that stops waiting (its deadline, an announcement, the server stopping, its
 //!   request dropped) withdraws its offer; if a submission claimed it meanwhile, the lease
 //!   takes the call it is given (and, woken by an announcement, looks for the others beside
-//!   it, so that a queued call does not wait behind the insert). A call that still finds no lease — sent to
-//!   one that was dropped, or claimed by a submission whose lease had gone — is put back in
-//!   the queue and announced, so the next lease takes it. Should even that write fail, the
-//!   runner's heartbeat finds the leased call it does not hold and it is queued again then,
-//!   as for any lease answer lost after its commit.
+//!   that insert, so that a queued call does not wait behind it). A call that still finds no
+//!   lease — sent to one that was dropped, or claimed by a submission whose lease had gone —
+//!   is put back in the queue and announced, so the next lease takes it. Should even that
+//!   write fail, the runner's heartbeat finds the leased call it does not hold and it is
+//!   queued again then, as for any lease answer lost after its commit.
 
 use crate::db::Datastore;
 use std::collections::HashMap;

@@ -69,8 +69,8 @@ impl App {
     }
 
     /// Leases up to `max` calls through `feed`, waiting (without touching the database) until
-    /// `deadline` for calls to be announced when there are none; empty at the deadline or when
-    /// the server stops. `None` (leasing nothing) unless the feed's epoch is the runner's live
+    /// `deadline` for calls to be announced — or handed to it — when there are none; empty at
+    /// the deadline or when the server stops. `None` (leasing nothing) unless the feed's epoch is the runner's live
     /// lease. A lease that follows a drained one waits before its first look.
     pub(crate) async fn lease_waiting(
         &self,
