@@ -318,6 +318,30 @@ async fn a_device_starts_and_reports_a_call_on_its_channel(pool: PgPool) {
     assert_eq!(channel.answer().await["id"], 8);
 }
 
+/// A server with a device connection (scratch directory `name`) and the device's channel, on
+/// which lease 1 took the one queued call: the next lease waits at once.
+async fn drained_channel(pool: PgPool, name: &str) -> (TestServer, Device, i64, Lines) {
+    let server = TestServer::start(pool).await;
+    let device = setup_device_connection(&server, &Scratch::new(name).path("count")).await;
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
+    let mut channel = open(&server, &device).await;
+    let first = submit_count(&server).await;
+    channel
+        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
+        .await;
+    assert_eq!(channel.leased(1).await, [first["id"].clone()]);
+    (server, device, epoch, channel)
+}
+
+/// Submits a `count` call on the device from a task of its own (its insert may wait).
+fn submit_count_aside(server: &TestServer) -> tokio::task::JoinHandle<Value> {
+    let owner = server.owner.clone();
+    tokio::spawn(async move {
+        let body = device_call_body("count", json!({"label": "x", "text": "x"}));
+        owner.post("/api/v1/workspaces/acme/calls", body).await.ok()
+    })
+}
+
 /// Sends lease `id` (of at most 8 calls, waiting up to `wait_ms`) and a heartbeat after it,
 /// and reads the heartbeat's answer: the lease has been read and is being answered.
 async fn lease_then_beat(channel: &mut Lines, epoch: i64, id: u64, wait_ms: u64) {
@@ -334,16 +358,7 @@ async fn lease_then_beat(channel: &mut Lines, epoch: i64, id: u64, wait_ms: u64)
 async fn a_call_submitted_while_its_device_lease_waits_is_handed_to_it_already_leased(
     pool: PgPool,
 ) {
-    let server = TestServer::start(pool).await;
-    let device =
-        setup_device_connection(&server, &Scratch::new("channel-handoff").path("count")).await;
-    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
-    let mut channel = open(&server, &device).await;
-    let first = submit_count(&server).await;
-    channel
-        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
-        .await;
-    assert_eq!(channel.leased(1).await, [first["id"].clone()]);
+    let (server, _device, epoch, mut channel) = drained_channel(pool, "channel-handoff").await;
 
     // A lease after a drained one waits at once; a call submitted meanwhile is inserted
     // leased to it — the submission answers `leased`, leased in the insert's own transaction —
@@ -394,19 +409,8 @@ async fn a_call_submitted_while_its_device_lease_waits_is_handed_to_it_already_l
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_call_for_a_waiting_lease_whose_epoch_was_taken_over_is_queued(pool: PgPool) {
-    let server = TestServer::start(pool).await;
-    let device = setup_device_connection(
-        &server,
-        &Scratch::new("channel-handoff-fenced").path("count"),
-    )
-    .await;
-    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
-    let mut channel = open(&server, &device).await;
-    let first = submit_count(&server).await;
-    channel
-        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
-        .await;
-    assert_eq!(channel.leased(1).await, [first["id"].clone()]);
+    let (server, device, epoch, mut channel) =
+        drained_channel(pool, "channel-handoff-fenced").await;
     lease_then_beat(&mut channel, epoch, 2, 20_000).await;
 
     // Another holder takes the runner over while the lease waits.
@@ -427,16 +431,7 @@ async fn a_call_for_a_waiting_lease_whose_epoch_was_taken_over_is_queued(pool: P
 async fn a_handed_off_call_whose_lease_stopped_waiting_is_queued_again_and_leased_next(
     pool: PgPool,
 ) {
-    let server = TestServer::start(pool).await;
-    let device =
-        setup_device_connection(&server, &Scratch::new("channel-handoff-late").path("count")).await;
-    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
-    let mut channel = open(&server, &device).await;
-    let first = submit_count(&server).await;
-    channel
-        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
-        .await;
-    assert_eq!(channel.leased(1).await, [first["id"].clone()]);
+    let (server, device, epoch, mut channel) = drained_channel(pool, "channel-handoff-late").await;
 
     // The connection's row is locked, so the next call's insert (its foreign key) waits.
     let mut lock = server.pool.begin().await.unwrap();
@@ -446,11 +441,7 @@ async fn a_handed_off_call_whose_lease_stopped_waiting_is_queued_again_and_lease
         .await
         .unwrap();
     lease_then_beat(&mut channel, epoch, 2, 1_000).await;
-    let owner = server.owner.clone();
-    let submitted = tokio::spawn(async move {
-        let body = device_call_body("count", json!({"label": "x", "text": "x"}));
-        owner.post("/api/v1/workspaces/acme/calls", body).await.ok()
-    });
+    let submitted = submit_count_aside(&server);
     wait_for_blocked_insert(&server.pool).await;
     // The lease's wait ends while the insert waits: it answers with nothing.
     assert_eq!(channel.leased(2).await, Vec::<Value>::new());
@@ -499,12 +490,8 @@ async fn wait_for_blocked_insert(pool: &PgPool) {
 async fn a_lease_whose_handed_call_is_on_its_way_takes_a_call_queued_meanwhile_beside_it(
     pool: PgPool,
 ) {
-    let server = TestServer::start(pool).await;
-    let device = setup_device_connection(
-        &server,
-        &Scratch::new("channel-handoff-beside").path("count"),
-    )
-    .await;
+    let (server, device, epoch, mut channel) =
+        drained_channel(pool, "channel-handoff-beside").await;
     // A second connection on the same device, under its own profile.
     let owner = &server.owner;
     owner
@@ -528,13 +515,6 @@ async fn a_lease_whose_handed_call_is_on_its_way_takes_a_call_queued_meanwhile_b
         )
         .await
         .ok();
-    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
-    let mut channel = open(&server, &device).await;
-    let first = submit_count(&server).await;
-    channel
-        .send(json!({"id": 1, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}}))
-        .await;
-    assert_eq!(channel.leased(1).await, [first["id"].clone()]);
 
     // The first connection's row is locked: a call on it waits in its insert.
     let mut lock = server.pool.begin().await.unwrap();
@@ -543,11 +523,7 @@ async fn a_lease_whose_handed_call_is_on_its_way_takes_a_call_queued_meanwhile_b
         .await
         .unwrap();
     lease_then_beat(&mut channel, epoch, 2, 20_000).await;
-    let owner = server.owner.clone();
-    let blocked = tokio::spawn(async move {
-        let body = device_call_body("count", json!({"label": "x", "text": "x"}));
-        owner.post("/api/v1/workspaces/acme/calls", body).await.ok()
-    });
+    let blocked = submit_count_aside(&server);
     wait_for_blocked_insert(&server.pool).await;
     // A call on the second connection, submitted meanwhile, is queued and announced; the
     // waiting lease looks for it beside the insert that is still on its way.
