@@ -522,3 +522,35 @@ pub async fn calls_stored(pool: &PgPool) -> i64 {
         .await
         .unwrap()
 }
+
+/// Waits (up to 30 s) until a backend of `pool`'s database waits on a lock, running a statement
+/// that begins like one of `statements` (`LIKE` patterns; any statement when empty). The
+/// activity view keeps only the first kilobyte of a statement's text.
+pub async fn wait_for_a_lock_wait(pool: &PgPool, statements: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                            WHERE datname = current_database() AND wait_event_type = 'Lock'
+                              AND (cardinality($1::text[]) = 0 OR query LIKE ANY ($1)))",
+        )
+        .bind(statements)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting {
+            return;
+        }
+        if Instant::now() >= deadline {
+            let active: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+                "SELECT state, wait_event_type, left(query, 120) FROM pg_stat_activity
+                 WHERE datname = current_database() AND state <> 'idle'",
+            )
+            .fetch_all(pool)
+            .await
+            .unwrap();
+            panic!("nothing waits on a lock running {statements:?}: {active:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -451,7 +451,7 @@ async fn a_call_committed_after_a_newer_one_was_leased_still_runs(pool: PgPool) 
         let db = db.clone();
         async move { db.call_insert(&late).await.unwrap() }
     });
-    wait_for_a_lock_wait(&db).await;
+    wait_for_a_lock_wait(db.pool(), &[]).await;
 
     let newer = db
         .call_insert(&echo_call(&db, "central").await)
@@ -470,23 +470,4 @@ async fn a_call_committed_after_a_newer_one_was_leased_still_runs(pool: PgPool) 
         "the late call was submitted first"
     );
     wait_for_state(&db, late.id, "succeeded").await;
-}
-
-/// Waits until some backend of this test's database waits on a lock.
-async fn wait_for_a_lock_wait(db: &Datastore) {
-    wait_until(async || {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(db.pool())
-        .await
-        .unwrap();
-        if waiting > 0 {
-            Ok(())
-        } else {
-            Err("nothing waits on the lock".to_owned())
-        }
-    })
-    .await;
 }

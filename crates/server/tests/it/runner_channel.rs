@@ -442,7 +442,7 @@ async fn a_handed_off_call_whose_lease_stopped_waiting_is_queued_again_and_lease
         .unwrap();
     lease_then_beat(&mut channel, epoch, 2, 1_000).await;
     let submitted = submit_count_aside(&server);
-    wait_for_blocked_insert(&server.pool).await;
+    wait_for_a_lock_wait(&server.pool, &CALL_INSERTS).await;
     // The lease's wait ends while the insert waits: it answers with nothing.
     assert_eq!(channel.leased(2).await, Vec::<Value>::new());
     lock.rollback().await.unwrap();
@@ -457,34 +457,9 @@ async fn a_handed_off_call_whose_lease_stopped_waiting_is_queued_again_and_lease
     assert_eq!(call_view(&server, id).await["state"], "leased");
 }
 
-/// Waits until an insert of a call (a handed-off one's statement begins with its target,
-/// and its text is longer than the activity view keeps) waits for a lock.
-async fn wait_for_blocked_insert(pool: &PgPool) {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let blocked: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-                            WHERE wait_event_type = 'Lock'
-                              AND (query LIKE 'WITH target AS%' OR query LIKE '%INSERT INTO calls%'))",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if blocked {
-            return;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            let active: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
-                "SELECT state, wait_event_type, left(query, 120) FROM pg_stat_activity WHERE state <> 'idle'",
-            )
-            .fetch_all(pool)
-            .await
-            .unwrap();
-            panic!("no call insert waits for the lock: {active:?}");
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-}
+/// The statements that insert a call: a handed-off one's begins with its target, and its
+/// text is longer than the activity view keeps.
+const CALL_INSERTS: [&str; 2] = ["WITH target AS%", "%INSERT INTO calls%"];
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_lease_whose_handed_call_is_on_its_way_takes_a_call_queued_meanwhile_beside_it(
@@ -524,7 +499,7 @@ async fn a_lease_whose_handed_call_is_on_its_way_takes_a_call_queued_meanwhile_b
         .unwrap();
     lease_then_beat(&mut channel, epoch, 2, 20_000).await;
     let blocked = submit_count_aside(&server);
-    wait_for_blocked_insert(&server.pool).await;
+    wait_for_a_lock_wait(&server.pool, &CALL_INSERTS).await;
     // A call on the second connection, submitted meanwhile, is queued and announced; the
     // waiting lease looks for it beside the insert that is still on its way.
     let mut body = device_call_body("count", json!({"label": "y", "text": "y"}));
@@ -536,14 +511,16 @@ async fn a_lease_whose_handed_call_is_on_its_way_takes_a_call_queued_meanwhile_b
         .await
         .ok();
     let beside_id = beside["id"].as_str().unwrap().to_owned();
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-    while call_view(&server, &beside_id).await["state"] != "leased" {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the call queued meanwhile is leased while the other insert waits"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    // Leased while the other insert waits (the lease does not wait for it first).
+    server
+        .owner
+        .wait_call_until(
+            "acme",
+            &beside_id,
+            std::time::Duration::from_secs(20),
+            |call| call["state"] == "leased",
+        )
+        .await;
     lock.rollback().await.unwrap();
     let handed = blocked.await.unwrap();
 
