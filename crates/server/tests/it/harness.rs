@@ -515,6 +515,30 @@ pub async fn echo_call(db: &Datastore, runner_ref: &str) -> NewCall {
     }
 }
 
+/// Keeps the central runner from leasing: another holder takes its lease for an hour under a
+/// new epoch, whether or not the server's central runner has taken it yet (a term it began is
+/// fenced, and it waits), until [`release_central_runner`].
+pub async fn hold_central_runner(pool: &PgPool) {
+    sqlx::query(
+        "INSERT INTO runner_leases (runner_ref, epoch, holder, expires_at)
+         VALUES ('central', 1, gen_random_uuid(), now() + interval '1 hour')
+         ON CONFLICT (runner_ref) DO UPDATE
+             SET epoch = runner_leases.epoch + 1, holder = EXCLUDED.holder,
+                 expires_at = EXCLUDED.expires_at",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// Ends the hold of [`hold_central_runner`]: the lease expires, and the central runner takes it.
+pub async fn release_central_runner(pool: &PgPool) {
+    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = 'central'")
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
 /// How many calls are stored, in every workspace.
 pub async fn calls_stored(pool: &PgPool) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM calls")

@@ -7,14 +7,6 @@ use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Keeps the central runner from leasing: another holder owns its lease for an hour.
-async fn block_central_runner(pool: &PgPool) {
-    sqlx::query("INSERT INTO runner_leases (runner_ref, epoch, holder, expires_at) VALUES ('central', 1, gen_random_uuid(), now() + interval '1 hour')")
-        .execute(pool)
-        .await
-        .unwrap();
-}
-
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_timeout_after_dispatch_is_unknown(pool: PgPool) {
     let server = TestServer::start(pool).await;
@@ -37,7 +29,7 @@ async fn a_timeout_after_dispatch_is_unknown(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn queued_calls_cancel_at_once_and_finished_ones_say_so(pool: PgPool) {
-    block_central_runner(&pool).await;
+    hold_central_runner(&pool).await;
     let server = TestServer::start(pool).await;
     let setup = setup_workspace(&server, "acme", &[]).await;
     let ws = &setup.ws;
@@ -76,7 +68,7 @@ async fn queued_calls_cancel_at_once_and_finished_ones_say_so(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn calls_nobody_runs_expire(pool: PgPool) {
-    block_central_runner(&pool).await;
+    hold_central_runner(&pool).await;
     let server =
         TestServer::start_with(pool, |c| c.sweeper.queue_expiry = Duration::from_secs(1)).await;
     let setup = setup_workspace(&server, "acme", &[]).await;

@@ -295,15 +295,6 @@ async fn change_fixture_command(server: &TestServer, counter: &str) -> Value {
         .ok()
 }
 
-async fn hold_central_runner(pool: &PgPool, hold: bool) {
-    let sql = if hold {
-        "UPDATE runner_leases SET epoch = epoch + 1, holder = gen_random_uuid(), expires_at = now() + interval '1 hour' WHERE runner_ref = 'central'"
-    } else {
-        "UPDATE runner_leases SET expires_at = now() WHERE runner_ref = 'central'"
-    };
-    sqlx::query(sql).execute(pool).await.unwrap();
-}
-
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_lookup_is_refused_once_the_connection_changed(pool: PgPool) {
     let scratch = Scratch::new("reconcile-changed");
@@ -321,7 +312,7 @@ async fn a_lookup_is_refused_once_the_connection_changed(pool: PgPool) {
     );
 
     // A lookup for `second` is queued while no runner serves; then the connector changes.
-    hold_central_runner(&pool, true).await;
+    hold_central_runner(&pool).await;
     let queued = reconcile(
         &server.owner,
         ws,
@@ -355,7 +346,7 @@ async fn a_lookup_is_refused_once_the_connection_changed(pool: PgPool) {
     assert!(message.contains("mcp resolve"), "{message}");
 
     // The lookup queued before the change is refused when leased: nothing is sent.
-    hold_central_runner(&pool, false).await;
+    release_central_runner(&pool).await;
     let lookup = server
         .owner
         .wait_call(ws, queued["lookup"]["id"].as_str().unwrap(), WAIT)
@@ -401,7 +392,7 @@ async fn a_lookup_whose_call_was_resolved_before_it_ran_fails_unsent(pool: PgPoo
     assert_eq!(lost["state"], "unknown");
 
     // A lookup is queued while no runner serves; meanwhile a caller settles the call.
-    hold_central_runner(&pool, true).await;
+    hold_central_runner(&pool).await;
     let queued = reconcile(&server.owner, ws, id, Uuid::new_v4()).await.ok();
     let body = json!({"request_id": Uuid::new_v4(), "outcome": "succeeded", "source_version_id": evidence, "explanation": "seen"});
     server
@@ -411,7 +402,7 @@ async fn a_lookup_whose_call_was_resolved_before_it_ran_fails_unsent(pool: PgPoo
         .ok();
 
     // Leased, the lookup is failed before anything is sent; the settled call keeps its resolution.
-    hold_central_runner(&pool, false).await;
+    release_central_runner(&pool).await;
     let lookup = server
         .owner
         .wait_call(ws, queued["lookup"]["id"].as_str().unwrap(), WAIT)
@@ -445,7 +436,7 @@ async fn a_queued_call_whose_connector_lost_its_approval_fails_unsent(pool: PgPo
     let ws = &setup_workspace(&server, "acme", &["--count-file", &counter])
         .await
         .ws;
-    hold_central_runner(&pool, true).await;
+    hold_central_runner(&pool).await;
     let call = server
         .owner
         .post(&calls(ws), call_body("count", json!({"label": "a"})))
@@ -454,7 +445,7 @@ async fn a_queued_call_whose_connector_lost_its_approval_fails_unsent(pool: PgPo
     let connector = change_fixture_command(&server, &counter).await;
     assert_eq!(connector["approved"], false);
 
-    hold_central_runner(&pool, false).await;
+    release_central_runner(&pool).await;
     let failed = server
         .owner
         .wait_call(ws, call["id"].as_str().unwrap(), WAIT)

@@ -12,22 +12,6 @@ use std::time::Duration;
 /// How long a call may take to settle in these tests (the first one starts the fixture).
 const SETTLE: Duration = Duration::from_secs(60);
 
-/// Holds the central runner's lease for another holder, so calls stay queued until
-/// [`unblock_central_runner`].
-async fn block_central_runner(pool: &PgPool) {
-    sqlx::query("INSERT INTO runner_leases (runner_ref, epoch, holder, expires_at) VALUES ('central', 1, gen_random_uuid(), now() + interval '1 hour')")
-        .execute(pool)
-        .await
-        .unwrap();
-}
-
-async fn unblock_central_runner(pool: &PgPool) {
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = 'central'")
-        .execute(pool)
-        .await
-        .unwrap();
-}
-
 /// Signs in through the form and lands on the workspaces page.
 async fn sign_in(browser: &Browser, base: &str, token: &str) {
     browser.goto(&format!("{base}/")).await;
@@ -58,7 +42,7 @@ async fn wait_for_state(browser: &Browser, states: &[&str], within: Duration) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn an_operator_signs_in_runs_echo_and_watches_it_succeed_live(pool: PgPool) {
-    block_central_runner(&pool).await;
+    hold_central_runner(&pool).await;
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
     let base = format!("http://{}", server.addr);
@@ -169,7 +153,7 @@ async fn an_operator_signs_in_runs_echo_and_watches_it_succeed_live(pool: PgPool
     assert_eq!(shown_state(&browser).await, "queued");
     browser.execute("window.sameDocument = true", vec![]).await;
     browser.screenshot("inspector-queued").await;
-    unblock_central_runner(&pool).await;
+    release_central_runner(&pool).await;
     wait_for_state(&browser, &["succeeded"], SETTLE).await;
     assert_eq!(
         browser

@@ -322,10 +322,7 @@ async fn revoking_the_token_ends_its_sessions_and_cookies_can_be_secure(pool: Pg
 #[sqlx::test(migrations = "../../migrations")]
 async fn forms_need_the_csrf_token_and_other_workspaces_do_not_exist(pool: PgPool) {
     // No runner takes calls here, so the call stays queued until cancelled.
-    sqlx::query("INSERT INTO runner_leases (runner_ref, epoch, holder, expires_at) VALUES ('central', 1, gen_random_uuid(), now() + interval '1 hour')")
-        .execute(&pool)
-        .await
-        .unwrap();
+    hold_central_runner(&pool).await;
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
     let call = server
@@ -437,10 +434,7 @@ async fn the_event_stream_sends_the_call_until_it_settles(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn the_calls_list_filters_and_pages_newest_first(pool: PgPool) {
-    sqlx::query("INSERT INTO runner_leases (runner_ref, epoch, holder, expires_at) VALUES ('central', 1, gen_random_uuid(), now() + interval '1 hour')")
-        .execute(&pool)
-        .await
-        .unwrap();
+    hold_central_runner(&pool).await;
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
     let mut ids = Vec::new();
