@@ -20,6 +20,12 @@
 //!   then turns `unknown`, as its started entry is reported at the next start), and a receipt
 //!   the server took before the crash settles the call whatever the outbox holds. If the receipt
 //!   cannot be recorded it is still uploaded, from memory, and admission pauses.
+//! - An acknowledgement is recorded by the next start's transaction, or on its own
+//!   [`ACKNOWLEDGE_DELAY`] later when no start comes, and at the end of the lease term: it
+//!   needs no disk sync, and a write of its own right after the upload competed for the CPU
+//!   with the server answering the caller. Until it is recorded, a crash leaves the receipt
+//!   `recorded`, so it is uploaded again after the restart and answered as before (the server
+//!   records a receipt id once), as for an acknowledgement lost to a power loss.
 //! - A refused device credential or a fenced epoch ends the lease term (see [`super::state`]).
 
 use super::client::{ApiFailure, RunnerClient};
@@ -28,6 +34,7 @@ use super::state::{ActiveCalls, Admission, Halt, Pause, Stop, lock};
 use crate::control::{ControlError, ControlPlane, StartDecision};
 use crate::outbox::{Capacity, EntryState, Outbox, OutboxError, Receipt};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchyard_protocol::CallId;
@@ -43,6 +50,9 @@ const PAUSED_WAIT: Duration = Duration::from_secs(1);
 const CALL_NOT_FOUND: &str = "call_not_found";
 /// The error code a call is failed with when its start could not be recorded.
 const OUTBOX_UNAVAILABLE: &str = "outbox_unavailable";
+/// How long a receipt's acknowledgement waits for a start to record it before it is recorded
+/// on its own.
+const ACKNOWLEDGE_DELAY: Duration = Duration::from_millis(500);
 
 /// The device runner's control plane for one lease term (one epoch).
 pub(crate) struct DeviceControl {
@@ -57,6 +67,55 @@ pub(crate) struct DeviceControl {
     /// The receipts of reports the server has not answered yet, so that a retried report
     /// uploads the same receipt id.
     reports: Mutex<HashMap<CallId, Receipt>>,
+    /// Receipts the server acknowledged that the outbox does not hold as acknowledged yet.
+    acknowledged: Arc<Acknowledged>,
+}
+
+/// The receipt ids the server acknowledged whose acknowledgement the outbox has not recorded
+/// yet, and whether a delayed write of them is due.
+#[derive(Debug, Default)]
+struct Acknowledged {
+    receipts: Mutex<Vec<uuid::Uuid>>,
+    write_due: AtomicBool,
+}
+
+impl Acknowledged {
+    /// Takes every pending acknowledgement, to be recorded by the caller.
+    fn take(&self) -> Vec<uuid::Uuid> {
+        std::mem::take(&mut *lock(&self.receipts))
+    }
+
+    /// Puts back acknowledgements taken but not recorded.
+    fn put_back(&self, receipts: Vec<uuid::Uuid>) {
+        lock(&self.receipts).extend(receipts);
+    }
+
+    /// Records every pending acknowledgement in `outbox`, each on its own (unsynced). One the
+    /// outbox cannot record leaves its receipt `recorded`: it is uploaded again after a
+    /// restart and answered as before.
+    async fn write(&self, outbox: &Arc<Outbox>) {
+        let receipts = self.take();
+        if receipts.is_empty() {
+            return;
+        }
+        let written = on_outbox(outbox, move |outbox| {
+            for receipt_id in receipts {
+                match outbox.acknowledge(receipt_id) {
+                    // Pruned by a start meanwhile, or never recorded (uploaded from memory).
+                    Ok(()) | Err(OutboxError::NoSuchReceipt(_)) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(())
+        })
+        .await;
+        if let Err(error) = written {
+            tracing::warn!(
+                %error,
+                "the outbox could not record the server's acknowledgements; those receipts are uploaded again after a restart"
+            );
+        }
+    }
 }
 
 /// Where a receipt upload left the receipt.
@@ -91,7 +150,29 @@ impl DeviceControl {
             halt,
             active,
             reports: Mutex::new(HashMap::new()),
+            acknowledged: Arc::default(),
         }
+    }
+
+    /// Records the acknowledgements still pending in the outbox: at the end of the lease term.
+    pub(crate) async fn write_acknowledgements(&self) {
+        self.acknowledged.write(&self.outbox).await;
+    }
+
+    /// Keeps the server's acknowledgement of `receipt_id` for the next start to record, and
+    /// makes sure it is recorded within [`ACKNOWLEDGE_DELAY`] should no start come.
+    fn acknowledge_later(&self, receipt_id: uuid::Uuid) {
+        lock(&self.acknowledged.receipts).push(receipt_id);
+        if self.acknowledged.write_due.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let acknowledged = Arc::clone(&self.acknowledged);
+        let outbox = Arc::clone(&self.outbox);
+        tokio::spawn(async move {
+            tokio::time::sleep(ACKNOWLEDGE_DELAY).await;
+            acknowledged.write_due.store(false, Ordering::Release);
+            acknowledged.write(&outbox).await;
+        });
     }
 
     /// How many more calls the outbox has room for; pauses or resumes admission accordingly.
@@ -184,7 +265,11 @@ impl DeviceControl {
                 lock(&self.reports).insert(call_id, receipt.clone());
                 let ((), sent) = tokio::join!(self.record(&receipt), send(&self.client, &receipt));
                 let settled = sent?;
-                settle(&self.outbox, &receipt, settled).await;
+                if settled == Settled::Acknowledged {
+                    self.acknowledge_later(receipt.receipt_id);
+                } else {
+                    settle(&self.outbox, &receipt, settled).await;
+                }
                 settled
             }
         };
@@ -312,12 +397,17 @@ impl ControlPlane for DeviceControl {
         // The start is recorded while the server is asked; the request is sent only when both
         // succeeded. A call the outbox holds already was started (or reported) by this runner
         // before: it is never started twice, whatever the server answers.
+        let acknowledged = self.acknowledged.take();
+        let recording = acknowledged.clone();
         let (recorded, answer) = tokio::join!(
             on_outbox(&self.outbox, move |outbox| {
-                outbox.record_start(call_id, epoch)
+                outbox.record_start_acknowledging(call_id, epoch, &recording)
             }),
             self.client.start(call_id, epoch),
         );
+        if recorded.is_err() {
+            self.acknowledged.put_back(acknowledged);
+        }
         // Why the server will not have the call sent, unless it answered `proceed`.
         let refusal = match answer {
             Ok(StartAnswer::Proceed) => None,

@@ -190,7 +190,7 @@ async fn serve_term(
 ) -> Result<Stop, RunError> {
     let halt = Arc::new(Halt::new(shutdown.child_token()));
     let active = Arc::new(ActiveCalls::default());
-    let control = DeviceControl::new(
+    let control = Arc::new(DeviceControl::new(
         client.clone(),
         Arc::clone(outbox),
         epoch,
@@ -198,9 +198,9 @@ async fn serve_term(
         Arc::new(Admission::default()),
         Arc::clone(&halt),
         Arc::clone(&active),
-    );
+    ));
     let executor = Executor::new(
-        Arc::new(control),
+        Arc::clone(&control),
         Arc::clone(&config.resolver),
         config.executor.clone(),
     );
@@ -233,6 +233,7 @@ async fn serve_term(
         Ok(None) => Ok(halt.outcome()),
         Err(error) => Err(RunError::Outbox(error)),
     };
+    control.write_acknowledgements().await;
     term_over.cancel();
     if let Err(error) = heartbeat.await {
         tracing::error!(%error, "the heartbeat task failed");

@@ -202,10 +202,29 @@ impl Outbox {
     /// Records the start of `call_id` under `epoch`. Must return `Ok` before the request is
     /// sent. Refused when the outbox is full or the call already has an entry.
     pub fn record_start(&self, call_id: CallId, epoch: Epoch) -> Result<(), OutboxError> {
+        self.record_start_acknowledging(call_id, epoch, &[])
+    }
+
+    /// [`Outbox::record_start`] that also records, in the same transaction, that the server
+    /// acknowledged the receipts `acknowledged` (their entries are deleted, as the start deletes
+    /// every acknowledged entry): a device runner's acknowledgements wait for its next start
+    /// instead of each taking a commit of its own. On an error nothing is recorded, neither.
+    pub fn record_start_acknowledging(
+        &self,
+        call_id: CallId,
+        epoch: Epoch,
+        acknowledged: &[Uuid],
+    ) -> Result<(), OutboxError> {
         let mut db = self.db();
         let transaction = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if let Some(state) = entry_state(&transaction, call_id)? {
             return Err(OutboxError::AlreadyRecorded { call_id, state });
+        }
+        for receipt_id in acknowledged {
+            transaction.execute(
+                "DELETE FROM entries WHERE receipt_id = ?1 AND state = 'recorded'",
+                params![receipt_id.to_string()],
+            )?;
         }
         let now = now_ms();
         transaction.execute(

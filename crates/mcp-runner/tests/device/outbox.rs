@@ -178,6 +178,49 @@ fn start_ack_then_receipt_then_acknowledgement() {
 }
 
 #[test]
+fn a_start_records_the_acknowledgements_it_carries_or_on_refusal_none_of_them() {
+    let dir = outbox_dir("start-acks");
+    let outbox = Outbox::open(&dir, DeviceId::new()).expect("open");
+    let (first, second) = (CallId::new(), CallId::new());
+    let mut receipts = Vec::new();
+    for call in [first, second] {
+        outbox.record_start(call, Epoch(1)).expect("start");
+        let receipt = outbox
+            .record_receipt(call, Epoch(1), &succeeded("done"))
+            .expect("receipt");
+        receipts.push(receipt.receipt_id);
+    }
+
+    // A refused start records nothing, the acknowledgements it carries included.
+    assert!(matches!(
+        outbox.record_start_acknowledging(first, Epoch(1), &receipts),
+        Err(OutboxError::AlreadyRecorded {
+            state: EntryState::Recorded,
+            ..
+        })
+    ));
+    assert_eq!(outbox.unacknowledged().expect("unacknowledged").len(), 2);
+
+    let next = CallId::new();
+    outbox
+        .record_start_acknowledging(next, Epoch(1), &receipts[..1])
+        .expect("the next start");
+    assert_eq!(outbox.entry_state(first).expect("state"), None);
+    assert_eq!(
+        outbox.entry_state(second).expect("state"),
+        Some(EntryState::Recorded)
+    );
+    assert_eq!(
+        outbox.entry_state(next).expect("state"),
+        Some(EntryState::Started)
+    );
+    assert_eq!(
+        outbox.capacity().expect("capacity"),
+        Capacity::Open { free: CAPACITY - 2 }
+    );
+}
+
+#[test]
 fn a_call_is_started_at_most_once() {
     let dir = outbox_dir("once");
     let outbox = Outbox::open(&dir, DeviceId::new()).expect("open");

@@ -288,6 +288,65 @@ async fn a_completed_call_leaves_the_same_receipt_acknowledged_in_the_outbox_and
     );
 }
 
+/// The state of `call`'s outbox entry, read beside the running runner (a WAL reader).
+fn entry_state_beside(outbox_dir: &Path, call: &str) -> Option<String> {
+    let db = rusqlite::Connection::open_with_flags(
+        outbox_dir.join("outbox.sqlite3"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("open the outbox to read");
+    rusqlite::OptionalExtension::optional(db.query_row(
+        "SELECT state FROM entries WHERE call_id = ?1",
+        [call],
+        |row| row.get(0),
+    ))
+    .expect("read the entry")
+}
+
+/// The last call's acknowledgement waits for a next start that does not come, and is then
+/// recorded on its own: a runner killed afterwards has nothing to upload again.
+#[sqlx::test(migrations = false)]
+async fn an_acknowledgement_no_start_takes_is_recorded_on_its_own(
+    pool: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "late-ack");
+    let copy = scratch("late-ack-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "late-ack", fixture_spec(&copy, &[])).await;
+    let outbox_dir = paired.dir.join("outbox");
+    let mut runner = paired.runner(&outbox_dir, "first.log", &[]);
+    let call = paired.submit("echo", json!({ "text": "once" }), 30).await;
+    paired.wait_for_state(&call, "succeeded").await;
+
+    let started = Instant::now();
+    while entry_state_beside(&outbox_dir, &call).as_deref() != Some("acknowledged") {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the acknowledgement was not recorded within {DEADLINE:?}: {:?}",
+            entry_state_beside(&outbox_dir, &call)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    runner.signal(Signal::SIGKILL);
+    assert_eq!(runner.wait_exit().await, None, "killed by the signal");
+
+    let outbox = Outbox::open(&outbox_dir, paired.device_id).expect("reopen the outbox");
+    assert!(outbox.unacknowledged().expect("unacknowledged").is_empty());
+    drop(outbox);
+    let mut again = paired.runner(&outbox_dir, "second.log", &[]);
+    again.wait_for_log("uploaded=0").await;
+    again.signal(Signal::SIGTERM);
+    assert_eq!(again.wait_exit().await, Some(0), "{}", again.log_text());
+    let database = pool.connect_with(db).await.expect("connect");
+    let receipts: i64 = sqlx::query_scalar("SELECT count(*) FROM receipts WHERE call_id = $1")
+        .bind(call.parse::<uuid::Uuid>().expect("call id"))
+        .fetch_one(&database)
+        .await
+        .expect("receipts");
+    assert_eq!(receipts, 1);
+    assert_eq!(tool_calls(&copy), 1);
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_call_cut_off_by_sigkill_is_reported_unknown_and_never_sent_again(
     _: PgPoolOptions,
