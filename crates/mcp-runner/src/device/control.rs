@@ -90,8 +90,9 @@ impl Acknowledged {
         lock(&self.receipts).extend(receipts);
     }
 
-    /// Records every pending acknowledgement in `outbox`, each on its own (unsynced). One the
-    /// outbox cannot record leaves its receipt `recorded`: it is uploaded again after a
+    /// Records every pending acknowledgement in `outbox`, each on its own (unsynced). Those
+    /// the outbox cannot record (its disk full, say) are kept for the next start or the end of
+    /// the term; one never recorded leaves its receipt `recorded`, to be uploaded again after a
     /// restart and answered as before.
     async fn write(&self, outbox: &Arc<Outbox>) {
         let receipts = self.take();
@@ -99,22 +100,28 @@ impl Acknowledged {
             return;
         }
         let written = on_outbox(outbox, move |outbox| {
-            for receipt_id in receipts {
-                match outbox.acknowledge(receipt_id) {
+            for (at, receipt_id) in receipts.iter().enumerate() {
+                match outbox.acknowledge(*receipt_id) {
                     // Pruned by a start meanwhile, or never recorded (uploaded from memory).
                     Ok(()) | Err(OutboxError::NoSuchReceipt(_)) => {}
-                    Err(error) => return Err(error),
+                    Err(error) => return Ok(Some((receipts[at..].to_vec(), error))),
                 }
             }
-            Ok(())
+            Ok(None)
         })
         .await;
-        if let Err(error) = written {
-            tracing::warn!(
-                %error,
-                "the outbox could not record the server's acknowledgements; those receipts are uploaded again after a restart"
-            );
-        }
+        let error = match written {
+            Ok(None) => return,
+            Ok(Some((left, error))) => {
+                self.put_back(left);
+                error
+            }
+            Err(error) => error,
+        };
+        tracing::warn!(
+            %error,
+            "the outbox could not record the server's acknowledgements of some receipts; a later start tries again, and failing that they are uploaded again after a restart"
+        );
     }
 }
 
