@@ -20,8 +20,6 @@ cd "$repo_root"
 source "$repo_root/scripts/lib/stack.sh"
 
 readonly PG_PREFERRED_PORT=25432
-# Durable commits are the point: every figure is measured with them.
-readonly DURABLE="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c max_connections=200"
 
 mode=()
 profile=release
@@ -43,7 +41,8 @@ stack_trap_exit
 stack_build "$profile"
 
 section "PostgreSQL (private, durable)"
-options=$DURABLE
+# Durable commits are the point: every figure is measured with them.
+options=$STACK_DURABLE
 # pg_stat_statements, when installed, lets the driver say which statements a call costs.
 if [[ -f "$(pg_find_bindir)/../lib/pg_stat_statements.so" ]]; then
     options+=" -c shared_preload_libraries=pg_stat_statements"

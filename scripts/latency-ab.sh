@@ -23,7 +23,6 @@ cd "$repo_root"
 source "$repo_root/scripts/lib/stack.sh"
 
 readonly PG_PREFERRED_PORT=25500
-readonly DURABLE="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c max_connections=200"
 readonly OUT=target/latency-ab
 
 if (($# < 2)) || [[ ! $1 =~ ^[0-9]+$ ]]; then
@@ -47,7 +46,7 @@ done
 
 stack_trap_exit
 section "PostgreSQL (private, durable)"
-stack_start_cluster latency-ab "$PG_PREFERRED_PORT" "$DURABLE"
+stack_start_cluster latency-ab "$PG_PREFERRED_PORT" "$STACK_DURABLE"
 mkdir -p "$OUT"
 
 section "Rounds"

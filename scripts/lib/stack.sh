@@ -17,6 +17,11 @@
 # shellcheck source-path=SCRIPTDIR source=postgres.sh
 source "$(dirname "${BASH_SOURCE[0]}")/postgres.sh"
 
+# Server options of a cluster whose figures are durable ones: every commit waits for its WAL
+# flush. The benchmark and the latency A/B start theirs with these.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+readonly STACK_DURABLE="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c max_connections=200"
+
 # The cluster directory, once stack_start_cluster made it ("" before).
 STACK_CLUSTER=""
 

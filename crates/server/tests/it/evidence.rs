@@ -477,11 +477,7 @@ async fn a_receipt_left_in_a_stopped_runners_outbox_is_quarantined_after_erasure
         "completion": {"outcome": "succeeded", "result": {"content": [{"type": "text", "text": "counted"}], "isError": false}},
     });
     // Its lease runs out; the call is unknown; an admin erases it.
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
-        .bind(&device.runner)
-        .execute(&pool)
-        .await
-        .unwrap();
+    expire_runner_lease(&pool, &device.runner).await;
     wait_for(&server.owner, "acme", id, |c| c["state"] == "unknown").await;
     server
         .owner
@@ -617,11 +613,7 @@ async fn a_late_receipt_for_an_erased_call_is_fenced_even_under_its_own_epoch(po
         )
         .await
         .ok();
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
-        .bind(&device.runner)
-        .execute(&pool)
-        .await
-        .unwrap();
+    expire_runner_lease(&pool, &device.runner).await;
     wait_for(&server.owner, "acme", &id.to_string(), |c| {
         c["state"] == "unknown"
     })

@@ -533,7 +533,13 @@ pub async fn hold_central_runner(pool: &PgPool) {
 
 /// Ends the hold of [`hold_central_runner`]: the lease expires, and the central runner takes it.
 pub async fn release_central_runner(pool: &PgPool) {
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = 'central'")
+    expire_runner_lease(pool, "central").await;
+}
+
+/// Makes a runner's lease expire now, as if its holder stopped renewing it.
+pub async fn expire_runner_lease(pool: &PgPool, runner: &str) {
+    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
+        .bind(runner)
         .execute(pool)
         .await
         .unwrap();

@@ -42,15 +42,6 @@ async fn state_of(db: &Datastore, call: Uuid) -> (String, Option<String>) {
         .unwrap()
 }
 
-/// Makes a runner's lease expire now, as if its holder stopped renewing it.
-async fn expire_lease(db: &Datastore, runner: &str) {
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
-        .bind(runner)
-        .execute(db.pool())
-        .await
-        .unwrap();
-}
-
 fn echo_result() -> Completion {
     Completion::Succeeded {
         result: json!({"content": [{"type": "text", "text": "x"}], "isError": false}),
@@ -73,7 +64,7 @@ async fn two_processes_racing_for_one_runner_get_one_lease(pool: PgPool) {
             .unwrap(),
         None
     );
-    expire_lease(&db, DEVICE).await;
+    expire_runner_lease(db.pool(), DEVICE).await;
     assert_eq!(
         db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
             .await
@@ -103,7 +94,7 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
             .len(),
         1
     );
-    expire_lease(&db, DEVICE).await;
+    expire_runner_lease(db.pool(), DEVICE).await;
     // The old owner cannot start it any more: its lease is gone.
     assert!(!db.call_start(call, DEVICE, e1).await.unwrap());
     // The sweeper (running in the server) puts it back in the queue: nothing was sent.
@@ -167,7 +158,7 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
         .await
         .unwrap();
     assert!(db.call_start(call, DEVICE, e1).await.unwrap());
-    expire_lease(&db, DEVICE).await;
+    expire_runner_lease(db.pool(), DEVICE).await;
     wait_for_state(&db, call, "unknown").await;
     assert_eq!(state_of(&db, call).await.1.as_deref(), Some("runner_lost"));
 

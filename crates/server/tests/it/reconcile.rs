@@ -686,11 +686,7 @@ async fn lost_device_call(server: &TestServer, db: &Datastore) -> (Uuid, i64) {
         1
     );
     assert!(db.call_start(id, DEVICE, epoch).await.unwrap());
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
-        .bind(DEVICE)
-        .execute(db.pool())
-        .await
-        .unwrap();
+    expire_runner_lease(db.pool(), DEVICE).await;
     wait_for(&server.owner, "acme", &id.to_string(), |c| {
         c["state"] == "unknown"
     })

@@ -382,11 +382,7 @@ async fn stale_epochs_are_fenced(pool: PgPool) {
     let receipt = Uuid::new_v4();
 
     // The old process stops renewing; a new one takes the runner over.
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
-        .bind(&device.runner)
-        .execute(&pool)
-        .await
-        .unwrap();
+    expire_runner_lease(&pool, &device.runner).await;
     let new = acquired_epoch(&device, Uuid::new_v4()).await;
     assert!(new > old);
     assert_eq!(state(&server, &running).await["state"], "unknown");
@@ -587,11 +583,7 @@ async fn a_holder_back_after_its_lease_expired_resumes_its_epoch_and_its_receipt
     );
 
     // The runner is lost: its lease runs out and the call becomes unknown.
-    sqlx::query("UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1")
-        .bind(&device.runner)
-        .execute(&pool)
-        .await
-        .unwrap();
+    expire_runner_lease(&pool, &device.runner).await;
     let started = std::time::Instant::now();
     while state(&server, &call).await["state"] != "unknown" {
         assert!(
