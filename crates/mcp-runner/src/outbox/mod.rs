@@ -168,11 +168,11 @@ impl Outbox {
         let mut db = self.db();
         let transaction = db.transaction_with_behavior(TransactionBehavior::Deferred)?;
         let live = live_entries(&transaction, now)?;
-        let (unacknowledged, oldest): (i64, Option<i64>) = transaction.query_row(
-            "SELECT COUNT(*), MIN(recorded_at_ms) FROM entries WHERE state = 'recorded'",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?;
+        let (unacknowledged, oldest): (i64, Option<i64>) = transaction
+            .prepare_cached(
+                "SELECT COUNT(*), MIN(recorded_at_ms) FROM entries WHERE state = 'recorded'",
+            )?
+            .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?;
         transaction.commit()?;
         if live >= CAPACITY {
             return Ok(Capacity::Full { live });
@@ -192,10 +192,9 @@ impl Outbox {
 
     /// Writes and syncs a small change, to learn whether storage works again after a failure.
     pub fn probe(&self) -> Result<(), OutboxError> {
-        self.db().execute(
-            "UPDATE binding SET checked_at_ms = ?1 WHERE singleton = 1",
-            params![now_ms()],
-        )?;
+        self.db()
+            .prepare_cached("UPDATE binding SET checked_at_ms = ?1 WHERE singleton = 1")?
+            .execute(params![now_ms()])?;
         Ok(())
     }
 
@@ -221,26 +220,27 @@ impl Outbox {
             return Err(OutboxError::AlreadyRecorded { call_id, state });
         }
         for receipt_id in acknowledged {
-            transaction.execute(
-                "DELETE FROM entries WHERE receipt_id = ?1 AND state = 'recorded'",
-                params![receipt_id.to_string()],
-            )?;
+            transaction
+                .prepare_cached("DELETE FROM entries WHERE receipt_id = ?1 AND state = 'recorded'")?
+                .execute(params![receipt_id.to_string()])?;
         }
         let now = now_ms();
-        transaction.execute(
-            "DELETE FROM entries WHERE state = 'acknowledged'
+        transaction
+            .prepare_cached(
+                "DELETE FROM entries WHERE state = 'acknowledged'
                  OR (state = 'quarantined' AND settled_at_ms <= ?1)",
-            params![now - retention_ms()],
-        )?;
+            )?
+            .execute(params![now - retention_ms()])?;
         let live = live_entries(&transaction, now)?;
         if live >= CAPACITY {
             return Err(OutboxError::Full { live });
         }
-        transaction.execute(
-            "INSERT INTO entries (call_id, epoch, state, started_at_ms)
+        transaction
+            .prepare_cached(
+                "INSERT INTO entries (call_id, epoch, state, started_at_ms)
              VALUES (?1, ?2, 'started', ?3)",
-            params![call_id.to_string(), epoch.0, now],
-        )?;
+            )?
+            .execute(params![call_id.to_string(), epoch.0, now])?;
         transaction.commit()?;
         Ok(())
     }
@@ -249,10 +249,11 @@ impl Outbox {
     /// sent after all (the server refused the start, or could not be asked): the call may be
     /// started again. An entry that has moved on (its receipt recorded) stays as it is.
     pub fn withdraw_start(&self, call_id: CallId, epoch: Epoch) -> Result<(), OutboxError> {
-        self.db().execute(
-            "DELETE FROM entries WHERE call_id = ?1 AND epoch = ?2 AND state = 'started'",
-            params![call_id.to_string(), epoch.0],
-        )?;
+        self.db()
+            .prepare_cached(
+                "DELETE FROM entries WHERE call_id = ?1 AND epoch = ?2 AND state = 'started'",
+            )?
+            .execute(params![call_id.to_string(), epoch.0])?;
         Ok(())
     }
 
@@ -282,11 +283,10 @@ impl Outbox {
         let mut db = self.db();
         let transaction = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let existing: Option<(i64, Option<String>, Option<String>)> = transaction
-            .query_row(
-                "SELECT epoch, receipt_id, completion FROM entries WHERE call_id = ?1",
-                params![call_id.to_string()],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
+            .prepare_cached("SELECT epoch, receipt_id, completion FROM entries WHERE call_id = ?1")?
+            .query_row(params![call_id.to_string()], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
             .optional()?;
         let receipt = match existing {
             Some((stored_epoch, Some(receipt_id), Some(completion))) => Receipt {
@@ -302,17 +302,18 @@ impl Outbox {
                     epoch: Epoch(started_epoch),
                     completion: completion.clone(),
                 };
-                transaction.execute(
-                    "UPDATE entries SET state = 'recorded', receipt_id = ?2, completion = ?3,
+                transaction
+                    .prepare_cached(
+                        "UPDATE entries SET state = 'recorded', receipt_id = ?2, completion = ?3,
                          recorded_at_ms = ?4
                      WHERE call_id = ?1 AND state = 'started'",
-                    params![
+                    )?
+                    .execute(params![
                         call_id.to_string(),
                         receipt.receipt_id.to_string(),
                         completion_json(completion)?,
                         now
-                    ],
-                )?;
+                    ])?;
                 receipt
             }
             None => {
@@ -322,18 +323,19 @@ impl Outbox {
                     epoch,
                     completion: completion.clone(),
                 };
-                transaction.execute(
-                    "INSERT INTO entries (call_id, epoch, state, receipt_id, completion,
+                transaction
+                    .prepare_cached(
+                        "INSERT INTO entries (call_id, epoch, state, receipt_id, completion,
                          recorded_at_ms)
                      VALUES (?1, ?2, 'recorded', ?3, ?4, ?5)",
-                    params![
+                    )?
+                    .execute(params![
                         call_id.to_string(),
                         epoch.0,
                         receipt.receipt_id.to_string(),
                         completion_json(completion)?,
                         now
-                    ],
-                )?;
+                    ])?;
                 receipt
             }
         };
@@ -359,11 +361,14 @@ impl Outbox {
     fn settle(&self, receipt_id: Uuid, state: &'static str) -> Result<(), OutboxError> {
         let db = self.db();
         db.pragma_update(None, "synchronous", "NORMAL")?;
-        let changed = db.execute(
-            "UPDATE entries SET state = ?2, settled_at_ms = ?3
-             WHERE receipt_id = ?1 AND state IN ('recorded', ?2)",
-            params![receipt_id.to_string(), state, now_ms()],
-        );
+        let changed = db
+            .prepare_cached(
+                "UPDATE entries SET state = ?2, settled_at_ms = ?3
+                 WHERE receipt_id = ?1 AND state IN ('recorded', ?2)",
+            )
+            .and_then(|mut update| {
+                update.execute(params![receipt_id.to_string(), state, now_ms()])
+            });
         // Every other write syncs: restored whatever the update did.
         db.pragma_update(None, "synchronous", "FULL")?;
         if changed? == 0 {
@@ -434,11 +439,8 @@ impl Outbox {
 
 fn entry_state(db: &Connection, call_id: CallId) -> Result<Option<EntryState>, OutboxError> {
     let state: Option<String> = db
-        .query_row(
-            "SELECT state FROM entries WHERE call_id = ?1",
-            params![call_id.to_string()],
-            |row| row.get(0),
-        )
+        .prepare_cached("SELECT state FROM entries WHERE call_id = ?1")?
+        .query_row(params![call_id.to_string()], |row| row.get(0))
         .optional()?;
     state
         .map(|state| match state.as_str() {
@@ -456,12 +458,12 @@ fn entry_state(db: &Connection, call_id: CallId) -> Result<Option<EntryState>, O
 
 /// Entries alive at `now`: started, recorded, or quarantined and not yet expired.
 fn live_entries(db: &Connection, now: i64) -> Result<usize, OutboxError> {
-    let count: i64 = db.query_row(
-        "SELECT COUNT(*) FROM entries WHERE state IN ('started', 'recorded')
+    let count: i64 = db
+        .prepare_cached(
+            "SELECT COUNT(*) FROM entries WHERE state IN ('started', 'recorded')
              OR (state = 'quarantined' AND settled_at_ms > ?1)",
-        params![now - retention_ms()],
-        |row| row.get(0),
-    )?;
+        )?
+        .query_row(params![now - retention_ms()], |row| row.get(0))?;
     Ok(usize::try_from(count).unwrap_or(0))
 }
 
