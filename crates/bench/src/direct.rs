@@ -42,18 +42,6 @@ impl DirectFixture {
         Ok(ms(started.elapsed()))
     }
 
-    /// `warmup` unmeasured calls, then `count` sequential measured ones.
-    pub async fn sample(&self, warmup: usize, count: usize) -> Result<Vec<f64>> {
-        for _ in 0..warmup {
-            self.noop().await?;
-        }
-        let mut samples = Vec::with_capacity(count);
-        for _ in 0..count {
-            samples.push(self.noop().await?);
-        }
-        Ok(samples)
-    }
-
     /// Ends the session (the fixture exits when its stdin closes).
     pub async fn close(self) {
         let _ = self.client.cancel().await;

@@ -180,17 +180,17 @@ pub struct RunnerProcess {
 }
 
 impl RunnerProcess {
-    /// Starts the device runner with outbox `outbox`, as the device identity saved under
-    /// `config_dir` (credentials in files), logging to `log` (appended).
+    /// Starts the device runner binary `runner` with outbox `outbox`, as the device identity
+    /// saved under `config_dir` (credentials in files), logging to `log` (appended).
     pub fn start(
-        bins: &Binaries,
+        runner: &Path,
         outbox: &Path,
         config_dir: &Path,
         log: &Path,
         env: &[(&str, &str)],
     ) -> Result<RunnerProcess> {
         let file = open_log(log)?;
-        let child = Command::new(&bins.runner)
+        let child = Command::new(runner)
             .arg(outbox)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

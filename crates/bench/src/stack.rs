@@ -421,10 +421,23 @@ impl Stack {
         log: &Path,
         env: &[(&str, &str)],
     ) -> Result<RunnerProcess> {
+        self.start_runner_binary(&self.bins.runner, device, outbox, log, env)
+            .await
+    }
+
+    /// [`Stack::start_runner`] with another runner binary (a build to compare with).
+    pub async fn start_runner_binary(
+        &self,
+        runner: &Path,
+        device: &Device,
+        outbox: &Path,
+        log: &Path,
+        env: &[(&str, &str)],
+    ) -> Result<RunnerProcess> {
         let before = std::fs::read_to_string(log)
             .map(|t| t.matches("lease epoch").count())
             .unwrap_or(0);
-        let mut runner = RunnerProcess::start(&self.bins, outbox, &device.config_dir, log, env)?;
+        let mut runner = RunnerProcess::start(runner, outbox, &device.config_dir, log, env)?;
         runner
             .wait_for_log("lease epoch", before + 1, Duration::from_secs(60))
             .await?;

@@ -21,28 +21,34 @@ pub async fn end_to_end(
 ) -> Result<Vec<f64>> {
     let mut samples = Vec::with_capacity(count);
     for i in 0..warmup + count {
-        let started = Instant::now();
-        let (_, call) = submit_waiting(
-            api,
-            &target.call("noop", json!({})),
-            Duration::from_secs(25),
-        )
-        .await?;
-        let call = if settled(call.state) {
-            call
-        } else {
-            wait_settled(api, &call.id.to_string(), Duration::from_secs(30)).await?
-        };
-        let elapsed = started.elapsed();
-        if call.state != CallState::Succeeded {
-            return Err(Error::Setup(format!(
-                "a noop call on {} ended {}: {:?}",
-                target.connection, call.state, call.error
-            )));
-        }
+        let elapsed = one_call(api, target).await?;
         if i >= warmup {
-            samples.push(ms(elapsed));
+            samples.push(elapsed);
         }
     }
     Ok(samples)
+}
+
+/// One noop call on `target`, submit → outcome, in milliseconds. It must succeed.
+pub async fn one_call(api: &Api, target: &Target) -> Result<f64> {
+    let started = Instant::now();
+    let (_, call) = submit_waiting(
+        api,
+        &target.call("noop", json!({})),
+        Duration::from_secs(25),
+    )
+    .await?;
+    let call = if settled(call.state) {
+        call
+    } else {
+        wait_settled(api, &call.id.to_string(), Duration::from_secs(30)).await?
+    };
+    let elapsed = started.elapsed();
+    if call.state != CallState::Succeeded {
+        return Err(Error::Setup(format!(
+            "a noop call on {} ended {}: {:?}",
+            target.connection, call.state, call.error
+        )));
+    }
+    Ok(ms(elapsed))
 }

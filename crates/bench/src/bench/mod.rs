@@ -12,7 +12,7 @@ use crate::direct::DirectFixture;
 use crate::error::Result;
 use crate::pg;
 use crate::procs::{Binaries, RunnerProcess, rss_bytes};
-use crate::stack::{Stack, note};
+use crate::stack::{Stack, Target, note};
 use crate::stats::Summary;
 use report::{CallCost, Placement, Results, Steady, Throughput};
 use serde::Serialize;
@@ -239,7 +239,7 @@ pub async fn throughput_only(
     both
 }
 
-/// The direct call and the end-to-end times of each placement, measured one after the other.
+/// The direct call and the end-to-end times of each placement, measured in turn.
 struct Latencies {
     /// Direct rmcp calls to a warm fixture.
     baseline: Summary,
@@ -249,53 +249,110 @@ struct Latencies {
     device: Summary,
     /// The device's runner, still running.
     runner: RunnerProcess,
+    /// Device calls through the `--compare-runner` binary, with that runner, still running.
+    compared: Option<(Summary, RunnerProcess)>,
 }
 
-/// Measures the direct baseline, warms up and analyzes, measures central placement, then pairs
-/// a device, starts its runner and measures device placement.
-async fn latencies(plan: &Plan, stack: &Stack, bins: &Binaries, dir: &Path) -> Result<Latencies> {
-    note("baseline: direct rmcp calls to a warm fixture over stdio");
-    let direct = DirectFixture::start(&bins.fixture).await?;
-    let baseline = Summary::of(&direct.sample(plan.warmup, plan.latency_samples).await?);
-    direct.close().await;
+/// One series of calls measured in turn with the others.
+enum Series<'a> {
+    /// Direct rmcp calls.
+    Direct(&'a DirectFixture),
+    /// Calls submitted to the server for this placement.
+    Placed(&'a Target),
+}
 
-    // Some calls first, then statistics, so that every measured plan is made on real ones.
-    note("warming up: calls, then ANALYZE");
-    latency::end_to_end(&stack.api, &stack.central, plan.warmup, 0).await?;
-    pg::analyze(&stack.pool).await?;
+impl Series<'_> {
+    /// One call of the series, in milliseconds.
+    async fn sample(&self, stack: &Stack) -> Result<f64> {
+        match self {
+            Series::Direct(direct) => direct.noop().await,
+            Series::Placed(target) => latency::one_call(&stack.api, target).await,
+        }
+    }
+}
 
-    note("added latency: central placement");
-    let central = Summary::of(
-        &latency::end_to_end(
-            &stack.api,
-            &stack.central,
-            plan.warmup,
-            plan.latency_samples,
-        )
-        .await?,
-    );
-
+/// Pairs a device and starts its runner (and, given `compare_runner`, a second device whose
+/// runner is that binary), warms every series up, analyzes, then measures the direct call and
+/// each placement in turn, one call of each per round: drift in a noisy machine's speed then
+/// shifts every series alike instead of whichever ran during it, and the placements' figures
+/// differ by what their paths do.
+async fn latencies(
+    plan: &Plan,
+    stack: &Stack,
+    bins: &Binaries,
+    dir: &Path,
+    compare_runner: Option<&Path>,
+) -> Result<Latencies> {
     note("pairing a device and starting switchyard-mcp-runner");
     let device = stack.pair_device("laptop", &stack.url(0)).await?;
-    let outbox = dir.join("laptop").join("outbox");
     let runner = stack
-        .start_runner(&device, &outbox, &dir.join("runner.log"), &[])
-        .await?;
-    note("added latency: device placement");
-    let on_device = Summary::of(
-        &latency::end_to_end(
-            &stack.api,
-            &device.target,
-            plan.warmup,
-            plan.latency_samples,
+        .start_runner(
+            &device,
+            &dir.join("laptop").join("outbox"),
+            &dir.join("runner.log"),
+            &[],
         )
-        .await?,
-    );
+        .await?;
+    let compared = match compare_runner {
+        Some(binary) => {
+            note(&format!(
+                "pairing a second device, its runner {}",
+                binary.display()
+            ));
+            let device = stack.pair_device("compared", &stack.url(0)).await?;
+            let runner = stack
+                .start_runner_binary(
+                    binary,
+                    &device,
+                    &dir.join("compared").join("outbox"),
+                    &dir.join("compared-runner.log"),
+                    &[],
+                )
+                .await?;
+            Some((device, runner))
+        }
+        None => None,
+    };
+    let direct = DirectFixture::start(&bins.fixture).await?;
+    let mut series = vec![
+        Series::Direct(&direct),
+        Series::Placed(&stack.central),
+        Series::Placed(&device.target),
+    ];
+    if let Some((device, _)) = &compared {
+        series.push(Series::Placed(&device.target));
+    }
+
+    // Some calls first, then statistics, so that every measured plan is made on real ones.
+    note("warming up: calls of every series, then ANALYZE");
+    for one in &series {
+        for _ in 0..plan.warmup {
+            one.sample(stack).await?;
+        }
+    }
+    pg::analyze(&stack.pool).await?;
+
+    note("added latency: direct, central and device calls in turn");
+    let mut samples = vec![Vec::with_capacity(plan.latency_samples); series.len()];
+    for round in 0..plan.latency_samples {
+        // Each round starts one further along: no series always follows the same one.
+        for k in 0..series.len() {
+            let at = (round + k) % series.len();
+            samples[at].push(series[at].sample(stack).await?);
+        }
+    }
+    drop(series);
+    direct.close().await;
+    let mut summaries = samples.iter().map(|s| Summary::of(s));
+    let mut next = || summaries.next().unwrap_or_default();
+    let (baseline, central, on_device) = (next(), next(), next());
+    let compared = compared.map(|(_, runner)| (next(), runner));
     Ok(Latencies {
         baseline,
         central,
         device: on_device,
         runner,
+        compared,
     })
 }
 
@@ -306,24 +363,33 @@ pub struct LatencyOnly {
     pub baseline_direct_ms: Summary,
     /// Added to it by each placement.
     pub added_latency_ms: Placement,
+    /// Added by device placement through the `--compare-runner` binary, measured in turn
+    /// with the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compared_runner_added_latency_ms: Option<Summary>,
 }
 
-/// Added latency alone: the direct baseline, then central and device placement, each as the
-/// full run measures it.
+/// Added latency alone, as the full run measures it; with `compare_runner`, also through a
+/// second device running that binary.
 pub async fn latency_only(
     plan: &Plan,
     bins: Binaries,
     database_url: &str,
     dir: &Path,
+    compare_runner: Option<&Path>,
 ) -> Result<LatencyOnly> {
     let mut stack = Stack::start(bins.clone(), database_url, dir, &[]).await?;
     let measured = async {
-        let l = latencies(plan, &stack, &bins, dir).await?;
+        let l = latencies(plan, &stack, &bins, dir, compare_runner).await?;
         Ok(LatencyOnly {
             added_latency_ms: Placement {
                 central: l.central.minus(&l.baseline),
                 device: l.device.minus(&l.baseline),
             },
+            compared_runner_added_latency_ms: l
+                .compared
+                .as_ref()
+                .map(|(summary, _)| summary.minus(&l.baseline)),
             baseline_direct_ms: l.baseline,
         })
     }
@@ -378,7 +444,8 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
         central,
         device: on_device,
         mut runner,
-    } = latencies(plan, &stack, &bins, dir).await?;
+        compared: _,
+    } = latencies(plan, &stack, &bins, dir, None).await?;
 
     note("idempotent replay");
     let replay = replay::replay(

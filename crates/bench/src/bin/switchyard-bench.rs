@@ -61,6 +61,11 @@ struct Args {
     /// stop.
     #[arg(long, conflicts_with_all = ["idle_only", "throughput_only", "soak_only"])]
     latency_only: bool,
+    /// With --latency-only: also measure device placement through a second paired device
+    /// whose runner is this `switchyard-mcp-runner` binary (another build), in turn with the
+    /// others; reported as `compared_runner_added_latency_ms`.
+    #[arg(long, value_name = "BINARY", requires = "latency_only")]
+    compare_runner: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -121,7 +126,16 @@ async fn run(args: Args, open_files: u64) -> Result<(), Error> {
         return print_json(&bench::throughput_only(&plan, bins, &database_url, &work_dir).await?);
     }
     if args.latency_only {
-        return print_json(&bench::latency_only(&plan, bins, &database_url, &work_dir).await?);
+        return print_json(
+            &bench::latency_only(
+                &plan,
+                bins,
+                &database_url,
+                &work_dir,
+                args.compare_runner.as_deref(),
+            )
+            .await?,
+        );
     }
     if args.soak_only {
         return print_json(&bench::soak_only(&plan, bins, &database_url, &work_dir).await?);
