@@ -453,6 +453,15 @@ async fn grant_use(api: &Api, profile: &str) {
     .await;
 }
 
+/// Polls `done` every 50 ms until it holds; fails with `failure` once the deadline passed.
+pub async fn poll_until(mut done: impl FnMut() -> bool, failure: impl Fn() -> String) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < DEADLINE, "{}", failure());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A `switchyard-mcp-runner` process, stderr in a log file; killed if dropped running.
 pub struct Runner {
     child: Option<Child>,
@@ -490,15 +499,16 @@ impl Runner {
 
     /// Waits until the log contains `needle`, within the deadline.
     pub async fn wait_for_log(&self, needle: &str) {
-        let started = Instant::now();
-        while !self.log_text().contains(needle) {
-            assert!(
-                started.elapsed() < DEADLINE,
-                "the runner did not log `{needle}` within {DEADLINE:?}; log:\n{}",
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        poll_until(
+            || self.log_text().contains(needle),
+            || {
+                format!(
+                    "the runner did not log `{needle}` within {DEADLINE:?}; log:\n{}",
+                    self.log_text()
+                )
+            },
+        )
+        .await;
     }
 
     /// Sends `signal` to the runner.

@@ -2,7 +2,7 @@
 //! a crash mid-call, receipts left by a crash, a second runner for the same device, shutdown,
 //! revocation, and the local checks made before anything is sent.
 
-use crate::harness::{DEADLINE, Paired, Runner, Server, fixture_spec, scratch};
+use crate::harness::{DEADLINE, Paired, Runner, Server, fixture_spec, poll_until, scratch};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -28,14 +28,11 @@ fn tool_calls(stdin_copy: &Path) -> usize {
 
 /// Waits until the fixture behind `stdin_copy` has received `count` tool calls.
 async fn wait_for_tool_calls(stdin_copy: &Path, count: usize) {
-    let started = Instant::now();
-    while tool_calls(stdin_copy) < count {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the MCP server did not receive {count} tool calls within {DEADLINE:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    poll_until(
+        || tool_calls(stdin_copy) >= count,
+        || format!("the MCP server did not receive {count} tool calls within {DEADLINE:?}"),
+    )
+    .await;
 }
 
 /// The text of a call's first result content.
@@ -318,15 +315,16 @@ async fn an_acknowledgement_no_start_takes_is_recorded_on_its_own(
     let call = paired.submit("echo", json!({ "text": "once" }), 30).await;
     paired.wait_for_state(&call, "succeeded").await;
 
-    let started = Instant::now();
-    while entry_state_beside(&outbox_dir, &call).as_deref() != Some("acknowledged") {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the acknowledgement was not recorded within {DEADLINE:?}: {:?}",
-            entry_state_beside(&outbox_dir, &call)
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    poll_until(
+        || entry_state_beside(&outbox_dir, &call).as_deref() == Some("acknowledged"),
+        || {
+            format!(
+                "the acknowledgement was not recorded within {DEADLINE:?}: {:?}",
+                entry_state_beside(&outbox_dir, &call)
+            )
+        },
+    )
+    .await;
     runner.signal(Signal::SIGKILL);
     assert_eq!(runner.wait_exit().await, None, "killed by the signal");
 
