@@ -11,5 +11,7 @@
 mod harness;
 #[path = "device/outbox.rs"]
 mod outbox;
+#[path = "device/proxy.rs"]
+mod proxy;
 #[path = "device/runner.rs"]
 mod runner;

@@ -389,6 +389,18 @@ impl Paired {
         }
     }
 
+    /// Has the device's runner reach the server at `url` (a proxy in front of it) from now on.
+    pub fn reach_through(&self, url: &str) {
+        let store = IdentityStore::open(self.config_dir.clone(), KeyringChoice::Off)
+            .expect("open the identity store");
+        let mut identity = store
+            .load("default")
+            .expect("load the device identity")
+            .expect("the device identity is saved");
+        identity.server_url = url.to_owned();
+        store.save(&identity).expect("save the device identity");
+    }
+
     /// Starts `switchyard-mcp-runner OUTBOX` as this device, with `env` added.
     pub fn runner(&self, outbox: &Path, name: &str, env: &[(&str, &str)]) -> Runner {
         Runner::start(&self.config_dir, outbox, &self.dir.join(name), env)

@@ -3,6 +3,7 @@
 //! revocation, and the local checks made before anything is sent.
 
 use crate::harness::{DEADLINE, Paired, Runner, Server, fixture_spec, poll_until, scratch};
+use crate::proxy::PlainProxy;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -283,6 +284,51 @@ async fn a_completed_call_leaves_the_same_receipt_acknowledged_in_the_outbox_and
         outbox.entry_state(last).expect("entry state"),
         Some(EntryState::Acknowledged)
     );
+}
+
+/// Through a proxy that drops `Upgrade` the server answers the channel's opening 400: the
+/// runner remembers that its server has no channel and leases, starts and reports its calls as
+/// plain HTTP requests. Each call runs once and succeeds.
+#[sqlx::test(migrations = false)]
+async fn behind_a_proxy_that_drops_upgrades_the_runner_works_over_plain_http(
+    _pool: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db, "plain-http");
+    let copy = scratch("plain-http-mcp").join("stdin");
+    let paired = Paired::set_up(&server, "plain-http", fixture_spec(&copy, &[])).await;
+    let proxy = PlainProxy::start(server.url()).await;
+    paired.reach_through(&proxy.url);
+    let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
+    let mut calls = Vec::new();
+    for text in ["one", "two"] {
+        let call = paired.submit("echo", json!({ "text": text }), 30).await;
+        let view = paired.wait_for_state(&call, "succeeded").await;
+        assert_eq!(result_text(&view), text);
+        calls.push(call);
+    }
+    assert_eq!(tool_calls(&copy), 2, "each call was sent once");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+    assert!(
+        runner
+            .log_text()
+            .contains("the server did not open a runner channel"),
+        "{}",
+        runner.log_text()
+    );
+
+    let seen = proxy.seen();
+    let count = |request: &str| seen.iter().filter(|seen| *seen == request).count();
+    // Asked once, then remembered for the rest of the process.
+    assert_eq!(count("GET /api/v1/runner/channel"), 1, "{seen:?}");
+    assert!(count("POST /api/v1/runner/lease") >= 2, "{seen:?}");
+    for call in &calls {
+        for step in ["start", "complete"] {
+            let request = format!("POST /api/v1/runner/calls/{call}/{step}");
+            assert_eq!(count(&request), 1, "{request} in {seen:?}");
+        }
+    }
 }
 
 /// The state of `call`'s outbox entry, read beside the running runner (a WAL reader).
