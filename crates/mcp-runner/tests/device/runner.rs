@@ -1,6 +1,7 @@
 //! The `switchyard-mcp-runner` binary end to end: device calls with credentials and redaction,
 //! a crash mid-call, receipts left by a crash, a second runner for the same device, shutdown,
-//! revocation, and the local checks made before anything is sent.
+//! revocation, a proxy that keeps the runner channel from opening, and the local checks made
+//! before anything is sent.
 
 use crate::harness::{DEADLINE, Paired, Runner, Server, fixture_spec, poll_until, scratch};
 use crate::proxy::PlainProxy;

@@ -950,8 +950,9 @@ impl Datastore {
     }
 
     /// [`Datastore::call_complete_plain`] for several completions of one runner and epoch (none
-    /// with a device receipt), in one statement. Returns the ids it recorded and announces
-    /// them settled; the others recorded nothing and are the caller's to record one by one.
+    /// with a device receipt), in one statement (a lone one by `call_complete_plain` itself).
+    /// Returns the ids it recorded and announces them settled; the others recorded nothing and
+    /// are the caller's to record one by one.
     pub(crate) async fn call_complete_plain_many(
         &self,
         runner_ref: &str,
