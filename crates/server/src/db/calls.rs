@@ -198,7 +198,7 @@ macro_rules! lost_leases {
             $($window)*,
             "))
                AND c.runner_ref = r.runner_ref AND c.state = '", $state, "'
-               AND c.lease_epoch <= r.epoch AND r.expires_at <= now()"
+               AND c.lease_epoch <= r.epoch AND c.finished_at IS NULL AND r.expires_at <= now()"
         )
     };
 }
@@ -782,7 +782,9 @@ impl Datastore {
     /// its revision, the target digest; `bindings` as in `target_digest!`) and returns what the
     /// runner needs and what the lease's checks read (the connector, a lookup's unknown call).
     /// It answers at least one row, saying whether the lease is live, so that an empty answer
-    /// needs no second look to tell a fenced runner from an empty queue.
+    /// needs no second look to tell a fenced runner from an empty queue. It names
+    /// `calls_queued`'s predicate (no epoch, no finish: what a queued call is, checked by
+    /// `calls_queued_shape`) so that the index answers it.
     pub async fn call_lease(
         &self,
         runner_ref: &str,
@@ -797,7 +799,8 @@ impl Datastore {
                                 WHERE r.runner_ref = $1 AND r.epoch = $2 AND r.expires_at > now()) AS live),
              picked AS (
                  SELECT id, connection_id, parent_call_id FROM calls
-                 WHERE runner_ref = $1 AND state = 'queued' AND (SELECT live FROM live)
+                 WHERE runner_ref = $1 AND state = 'queued' AND lease_epoch IS NULL AND finished_at IS NULL
+                   AND (SELECT live FROM live)
                    AND created_at >= COALESCE($5::timestamptz, '-infinity')
                  ORDER BY created_at LIMIT $3
                  FOR NO KEY UPDATE SKIP LOCKED),
@@ -915,10 +918,11 @@ impl Datastore {
     ///
     /// The states a call may leave come per row, as in the completion batch, so the statement
     /// finds each call by primary key: with the states as a constant (or a parameter, which a
-    /// custom plan sees through) it matched `calls_in_flight`'s predicate and was planned on
-    /// that index, and with the xmin horizon held the index fills with dead entries of the
-    /// epoch — in the full benchmark's soak such a batch read 6,700 blocks (6 ms) and the held
-    /// phase fell to 355 of the 500 calls/s asked.
+    /// custom plan sees through) it matched `calls_in_flight`'s predicate (on `state` until
+    /// migration 0011) and was planned on that index, and with the xmin horizon held the index
+    /// fills with dead entries of the epoch — in the full benchmark's soak such a batch read
+    /// 6,700 blocks (6 ms) and the held phase fell to 355 of the 500 calls/s asked. Nor does
+    /// it say `finished_at IS NULL`, the index's predicate now.
     pub async fn call_start_many(
         &self,
         ids: &[Uuid],
@@ -1220,7 +1224,8 @@ impl Datastore {
         let done = sqlx::query(
             "UPDATE calls SET state = 'expired', finished_at = now(), error_code = 'queue_expired',
                  error_message = 'no runner took the call in time'
-             WHERE state = 'queued' AND created_at < now() - make_interval(secs => $1)",
+             WHERE state = 'queued' AND lease_epoch IS NULL AND finished_at IS NULL
+               AND created_at < now() - make_interval(secs => $1)",
         )
         .bind(max_wait.as_secs_f64())
         .execute(&self.pool)
@@ -1272,7 +1277,8 @@ impl Datastore {
     /// Running calls of a runner whose cancellation was requested.
     pub async fn call_cancel_requested(&self, runner_ref: &str) -> Result<Vec<Uuid>, sqlx::Error> {
         sqlx::query_scalar(
-            "SELECT id FROM calls WHERE runner_ref = $1 AND state = 'running' AND cancel_requested_at IS NOT NULL",
+            "SELECT id FROM calls WHERE runner_ref = $1 AND state = 'running' AND cancel_requested_at IS NOT NULL
+               AND lease_epoch IS NOT NULL AND finished_at IS NULL",
         )
         .bind(runner_ref)
         .fetch_all(&self.pool)
@@ -1403,7 +1409,8 @@ impl Datastore {
                  error_code = CASE WHEN state = 'leased' THEN error_code ELSE 'runner_restarted' END,
                  error_message = CASE WHEN state = 'leased' THEN error_message
                      ELSE 'the runner that started this call restarted without a record of it; it may or may not have run' END
-             WHERE runner_ref = $1 AND lease_epoch = $2 AND state IN ('leased', 'running') AND NOT (id = ANY($3))
+             WHERE runner_ref = $1 AND lease_epoch = $2 AND finished_at IS NULL AND state IN ('leased', 'running')
+               AND NOT (id = ANY($3))
                AND ((state = 'leased' AND leased_at < now() - make_interval(secs => $4))
                  OR (state = 'running' AND started_at < now() - make_interval(secs => $4)))
              RETURNING state = 'queued'",
@@ -1424,7 +1431,8 @@ impl Datastore {
     /// Those of `ids` that are leased or running.
     ///
     /// The states are read and matched here, not in the statement: a condition on them
-    /// matches `calls_in_flight`'s predicate, and the planner then answered from that index —
+    /// matched `calls_in_flight`'s predicate (on `state` until migration 0011; on
+    /// `finished_at IS NULL` now), and the planner then answered from that index —
     /// every call in flight and, while the xmin horizon is held, every dead entry of them
     /// (~100 ms a beat in the soak) — instead of finding each call by primary key.
     pub async fn call_in_flight_among(&self, ids: &[Uuid]) -> Result<Vec<Uuid>, sqlx::Error> {

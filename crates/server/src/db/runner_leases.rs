@@ -80,7 +80,7 @@ impl Datastore {
         if let Some(epoch) = epoch {
             requeued = sqlx::query(
                 "UPDATE calls SET state = 'queued', lease_epoch = NULL, leased_at = NULL
-                 WHERE runner_ref = $1 AND state = 'leased' AND lease_epoch < $2",
+                 WHERE runner_ref = $1 AND state = 'leased' AND lease_epoch < $2 AND finished_at IS NULL",
             )
             .bind(runner_ref)
             .bind(epoch)
@@ -91,7 +91,7 @@ impl Datastore {
                 "UPDATE calls SET state = 'unknown', error_code = 'runner_lost',
                      error_message = 'the runner that started this call lost its lease before reporting; the call may or may not have run',
                      finished_at = now()
-                 WHERE runner_ref = $1 AND state = 'running' AND lease_epoch < $2",
+                 WHERE runner_ref = $1 AND state = 'running' AND lease_epoch < $2 AND finished_at IS NULL",
             )
             .bind(runner_ref)
             .bind(epoch)
@@ -248,6 +248,7 @@ impl Datastore {
              in_flight AS (
                  SELECT id, state, lease_epoch, leased_at, started_at, cancel_requested_at FROM calls
                  WHERE runner_ref = (SELECT runner_ref FROM device) AND state IN ('leased', 'running')
+                   AND lease_epoch IS NOT NULL AND finished_at IS NULL
              )
              SELECT d.*,
                  (SELECT left_secs FROM lease) AS lease_left_secs,
