@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # An A/B of the added latency: interleaved `switchyard-bench --latency-only` rounds of two (or
 # more) builds on one private durable PostgreSQL cluster, every other round in the reverse
-# order, then the server's own steps per placement (medians from each round's database).
+# order, then the server's own steps per placement (medians from each round's database), how
+# many updates of `calls` were HOT, and the start acks' mean execution (pg_stat_statements).
 #
 #   scripts/latency-ab.sh ROUNDS LABEL=BIN_DIR [LABEL=BIN_DIR ...]
 #   scripts/latency-ab.sh 6 before=/tmp/before after=target/release
@@ -26,7 +27,7 @@ readonly PG_PREFERRED_PORT=25500
 readonly OUT=target/latency-ab
 
 if (($# < 2)) || [[ ! $1 =~ ^[0-9]+$ ]]; then
-    sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 rounds=$1
@@ -46,7 +47,12 @@ done
 
 stack_trap_exit
 section "PostgreSQL (private, durable)"
-stack_start_cluster latency-ab "$PG_PREFERRED_PORT" "$STACK_DURABLE"
+options=$STACK_DURABLE
+# pg_stat_statements, when installed, gives each state change's execution time.
+if [[ -f "$(pg_find_bindir)/../lib/pg_stat_statements.so" ]]; then
+    options+=" -c shared_preload_libraries=pg_stat_statements"
+fi
+stack_start_cluster latency-ab "$PG_PREFERRED_PORT" "$options"
 mkdir -p "$OUT"
 
 section "Rounds"
@@ -90,5 +96,25 @@ for ((round = 1; round <= rounds; round++)); do
                 round((percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at)) * 1000)::numeric, 3),
                 round((percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM next_created - finished_at)) * 1000)::numeric, 3)
             FROM c GROUP BY device ORDER BY device"
+    done
+done
+
+section "The state changes of calls: updates that were HOT (no new index entries), and the starts' execution (mean ms)"
+for ((round = 1; round <= rounds; round++)); do
+    for label in "${labels[@]}"; do
+        round_url="${DATABASE_URL%/*}/ab_${label}_$round"
+        psql "$round_url" -AtF ' ' -c "
+            SELECT 'round $round $label: HOT', n_tup_hot_upd, 'of', n_tup_upd
+            FROM pg_stat_user_tables WHERE relname = 'calls'"
+        if psql "$round_url" -qAt -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+            2>/dev/null; then
+            psql "$round_url" -AtF ' ' -c "
+                SELECT 'round $round $label: start', calls, round(mean_exec_time::numeric, 3),
+                    left(regexp_replace(query, '\\s+', ' ', 'g'), 60)
+                FROM pg_stat_statements
+                WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                  AND query LIKE '%started_at = COALESCE%' AND calls > 100
+                ORDER BY query"
+        fi
     done
 done

@@ -170,10 +170,14 @@ pub async fn call_times(pool: &PgPool, ids: &[uuid::Uuid]) -> Result<Vec<CallTim
 }
 
 /// How many calls of runner `runner_ref` are not settled yet (queued, leased or running).
+/// Each count names its partial index's predicate, so that it reads that index only (the
+/// throughput windows ask while they run).
 pub async fn unsettled(pool: &PgPool, runner_ref: &str) -> Result<i64> {
     Ok(sqlx::query_scalar(
-        "SELECT (SELECT count(*) FROM calls WHERE runner_ref = $1 AND state = 'queued')
-              + (SELECT count(*) FROM calls WHERE runner_ref = $1 AND state IN ('leased', 'running'))",
+        "SELECT (SELECT count(*) FROM calls WHERE runner_ref = $1 AND state = 'queued'
+                     AND lease_epoch IS NULL AND finished_at IS NULL)
+              + (SELECT count(*) FROM calls WHERE runner_ref = $1 AND state IN ('leased', 'running')
+                     AND lease_epoch IS NOT NULL AND finished_at IS NULL)",
     )
     .bind(runner_ref)
     .fetch_one(pool)
@@ -286,7 +290,7 @@ pub async fn statements_per_call(
                 calls::float8 / $1 AS calls_per_call, total_exec_time / $1 AS ms_per_call
          FROM pg_stat_statements
          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-           AND query NOT LIKE '%pg_stat_%' AND query NOT LIKE '%pg_current_wal_lsn%' AND query NOT LIKE '%state IN (''leased'', ''running'')))%'
+           AND query NOT LIKE '%pg_stat_%' AND query NOT LIKE '%pg_current_wal_lsn%' AND query NOT LIKE 'SELECT (SELECT count(*) FROM calls WHERE runner_ref%'
          ORDER BY total_exec_time DESC LIMIT $2",
     )
     .bind(calls)
