@@ -44,6 +44,19 @@ fn result_text(call: &Value) -> &str {
         .unwrap_or_else(|| panic!("no text result: {call}"))
 }
 
+/// Submits an `echo` of each text in turn, each once the one before succeeded with its text;
+/// returns the calls.
+async fn echo_in_turn(paired: &Paired, texts: &[&str]) -> Vec<String> {
+    let mut calls = Vec::new();
+    for text in texts {
+        let call = paired.submit("echo", json!({ "text": text }), 30).await;
+        let view = paired.wait_for_state(&call, "succeeded").await;
+        assert_eq!(result_text(&view), *text);
+        calls.push(call);
+    }
+    calls
+}
+
 /// Takes the device's lease under `outbox`'s holder id and leases `call` (the only one queued)
 /// with the device API, as a runner process does before a test's crash; returns the epoch.
 async fn lease_as_the_runner(paired: &Paired, outbox: &Outbox, call: CallId) -> Epoch {
@@ -246,13 +259,7 @@ async fn a_completed_call_leaves_the_same_receipt_acknowledged_in_the_outbox_and
     let mut runner = paired.runner(&outbox_dir, "runner.log", &[]);
     // One after the other, so that only a later start can prune an earlier entry. The third
     // receipt is longer than a runner channel line, so it is uploaded over plain HTTP.
-    let mut calls = Vec::new();
-    for text in ["one", "two"] {
-        let call = paired.submit("echo", json!({ "text": text }), 30).await;
-        let view = paired.wait_for_state(&call, "succeeded").await;
-        assert_eq!(result_text(&view), text);
-        calls.push(call);
-    }
+    let mut calls = echo_in_turn(&paired, &["one", "two"]).await;
     let big = paired.submit("big", json!({ "bytes": 200_000 }), 30).await;
     let view = paired.wait_for_state(&big, "succeeded").await;
     assert_eq!(result_text(&view), "x".repeat(200_000));
@@ -301,13 +308,7 @@ async fn behind_a_proxy_that_drops_upgrades_the_runner_works_over_plain_http(
     let proxy = PlainProxy::start(server.url()).await;
     paired.reach_through(&proxy.url);
     let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
-    let mut calls = Vec::new();
-    for text in ["one", "two"] {
-        let call = paired.submit("echo", json!({ "text": text }), 30).await;
-        let view = paired.wait_for_state(&call, "succeeded").await;
-        assert_eq!(result_text(&view), text);
-        calls.push(call);
-    }
+    let calls = echo_in_turn(&paired, &["one", "two"]).await;
     assert_eq!(tool_calls(&copy), 2, "each call was sent once");
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
