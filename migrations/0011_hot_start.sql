@@ -3,8 +3,9 @@
 -- column an index names, in its key or in its predicate, and the two partial indexes of the
 -- queue named `state`. They now name the columns that tell the same states apart and that a
 -- start does not change: a call is queued while it has no lease epoch and no finish, in flight
--- (leased or running) while it has an epoch and no finish. The checks keep those equivalences
--- true, so that no queued call can be missing from the lease's index.
+-- (leased or running) while it has an epoch and no finish. The checks hold every queued call
+-- and every call in flight to that shape, so that none can be missing from its index (the
+-- statements still name the states too).
 ALTER TABLE calls ADD CONSTRAINT calls_queued_shape
     CHECK (state <> 'queued' OR (lease_epoch IS NULL AND finished_at IS NULL));
 ALTER TABLE calls ADD CONSTRAINT calls_in_flight_shape

@@ -49,8 +49,10 @@ stack_trap_exit
 section "PostgreSQL (private, durable)"
 options=$STACK_DURABLE
 # pg_stat_statements, when installed, gives each state change's execution time.
+statements=false
 if [[ -f "$(pg_find_bindir)/../lib/pg_stat_statements.so" ]]; then
     options+=" -c shared_preload_libraries=pg_stat_statements"
+    statements=true
 fi
 stack_start_cluster latency-ab "$PG_PREFERRED_PORT" "$options"
 mkdir -p "$OUT"
@@ -106,8 +108,8 @@ for ((round = 1; round <= rounds; round++)); do
         psql "$round_url" -AtF ' ' -c "
             SELECT 'round $round $label: HOT', n_tup_hot_upd, 'of', n_tup_upd
             FROM pg_stat_user_tables WHERE relname = 'calls'"
-        if psql "$round_url" -qAt -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
-            2>/dev/null; then
+        if $statements; then
+            psql "$round_url" -qAt -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
             psql "$round_url" -AtF ' ' -c "
                 SELECT 'round $round $label: start', calls, round(mean_exec_time::numeric, 3),
                     left(regexp_replace(query, '\\s+', ' ', 'g'), 60)
