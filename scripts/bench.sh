@@ -44,8 +44,8 @@ section "PostgreSQL (private, durable)"
 # Durable commits are the point: every figure is measured with them.
 options=$STACK_DURABLE
 # pg_stat_statements, when installed, lets the driver say which statements a call costs.
-if [[ -f "$(pg_find_bindir)/../lib/pg_stat_statements.so" ]]; then
-    options+=" -c shared_preload_libraries=pg_stat_statements"
+if stack_has_statements; then
+    options+=" $STACK_STATEMENTS"
 fi
 stack_start_cluster bench "$PG_PREFERRED_PORT" "$options"
 fs_type=$(stat -f -c %T "$STACK_CLUSTER")

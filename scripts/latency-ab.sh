@@ -50,8 +50,8 @@ section "PostgreSQL (private, durable)"
 options=$STACK_DURABLE
 # pg_stat_statements, when installed, gives each state change's execution time.
 statements=false
-if [[ -f "$(pg_find_bindir)/../lib/pg_stat_statements.so" ]]; then
-    options+=" -c shared_preload_libraries=pg_stat_statements"
+if stack_has_statements; then
+    options+=" $STACK_STATEMENTS"
     statements=true
 fi
 stack_start_cluster latency-ab "$PG_PREFERRED_PORT" "$options"

@@ -7,6 +7,8 @@
 # Source this file (it sources postgres.sh), then:
 #   stack_trap_exit                        stop and remove the cluster on exit, Ctrl-C, SIGTERM
 #   stack_build PROFILE                    cargo build (debug or release) of what the drivers run
+#   stack_has_statements                   whether pg_stat_statements is installed (then the
+#                                          OPTIONS below may preload it: STACK_STATEMENTS)
 #   stack_start_cluster NAME PORT OPTIONS  start a cluster in a fresh temporary directory: sets
 #                                          STACK_CLUSTER (the directory) and DATABASE_URL
 #   stack_run_driver PROFILE BIN NAME ARGS run target/PROFILE/BIN against the cluster, writing
@@ -21,6 +23,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/postgres.sh"
 # flush. The benchmark and the latency A/B start theirs with these.
 # shellcheck disable=SC2034 # used by the scripts that source this file
 readonly STACK_DURABLE="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c max_connections=200"
+
+# The server option that preloads pg_stat_statements (see stack_has_statements).
+# shellcheck disable=SC2034 # used by the scripts that source this file
+readonly STACK_STATEMENTS="-c shared_preload_libraries=pg_stat_statements"
+
+# Whether this PostgreSQL has pg_stat_statements, which a cluster must preload to use.
+stack_has_statements() {
+    [[ -f "$(pg_find_bindir)/../lib/pg_stat_statements.so" ]]
+}
 
 # The cluster directory, once stack_start_cluster made it ("" before).
 STACK_CLUSTER=""
