@@ -89,7 +89,7 @@ fn main() -> ExitCode {
     device::install_tls_provider();
     let result = tokio::runtime::Runtime::new()
         .map_err(|error| Failure::Internal(format!("cannot start the runtime: {error}")))
-        .and_then(|runtime| runtime.block_on(run(args)));
+        .and_then(|runtime| runtime.block_on(on_worker(run(args))));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
@@ -97,6 +97,18 @@ fn main() -> ExitCode {
             ExitCode::from(failure.exit_code())
         }
     }
+}
+
+/// Runs `work` as a task of the runtime's worker threads rather than on the thread that
+/// blocks on it: the executor loop and the tasks it wakes (the channel's, the calls') then
+/// hand work to each other on a worker, often the same one, instead of waking this thread and
+/// a worker at every step of a call.
+async fn on_worker(
+    work: impl Future<Output = Result<(), Failure>> + Send + 'static,
+) -> Result<(), Failure> {
+    tokio::spawn(work)
+        .await
+        .unwrap_or_else(|error| Err(Failure::Internal(format!("the runner stopped: {error}"))))
 }
 
 async fn run(args: Args) -> Result<(), Failure> {
