@@ -15,7 +15,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | stopped by SIGINT/SIGTERM after running calls finished and the lease was released |
-//! | 1 | internal failure: the outbox failed during recovery, the runtime could not start, or a second signal forced the stop |
+//! | 1 | internal failure: the outbox failed during recovery, the runtime could not start, the runner panicked, or a second signal forced the stop |
 //! | 2 | usage or local setup: bad flags, no such device profile, `--server`/`SWITCHYARD_URL` differs from the profile's server, outbox directory refused (permissions, owner, another device, in use) |
 //! | 3 | the server refused the device credential (`device_revoked`): pair again |
 //! | 4 | the server refused the runner lease for another reason |
