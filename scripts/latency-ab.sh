@@ -77,7 +77,10 @@ data = json.load(open(path))
 added = data["added_latency_ms"]
 print(f"round {round_} {label}: added p50/p99 central {added['central']['p50']:.2f}/"
       f"{added['central']['p99']:.2f} ms, device {added['device']['p50']:.2f}/"
-      f"{added['device']['p99']:.2f} ms; direct p50 {data['baseline_direct_ms']['p50']:.3f} ms")
+      f"{added['device']['p99']:.2f} ms; direct p50 {data['baseline_direct_ms']['p50']:.3f} ms, "
+      f"durable floor p50 {data['floor_ms']['p50']:.2f} ms (a commit "
+      f"{data['floor_parts_ms']['postgres_commit']['p50']:.3f}, an outbox sync "
+      f"{data['floor_parts_ms']['outbox_sync']['p50']:.3f})")
 EOF
     done
 done

@@ -6,7 +6,8 @@
 //! - [`chaos`]: real faults with random timing, judged by invariants (`docs/RELIABILITY.md`).
 //!
 //! The driver talks to the system through its HTTP API only, and reads PostgreSQL only for
-//! statistics and invariants; it never writes call state.
+//! statistics and invariants; it never writes call state (it writes only the scratch table of
+//! [`floor`], the durable writes a call makes, measured alone).
 
 pub mod api;
 pub mod bench;
@@ -14,6 +15,7 @@ pub mod chaos;
 pub mod cpu;
 pub mod direct;
 pub mod error;
+pub mod floor;
 pub mod limits;
 pub mod pg;
 pub mod procs;

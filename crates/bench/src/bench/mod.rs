@@ -10,6 +10,7 @@ pub mod soak;
 
 use crate::direct::DirectFixture;
 use crate::error::Result;
+use crate::floor::{DurableFloor, FloorParts};
 use crate::pg;
 use crate::procs::{Binaries, RunnerProcess, rss_bytes};
 use crate::stack::{Stack, Target, note};
@@ -243,6 +244,10 @@ pub async fn throughput_only(
 struct Latencies {
     /// Direct rmcp calls to a warm fixture.
     baseline: Summary,
+    /// A device call's durable writes alone, in sequence.
+    floor: Summary,
+    /// What each of those writes took.
+    floor_parts: FloorParts,
     /// Central calls, submit to outcome.
     central: Summary,
     /// Device calls, submit to outcome.
@@ -257,25 +262,28 @@ struct Latencies {
 enum Series<'a> {
     /// Direct rmcp calls.
     Direct(&'a DirectFixture),
+    /// A device call's durable writes with nothing between them.
+    Floor(&'a mut DurableFloor),
     /// Calls submitted to the server for this placement.
     Placed(&'a Target),
 }
 
 impl Series<'_> {
     /// One call of the series, in milliseconds.
-    async fn sample(&self, stack: &Stack) -> Result<f64> {
+    async fn sample(&mut self, stack: &Stack) -> Result<f64> {
         match self {
             Series::Direct(direct) => direct.noop().await,
+            Series::Floor(floor) => floor.sample().await,
             Series::Placed(target) => latency::one_call(&stack.api, target).await,
         }
     }
 }
 
 /// Pairs a device and starts its runner (and, given `compare_runner`, a second device whose
-/// runner is that binary), warms every series up, analyzes, then measures the direct call and
-/// each placement in turn, one call of each per round: drift in a noisy machine's speed then
-/// shifts every series alike instead of whichever ran during it, and the placements' figures
-/// differ by what their paths do.
+/// runner is that binary), warms every series up, analyzes, then measures the direct call, the
+/// durable floor and each placement in turn, one sample of each per round: drift in a noisy
+/// machine's speed then shifts every series alike instead of whichever ran during it, and the
+/// placements' figures differ by what their paths do.
 async fn latencies(
     plan: &Plan,
     stack: &Stack,
@@ -314,8 +322,10 @@ async fn latencies(
         None => None,
     };
     let direct = DirectFixture::start(&bins.fixture).await?;
+    let mut floor = DurableFloor::start(&stack.database_url, &dir.join("floor-outbox")).await?;
     let mut series = vec![
         Series::Direct(&direct),
+        Series::Floor(&mut floor),
         Series::Placed(&stack.central),
         Series::Placed(&device.target),
     ];
@@ -325,14 +335,14 @@ async fn latencies(
 
     // Some calls first, then statistics, so that every measured plan is made on real ones.
     note("warming up: calls of every series, then ANALYZE");
-    for one in &series {
+    for one in &mut series {
         for _ in 0..plan.warmup {
             one.sample(stack).await?;
         }
     }
     pg::analyze(&stack.pool).await?;
 
-    note("added latency: direct, central and device calls in turn");
+    note("added latency: direct calls, the durable floor, central and device calls in turn");
     let mut samples = vec![Vec::with_capacity(plan.latency_samples); series.len()];
     for round in 0..plan.latency_samples {
         // Each round starts one further along: no series always follows the same one.
@@ -343,12 +353,15 @@ async fn latencies(
     }
     drop(series);
     direct.close().await;
+    let floor_parts = floor.close(plan.latency_samples).await?;
     let mut summaries = samples.iter().map(|s| Summary::of(s));
     let mut next = || summaries.next().unwrap_or_default();
-    let (baseline, central, on_device) = (next(), next(), next());
+    let (baseline, floor, central, on_device) = (next(), next(), next(), next());
     let compared = compared.map(|(_, runner)| (next(), runner));
     Ok(Latencies {
         baseline,
+        floor,
+        floor_parts,
         central,
         device: on_device,
         runner,
@@ -361,6 +374,10 @@ async fn latencies(
 pub struct LatencyOnly {
     /// The direct call.
     pub baseline_direct_ms: Summary,
+    /// A device call's durable writes alone, in sequence.
+    pub floor_ms: Summary,
+    /// What each of those writes took.
+    pub floor_parts_ms: FloorParts,
     /// Added to it by each placement.
     pub added_latency_ms: Placement,
     /// Added by device placement through the `--compare-runner` binary, measured in turn
@@ -391,6 +408,8 @@ pub async fn latency_only(
                 .as_ref()
                 .map(|(summary, _)| summary.minus(&l.baseline)),
             baseline_direct_ms: l.baseline,
+            floor_ms: l.floor,
+            floor_parts_ms: l.floor_parts,
         })
     }
     .await;
@@ -441,6 +460,8 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
 
     let Latencies {
         baseline,
+        floor,
+        floor_parts,
         central,
         device: on_device,
         mut runner,
@@ -537,6 +558,8 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
         machine,
         postgres: durability,
         baseline_direct_ms: baseline,
+        floor_ms: floor,
+        floor_parts_ms: floor_parts,
         end_to_end_ms: Placement {
             central,
             device: on_device,

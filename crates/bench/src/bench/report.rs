@@ -6,6 +6,7 @@ use super::load::PerCall;
 use super::replay::Replay;
 use super::soak::Soak;
 use crate::cpu::CpuTimes;
+use crate::floor::FloorParts;
 use crate::pg::Durability;
 use crate::pg::StatementCost;
 use crate::stats::Summary;
@@ -153,6 +154,11 @@ pub struct Results {
     pub postgres: Durability,
     /// Direct rmcp call to a warm fixture over stdio.
     pub baseline_direct_ms: Summary,
+    /// The durable floor: a device call's four PostgreSQL commits and two synced outbox
+    /// commits, one after another with nothing between them (`crate::floor`).
+    pub floor_ms: Summary,
+    /// What each of the floor's writes took.
+    pub floor_parts_ms: FloorParts,
     /// Submit → result visible to the caller, one call at a time.
     pub end_to_end_ms: Placement,
     /// `end_to_end_ms` minus the baseline, percentile by percentile.
@@ -337,6 +343,21 @@ impl Results {
         );
         row(
             &mut out,
+            "durable floor (4 commits, 2 syncs)",
+            &self.floor_ms,
+        );
+        row(
+            &mut out,
+            "  one PostgreSQL commit",
+            &self.floor_parts_ms.postgres_commit,
+        );
+        row(
+            &mut out,
+            "  one synced outbox commit",
+            &self.floor_parts_ms.outbox_sync,
+        );
+        row(
+            &mut out,
             "central: submit → visible",
             &self.end_to_end_ms.central,
         );
@@ -347,6 +368,12 @@ impl Results {
             &self.end_to_end_ms.device,
         );
         row(&mut out, "device: added", &self.added_latency_ms.device);
+        let _ = writeln!(
+            out,
+            "  added p50 over the durable floor's p50: central {:.2}×, device {:.2}×",
+            over(self.added_latency_ms.central.p50, self.floor_ms.p50),
+            over(self.added_latency_ms.device.p50, self.floor_ms.p50)
+        );
         row(
             &mut out,
             "replay of a duplicate request_id",
@@ -438,6 +465,11 @@ impl Results {
         }
         out
     }
+}
+
+/// `value` as a multiple of `floor` (0 when there is no floor).
+fn over(value: f64, floor: f64) -> f64 {
+    if floor > 0.0 { value / floor } else { 0.0 }
 }
 
 /// One throughput line of the table and what a call cost in it.

@@ -59,6 +59,19 @@ async fn the_smoke_run_writes_every_promised_figure(_: PgPoolOptions, db: PgConn
     assert!(number(&json, &["idle_runners", "server_rss_bytes"]) > 0.0);
     number(&json, &["baseline_direct_ms", "p50"]);
     number(&json, &["baseline_direct_ms", "p99"]);
+    // The durable floor was measured with the latencies, and each of its samples' four
+    // commits was timed.
+    let floor = number(&json, &["floor_ms", "p50"]);
+    let commit = number(&json, &["floor_parts_ms", "postgres_commit", "p50"]);
+    let sync = number(&json, &["floor_parts_ms", "outbox_sync", "p50"]);
+    assert!(commit > 0.0 && sync > 0.0, "{:#}", json["floor_parts_ms"]);
+    assert_eq!(
+        number(&json, &["floor_parts_ms", "postgres_commit", "count"]),
+        4.0 * number(&json, &["floor_ms", "count"]),
+        "{:#}",
+        json["floor_parts_ms"]
+    );
+    assert!(floor > 0.0, "{:#}", json["floor_ms"]);
     // The one correctness figure among them: concurrent duplicates make exactly one call.
     assert_eq!(
         number(&json, &["replay", "calls_created"]),
