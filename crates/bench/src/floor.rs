@@ -126,8 +126,8 @@ impl DurableFloor {
         Ok(())
     }
 
-    /// Runs a synced outbox write on this thread, as the runner's blocking pool runs it, and
-    /// times it.
+    /// Runs a synced outbox write on this thread (the runner hands it to its blocking pool),
+    /// and times it.
     fn sync<T>(&mut self, write: impl FnOnce(&Outbox) -> Result<T, OutboxError>) -> Result<T> {
         let started = Instant::now();
         let written = tokio::task::block_in_place(|| write(&self.outbox))
