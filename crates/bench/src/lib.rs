@@ -19,6 +19,7 @@ pub mod floor;
 pub mod limits;
 pub mod pg;
 pub mod procs;
+pub mod rng;
 pub mod stack;
 pub mod stats;
 

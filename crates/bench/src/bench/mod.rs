@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::floor::{DurableFloor, FloorParts};
 use crate::pg;
 use crate::procs::{Binaries, RunnerProcess, rss_bytes};
+use crate::rng::Rng;
 use crate::stack::{Stack, Target, note};
 use crate::stats::Summary;
 use report::{CallCost, Placement, Results, Steady, Throughput};
@@ -281,9 +282,9 @@ impl Series<'_> {
 
 /// Pairs a device and starts its runner (and, given `compare_runner`, a second device whose
 /// runner is that binary), warms every series up, analyzes, then measures the direct call, the
-/// durable floor and each placement in turn, one sample of each per round: drift in a noisy
-/// machine's speed then shifts every series alike instead of whichever ran during it, and the
-/// placements' figures differ by what their paths do.
+/// durable floor and each placement in turn, one sample of each per round in a shuffled order:
+/// drift in a noisy machine's speed then shifts every series alike instead of whichever ran
+/// during it, and the placements' figures differ by what their paths do.
 async fn latencies(
     plan: &Plan,
     stack: &Stack,
@@ -344,10 +345,14 @@ async fn latencies(
 
     note("added latency: direct calls, the durable floor, central and device calls in turn");
     let mut samples = vec![Vec::with_capacity(plan.latency_samples); series.len()];
-    for round in 0..plan.latency_samples {
-        // Each round starts one further along: no series always follows the same one.
-        for k in 0..series.len() {
-            let at = (round + k) % series.len();
+    let mut order: Vec<usize> = (0..series.len()).collect();
+    let mut rng = Rng::new(ORDER_SEED);
+    for _ in 0..plan.latency_samples {
+        // Each round in a new order, so that every series follows each of the others about as
+        // often: what a call leaves behind (its runner's next lease request, its upload's
+        // answer) weighs on the next one.
+        shuffle(&mut order, &mut rng);
+        for &at in &order {
             samples[at].push(series[at].sample(stack).await?);
         }
     }
@@ -367,6 +372,17 @@ async fn latencies(
         runner,
         compared,
     })
+}
+
+/// The seed of the latency rounds' orders: the same orders in every run.
+const ORDER_SEED: u64 = 7;
+
+/// Puts `items` in a random order (Fisher–Yates).
+fn shuffle(items: &mut [usize], rng: &mut Rng) {
+    for i in (1..items.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        items.swap(i, j);
+    }
 }
 
 /// What `--latency-only` measures.
@@ -589,4 +605,36 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
             .trim()
             .to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_series_follows_every_other_in_the_shuffled_rounds() {
+        let mut order: Vec<usize> = (0..5).collect();
+        let mut rng = Rng::new(ORDER_SEED);
+        let mut follows = [[0usize; 5]; 5];
+        for _ in 0..2000 {
+            shuffle(&mut order, &mut rng);
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, vec![0, 1, 2, 3, 4], "a round runs each series once");
+            for pair in order.windows(2) {
+                follows[pair[1]][pair[0]] += 1;
+            }
+        }
+        // 2,000 rounds of 4 pairs over 20 ordered pairs: about 400 each.
+        for (after, counts) in follows.iter().enumerate() {
+            for (before, &n) in counts.iter().enumerate() {
+                if after != before {
+                    assert!(
+                        (300..=500).contains(&n),
+                        "{after} after {before}: {n} times"
+                    );
+                }
+            }
+        }
+    }
 }

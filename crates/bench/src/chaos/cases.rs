@@ -4,11 +4,11 @@
 use super::invariants::{self, Tally, Timing};
 use super::pgctl::PgControl;
 use super::proxy::Proxy;
-use super::rng::Rng;
 use super::workload::{self, Submitted};
 use crate::api::Api;
 use crate::error::{Error, Result};
 use crate::procs::{Binaries, RunnerProcess};
+use crate::rng::Rng;
 use crate::stack::{Device, Stack, Target, fresh_database, note, read_call, submit};
 use chrono::{DateTime, Utc};
 use nix::sys::signal::Signal;

@@ -18,7 +18,6 @@ pub mod cases;
 pub mod invariants;
 pub mod pgctl;
 pub mod proxy;
-pub mod rng;
 pub mod workload;
 
 pub use cases::{Case, CaseReport, ChaosConfig, run_case, summary_table};
