@@ -60,6 +60,16 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// `value` as a multiple of `baseline` (0 when the baseline is 0): a figure against its
+/// baseline from the same run.
+pub fn ratio(value: f64, baseline: f64) -> f64 {
+    if baseline > 0.0 {
+        value / baseline
+    } else {
+        0.0
+    }
+}
+
 /// A duration in milliseconds.
 pub fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0

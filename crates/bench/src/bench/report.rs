@@ -9,7 +9,7 @@ use crate::cpu::CpuTimes;
 use crate::floor::FloorParts;
 use crate::pg::Durability;
 use crate::pg::StatementCost;
-use crate::stats::Summary;
+use crate::stats::{Summary, ratio};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -371,8 +371,8 @@ impl Results {
         let _ = writeln!(
             out,
             "  added p50 over the durable floor's p50: central {:.2}×, device {:.2}×",
-            over(self.added_latency_ms.central.p50, self.floor_ms.p50),
-            over(self.added_latency_ms.device.p50, self.floor_ms.p50)
+            ratio(self.added_latency_ms.central.p50, self.floor_ms.p50),
+            ratio(self.added_latency_ms.device.p50, self.floor_ms.p50)
         );
         row(
             &mut out,
@@ -465,11 +465,6 @@ impl Results {
         }
         out
     }
-}
-
-/// `value` as a multiple of `floor` (0 when there is no floor).
-fn over(value: f64, floor: f64) -> f64 {
-    if floor > 0.0 { value / floor } else { 0.0 }
 }
 
 /// One throughput line of the table and what a call cost in it.

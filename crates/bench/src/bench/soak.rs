@@ -8,7 +8,7 @@ use crate::api::Api;
 use crate::error::Result;
 use crate::pg::{self, StatementTime, TableHealth, XminHolder};
 use crate::stack::{Target, note};
-use crate::stats::Summary;
+use crate::stats::{Summary, ratio};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
@@ -142,7 +142,6 @@ pub async fn soak(
             ends.get_mut(i).map(std::mem::take).unwrap_or_default(),
         ));
     }
-    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     Ok(Soak {
         requested_rate_calls_per_s: rate,
         rate_calls_per_s: rate,
