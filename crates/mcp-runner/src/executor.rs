@@ -280,7 +280,12 @@ impl<C: ControlPlane> Runner<C> {
         }
         let control = Arc::clone(&self.control);
         let wait = self.config.lease_wait;
-        self.lease = Some(Box::pin(async move { control.lease(free, wait).await }));
+        self.lease = Some(Box::pin(async move {
+            // Calls this loop just spawned run first: their starts are on their way to the
+            // server before the next lease's own work.
+            tokio::task::yield_now().await;
+            control.lease(free, wait).await
+        }));
     }
 
     fn on_lease(&mut self, leased: Result<Vec<LeasedCall>, ControlError>) {

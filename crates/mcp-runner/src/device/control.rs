@@ -270,7 +270,8 @@ impl DeviceControl {
                     completion,
                 };
                 lock(&self.reports).insert(call_id, receipt.clone());
-                let ((), sent) = tokio::join!(self.record(&receipt), send(&self.client, &receipt));
+                // The upload first, as the start's request goes before its record.
+                let (sent, ()) = tokio::join!(send(&self.client, &receipt), self.record(&receipt));
                 let settled = sent?;
                 if settled == Settled::Acknowledged {
                     self.acknowledge_later(receipt.receipt_id);
@@ -406,11 +407,13 @@ impl ControlPlane for DeviceControl {
         // before: it is never started twice, whatever the server answers.
         let acknowledged = self.acknowledged.take();
         let recording = acknowledged.clone();
-        let (recorded, answer) = tokio::join!(
+        // The request first: it is the longer way, and handing the record to a blocking
+        // thread (a wake-up of another thread) need not come before it.
+        let (answer, recorded) = tokio::join!(
+            self.client.start(call_id, epoch),
             on_outbox(&self.outbox, move |outbox| {
                 outbox.record_start_acknowledging(call_id, epoch, &recording)
             }),
-            self.client.start(call_id, epoch),
         );
         if recorded.is_err() {
             self.acknowledged.put_back(acknowledged);
