@@ -3,10 +3,12 @@
 //! so that the server holds an idle runner without HTTP buffers and a busy one's starts and
 //! uploads skip an HTTP request each (see the server's `runner_channel`).
 //!
-//! The channel opens on first use and again after it closed. One task drives it: it writes the
-//! requests it is handed and routes each answer to its request by id. A request that gets no
+//! The channel opens on first use and again after it closed. Each request is written by its
+//! caller, one at a time, so that it leaves without waiting for another task to be scheduled;
+//! one task reads the answers and routes each to its request by id. A request that gets no
 //! answer in time closes the channel (a stalled connection must not hold the next request
-//! too); so does anything unreadable. A server that does not open a channel (an older one
+//! too); so does anything unreadable, and a write cut short (half a line would garble the
+//! next). A server that does not open a channel (an older one
 //! answers 404; a proxy that drops the `Upgrade` header makes it 400) is remembered, and the
 //! caller sends its requests as plain HTTP; so is a channel that refuses starts and uploads
 //! (an older server's knows only leases and heartbeats), until it is opened again. A request
@@ -14,32 +16,56 @@
 
 use super::client::{ApiFailure, sorted_failure};
 use super::lines::{push_line, read_line, write_lines};
+use super::state::lock;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use switchyard_protocol::runner::{
     CHANNEL_MAX_LINE, CHANNEL_PROTOCOL, ChannelAnswer, ChannelCall, ChannelReply, ChannelRequest,
 };
-use tokio::io::BufReader;
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::io::{BufReader, ReadHalf, WriteHalf};
+use tokio::sync::{Mutex, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// The channel's read buffer (an answer line is read through it in pieces).
 const READ_BUFFER_BYTES: usize = 4 * 1024;
 
-/// A request handed to the driving task (its id and its line), with where its answer goes.
-struct Outgoing {
-    id: u64,
-    line: Vec<u8>,
-    answer: oneshot::Sender<ChannelReply>,
-}
+/// Where the answers to requests still waiting go, by request id.
+type Waiting = std::sync::Mutex<HashMap<u64, oneshot::Sender<ChannelReply>>>;
 
-/// An open channel: the way to its driving task.
+/// An open channel: its write half and the requests waiting for answers, shared by the callers
+/// (who write) and the task that reads.
 #[derive(Clone)]
 struct Open {
-    requests: mpsc::UnboundedSender<Outgoing>,
+    /// The connection's write half, taken away when the channel closes.
+    writer: Arc<Mutex<Option<WriteHalf<reqwest::Upgraded>>>>,
+    waiting: Arc<Waiting>,
     /// Cancelled when the channel is closed, by either side.
     closed: CancellationToken,
+}
+
+impl Open {
+    /// Writes one request's line. A write that fails, or is cut short because its caller
+    /// stopped waiting, closes the channel.
+    async fn write(&self, line: &[u8]) -> Result<(), ApiFailure> {
+        let mut writer = self.writer.lock().await;
+        let Some(stream) = writer.as_mut() else {
+            return Err(closed());
+        };
+        let cut_short = self.closed.clone().drop_guard();
+        match write_lines(stream, line).await {
+            Ok(()) => {
+                cut_short.disarm();
+                Ok(())
+            }
+            Err(error) => {
+                tracing::debug!(%error, "the runner channel could not be written; closing it");
+                *writer = None;
+                Err(closed())
+            }
+        }
+    }
 }
 
 /// What is known about the server's channel.
@@ -113,16 +139,19 @@ impl Channel {
             Err(failure) => return Some(Err(failure)),
         };
         let (answer, answered) = oneshot::channel();
-        if channel
-            .requests
-            .send(Outgoing { id, line, answer })
-            .is_err()
-        {
+        lock(&channel.waiting).insert(id, answer);
+        // The reader closes the channel before it drops the waiting answers: a request put
+        // down after that sees it closed here.
+        if channel.closed.is_cancelled() {
+            lock(&channel.waiting).remove(&id);
             return Some(Err(closed()));
         }
-        Some(match tokio::time::timeout(timeout, answered).await {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(_)) => Err(closed()),
+        let exchange = async {
+            channel.write(&line).await?;
+            answered.await.map_err(|_| closed())
+        };
+        Some(match tokio::time::timeout(timeout, exchange).await {
+            Ok(answer) => answer,
             Err(_) => {
                 channel.closed.cancel();
                 Err(ApiFailure::Unavailable(format!(
@@ -150,11 +179,14 @@ impl Channel {
             *slot = Slot::Unsupported;
             return Ok(None);
         };
-        let (requests, outgoing) = mpsc::unbounded_channel();
-        let closed = CancellationToken::new();
+        let (read, write) = tokio::io::split(stream);
+        let open = Open {
+            writer: Arc::new(Mutex::new(Some(write))),
+            waiting: Arc::default(),
+            closed: CancellationToken::new(),
+        };
         self.takes_reports.store(true, Ordering::Relaxed);
-        tokio::spawn(drive(stream, outgoing, closed.clone()));
-        let open = Open { requests, closed };
+        tokio::spawn(read_answers(read, open.clone()));
         *slot = Slot::Open(open.clone());
         Ok(Some(open))
     }
@@ -216,50 +248,42 @@ pub(super) async fn upgrade(
     }
 }
 
-/// Drives one channel until either side closes it: writes what it is handed, routes answers
-/// to their requests. Requests still waiting when it ends see their answer channel close.
-async fn drive(
-    stream: reqwest::Upgraded,
-    mut outgoing: mpsc::UnboundedReceiver<Outgoing>,
-    closed: CancellationToken,
-) {
+/// Reads answers until either side closes the channel, and routes each to its request. When
+/// it ends, the requests still waiting see their answer channel close, and the connection is
+/// dropped.
+async fn read_answers(stream: ReadHalf<reqwest::Upgraded>, open: Open) {
     let mut stream = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
-    let mut waiting: HashMap<u64, oneshot::Sender<ChannelReply>> = HashMap::new();
     let mut line = Vec::new();
     loop {
-        tokio::select! {
-            () = closed.cancelled() => break,
-            next = outgoing.recv() => {
-                let Some(Outgoing { id, line, answer }) = next else { break };
-                waiting.insert(id, answer);
-                if let Err(error) = write_lines(stream.get_mut(), &line).await {
-                    tracing::debug!(%error, "the runner channel could not be written; closing it");
-                    break;
-                }
-            }
-            read = read_line(&mut stream, &mut line) => {
-                match read {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(error) => {
-                        tracing::warn!(%error, "the runner channel could not be read; closing it");
-                        break;
-                    }
-                }
-                match serde_json::from_slice::<ChannelAnswer>(&line) {
-                    Ok(ChannelAnswer { id, reply }) => match waiting.remove(&id) {
-                        // A request that stopped waiting (it timed out) drops its answer.
-                        Some(answer) => drop(answer.send(reply)),
-                        None => tracing::warn!(id, ?reply, "an answer on the runner channel for no request"),
-                    },
-                    Err(error) => {
-                        tracing::warn!(%error, "an unreadable answer on the runner channel; closing it");
-                        break;
-                    }
-                }
-                line.clear();
+        let read = tokio::select! {
+            () = open.closed.cancelled() => break,
+            read = read_line(&mut stream, &mut line) => read,
+        };
+        match read {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(error) => {
+                tracing::warn!(%error, "the runner channel could not be read; closing it");
+                break;
             }
         }
+        match serde_json::from_slice::<ChannelAnswer>(&line) {
+            Ok(ChannelAnswer { id, reply }) => match lock(&open.waiting).remove(&id) {
+                // A request that stopped waiting (it timed out) drops its answer.
+                Some(answer) => drop(answer.send(reply)),
+                None => {
+                    tracing::warn!(id, ?reply, "an answer on the runner channel for no request")
+                }
+            },
+            Err(error) => {
+                tracing::warn!(%error, "an unreadable answer on the runner channel; closing it");
+                break;
+            }
+        }
+        line.clear();
     }
-    closed.cancel();
+    open.closed.cancel();
+    lock(&open.waiting).clear();
+    // A write in progress ends (it completes, or its request times out) before this.
+    open.writer.lock().await.take();
 }
