@@ -87,9 +87,15 @@ fn main() -> ExitCode {
     init_logging();
     // reqwest is built without a TLS provider: install ring before any client exists.
     device::install_tls_provider();
-    let result = tokio::runtime::Runtime::new()
+    // One thread runs every task: a call's steps hand over from task to task (the channel's
+    // reader, the executor loop, the call) without waking another thread each time. What
+    // waits for the disk (the outbox's commits) goes to the blocking pool; a call's credential
+    // lookups (its bindings file, the kernel keyring's thread) are brief and stay here.
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .map_err(|error| Failure::Internal(format!("cannot start the runtime: {error}")))
-        .and_then(|runtime| runtime.block_on(on_worker(run(args))));
+        .and_then(|runtime| runtime.block_on(run(args)));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
@@ -97,18 +103,6 @@ fn main() -> ExitCode {
             ExitCode::from(failure.exit_code())
         }
     }
-}
-
-/// Runs `work` as a task of the runtime's worker threads rather than on the thread that
-/// blocks on it: the executor loop and the tasks it wakes (the channel's, the calls') then
-/// hand work to each other on a worker, often the same one, instead of waking this thread and
-/// a worker at every step of a call.
-async fn on_worker(
-    work: impl Future<Output = Result<(), Failure>> + Send + 'static,
-) -> Result<(), Failure> {
-    tokio::spawn(work)
-        .await
-        .unwrap_or_else(|error| Err(Failure::Internal(format!("the runner stopped: {error}"))))
 }
 
 async fn run(args: Args) -> Result<(), Failure> {
