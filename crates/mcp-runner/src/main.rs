@@ -95,7 +95,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .map_err(|error| Failure::Internal(format!("cannot start the runtime: {error}")))
-        .and_then(|runtime| runtime.block_on(run(args)));
+        .and_then(|runtime| runtime.block_on(as_task(run(args))));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
@@ -103,6 +103,16 @@ fn main() -> ExitCode {
             ExitCode::from(failure.exit_code())
         }
     }
+}
+
+/// Runs `work` as a task of the runtime, so that a panic in it ends the runner as an internal
+/// failure (exit code 1) instead of unwinding out of `main`.
+async fn as_task(
+    work: impl Future<Output = Result<(), Failure>> + Send + 'static,
+) -> Result<(), Failure> {
+    tokio::spawn(work)
+        .await
+        .unwrap_or_else(|error| Err(Failure::Internal(format!("the runner stopped: {error}"))))
 }
 
 async fn run(args: Args) -> Result<(), Failure> {

@@ -8,11 +8,11 @@
 //! one task reads the answers and routes each to its request by id. A request that gets no
 //! answer in time closes the channel (a stalled connection must not hold the next request
 //! too); so does anything unreadable, and a write cut short (half a line would garble the
-//! next). A server that does not open a channel (an older one
-//! answers 404; a proxy that drops the `Upgrade` header makes it 400) is remembered, and the
-//! caller sends its requests as plain HTTP; so is a channel that refuses starts and uploads
-//! (an older server's knows only leases and heartbeats), until it is opened again. A request
-//! longer than a channel line (a large receipt) is sent as plain HTTP too.
+//! next). A server that does not open a channel (an older one answers 404; a proxy that
+//! drops the `Upgrade` header makes it 400) is remembered, and the caller sends its requests
+//! as plain HTTP; so is a channel that refuses starts and uploads (an older server's knows
+//! only leases and heartbeats), until it is opened again. A request longer than a channel line
+//! (a large receipt) is sent as plain HTTP too.
 
 use super::client::{ApiFailure, sorted_failure};
 use super::lines::{push_line, read_line, write_lines};
