@@ -8,11 +8,13 @@
 //! replica's wake-up feed passes it to the readers waiting there. Other ways a call
 //! settles (the sweeper, cancellation, resolution) do not notify: a waiting reader looks again
 //! every second, so they cost it at most that. Every look is an ordinary read, authorized
-//! afresh.
+//! afresh — except the answer to a completion recorded in the same process: the statement
+//! that recorded it read the call and its lineage, and the waiting request (authorized when
+//! it began, and for this call) answers with that, without a read of its own.
 
 use super::App;
 use super::principal::Principal;
-use super::wakeups::Waiter;
+use super::wakeups::SettledWaiter;
 use crate::error::AppResult;
 use std::time::Duration;
 use switchyard_protocol::CallState;
@@ -52,19 +54,23 @@ impl App {
     }
 
     /// Waits on `waiter` (subscribed before the call was last seen unsettled) until the call
-    /// settles or `deadline` passes, then answers the call as read then.
+    /// settles or `deadline` passes, then answers the call as read then (or as recorded, when
+    /// its completion was recorded in this process).
     pub(super) async fn call_wait_with(
         &self,
         principal: &Principal,
         ws: &str,
         call: &str,
-        mut waiter: Waiter,
+        mut waiter: SettledWaiter,
         deadline: Instant,
     ) -> AppResult<CallView> {
         loop {
-            waiter
-                .wait((Instant::now() + LOOK_AGAIN).min(deadline))
-                .await;
+            let next_look = (Instant::now() + LOOK_AGAIN).min(deadline);
+            if let Some(recorded) = waiter.wait(next_look).await {
+                return self
+                    .call_view_with(&recorded.call, recorded.lineage.clone())
+                    .await;
+            }
             let view = self.call_get_as(principal, ws, call).await?;
             if is_settled(view.state) || Instant::now() >= deadline {
                 return Ok(view);

@@ -141,8 +141,8 @@ impl App {
             config.credentials_file.clone(),
         ));
         let local = Arc::clone(&wakeups);
-        db.deliver_notices_locally(Box::new(move |channel, payload| {
-            local.deliver(channel, payload)
+        db.deliver_notices_locally(Box::new(move |channel, payload, recorded| {
+            local.deliver(channel, payload, recorded)
         }));
         Self {
             db,

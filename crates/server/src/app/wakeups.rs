@@ -9,7 +9,9 @@
 //! waiting for that call, and waiting costs the database nothing.
 //!
 //! Announcements this process's datastore makes reach the same fan-out at once, without the
-//! round trip through PostgreSQL (see `db::notices`).
+//! round trip through PostgreSQL (see `db::notices`). A completion recorded here comes with the
+//! call as its statement recorded it, which is handed to the readers waiting for that call
+//! ([`SettledWaiter`]): they answer with it instead of reading the call again.
 //!
 //! Before waking anyone it moves the runner's lease floor (see [`QueueFloors`]), so that the
 //! lease a wake-up starts scans from low enough to see the call announced.
@@ -20,13 +22,15 @@
 
 use super::App;
 use super::queue_floors::QueueFloors;
-use crate::db::{ANY_RUNNER, CALLS_CHANNEL, SETTLED_CHANNEL};
+use crate::db::{ANY_RUNNER, CALLS_CHANNEL, SETTLED_CHANNEL, SettledCall};
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgListener, PgPoolOptions};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -43,9 +47,20 @@ pub struct Wakeups {
     tx: broadcast::Sender<Arc<str>>,
     /// Calls settled, by id.
     settled: broadcast::Sender<Arc<str>>,
+    /// The readers waiting for a call to settle, by call, each to be handed the call as its
+    /// completion recorded it when that happens in this process.
+    readers: Mutex<HashMap<uuid::Uuid, Vec<Reader>>>,
+    next_reader: AtomicU64,
     /// Cancelled when the server shuts down: waiting long-polls answer at once, so they do
     /// not hold up the graceful shutdown.
     stopping: CancellationToken,
+}
+
+/// A waiting reader, as [`Wakeups::readers`] holds it.
+#[derive(Debug)]
+struct Reader {
+    id: u64,
+    to: oneshot::Sender<Arc<SettledCall>>,
 }
 
 impl Default for Wakeups {
@@ -54,6 +69,8 @@ impl Default for Wakeups {
             floors: QueueFloors::default(),
             tx: broadcast::channel(CAPACITY).0,
             settled: broadcast::channel(CAPACITY).0,
+            readers: Mutex::default(),
+            next_reader: AtomicU64::new(0),
             stopping: CancellationToken::new(),
         }
     }
@@ -72,12 +89,31 @@ impl Wakeups {
 
     /// A waiter for call `call` to settle. Subscribe before reading the call, so that a
     /// completion recorded in between is not missed.
-    pub(crate) fn settled_waiter(&self, call: uuid::Uuid) -> Waiter {
-        Waiter {
-            rx: self.settled.subscribe(),
-            key: call.to_string(),
-            stopping: self.stopping.clone(),
+    pub(crate) fn settled_waiter(self: &Arc<Self>, call: uuid::Uuid) -> SettledWaiter {
+        let (to, recorded) = oneshot::channel();
+        let id = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        self.lock_readers()
+            .entry(call)
+            .or_default()
+            .push(Reader { id, to });
+        SettledWaiter {
+            waiter: Waiter {
+                rx: self.settled.subscribe(),
+                key: call.to_string(),
+                stopping: self.stopping.clone(),
+            },
+            call,
+            reader: id,
+            recorded: Some(recorded),
+            wakeups: Arc::clone(self),
         }
+    }
+
+    fn lock_readers(&self) -> std::sync::MutexGuard<'_, HashMap<uuid::Uuid, Vec<Reader>>> {
+        // A panic elsewhere while the map was held leaves it whole: every change is one call.
+        self.readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Cancelled when the process's listener stops, at shutdown.
@@ -95,12 +131,25 @@ impl Wakeups {
         let _ = self.tx.send(Arc::from(runner_ref));
     }
 
-    /// A notification on `channel`, from PostgreSQL or from this process's datastore.
-    pub(crate) fn deliver(&self, channel: &str, payload: &str) {
+    /// A notification on `channel`, from PostgreSQL or from this process's datastore (which
+    /// hands a completion's `recorded` call along when its statement read it).
+    pub(crate) fn deliver(&self, channel: &str, payload: &str, recorded: Option<Arc<SettledCall>>) {
         if channel == SETTLED_CHANNEL {
+            if let Some(recorded) = recorded {
+                self.hand_recorded(recorded);
+            }
             self.wake_settled(payload);
         } else {
             self.announce(payload);
+        }
+    }
+
+    /// Hands a call as its completion recorded it to the readers waiting for it here.
+    fn hand_recorded(&self, recorded: Arc<SettledCall>) {
+        let readers = self.lock_readers().remove(&recorded.call.id);
+        for reader in readers.into_iter().flatten() {
+            // A reader that stopped waiting meanwhile drops it.
+            let _ = reader.to.send(Arc::clone(&recorded));
         }
     }
 
@@ -157,6 +206,55 @@ impl<'a> CallNotice<'a> {
         match self {
             CallNotice::Any => ANY_RUNNER,
             CallNotice::Requeued(runner_ref) | CallNotice::Queued(runner_ref, _) => runner_ref,
+        }
+    }
+}
+
+/// A reader's subscription to one call's settling: the wake-ups of [`Waiter`], and the call
+/// as recorded when its completion is recorded in this process.
+#[derive(Debug)]
+pub(crate) struct SettledWaiter {
+    waiter: Waiter,
+    call: uuid::Uuid,
+    reader: u64,
+    /// `None` once handed (or given up by the datastore's side).
+    recorded: Option<oneshot::Receiver<Arc<SettledCall>>>,
+    wakeups: Arc<Wakeups>,
+}
+
+impl SettledWaiter {
+    /// Waits for the call to settle, or `deadline`. `Some`: its completion was recorded in
+    /// this process, and this is the call as recorded. `None`: look at the call (a wake-up
+    /// from another replica or for every reader, the deadline, the server stopping).
+    pub(crate) async fn wait(&mut self, deadline: Instant) -> Option<Arc<SettledCall>> {
+        let waiting = self.waiter.wait(deadline);
+        let Some(recorded) = self.recorded.as_mut() else {
+            waiting.await;
+            return None;
+        };
+        let handed = tokio::select! {
+            biased;
+            handed = recorded => Some(handed.ok()),
+            _ = waiting => None,
+        };
+        let handed = handed?;
+        self.recorded = None;
+        handed
+    }
+}
+
+impl Drop for SettledWaiter {
+    fn drop(&mut self) {
+        if self.recorded.is_none() {
+            // Handed: its entry went with the handing.
+            return;
+        }
+        let mut readers = self.wakeups.lock_readers();
+        if let Some(waiting) = readers.get_mut(&self.call) {
+            waiting.retain(|reader| reader.id != self.reader);
+            if waiting.is_empty() {
+                readers.remove(&self.call);
+            }
         }
     }
 }
@@ -255,7 +353,7 @@ impl WakeupFeed {
                 Ok(Some(notification))
                     if notification.process_id() == app.db().notices_sender_pid() => {}
                 Ok(Some(notification)) => {
-                    wakeups.deliver(notification.channel(), notification.payload())
+                    wakeups.deliver(notification.channel(), notification.payload(), None)
                 }
                 // The connection was lost and is back (listening again): what was announced
                 // meanwhile is gone, so every waiter looks again. Whatever took this

@@ -2,7 +2,8 @@
 //! that reports whether it won; nothing here reads, decides, then writes.
 
 use super::devices::device_by_credential;
-use super::{ANY_RUNNER, ConnectorRow, Datastore, DeviceRow};
+use super::observations::lineage_columns;
+use super::{ANY_RUNNER, ConnectorRow, Datastore, DeviceRow, Lineage};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::Row;
@@ -143,13 +144,59 @@ macro_rules! start_call {
 }
 
 /// What a device's upload found ([`Datastore::call_complete_plain_by_device`]).
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 pub struct DeviceCompletion {
     /// The device holding the credential (revoked or not).
-    #[sqlx(flatten)]
     pub device: DeviceRow,
     /// Whether the completion was recorded, with its receipt.
     pub completed: bool,
+}
+
+/// A call as the statement that recorded its completion left it, with its lineage then: what
+/// a reader would have read the moment that statement committed. Handed to the readers
+/// waiting for the call in the same process (see `app::wakeups`), so that they need not read
+/// it again.
+#[derive(Debug, sqlx::FromRow)]
+pub struct SettledCall {
+    /// The call.
+    #[sqlx(flatten)]
+    pub call: CallRow,
+    /// What is recorded beside it.
+    #[sqlx(flatten)]
+    pub lineage: Lineage,
+}
+
+/// The row of [`Datastore::call_complete_plain_by_device`]: the device under `device_…`
+/// names, and the call it completed (its own columns, all null when it completed none).
+struct DeviceCompletionRow {
+    found: DeviceCompletion,
+    settled: Option<SettledCall>,
+}
+
+impl sqlx::FromRow<'_, PgRow> for DeviceCompletionRow {
+    fn from_row(row: &PgRow) -> Result<Self, sqlx::Error> {
+        let device = DeviceRow {
+            id: row.try_get("device_id")?,
+            workspace_id: row.try_get("device_workspace_id")?,
+            profile_id: row.try_get("device_profile_id")?,
+            name: row.try_get("device_name")?,
+            approved_by: row.try_get("device_approved_by")?,
+            created_at: row.try_get("device_created_at")?,
+            last_seen_at: row.try_get("device_last_seen_at")?,
+            revoked_at: row.try_get("device_revoked_at")?,
+        };
+        let settled = match row.try_get::<Option<Uuid>, _>("id")? {
+            Some(_) => Some(SettledCall::from_row(row)?),
+            None => None,
+        };
+        Ok(Self {
+            found: DeviceCompletion {
+                device,
+                completed: settled.is_some(),
+            },
+            settled,
+        })
+    }
 }
 
 /// What a device's start ack found ([`Datastore::call_start_by_device`]).
@@ -487,7 +534,7 @@ where
 #[derive(sqlx::FromRow)]
 struct PlainCompleted {
     #[sqlx(flatten)]
-    call: CallRow,
+    settled: SettledCall,
     receipt_stored: bool,
 }
 
@@ -971,10 +1018,10 @@ impl Datastore {
             let done = self
                 .call_complete_plain(one.id, runner_ref, epoch, one.from, one.completion, None)
                 .await?;
-            if done.is_none() {
+            let Some((settled, _)) = done else {
                 return Ok(Vec::new());
-            }
-            self.announce_settled(one.id);
+            };
+            self.announce_settled(one.id, Some(settled));
             return Ok(vec![one.id]);
         }
         let mut completions: Vec<&PlainCompletion<'_>> = completions.iter().collect();
@@ -1038,7 +1085,7 @@ impl Datastore {
         .fetch_all(&self.pool)
         .await?;
         for id in &recorded {
-            self.announce_settled(*id);
+            self.announce_settled(*id, None);
         }
         Ok(recorded)
     }
@@ -1072,9 +1119,9 @@ impl Datastore {
     /// lookup, so no observation and no erased parent — whose workspace does not capture it
     /// (or whose outcome capture does not take). A device's `receipt` is stored with it,
     /// answered `recorded`, unless that receipt id is stored already (the bool says whether
-    /// it was stored). Returns `None`, recording nothing, for any other completion as for a
-    /// stale epoch or a call that moved on: the caller then records it in a transaction with
-    /// what it implies.
+    /// it was stored). Returns the call as recorded, with its lineage, or `None`, recording
+    /// nothing, for any other completion as for a stale epoch or a call that moved on: the
+    /// caller then records it in a transaction with what it implies.
     pub(super) async fn call_complete_plain(
         &self,
         id: Uuid,
@@ -1083,13 +1130,15 @@ impl Datastore {
         from: &[CallState],
         completion: &StoredCompletion,
         receipt: Option<Uuid>,
-    ) -> Result<Option<(CallRow, bool)>, sqlx::Error> {
+    ) -> Result<Option<(SettledCall, bool)>, sqlx::Error> {
         let sql = concat!(
             "WITH done AS (",
             complete_call!("$2", plain_guard!("$10")),
             "), ",
             store_receipt!(),
-            " SELECT done.*, EXISTS (SELECT 1 FROM receipt) AS receipt_stored FROM done"
+            " SELECT c.*, EXISTS (SELECT 1 FROM receipt) AS receipt_stored, ",
+            lineage_columns!("|| ARRAY(SELECT receipt_id FROM receipt)"),
+            " FROM done c"
         );
         let done: Option<PlainCompleted> =
             completion_update(sql, id, runner_ref, epoch, from, completion)
@@ -1097,7 +1146,7 @@ impl Datastore {
                 .bind(receipt)
                 .fetch_optional(&self.pool)
                 .await?;
-        Ok(done.map(|d| (d.call, d.receipt_stored)))
+        Ok(done.map(|d| (d.settled, d.receipt_stored)))
     }
 
     /// [`Datastore::call_complete_plain`] for a device's upload in the statement that checks
@@ -1129,18 +1178,26 @@ impl Datastore {
             ),
             "), ",
             store_receipt!(),
-            " SELECT d.*, EXISTS (SELECT 1 FROM done) AS completed FROM device d"
+            " SELECT c.*, ",
+            lineage_columns!("|| ARRAY(SELECT receipt_id FROM receipt)"),
+            ", d.id AS device_id, d.workspace_id AS device_workspace_id,
+                 d.profile_id AS device_profile_id, d.name AS device_name,
+                 d.approved_by AS device_approved_by, d.created_at AS device_created_at,
+                 d.last_seen_at AS device_last_seen_at, d.revoked_at AS device_revoked_at
+             FROM device d LEFT JOIN done c ON true"
         );
-        let found: Option<DeviceCompletion> =
+        let row: Option<DeviceCompletionRow> =
             completion_update(sql, id, credential_hash, epoch, from, completion)
                 .bind(completion.capturable())
                 .bind(receipt)
                 .fetch_optional(&self.pool)
                 .await?;
-        if found.as_ref().is_some_and(|found| found.completed) {
-            self.announce_settled(id);
-        }
-        Ok(found)
+        Ok(row.map(|row| {
+            if row.settled.is_some() {
+                self.announce_settled(id, row.settled);
+            }
+            row.found
+        }))
     }
 
     /// Fails a call that was leased but can certainly not run (e.g. its connector lost its

@@ -28,7 +28,7 @@ pub use call_read::CallRead;
 pub(crate) use calls::PlainCompletion;
 pub use calls::{
     CallFilter, CallOrigin, CallRow, CancelEffect, DeviceCompletion, DeviceStart, ExpiredLeases,
-    HandedRow, LeasedRow, LookedUpCall, NewCall, PageFrom, StoredCompletion,
+    HandedRow, LeasedRow, LookedUpCall, NewCall, PageFrom, SettledCall, StoredCompletion,
 };
 pub use connections::{ConnectionRow, ToolRow};
 pub use connectors::ConnectorRow;
@@ -118,10 +118,11 @@ impl Datastore {
             .send(&self.pool, CALLS_CHANNEL, runner_ref.to_owned());
     }
 
-    /// Announces a committed completion to the readers waiting for the call on any replica.
-    fn announce_settled(&self, call: Uuid) {
-        self.notices
-            .send(&self.pool, SETTLED_CHANNEL, call.to_string());
+    /// Announces a committed completion to the readers waiting for the call on any replica;
+    /// those of this process are handed `recorded`, the call as the completion left it, when
+    /// the statement that recorded it read it.
+    fn announce_settled(&self, call: Uuid, recorded: Option<SettledCall>) {
+        self.notices.send_settled(&self.pool, call, recorded);
     }
 
     /// The underlying pool.

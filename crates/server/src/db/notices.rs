@@ -9,17 +9,19 @@
 //!
 //! The process that made the change does not wait for its own notification: the app installs
 //! a local delivery ([`Notices::deliver_locally`]) that hears every notice as soon as it is
-//! queued, and its listener skips notifications sent from [`Notices::sender_pid`]. Other
-//! replicas hear them through PostgreSQL.
+//! queued — a completion with the call as its statement recorded it, when it read it — and
+//! its listener skips notifications sent from [`Notices::sender_pid`]. Other replicas hear
+//! them through PostgreSQL.
 //!
 //! A notice that cannot be sent is lost for the other replicas; the next batch then also
 //! announces `*` on the calls channel, which sends every runner back to look from the
 //! beginning of its queue.
 
+use super::SettledCall;
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, PgPool};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -37,8 +39,9 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 /// One notice: its channel and payload.
 type Notice = (&'static str, String);
 
-/// Where notices go inside this process.
-pub(crate) type LocalDelivery = Box<dyn Fn(&str, &str) + Send + Sync>;
+/// Where notices go inside this process: the channel, the payload and, for a completion, the
+/// call as recorded.
+pub(crate) type LocalDelivery = Box<dyn Fn(&str, &str, Option<Arc<SettledCall>>) + Send + Sync>;
 
 /// The sender of one datastore (shared by its clones); its task starts with the first notice.
 #[derive(Default)]
@@ -72,18 +75,39 @@ impl Notices {
 
     /// Announces `payload` on `channel`, after what it announces committed: here at once, to
     /// other processes through `pool`'s database.
-    pub(crate) fn send(
-        self: &std::sync::Arc<Self>,
+    pub(crate) fn send(self: &Arc<Self>, pool: &PgPool, channel: &'static str, payload: String) {
+        self.send_with(pool, channel, payload, None);
+    }
+
+    /// Announces the committed completion of `call` on [`SETTLED_CHANNEL`]; this process's
+    /// delivery is handed `recorded` as well.
+    pub(crate) fn send_settled(
+        self: &Arc<Self>,
+        pool: &PgPool,
+        call: uuid::Uuid,
+        recorded: Option<SettledCall>,
+    ) {
+        self.send_with(
+            pool,
+            SETTLED_CHANNEL,
+            call.to_string(),
+            recorded.map(Arc::new),
+        );
+    }
+
+    fn send_with(
+        self: &Arc<Self>,
         pool: &PgPool,
         channel: &'static str,
         payload: String,
+        recorded: Option<Arc<SettledCall>>,
     ) {
         if let Some(deliver) = self.local.get() {
-            deliver(channel, &payload);
+            deliver(channel, &payload, recorded);
         }
         let tx = self.tx.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run(pool.clone(), std::sync::Arc::downgrade(self), rx));
+            tokio::spawn(run(pool.clone(), Arc::downgrade(self), rx));
             tx
         });
         // The task ends only when every sender is gone.

@@ -115,11 +115,12 @@ impl Datastore {
         // Most completions imply nothing beside the state change: one statement (with the
         // device's receipt), no transaction of several. The rest, and a report that records
         // nothing, go on below; their receipts are the caller's to store.
-        if let Some((call, receipt_stored)) = self
+        if let Some((settled, receipt_stored)) = self
             .call_complete_plain(id, runner_ref, epoch, from, completion, effects.receipt)
             .await?
         {
-            self.announce_settled(id);
+            let call = settled.call.clone();
+            self.announce_settled(id, Some(settled));
             return Ok(Some(Completed {
                 call,
                 settled_parent: None,
@@ -140,7 +141,7 @@ impl Datastore {
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
-            self.announce_settled(id);
+            self.announce_settled(id, None);
             return Ok(Some(Completed {
                 call,
                 settled_parent: None,
@@ -174,7 +175,7 @@ impl Datastore {
             Captured::Off
         };
         tx.commit().await?;
-        self.announce_settled(id);
+        self.announce_settled(id, None);
         Ok(Some(Completed {
             call,
             settled_parent,
@@ -287,18 +288,26 @@ impl Datastore {
 
 /// The columns of a [`Lineage`] for the call `c.id` of the statement they are part of, as a
 /// string literal (`concat!`): [`Datastore::call_lineage`] reads them alone, a reader's
-/// `Datastore::call_read` beside the call.
+/// `Datastore::call_read` beside the call. With an argument, `|| ` and the SQL of an array of
+/// receipt ids stored by the same statement, which its snapshot does not see: they are the
+/// newest, so they come last.
 macro_rules! lineage_columns {
     () => {
-        "ARRAY(SELECT id FROM calls WHERE parent_call_id = c.id ORDER BY created_at, id)
-             AS lookup_ids,
-         ARRAY(SELECT receipt_id FROM receipts WHERE call_id = c.id ORDER BY received_at, receipt_id)
-             AS receipt_ids,
-         ARRAY(SELECT id FROM evidence_records WHERE call_id = c.id OR parent_call_id = c.id
-               ORDER BY captured_at, id)
-             AS evidence_ids,
-         EXISTS (SELECT 1 FROM observations WHERE call_id = c.id) AS has_observations,
-         EXISTS (SELECT 1 FROM resolutions WHERE call_id = c.id) AS has_resolution"
+        lineage_columns!("")
+    };
+    ($stored_beside:literal) => {
+        concat!(
+            "ARRAY(SELECT id FROM calls WHERE parent_call_id = c.id ORDER BY created_at, id)
+                 AS lookup_ids,
+             ARRAY(SELECT receipt_id FROM receipts WHERE call_id = c.id ORDER BY received_at, receipt_id) ",
+            $stored_beside,
+            " AS receipt_ids,
+             ARRAY(SELECT id FROM evidence_records WHERE call_id = c.id OR parent_call_id = c.id
+                   ORDER BY captured_at, id)
+                 AS evidence_ids,
+             EXISTS (SELECT 1 FROM observations WHERE call_id = c.id) AS has_observations,
+             EXISTS (SELECT 1 FROM resolutions WHERE call_id = c.id) AS has_resolution"
+        )
     };
 }
 pub(super) use lineage_columns;

@@ -279,6 +279,12 @@ async fn a_submission_with_wait_ms_answers_with_the_outcome(pool: PgPool) {
     assert_eq!(first.status, 201, "{}", first.body);
     assert_eq!(first.body["state"], "succeeded", "{}", first.body);
     assert_eq!(result_text(&first.body), "counted");
+    // Answered with the call as a read shows it.
+    let id = first.body["id"].as_str().unwrap();
+    assert_eq!(
+        first.body,
+        server.owner.get(&format!("{calls}/{id}")).await.ok()
+    );
     // The same request again: the same call, settled, not run again.
     let again = server.owner.post(&waiting, body).await;
     assert_eq!(again.status, 200, "{}", again.body);

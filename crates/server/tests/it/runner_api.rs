@@ -168,6 +168,49 @@ async fn a_device_runs_a_call_through_the_whole_protocol(pool: PgPool) {
     assert_eq!(acquired_epoch(&device, Uuid::new_v4()).await, epoch + 1);
 }
 
+/// `mcp call --wait` on a device call: the submission is answered with the call as the
+/// device's upload recorded it — its outcome and the receipt that carried it — exactly as a
+/// read of the call shows it afterwards.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_waiting_submission_answers_with_the_call_as_the_upload_recorded_it(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let device = setup_device_connection(&server, &Scratch::new("waited").path("count")).await;
+    let epoch = acquired_epoch(&device, Uuid::new_v4()).await;
+    let receipt = Uuid::new_v4();
+    let waiting = format!("{CALLS}?wait_ms=20000");
+    let submitted = server
+        .owner
+        .post(&waiting, device_call_body("count", json!({"label": "x"})));
+    let run = async {
+        let leased = lease(&device, epoch, 20_000).await;
+        assert_eq!(leased.len(), 1, "{leased:?}");
+        let call = leased[0]["call_id"].as_str().unwrap().to_owned();
+        let started = device
+            .client
+            .post(&start_path(&call), json!({"epoch": epoch}))
+            .await
+            .ok();
+        assert_eq!(started["decision"], "proceed");
+        let uploaded = device
+            .client
+            .post(
+                &complete_path(&call),
+                succeeded(receipt, epoch, "counted x"),
+            )
+            .await
+            .ok();
+        assert_eq!(uploaded["status"], "recorded");
+        call
+    };
+    let (answer, call) = tokio::join!(submitted, run);
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    assert_eq!(answer.body["id"], call.as_str());
+    assert_eq!(answer.body["state"], "succeeded", "{}", answer.body);
+    assert_eq!(result_text(&answer.body), "counted x");
+    assert_eq!(answer.body["lineage"]["receipt_ids"], json!([receipt]));
+    assert_eq!(answer.body, state(&server, &call).await);
+}
+
 /// A runner back from a crash asks which of the starts its outbox recorded the server never
 /// acknowledged: a leased call it never started is listed, a started one is not, nor a call
 /// the server does not know (whether that one was sent cannot be told).
