@@ -2,7 +2,8 @@
 # An A/B of the added latency: interleaved `switchyard-bench --latency-only` rounds of two (or
 # more) builds on one private durable PostgreSQL cluster, every other round in the reverse
 # order, then the server's own steps per placement (medians from each round's database), how
-# many updates of `calls` were HOT, and the start acks' mean execution (pg_stat_statements).
+# many updates of `calls` were HOT, and the start acks' and completions' mean execution
+# (pg_stat_statements).
 #
 #   scripts/latency-ab.sh ROUNDS LABEL=BIN_DIR [LABEL=BIN_DIR ...]
 #   scripts/latency-ab.sh 6 before=/tmp/before after=target/release
@@ -104,7 +105,7 @@ for ((round = 1; round <= rounds; round++)); do
     done
 done
 
-section "The state changes of calls: updates that were HOT (no new index entries), and the starts' execution (mean ms)"
+section "The state changes of calls: updates that were HOT (no new index entries), and the starts' and completions' execution (mean ms)"
 for ((round = 1; round <= rounds; round++)); do
     for label in "${labels[@]}"; do
         round_url="${DATABASE_URL%/*}/ab_${label}_$round"
@@ -114,11 +115,14 @@ for ((round = 1; round <= rounds; round++)); do
         if $statements; then
             psql "$round_url" -qAt -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
             psql "$round_url" -AtF ' ' -c "
-                SELECT 'round $round $label: start', calls, round(mean_exec_time::numeric, 3),
+                SELECT 'round $round $label:',
+                    CASE WHEN query LIKE '%started_at = COALESCE%' THEN 'start' ELSE 'completion' END,
+                    calls, round(mean_exec_time::numeric, 3),
                     left(regexp_replace(query, '\\s+', ' ', 'g'), 60)
                 FROM pg_stat_statements
                 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                  AND query LIKE '%started_at = COALESCE%' AND calls > 100
+                  AND (query LIKE '%started_at = COALESCE%' OR query LIKE '%finished_at = now()%')
+                  AND calls > 100
                 ORDER BY query"
         fi
     done
