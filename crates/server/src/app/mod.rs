@@ -140,10 +140,7 @@ impl App {
             Arc::clone(&handoffs),
             config.credentials_file.clone(),
         ));
-        let local = Arc::clone(&wakeups);
-        db.deliver_notices_locally(Box::new(move |channel, payload, recorded| {
-            local.deliver(channel, payload, recorded)
-        }));
+        db.deliver_notices_locally(Arc::clone(&wakeups) as Arc<dyn crate::db::LocalDelivery>);
         Self {
             db,
             credentials,

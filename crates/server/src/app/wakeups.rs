@@ -22,7 +22,7 @@
 
 use super::App;
 use super::queue_floors::QueueFloors;
-use crate::db::{ANY_RUNNER, CALLS_CHANNEL, SETTLED_CHANNEL, SettledCall};
+use crate::db::{ANY_RUNNER, CALLS_CHANNEL, LocalDelivery, SETTLED_CHANNEL, SettledCall};
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use std::collections::HashMap;
@@ -131,19 +131,6 @@ impl Wakeups {
         let _ = self.tx.send(Arc::from(runner_ref));
     }
 
-    /// A notification on `channel`, from PostgreSQL or from this process's datastore (which
-    /// hands a completion's `recorded` call along when its statement read it).
-    pub(crate) fn deliver(&self, channel: &str, payload: &str, recorded: Option<Arc<SettledCall>>) {
-        if channel == SETTLED_CHANNEL {
-            if let Some(recorded) = recorded {
-                self.hand_recorded(recorded);
-            }
-            self.wake_settled(payload);
-        } else {
-            self.announce(payload);
-        }
-    }
-
     /// Hands a call as its completion recorded it to the readers waiting for it here.
     fn hand_recorded(&self, recorded: Arc<SettledCall>) {
         let readers = self.lock_readers().remove(&recorded.call.id);
@@ -174,6 +161,25 @@ impl Wakeups {
         self.floors.reset_all();
         self.wake(ANY_RUNNER);
         self.wake_settled(ANY_RUNNER);
+    }
+}
+
+/// Notifications from this process's datastore; the listener delivers PostgreSQL's the same way
+/// (without a recorded call).
+impl LocalDelivery for Wakeups {
+    fn deliver(&self, channel: &str, payload: &str, recorded: Option<Arc<SettledCall>>) {
+        if channel == SETTLED_CHANNEL {
+            if let Some(recorded) = recorded {
+                self.hand_recorded(recorded);
+            }
+            self.wake_settled(payload);
+        } else {
+            self.announce(payload);
+        }
+    }
+
+    fn waited_for(&self, call: uuid::Uuid) -> bool {
+        self.lock_readers().contains_key(&call)
     }
 }
 

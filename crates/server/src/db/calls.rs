@@ -2,7 +2,7 @@
 //! that reports whether it won; nothing here reads, decides, then writes.
 
 use super::devices::device_by_credential;
-use super::observations::lineage_columns;
+use super::observations::{lineage_columns, unread_lineage_columns};
 use super::{ANY_RUNNER, ConnectorRow, Datastore, DeviceRow, Lineage};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -155,7 +155,7 @@ pub struct DeviceCompletion {
 /// A call as the statement that recorded its completion left it, with its lineage then: what
 /// a reader would have read the moment that statement committed. Handed to the readers
 /// waiting for the call in the same process (see `app::wakeups`), so that they need not read
-/// it again.
+/// it again; the statement reads the lineage only when such a reader waits.
 #[derive(Debug, sqlx::FromRow)]
 pub struct SettledCall {
     /// The call.
@@ -530,12 +530,39 @@ where
         .bind(origin.lookup_of)
 }
 
-/// A completion recorded by [`Datastore::call_complete_plain`].
+/// The row of [`Datastore::call_complete_plain`].
 #[derive(sqlx::FromRow)]
 struct PlainCompleted {
     #[sqlx(flatten)]
     settled: SettledCall,
     receipt_stored: bool,
+}
+
+/// A completion recorded by [`Datastore::call_complete_plain`].
+pub(super) struct PlainRecorded {
+    /// The call as recorded; its lineage is empty unless `lineage_read`.
+    settled: SettledCall,
+    /// Whether the statement read the call's lineage (a reader here waits for the call).
+    lineage_read: bool,
+    /// Whether the device's receipt was stored with it.
+    pub(super) receipt_stored: bool,
+}
+
+impl PlainRecorded {
+    /// The call for the readers waiting here, when its lineage was read.
+    fn for_readers(self) -> Option<SettledCall> {
+        self.lineage_read.then_some(self.settled)
+    }
+
+    /// [`PlainRecorded::for_readers`], and the call.
+    pub(super) fn split(self) -> (Option<SettledCall>, CallRow) {
+        if self.lineage_read {
+            let call = self.settled.call.clone();
+            (Some(self.settled), call)
+        } else {
+            (None, self.settled.call)
+        }
+    }
 }
 
 /// [`complete_call!`] with its parameters bound; `$2` is the runner reference, or what the
@@ -1018,10 +1045,10 @@ impl Datastore {
             let done = self
                 .call_complete_plain(one.id, runner_ref, epoch, one.from, one.completion, None)
                 .await?;
-            let Some((settled, _)) = done else {
+            let Some(recorded) = done else {
                 return Ok(Vec::new());
             };
-            self.announce_settled(one.id, Some(settled));
+            self.announce_settled(one.id, recorded.for_readers());
             return Ok(vec![one.id]);
         }
         let mut completions: Vec<&PlainCompletion<'_>> = completions.iter().collect();
@@ -1119,9 +1146,10 @@ impl Datastore {
     /// lookup, so no observation and no erased parent — whose workspace does not capture it
     /// (or whose outcome capture does not take). A device's `receipt` is stored with it,
     /// answered `recorded`, unless that receipt id is stored already (the bool says whether
-    /// it was stored). Returns the call as recorded, with its lineage, or `None`, recording
-    /// nothing, for any other completion as for a stale epoch or a call that moved on: the
-    /// caller then records it in a transaction with what it implies.
+    /// it was stored). Returns the call as recorded, with its lineage when a reader in this
+    /// process waits for it, or `None`, recording nothing, for any other completion as for a
+    /// stale epoch or a call that moved on: the caller then records it in a transaction with
+    /// what it implies.
     pub(super) async fn call_complete_plain(
         &self,
         id: Uuid,
@@ -1130,23 +1158,37 @@ impl Datastore {
         from: &[CallState],
         completion: &StoredCompletion,
         receipt: Option<Uuid>,
-    ) -> Result<Option<(SettledCall, bool)>, sqlx::Error> {
-        let sql = concat!(
-            "WITH done AS (",
-            complete_call!("$2", plain_guard!("$10")),
-            "), ",
-            store_receipt!(),
-            " SELECT c.*, EXISTS (SELECT 1 FROM receipt) AS receipt_stored, ",
-            lineage_columns!("|| ARRAY(SELECT receipt_id FROM receipt)"),
-            " FROM done c"
-        );
+    ) -> Result<Option<PlainRecorded>, sqlx::Error> {
+        macro_rules! plain_completion {
+            ($lineage:expr) => {
+                concat!(
+                    "WITH done AS (",
+                    complete_call!("$2", plain_guard!("$10")),
+                    "), ",
+                    store_receipt!(),
+                    " SELECT c.*, EXISTS (SELECT 1 FROM receipt) AS receipt_stored, ",
+                    $lineage,
+                    " FROM done c"
+                )
+            };
+        }
+        let read_lineage = self.notices.waited_for(id);
+        let sql = if read_lineage {
+            plain_completion!(lineage_columns!("|| ARRAY(SELECT receipt_id FROM receipt)"))
+        } else {
+            plain_completion!(unread_lineage_columns!())
+        };
         let done: Option<PlainCompleted> =
             completion_update(sql, id, runner_ref, epoch, from, completion)
                 .bind(completion.capturable())
                 .bind(receipt)
                 .fetch_optional(&self.pool)
                 .await?;
-        Ok(done.map(|d| (d.settled, d.receipt_stored)))
+        Ok(done.map(|done| PlainRecorded {
+            settled: done.settled,
+            lineage_read: read_lineage,
+            receipt_stored: done.receipt_stored,
+        }))
     }
 
     /// [`Datastore::call_complete_plain`] for a device's upload in the statement that checks
@@ -1164,28 +1206,38 @@ impl Datastore {
         completion: &StoredCompletion,
         receipt: Uuid,
     ) -> Result<Option<DeviceCompletion>, sqlx::Error> {
-        let sql = concat!(
-            "WITH device AS (",
-            device_by_credential!("$2"),
-            "),
-             done AS (",
-            complete_call!(
-                "(SELECT runner_ref FROM device WHERE revoked_at IS NULL)",
+        macro_rules! device_completion {
+            ($lineage:expr) => {
                 concat!(
-                    plain_guard!("$10"),
-                    " AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipt_id = $11)"
+                    "WITH device AS (",
+                    device_by_credential!("$2"),
+                    "),
+                     done AS (",
+                    complete_call!(
+                        "(SELECT runner_ref FROM device WHERE revoked_at IS NULL)",
+                        concat!(
+                            plain_guard!("$10"),
+                            " AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipt_id = $11)"
+                        )
+                    ),
+                    "), ",
+                    store_receipt!(),
+                    " SELECT c.*, ",
+                    $lineage,
+                    ", d.id AS device_id, d.workspace_id AS device_workspace_id,
+                         d.profile_id AS device_profile_id, d.name AS device_name,
+                         d.approved_by AS device_approved_by, d.created_at AS device_created_at,
+                         d.last_seen_at AS device_last_seen_at, d.revoked_at AS device_revoked_at
+                     FROM device d LEFT JOIN done c ON true"
                 )
-            ),
-            "), ",
-            store_receipt!(),
-            " SELECT c.*, ",
-            lineage_columns!("|| ARRAY(SELECT receipt_id FROM receipt)"),
-            ", d.id AS device_id, d.workspace_id AS device_workspace_id,
-                 d.profile_id AS device_profile_id, d.name AS device_name,
-                 d.approved_by AS device_approved_by, d.created_at AS device_created_at,
-                 d.last_seen_at AS device_last_seen_at, d.revoked_at AS device_revoked_at
-             FROM device d LEFT JOIN done c ON true"
-        );
+            };
+        }
+        let read_lineage = self.notices.waited_for(id);
+        let sql = if read_lineage {
+            device_completion!(lineage_columns!("|| ARRAY(SELECT receipt_id FROM receipt)"))
+        } else {
+            device_completion!(unread_lineage_columns!())
+        };
         let row: Option<DeviceCompletionRow> =
             completion_update(sql, id, credential_hash, epoch, from, completion)
                 .bind(completion.capturable())
@@ -1193,8 +1245,8 @@ impl Datastore {
                 .fetch_optional(&self.pool)
                 .await?;
         Ok(row.map(|row| {
-            if row.settled.is_some() {
-                self.announce_settled(id, row.settled);
+            if let Some(settled) = row.settled {
+                self.announce_settled(id, read_lineage.then_some(settled));
             }
             row.found
         }))

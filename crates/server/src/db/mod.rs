@@ -35,7 +35,7 @@ pub use connectors::ConnectorRow;
 pub use devices::DeviceRow;
 pub use events::{EVENTS_KEPT, EventRow};
 pub use evidence::{CapturePolicyRow, Captured, EraseRefusal, Erased, EvidenceRow, QueueBounds};
-pub(crate) use notices::{ANY_RUNNER, CALLS_CHANNEL, SETTLED_CHANNEL};
+pub(crate) use notices::{ANY_RUNNER, CALLS_CHANNEL, LocalDelivery, SETTLED_CHANNEL};
 pub use observations::{Completed, CompletionEffects, LateReceipt, Lineage, ObservationRow};
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;
@@ -93,7 +93,7 @@ impl Datastore {
 
     /// Delivers this datastore's announcements to `deliver` as well, at once (the app's
     /// wake-ups: a process does not wait for its own notifications to come back).
-    pub(crate) fn deliver_notices_locally(&self, deliver: notices::LocalDelivery) {
+    pub(crate) fn deliver_notices_locally(&self, deliver: Arc<dyn notices::LocalDelivery>) {
         self.notices.deliver_locally(deliver);
     }
 

@@ -39,15 +39,20 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 /// One notice: its channel and payload.
 type Notice = (&'static str, String);
 
-/// Where notices go inside this process: the channel, the payload and, for a completion, the
-/// call as recorded.
-pub(crate) type LocalDelivery = Box<dyn Fn(&str, &str, Option<Arc<SettledCall>>) + Send + Sync>;
+/// Where notices go inside this process.
+pub(crate) trait LocalDelivery: Send + Sync {
+    /// A notice on `channel`, with the call as its completion recorded it when it was read.
+    fn deliver(&self, channel: &str, payload: &str, recorded: Option<Arc<SettledCall>>);
+    /// Whether a reader here waits for `call` to settle: only then does its completion read
+    /// the call's lineage to hand over.
+    fn waited_for(&self, call: uuid::Uuid) -> bool;
+}
 
 /// The sender of one datastore (shared by its clones); its task starts with the first notice.
 #[derive(Default)]
 pub(crate) struct Notices {
     tx: OnceLock<mpsc::UnboundedSender<Notice>>,
-    local: OnceLock<LocalDelivery>,
+    local: OnceLock<Arc<dyn LocalDelivery>>,
     /// The backend process id of the connection notices are sent on (0 before it connects).
     pid: AtomicU32,
 }
@@ -64,8 +69,13 @@ impl std::fmt::Debug for Notices {
 impl Notices {
     /// Delivers every notice to `deliver` too, as soon as it is queued. Only the first
     /// delivery installed counts.
-    pub(crate) fn deliver_locally(&self, deliver: LocalDelivery) {
+    pub(crate) fn deliver_locally(&self, deliver: Arc<dyn LocalDelivery>) {
         let _ = self.local.set(deliver);
+    }
+
+    /// Whether a reader in this process waits for `call` to settle.
+    pub(crate) fn waited_for(&self, call: uuid::Uuid) -> bool {
+        self.local.get().is_some_and(|local| local.waited_for(call))
     }
 
     /// The backend process id notices are sent from (0 before the first is sent).
@@ -102,8 +112,8 @@ impl Notices {
         payload: String,
         recorded: Option<Arc<SettledCall>>,
     ) {
-        if let Some(deliver) = self.local.get() {
-            deliver(channel, &payload, recorded);
+        if let Some(local) = self.local.get() {
+            local.deliver(channel, &payload, recorded);
         }
         let tx = self.tx.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();

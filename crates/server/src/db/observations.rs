@@ -115,12 +115,13 @@ impl Datastore {
         // Most completions imply nothing beside the state change: one statement (with the
         // device's receipt), no transaction of several. The rest, and a report that records
         // nothing, go on below; their receipts are the caller's to store.
-        if let Some((settled, receipt_stored)) = self
+        if let Some(recorded) = self
             .call_complete_plain(id, runner_ref, epoch, from, completion, effects.receipt)
             .await?
         {
-            let call = settled.call.clone();
-            self.announce_settled(id, Some(settled));
+            let receipt_stored = recorded.receipt_stored;
+            let (settled, call) = recorded.split();
+            self.announce_settled(id, settled);
             return Ok(Some(Completed {
                 call,
                 settled_parent: None,
@@ -311,6 +312,16 @@ macro_rules! lineage_columns {
     };
 }
 pub(super) use lineage_columns;
+
+/// The columns of [`lineage_columns!`], empty and unread: for a statement whose call nobody
+/// waits to see, so that it does not read what would not be used.
+macro_rules! unread_lineage_columns {
+    () => {
+        "'{}'::uuid[] AS lookup_ids, '{}'::uuid[] AS receipt_ids, '{}'::uuid[] AS evidence_ids,
+         false AS has_observations, false AS has_resolution"
+    };
+}
+pub(super) use unread_lineage_columns;
 
 /// What [`Datastore::call_lineage`] reads.
 #[derive(Clone, Debug, sqlx::FromRow)]
