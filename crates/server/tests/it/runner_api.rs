@@ -60,6 +60,20 @@ fn start_path(call: &str) -> String {
     format!("/api/v1/runner/calls/{call}/start")
 }
 
+/// Asks for the start of `call` under `epoch`; returns the answer.
+async fn start(device: &Device, call: &str, epoch: i64) -> Value {
+    device
+        .client
+        .post(&start_path(call), json!({"epoch": epoch}))
+        .await
+        .ok()
+}
+
+/// Uploads a receipt for `call`; returns the answer.
+async fn upload(device: &Device, call: &str, receipt: Value) -> Value {
+    device.client.post(&complete_path(call), receipt).await.ok()
+}
+
 fn complete_path(call: &str) -> String {
     format!("/api/v1/runner/calls/{call}/complete")
 }
@@ -89,32 +103,14 @@ async fn a_device_runs_a_call_through_the_whole_protocol(pool: PgPool) {
     assert_eq!(leased[0]["arguments"]["label"], "x");
     assert_eq!(leased[0]["connection"]["spec"]["transport"], "stdio");
 
-    let started = device
-        .client
-        .post(&start_path(&call), json!({"epoch": epoch}))
-        .await
-        .ok();
+    let started = start(&device, &call, epoch).await;
     assert_eq!(started["decision"], "proceed");
     // A start asked again (the first answer lost) is acknowledged again.
-    assert_eq!(
-        device
-            .client
-            .post(&start_path(&call), json!({"epoch": epoch}))
-            .await
-            .ok()["decision"],
-        "proceed"
-    );
+    assert_eq!(start(&device, &call, epoch).await["decision"], "proceed");
     assert_eq!(state(&server, &call).await["state"], "running");
 
     let receipt = Uuid::new_v4();
-    let answer = device
-        .client
-        .post(
-            &complete_path(&call),
-            succeeded(receipt, epoch, "counted x"),
-        )
-        .await
-        .ok();
+    let answer = upload(&device, &call, succeeded(receipt, epoch, "counted x")).await;
     assert_eq!(answer["status"], "recorded");
     let done = state(&server, &call).await;
     assert_eq!(
@@ -123,22 +119,12 @@ async fn a_device_runs_a_call_through_the_whole_protocol(pool: PgPool) {
     );
     // The same receipt uploaded again answers the same, once recorded.
     assert_eq!(
-        device
-            .client
-            .post(
-                &complete_path(&call),
-                succeeded(receipt, epoch, "counted x")
-            )
-            .await
-            .ok()["status"],
+        upload(&device, &call, succeeded(receipt, epoch, "counted x")).await["status"],
         "recorded"
     );
     // Another receipt with a different outcome no longer applies.
     let late = json!({"receipt_id": Uuid::new_v4(), "epoch": epoch, "completion": {"outcome": "unknown", "error": {"code": "timeout", "message": "late"}}});
-    assert_eq!(
-        device.client.post(&complete_path(&call), late).await.ok()["status"],
-        "superseded"
-    );
+    assert_eq!(upload(&device, &call, late).await["status"], "superseded");
     assert_eq!(state(&server, &call).await["state"], "succeeded");
     // A receipt id is one receipt: reusing it for another call is refused.
     let other = submit(&server, "count").await;
@@ -185,20 +171,9 @@ async fn a_waiting_submission_answers_with_the_call_as_the_upload_recorded_it(po
         let leased = lease(&device, epoch, 20_000).await;
         assert_eq!(leased.len(), 1, "{leased:?}");
         let call = leased[0]["call_id"].as_str().unwrap().to_owned();
-        let started = device
-            .client
-            .post(&start_path(&call), json!({"epoch": epoch}))
-            .await
-            .ok();
+        let started = start(&device, &call, epoch).await;
         assert_eq!(started["decision"], "proceed");
-        let uploaded = device
-            .client
-            .post(
-                &complete_path(&call),
-                succeeded(receipt, epoch, "counted x"),
-            )
-            .await
-            .ok();
+        let uploaded = upload(&device, &call, succeeded(receipt, epoch, "counted x")).await;
         assert_eq!(uploaded["status"], "recorded");
         call
     };
@@ -396,14 +371,7 @@ async fn the_same_holder_resumes_its_lease_and_another_waits(pool: PgPool) {
     let held = acquire(&device, Uuid::new_v4()).await;
     assert_eq!(held["status"], "held");
     assert!(held["retry_after_ms"].as_u64().unwrap() > 0);
-    assert_eq!(
-        device
-            .client
-            .post(&start_path(&call), json!({"epoch": epoch}))
-            .await
-            .ok()["decision"],
-        "proceed"
-    );
+    assert_eq!(start(&device, &call, epoch).await["decision"], "proceed");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -616,14 +584,7 @@ async fn a_holder_back_after_its_lease_expired_resumes_its_epoch_and_its_receipt
     let epoch = acquired_epoch(&device, holder).await;
     let call = submit(&server, "count").await;
     assert_eq!(lease(&device, epoch, 0).await.len(), 1);
-    assert_eq!(
-        device
-            .client
-            .post(&start_path(&call), json!({"epoch": epoch}))
-            .await
-            .ok()["decision"],
-        "proceed"
-    );
+    assert_eq!(start(&device, &call, epoch).await["decision"], "proceed");
 
     // The runner is lost: its lease runs out and the call becomes unknown.
     expire_runner_lease(&pool, &device.runner).await;
@@ -650,11 +611,7 @@ async fn a_holder_back_after_its_lease_expired_resumes_its_epoch_and_its_receipt
         json!([])
     );
     assert_eq!(
-        device
-            .client
-            .post(&complete_path(&call), succeeded(receipt, epoch, "counted"))
-            .await
-            .ok()["status"],
+        upload(&device, &call, succeeded(receipt, epoch, "counted")).await["status"],
         "recorded"
     );
     let settled = state(&server, &call).await;
@@ -677,14 +634,7 @@ async fn a_started_call_the_resumed_runner_does_not_hold_becomes_unknown(pool: P
     let call = submit(&server, "count").await;
     assert_eq!(lease(&device, epoch, 0).await.len(), 1);
     // Acknowledged by the server, but the process died before its outbox recorded the start.
-    assert_eq!(
-        device
-            .client
-            .post(&start_path(&call), json!({"epoch": epoch}))
-            .await
-            .ok()["decision"],
-        "proceed"
-    );
+    assert_eq!(start(&device, &call, epoch).await["decision"], "proceed");
     assert_eq!(acquired_epoch(&device, holder).await, epoch);
 
     // Within a lease of its start the call is left alone (a heartbeat may race the start).
