@@ -67,9 +67,9 @@ impl App {
         loop {
             let next_look = (Instant::now() + LOOK_AGAIN).min(deadline);
             if let Some(recorded) = waiter.wait(next_look).await {
-                return self
-                    .call_view_with(&recorded.call, recorded.lineage.clone())
-                    .await;
+                // Usually this reader's alone: taken, not copied.
+                let recorded = std::sync::Arc::unwrap_or_clone(recorded);
+                return self.call_view_with(&recorded.call, recorded.lineage).await;
             }
             let view = self.call_get_as(principal, ws, call).await?;
             if is_settled(view.state) || Instant::now() >= deadline {

@@ -156,7 +156,7 @@ pub struct DeviceCompletion {
 /// a reader would have read the moment that statement committed. Handed to the readers
 /// waiting for the call in the same process (see `app::wakeups`), so that they need not read
 /// it again; the statement reads the lineage only when such a reader waits.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct SettledCall {
     /// The call.
     #[sqlx(flatten)]
@@ -528,6 +528,14 @@ where
         .bind(origin.operation_id)
         .bind(origin.device_id)
         .bind(origin.lookup_of)
+}
+
+/// [`lineage_columns!`] in a completion statement whose CTE `receipt` stores a device's receipt
+/// beside the call.
+macro_rules! recorded_lineage {
+    () => {
+        lineage_columns!("|| ARRAY(SELECT receipt_id FROM receipt)")
+    };
 }
 
 /// The row of [`Datastore::call_complete_plain`].
@@ -1141,6 +1149,19 @@ impl Datastore {
         .await
     }
 
+    /// Which text of a completion statement to run for call `id`: `reading`, which reads the
+    /// call's lineage, when a reader in this process waits for the call (the bool), otherwise
+    /// `not_reading`.
+    fn completion_text(
+        &self,
+        id: Uuid,
+        reading: &'static str,
+        not_reading: &'static str,
+    ) -> (bool, &'static str) {
+        let read = self.notices.waited_for(id);
+        (read, if read { reading } else { not_reading })
+    }
+
     /// Records a completion that implies nothing beside its state change, as one statement
     /// (its own transaction): a tool call — not a receipt
     /// lookup, so no observation and no erased parent — whose workspace does not capture it
@@ -1172,12 +1193,11 @@ impl Datastore {
                 )
             };
         }
-        let read_lineage = self.notices.waited_for(id);
-        let sql = if read_lineage {
-            plain_completion!(lineage_columns!("|| ARRAY(SELECT receipt_id FROM receipt)"))
-        } else {
-            plain_completion!(unread_lineage_columns!())
-        };
+        let (read_lineage, sql) = self.completion_text(
+            id,
+            plain_completion!(recorded_lineage!()),
+            plain_completion!(unread_lineage_columns!()),
+        );
         let done: Option<PlainCompleted> =
             completion_update(sql, id, runner_ref, epoch, from, completion)
                 .bind(completion.capturable())
@@ -1232,12 +1252,11 @@ impl Datastore {
                 )
             };
         }
-        let read_lineage = self.notices.waited_for(id);
-        let sql = if read_lineage {
-            device_completion!(lineage_columns!("|| ARRAY(SELECT receipt_id FROM receipt)"))
-        } else {
-            device_completion!(unread_lineage_columns!())
-        };
+        let (read_lineage, sql) = self.completion_text(
+            id,
+            device_completion!(recorded_lineage!()),
+            device_completion!(unread_lineage_columns!()),
+        );
         let row: Option<DeviceCompletionRow> =
             completion_update(sql, id, credential_hash, epoch, from, completion)
                 .bind(completion.capturable())
