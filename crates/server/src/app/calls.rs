@@ -8,14 +8,18 @@ use super::names::digest;
 use super::operations::call_operation;
 use super::principal::{DEVICE_CREDENTIAL_PREFIX, Principal};
 use super::profiles::{environment_not_found, profile_not_found};
+use super::resolves::ResolveKey;
 use super::results::{RESULT_LIMIT, bound_result};
+use super::submissions::Speculated;
+use super::wakeups::SettledWaiter;
 use super::{Actor, App, views};
 use crate::db::{
     CallOrigin, CallRow, Key, NewCall, PlainCompletion, ProfileRow, StoredCompletion,
-    SubmitConnection, SubmitKeys, SubmitterKey,
+    SubmitConnection, SubmitContext, SubmitKeys, SubmitterKey,
 };
 use crate::error::{AppError, AppResult};
 use serde_json::json;
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::time::Duration;
 use switchyard_protocol::api::*;
@@ -67,9 +71,10 @@ impl App {
     ///
     /// Everything the submission decides on is read in one statement
     /// ([`crate::db::Datastore::call_submit_resolve`]), so a new call costs that read and its
-    /// insert, and a replayed request_id only the read. The checks below keep the order the
-    /// answers have always had: workspace, request shape, names, Use, operation, replay, then
-    /// whether the call can run.
+    /// insert — one statement for both, when what it names was accepted before and reads the
+    /// same ([`crate::db::Datastore::call_submit_speculated`]) — and a replayed request_id only
+    /// the read. The checks keep the order the answers have always had: workspace, request
+    /// shape, names, Use, operation, replay, then whether the call can run.
     pub async fn call_submit_as(
         &self,
         principal: &Principal,
@@ -113,7 +118,10 @@ impl App {
             .await
     }
 
-    /// [`App::call_submit_waiting`] for either kind of submitter.
+    /// [`App::call_submit_waiting`] for either kind of submitter. A lone submission whose keys
+    /// were resolved and accepted before is inserted in the statement that resolves it again,
+    /// when that resolve reads the same (see [`super::resolves`]); any other is resolved, then
+    /// inserted.
     async fn submit(
         &self,
         by: SubmittedBy<'_>,
@@ -139,133 +147,146 @@ impl App {
             request_id: req.request_id.0,
             tool_name: &req.tool_name,
         };
-        let found = self.db.call_submit_resolve(&keys).await?;
-        let token_principal;
-        let (principal, found) = match (by, found) {
-            (SubmittedBy::Principal(principal), Some(found)) => (principal, found),
-            (SubmittedBy::Principal(principal), None) => {
-                return Err(principal.workspace_not_found(ws));
-            }
-            (SubmittedBy::UserToken(_), Some(mut found)) => {
-                let user = found.token_user.take().ok_or_else(|| {
-                    AppError::Internal("a token's resolve without its user".into())
-                })?;
-                token_principal = Principal::User(Actor { user });
-                (&token_principal, found)
-            }
-            // An unknown token, or a workspace that is not the user's: the token's own check
-            // says which (401 before 404, as for every route).
-            (SubmittedBy::UserToken(token), None) => {
-                let actor = self.authenticate(token).await?;
-                return Err(Principal::User(actor).workspace_not_found(ws));
-            }
-        };
-        let timeout = check_request(&req)?;
-        let profile = found
-            .profile
-            .ok_or_else(|| profile_not_found(&req.profile_id))?;
-        let connection = found
-            .connection
-            .ok_or_else(|| connection_not_found(&req.connection_id))?;
-        let environment = match (&req.environment_id, found.environment_id) {
-            (None, _) => profile.environment_id,
-            (Some(_), Some(id)) => id,
-            (Some(key), None) => return Err(environment_not_found(key)),
-        };
-        principal.require_use_read(&profile, found.user_holds_use)?;
-        let operation = call_operation(
-            principal,
-            req.operation_id,
-            found.operation.as_ref(),
-            &profile,
-            environment,
-        )?;
-
-        // The canonical payload, after names are resolved to ids and defaults applied.
-        let mut payload = json!({
-            "profile_id": profile.id,
-            "connection_id": connection.id,
-            "environment_id": environment,
-            "tool_name": req.tool_name,
-            "arguments": req.arguments,
-            "client_session_id": req.client_session_id,
-            "timeout_seconds": timeout,
-        });
-        // Only when present, so digests of calls without an operation stay as they were.
-        if let Some(operation) = operation {
-            payload["operation_id"] = json!(operation);
-        }
-        let payload_digest = digest(&payload);
-        if let Some(existing) = found.existing {
-            return self
-                .replayed(principal, ws, existing, &payload_digest, deadline)
-                .await;
-        }
-        check_runnable(
-            &profile,
-            &connection,
-            found.profile_has_connection,
-            environment,
-            &req.tool_name,
-        )?;
-
-        let new_call = NewCall {
-            id: Uuid::now_v7(),
-            workspace_id: found.workspace_id,
-            request_id: req.request_id.0,
-            payload_digest: payload_digest.clone(),
-            profile_id: profile.id,
-            connection_id: connection.id,
-            connection_revision: connection.revision,
-            environment_id: environment,
-            tool_name: req.tool_name,
-            arguments: req.arguments,
-            client_session_id: req.client_session_id,
-            timeout_seconds: i32::try_from(timeout).unwrap_or(DEFAULT_TIMEOUT_SECONDS as i32),
-            runner_ref: connection.runner_ref,
-            // A device's calls are accounted to the user who approved it.
-            created_by: match principal {
-                Principal::User(actor) => actor.user.id,
-                Principal::Device(device) => device.device.approved_by,
-            },
-        };
-        let origin = CallOrigin {
-            operation_id: operation,
-            device_id: match principal {
-                Principal::User(_) => None,
-                Principal::Device(device) => Some(device.device.id),
-            },
-            ..CallOrigin::default()
-        };
-        let waiter = (!wait.is_zero()).then(|| self.wakeups.settled_waiter(new_call.id));
-        let (workspace_id, request_id) = (new_call.workspace_id, new_call.request_id);
-        match self.submissions.insert(new_call, origin).await? {
-            // Inserted (queued, or leased to a waiting lease): waiting it is.
-            Some(row) => Ok((
-                match waiter {
-                    Some(waiter) => {
-                        self.call_wait_with(principal, ws, &row.id.to_string(), waiter, deadline)
-                            .await?
-                    }
-                    None => views::call(&row),
-                },
-                true,
-            )),
-            // A concurrent submission with the same request_id won the insert.
-            None => match self
-                .db
-                .call_find_by_request(workspace_id, request_id)
+        let key = ResolveKey::new(
+            &keys,
+            ws,
+            &req.profile_id,
+            &req.connection_id,
+            req.environment_id.as_deref(),
+        );
+        let mut read = None;
+        let remembered = self.resolves.get(&key);
+        if let Some(accepted) = &remembered {
+            let submission = Submission {
+                by,
+                ws,
+                req: &req,
+                keys: &keys,
+            };
+            match self
+                .submit_speculated(&submission, accepted, wait, deadline)
                 .await?
             {
-                Some(existing) => {
-                    self.replayed(principal, ws, existing, &payload_digest, deadline)
-                        .await
-                }
-                None => Err(AppError::Internal(
-                    "request_id conflict without a stored call".into(),
-                )),
-            },
+                Speculation::Answered(answer) => return Ok(answer),
+                Speculation::Read(found) => read = Some(found),
+                Speculation::NotTried => {}
+            }
         }
+        let found = match read {
+            Some(found) => found,
+            // Fingerprinted to be remembered, unless these keys are already.
+            None => {
+                self.db
+                    .call_submit_resolve(&keys, remembered.is_none())
+                    .await?
+            }
+        };
+        let Some(mut found) = found else {
+            return Err(match by {
+                SubmittedBy::Principal(principal) => principal.workspace_not_found(ws),
+                // An unknown token, or a workspace that is not the user's: the token's own
+                // check says which (401 before 404, as for every route).
+                SubmittedBy::UserToken(token) => {
+                    let actor = self.authenticate(token).await?;
+                    Principal::User(actor).workspace_not_found(ws)
+                }
+            });
+        };
+        let existing = found.existing.take();
+        let principal = submitter_principal(by, &found)?;
+        match decide(&principal, &req, &found, existing)? {
+            Decision::Replay {
+                existing,
+                payload_digest,
+            } => {
+                self.replayed(&principal, ws, existing, &payload_digest, deadline)
+                    .await
+            }
+            Decision::New { call, origin } => {
+                self.resolves.remember(key, found);
+                let waiter = (!wait.is_zero()).then(|| self.wakeups.settled_waiter(call.id));
+                let (workspace_id, request_id) = (call.workspace_id, call.request_id);
+                let payload_digest = call.payload_digest.clone();
+                match self.submissions.insert(call, origin).await? {
+                    Some(row) => self.inserted(&principal, ws, &row, waiter, deadline).await,
+                    // A concurrent submission with the same request_id won the insert.
+                    None => match self
+                        .db
+                        .call_find_by_request(workspace_id, request_id)
+                        .await?
+                    {
+                        Some(existing) => {
+                            self.replayed(&principal, ws, existing, &payload_digest, deadline)
+                                .await
+                        }
+                        None => Err(AppError::Internal(
+                            "request_id conflict without a stored call".into(),
+                        )),
+                    },
+                }
+            }
+        }
+    }
+
+    /// A submission made from `accepted`, the resolve its keys were last accepted on, and
+    /// inserted if the resolve reads the same now: the answer, or what the resolve read
+    /// when it differs or the request_id is taken. Not tried when `accepted` would not make a
+    /// new call of this request, or when other submissions are being inserted (they share a
+    /// batch).
+    async fn submit_speculated(
+        &self,
+        submission: &Submission<'_>,
+        accepted: &SubmitContext,
+        wait: Duration,
+        deadline: Instant,
+    ) -> AppResult<Speculation> {
+        let Submission { by, ws, req, keys } = *submission;
+        let Some(fingerprint) = accepted.fingerprint.as_deref() else {
+            return Ok(Speculation::NotTried);
+        };
+        let Some(lone) = self.submissions.lone() else {
+            return Ok(Speculation::NotTried);
+        };
+        let Ok(principal) = submitter_principal(by, accepted) else {
+            return Ok(Speculation::NotTried);
+        };
+        let Ok(Decision::New { call, origin }) = decide(&principal, req, accepted, None) else {
+            return Ok(Speculation::NotTried);
+        };
+        let waiter = (!wait.is_zero()).then(|| self.wakeups.settled_waiter(call.id));
+        Ok(
+            match self
+                .submissions
+                .insert_speculated(lone, keys, fingerprint, call, origin)
+                .await?
+            {
+                Speculated::Inserted(row) => Speculation::Answered(
+                    self.inserted(&principal, ws, &row, waiter, deadline)
+                        .await?,
+                ),
+                Speculated::Read(found) => Speculation::Read(found),
+            },
+        )
+    }
+
+    /// The answer to a submission whose call was inserted as `row`: the call, or — when the
+    /// submitter waits — the call once settled or at `deadline`.
+    async fn inserted(
+        &self,
+        principal: &Principal,
+        ws: &str,
+        row: &CallRow,
+        waiter: Option<SettledWaiter>,
+        deadline: Instant,
+    ) -> AppResult<(CallView, bool)> {
+        let view = match waiter {
+            Some(waiter) => {
+                self.call_wait_with(principal, ws, &row.id.to_string(), waiter, deadline)
+                    .await?
+            }
+            None => views::call(row),
+        };
+        Ok((view, true))
     }
 
     /// The answer to a replayed request_id: the stored call (if its payload matches), as it
@@ -477,6 +498,149 @@ fn check_request(req: &SubmitCall) -> AppResult<u32> {
         ));
     }
     Ok(timeout)
+}
+
+/// A submission: who submits, the workspace, the request and what it names.
+#[derive(Clone, Copy)]
+struct Submission<'a> {
+    by: SubmittedBy<'a>,
+    ws: &'a str,
+    req: &'a SubmitCall,
+    keys: &'a SubmitKeys<'a>,
+}
+
+/// What a submission tried before it resolved: nothing, or an insert made from the resolve
+/// its keys were last accepted on. (Moved once, never stored: its variants are not boxed.)
+#[allow(clippy::large_enum_variant)]
+enum Speculation {
+    /// Not tried: resolve, then insert.
+    NotTried,
+    /// Inserted: the answer.
+    Answered((CallView, bool)),
+    /// Not inserted: what the resolve read, to decide on.
+    Read(Option<SubmitContext>),
+}
+
+/// What a submission comes to, on a resolve that found its workspace. (Moved once, never
+/// stored: its variants are not boxed.)
+#[allow(clippy::large_enum_variant)]
+enum Decision {
+    /// A new call, to insert.
+    New { call: NewCall, origin: CallOrigin },
+    /// The request_id names a stored call: replayed with this request's payload digest.
+    Replay {
+        existing: CallRow,
+        payload_digest: Vec<u8>,
+    },
+}
+
+/// Who submits, once the resolve found the workspace: the principal authenticated before, or
+/// the user of the API token the resolve checked.
+fn submitter_principal<'a>(
+    by: SubmittedBy<'a>,
+    found: &SubmitContext,
+) -> AppResult<Cow<'a, Principal>> {
+    match by {
+        SubmittedBy::Principal(principal) => Ok(Cow::Borrowed(principal)),
+        SubmittedBy::UserToken(_) => {
+            let user = found
+                .token_user
+                .clone()
+                .ok_or_else(|| AppError::Internal("a token's resolve without its user".into()))?;
+            Ok(Cow::Owned(Principal::User(Actor { user })))
+        }
+    }
+}
+
+/// Decides a submission by `principal` on what its resolve read (`found`, and `existing`, the
+/// call stored under its request_id), refusing in the order the answers have always had:
+/// request shape, names, Use, operation, replay, then whether the call can run.
+fn decide(
+    principal: &Principal,
+    req: &SubmitCall,
+    found: &SubmitContext,
+    existing: Option<CallRow>,
+) -> AppResult<Decision> {
+    let timeout = check_request(req)?;
+    let profile = found
+        .profile
+        .as_ref()
+        .ok_or_else(|| profile_not_found(&req.profile_id))?;
+    let connection = found
+        .connection
+        .as_ref()
+        .ok_or_else(|| connection_not_found(&req.connection_id))?;
+    let environment = match (&req.environment_id, found.environment_id) {
+        (None, _) => profile.environment_id,
+        (Some(_), Some(id)) => id,
+        (Some(key), None) => return Err(environment_not_found(key)),
+    };
+    principal.require_use_read(profile, found.user_holds_use)?;
+    let operation = call_operation(
+        principal,
+        req.operation_id,
+        found.operation.as_ref(),
+        profile,
+        environment,
+    )?;
+
+    // The canonical payload, after names are resolved to ids and defaults applied.
+    let mut payload = json!({
+        "profile_id": profile.id,
+        "connection_id": connection.id,
+        "environment_id": environment,
+        "tool_name": req.tool_name,
+        "arguments": req.arguments,
+        "client_session_id": req.client_session_id,
+        "timeout_seconds": timeout,
+    });
+    // Only when present, so digests of calls without an operation stay as they were.
+    if let Some(operation) = operation {
+        payload["operation_id"] = json!(operation);
+    }
+    let payload_digest = digest(&payload);
+    if let Some(existing) = existing {
+        return Ok(Decision::Replay {
+            existing,
+            payload_digest,
+        });
+    }
+    check_runnable(
+        profile,
+        connection,
+        found.profile_has_connection,
+        environment,
+        &req.tool_name,
+    )?;
+    let call = NewCall {
+        id: Uuid::now_v7(),
+        workspace_id: found.workspace_id,
+        request_id: req.request_id.0,
+        payload_digest,
+        profile_id: profile.id,
+        connection_id: connection.id,
+        connection_revision: connection.revision,
+        environment_id: environment,
+        tool_name: req.tool_name.clone(),
+        arguments: req.arguments.clone(),
+        client_session_id: req.client_session_id.clone(),
+        timeout_seconds: i32::try_from(timeout).unwrap_or(DEFAULT_TIMEOUT_SECONDS as i32),
+        runner_ref: connection.runner_ref.clone(),
+        // A device's calls are accounted to the user who approved it.
+        created_by: match principal {
+            Principal::User(actor) => actor.user.id,
+            Principal::Device(device) => device.device.approved_by,
+        },
+    };
+    let origin = CallOrigin {
+        operation_id: operation,
+        device_id: match principal {
+            Principal::User(_) => None,
+            Principal::Device(device) => Some(device.device.id),
+        },
+        ..CallOrigin::default()
+    };
+    Ok(Decision::New { call, origin })
 }
 
 /// Refuses a new call that could not run: another environment than its profile's, a connection

@@ -150,7 +150,8 @@ impl Claim {
 
 impl OfferSlot<'_> {
     /// The call a submission gives this lease; `None` once the claim is dropped without one
-    /// (the call was queued, refused or taken by an earlier submission of its request_id).
+    /// (the call was queued, refused or taken by an earlier submission of its request_id, or
+    /// not inserted by a speculated submission whose resolve had changed).
     pub(crate) async fn given(&mut self) -> Option<LeasedCall> {
         (&mut self.from).await.ok().map(|call| *call)
     }

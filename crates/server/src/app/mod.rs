@@ -20,6 +20,7 @@ mod profiles;
 mod queue_floors;
 mod reconcile;
 mod resolve;
+mod resolves;
 mod results;
 mod runner_api;
 mod sessions;
@@ -101,6 +102,8 @@ pub struct App {
     device_reads: Arc<tokio::sync::Semaphore>,
     /// Where submitted calls are inserted.
     submissions: Arc<submissions::Submissions>,
+    /// The resolves submissions were accepted on, by what they named.
+    resolves: Arc<resolves::Resolves>,
     /// The leases of this process waiting for a call, to which a submission hands its own.
     handoffs: Arc<handoff::Handoffs>,
 }
@@ -149,6 +152,7 @@ impl App {
             liveness,
             device_reads,
             submissions,
+            resolves: Arc::default(),
             handoffs,
         }
     }

@@ -1,14 +1,15 @@
 //! Inserting submitted calls. Group commit: submissions that arrive while a batch of inserts
 //! is being written share the next one, one statement and one commit for all of them (see
 //! [`crate::batcher`]). A lone submission is inserted at once, by the single-row statement —
-//! and when a lease of its runner waits in this process, already leased and handed to that
-//! lease (see [`super::handoff`]).
+//! or by the statement that resolves it, when it was made from a remembered resolve (see
+//! [`super::resolves`]) — and when a lease of its runner waits in this process, already
+//! leased and handed to that lease (see [`super::handoff`]).
 
 use super::handoff::{Claim, Handoffs};
 use super::leasing::{lease_refusal, work_item};
 use super::reconcile::central_bindings;
 use crate::batcher::Batcher;
-use crate::db::{CallOrigin, CallRow, Datastore, HandedRow, NewCall};
+use crate::db::{CallOrigin, CallRow, Datastore, HandedRow, NewCall, SubmitContext, SubmitKeys};
 use crate::error::{AppError, AppResult};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -30,6 +31,17 @@ pub(super) struct Submissions {
     /// Submissions being inserted now: a hand-off is for a lone one, so that a busy server
     /// keeps its group commit and its batched leases.
     inserting: AtomicUsize,
+}
+
+/// What [`Submissions::insert_speculated`] did. (Moved once, never stored: its variants are
+/// not boxed.)
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Speculated {
+    /// Inserted (and handed to a lease that waited for it, if one did).
+    Inserted(CallRow),
+    /// Not inserted: what the submission's resolve read (see
+    /// [`crate::db::Speculated::Read`]).
+    Read(Option<SubmitContext>),
 }
 
 /// How submitted calls are inserted: together, or each on its own.
@@ -91,31 +103,80 @@ impl Submissions {
         }
     }
 
+    /// A lone submission's place among those being inserted: `None` when others are being
+    /// inserted (a submission then shares their batches).
+    pub(super) fn lone(&self) -> Option<Inserting<'_>> {
+        let inserting = Inserting::enter(&self.inserting);
+        inserting.alone.then_some(inserting)
+    }
+
+    /// Inserts the call of a lone submission (`_lone` holds its place) — made from a resolve of
+    /// `keys` whose fingerprint was `fingerprint` — in the statement that resolves `keys`
+    /// again, if that resolve reads the same; handed to a lease of its runner that waits here,
+    /// as [`Submissions::insert`] hands a lone call.
+    pub(super) async fn insert_speculated(
+        &self,
+        _lone: Inserting<'_>,
+        keys: &SubmitKeys<'_>,
+        fingerprint: &str,
+        call: NewCall,
+        origin: CallOrigin,
+    ) -> AppResult<Speculated> {
+        let claim = self.handoffs.claim(&call.runner_ref);
+        let bindings = self.bindings(&call, claim.is_some());
+        let epoch = claim.as_ref().map(|claim| claim.epoch().0);
+        let speculated = self
+            .db
+            .call_submit_speculated(keys, fingerprint, &call, origin, epoch, &bindings)
+            .await?;
+        Ok(match speculated {
+            crate::db::Speculated::Inserted(handed) => {
+                Speculated::Inserted(self.deliver(handed, claim).await?)
+            }
+            // The claim, dropped, lets its lease look again.
+            crate::db::Speculated::Read(found) => Speculated::Read(found),
+        })
+    }
+
     /// Inserts `call` leased to the lease `claim` holds and gives it to that lease; queued as
-    /// any other when that lease is no longer live. A call the lease's checks refuse is
-    /// failed, as a lease fails it; one whose lease stopped waiting meanwhile is queued again.
+    /// any other when that lease is no longer live.
     async fn hand_off(
         &self,
         call: NewCall,
         origin: CallOrigin,
         claim: Claim,
     ) -> AppResult<Option<CallRow>> {
-        let bindings = if call.runner_ref == CENTRAL_RUNNER {
-            central_bindings(self.credentials_file.as_deref())
-        } else {
-            Value::Null
-        };
+        let bindings = self.bindings(&call, true);
         let epoch = claim.epoch();
-        let Some(HandedRow { call: row, leased }) = self
+        match self
             .db
             .call_insert_handed(&call, origin, epoch.0, &bindings)
             .await?
-        else {
-            return Ok(None);
+        {
+            Some(handed) => Ok(Some(self.deliver(handed, Some(claim)).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The central credential bindings that are part of `call`'s dispatch target, when it is
+    /// to be inserted leased (`handed`) to the central runner.
+    fn bindings(&self, call: &NewCall, handed: bool) -> Value {
+        if handed && call.runner_ref == CENTRAL_RUNNER {
+            central_bindings(self.credentials_file.as_deref())
+        } else {
+            Value::Null
+        }
+    }
+
+    /// Gives a call inserted leased under `claim`'s epoch to that lease. A call the lease's
+    /// checks refuse is failed, as a lease fails it; one whose lease stopped waiting meanwhile
+    /// is queued again.
+    async fn deliver(&self, handed: HandedRow, claim: Option<Claim>) -> AppResult<CallRow> {
+        let HandedRow { call: row, leased } = handed;
+        let (Some(leased), Some(claim)) = (leased, claim) else {
+            return Ok(row);
         };
-        let Some(leased) = leased else {
-            return Ok(Some(row));
-        };
+        let epoch = claim.epoch();
         if let Some((code, message)) = lease_refusal(&leased) {
             self.db
                 .call_fail_leased(row.id, epoch.0, code, message)
@@ -123,12 +184,12 @@ impl Submissions {
         } else if let Err(call) = claim.give(work_item(leased, epoch)) {
             self.handoffs.requeue(&row.runner_ref, &call).await;
         }
-        Ok(Some(row))
+        Ok(row)
     }
 }
 
 /// One submission being inserted, counted in [`Submissions::inserting`] while it lives.
-struct Inserting<'a> {
+pub(super) struct Inserting<'a> {
     count: &'a AtomicUsize,
     /// No other submission was being inserted when it began.
     alone: bool,

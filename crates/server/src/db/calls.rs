@@ -398,6 +398,8 @@ macro_rules! target_digest {
     };
 }
 
+pub(super) use target_digest;
+
 /// A completion ready to store: already redacted and bounded by the app layer.
 #[derive(Clone, Debug)]
 pub struct StoredCompletion {
@@ -502,7 +504,7 @@ impl<'r> sqlx::FromRow<'r, PgRow> for HandedRow {
 
 /// Binds a new call's columns as `$1`…`$17`, in the order of [`insert_call!`] (its state
 /// and kind aside), to an insert of it.
-fn bind_new_call<'q, O>(
+pub(super) fn bind_new_call<'q, O>(
     query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
     call: &'q NewCall,
     origin: CallOrigin,

@@ -7,9 +7,12 @@
 //! layer turns them into the same answers, in the same order, that separate lookups gave
 //! (`app/calls.rs`), and a replayed request_id is answered from this read alone.
 
+use super::calls::{bind_new_call, target_digest};
 use super::users::user_by_token;
-use super::{CallRow, Datastore, Key, ProfileRow, UserRow};
-use sqlx::postgres::PgRow;
+use super::{CallOrigin, CallRow, Datastore, HandedRow, Key, NewCall, ProfileRow, UserRow};
+use serde_json::Value;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::types::Json;
 use sqlx::{FromRow, Row};
 use uuid::Uuid;
 
@@ -140,6 +143,10 @@ pub struct SubmitContext {
     pub operation: Option<OperationScope>,
     /// The call already stored under the request_id.
     pub existing: Option<CallRow>,
+    /// The resolve's fingerprint, when it was asked for: all it read but `existing`, as one
+    /// text. Another resolve of the same keys with the same fingerprint decides the same (see
+    /// [`Datastore::call_submit_speculated`]).
+    pub fingerprint: Option<String>,
 }
 
 impl FromRow<'_, PgRow> for SubmitContext {
@@ -199,20 +206,23 @@ impl FromRow<'_, PgRow> for SubmitContext {
             environment_id: row.try_get("r_environment")?,
             operation,
             existing,
+            fingerprint: row.try_get("r_fingerprint")?,
         })
     }
 }
 
-/// A submission's resolve, as a string literal (`concat!`): `$with` opens the `WITH` (and may
-/// define what `$user` reads), `$user` and `$device` are the submitter (see
-/// [`submitter_workspace!`]), `$token_user` the `r_token_user…` columns and `$from` the
-/// `FROM` clause that has `ws` (and whatever `$token_user` reads).
-macro_rules! submit_resolve {
+/// A submission's resolve as the CTE `r`, as a string literal (`concat!`): `$with` opens the
+/// `WITH` (and may define what `$user` reads), `$user` and `$device` are the submitter (see
+/// [`submitter_workspace!`]), `$token_user` the `r_token_user…` columns and `$from` the `FROM`
+/// clause that has `ws` (and whatever `$token_user` reads). `r` has every column a submission
+/// decides on but the call already stored under the request_id, which the statements join
+/// beside it; its text (`r::text`) is the resolve's fingerprint.
+macro_rules! resolve_cte {
     ($with:expr, $user:literal, $device:literal, $token_user:literal, $from:literal) => {
         concat!(
             $with,
             submitter_workspace!($user, $device),
-            "SELECT ws.id AS r_workspace, ",
+            ", r AS (SELECT ws.id AS r_workspace, ",
             $token_user,
             "
                  p.id AS r_profile, p.environment_id AS r_profile_environment, p.name AS r_profile_name,
@@ -236,8 +246,7 @@ macro_rules! submit_resolve {
                  EXISTS (SELECT 1 FROM profile_connections pc
                          WHERE pc.profile_id = p.id AND pc.connection_id = cn.id) AS r_profile_has_connection,
                  e.id AS r_environment,
-                 o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment,
-                 c.*
+                 o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment
              ",
             $from,
             "
@@ -246,64 +255,224 @@ macro_rules! submit_resolve {
              LEFT JOIN connectors k ON k.id = cn.connector_id
              LEFT JOIN tools t ON t.connection_id = cn.id AND t.name = $9
              LEFT JOIN environments e ON e.workspace_id = ws.id AND (e.id = $10 OR e.name = $11)
-             LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = $12
-             -- The (workspace_id, request_id) unique index, once `calls` has statistics: a plan
-             -- cached before its first ANALYZE (a fresh database) may scan it instead.
-             LEFT JOIN calls c ON c.workspace_id = ws.id AND c.request_id = $13"
+             LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = $12) "
         )
     };
 }
 
-impl Datastore {
-    /// Reads everything a submission decides on in one statement. `None` when the workspace is
-    /// unknown or not the submitter's (a user who is not a member, a device of another one),
-    /// and for a [`SubmitterKey::UserToken`] whose token is unknown or revoked.
-    pub async fn call_submit_resolve(
-        &self,
-        keys: &SubmitKeys<'_>,
-    ) -> Result<Option<SubmitContext>, sqlx::Error> {
-        let query = match keys.submitter {
-            SubmitterKey::Known(submitter) => {
-                let (user, device) = submitter.user_and_device();
-                sqlx::query_as(submit_resolve!(
-                    "WITH ",
-                    "$3",
-                    "$4",
-                    "NULL::uuid AS r_token_user, NULL::text AS r_token_user_name,
-                     NULL::bool AS r_token_user_is_owner, NULL::timestamptz AS r_token_user_created_at, ",
-                    "FROM ws"
-                ))
+/// [`resolve_cte!`] for a submitter known before, or for the user of the API token `$3`.
+macro_rules! resolve_cte_for {
+    (known) => {
+        resolve_cte!(
+            "WITH ",
+            "$3",
+            "$4",
+            "NULL::uuid AS r_token_user, NULL::text AS r_token_user_name,
+             NULL::bool AS r_token_user_is_owner, NULL::timestamptz AS r_token_user_created_at, ",
+            "FROM ws"
+        )
+    };
+    (token) => {
+        resolve_cte!(
+            concat!("WITH token_user AS (", user_by_token!("$3"), "), "),
+            "(SELECT id FROM token_user)",
+            "$4",
+            "tu.id AS r_token_user, tu.name AS r_token_user_name,
+             tu.is_owner AS r_token_user_is_owner, tu.created_at AS r_token_user_created_at, ",
+            "FROM ws CROSS JOIN token_user tu"
+        )
+    };
+}
+
+/// A submission's resolve: [`resolve_cte!`], its fingerprint (`$fingerprint`: `r::text`, or
+/// `NULL::text` when not asked for) and the call stored under the request_id `$13`.
+macro_rules! submit_resolve {
+    ($submitter:tt, $fingerprint:literal) => {
+        concat!(
+            resolve_cte_for!($submitter),
+            "SELECT r.*, ",
+            $fingerprint,
+            " AS r_fingerprint, c.* FROM r
+             -- The (workspace_id, request_id) unique index, once `calls` has statistics: a plan
+             -- cached before its first ANALYZE (a fresh database) may scan it instead.
+             LEFT JOIN calls c ON c.workspace_id = r.r_workspace AND c.request_id = $13"
+        )
+    };
+}
+
+/// A submission's resolve and, when the resolve's fingerprint is still `$14`, the insert of
+/// the call `$15`… (bound by `bind_new_call`, shifted by 14) — leased under `$32` when that
+/// is its runner's live lease, as [`Datastore::call_insert_handed`] inserts it (`$33` the
+/// bindings of `target_digest!`). One row: the resolve, and the call inserted or the one
+/// stored under the request_id before.
+macro_rules! submit_speculated {
+    ($submitter:tt) => {
+        concat!(
+            resolve_cte_for!($submitter),
+            ", target AS (
+                 SELECT x.id AS connector_id, x.revision AS connector_revision,
+                     k.revision AS connection_revision_now, x.name AS connector_name,
+                     x.transport AS connector_transport, x.command AS connector_command,
+                     x.args AS connector_args, x.env_names AS connector_env_names,
+                     x.url AS connector_url, x.approved_revision AS connector_approved_revision,
+                     x.created_at AS connector_created_at,
+                     ",
+            target_digest!("$33"),
+            " AS target_digest
+                 FROM connections k JOIN connectors x ON x.id = k.connector_id
+                 WHERE k.id = $20 AND EXISTS (
+                     SELECT 1 FROM runner_leases l
+                     WHERE l.runner_ref = $27 AND l.epoch = $32 AND l.expires_at > now())),
+             inserted AS (
+                 INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+                     connection_revision, environment_id, tool_name, arguments, client_session_id,
+                     timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
+                     kind, parent_call_id, lease_epoch, leased_at, connector_id, connector_revision,
+                     target_digest)
+                 SELECT $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26,
+                     CASE WHEN t.connector_id IS NULL THEN 'queued' ELSE 'leased' END, $27, $28, $29, $30,
+                     CASE WHEN $31::uuid IS NULL THEN 'tool' ELSE 'lookup' END, $31,
+                     CASE WHEN t.connector_id IS NULL THEN NULL ELSE $32::int8 END,
+                     CASE WHEN t.connector_id IS NULL THEN NULL ELSE now() END,
+                     t.connector_id, t.connector_revision, t.target_digest
+                 FROM r LEFT JOIN target t ON true
+                 WHERE r::text = $14
+                 ON CONFLICT (workspace_id, request_id) DO NOTHING
+                 RETURNING *)
+             SELECT r.*, r::text AS r_fingerprint, s.id IS NOT DISTINCT FROM $15 AS r_inserted, s.*,
+                 t.connection_revision_now, t.connector_name, t.connector_transport,
+                 t.connector_command, t.connector_args, t.connector_env_names, t.connector_url,
+                 t.connector_approved_revision, t.connector_created_at,
+                 NULL::text AS parent_state, NULL::bytea AS parent_target_digest,
+                 NULL::timestamptz AS parent_erased_at
+             FROM r
+             -- The statement's snapshot does not see its own insert: the call is the one
+             -- inserted, or the one stored before.
+             LEFT JOIN LATERAL (
+                 SELECT * FROM inserted
+                 UNION ALL
+                 SELECT c.* FROM calls c WHERE c.workspace_id = r.r_workspace AND c.request_id = $13) s ON true
+             LEFT JOIN target t ON s.id = $15"
+        )
+    };
+}
+
+/// What [`Datastore::call_submit_speculated`] did.
+#[derive(Debug)]
+pub enum Speculated {
+    /// The resolve's fingerprint was the one given: the call was inserted (leased, when its
+    /// lease was live).
+    Inserted(HandedRow),
+    /// Nothing inserted — the resolve differs from the one the call was made from, or the
+    /// request_id is taken: what the resolve read (as [`Datastore::call_submit_resolve`]).
+    Read(Option<SubmitContext>),
+}
+
+impl FromRow<'_, PgRow> for Speculated {
+    fn from_row(row: &PgRow) -> Result<Self, sqlx::Error> {
+        Ok(if row.try_get("r_inserted")? {
+            Speculated::Inserted(HandedRow::from_row(row)?)
+        } else {
+            Speculated::Read(Some(SubmitContext::from_row(row)?))
+        })
+    }
+}
+
+/// Binds what a submission names as `$1`…`$13` of a resolve.
+fn bind_keys<'q, O>(
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, PgArguments>,
+    keys: &'q SubmitKeys<'q>,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, PgArguments>
+where
+    O: for<'r> FromRow<'r, PgRow>,
+{
+    let query = match keys.submitter {
+        SubmitterKey::Known(submitter) => {
+            let (user, device) = submitter.user_and_device();
+            query
                 .bind(keys.workspace.id())
                 .bind(keys.workspace.name())
                 .bind(user)
                 .bind(device)
-            }
-            SubmitterKey::UserToken(hash) => sqlx::query_as(submit_resolve!(
-                concat!("WITH token_user AS (", user_by_token!("$3"), "), "),
-                "(SELECT id FROM token_user)",
-                "$4",
-                "tu.id AS r_token_user, tu.name AS r_token_user_name,
-                 tu.is_owner AS r_token_user_is_owner, tu.created_at AS r_token_user_created_at, ",
-                "FROM ws CROSS JOIN token_user tu"
-            ))
+        }
+        SubmitterKey::UserToken(hash) => query
             .bind(keys.workspace.id())
             .bind(keys.workspace.name())
             .bind(hash)
             .bind(None::<Uuid>),
+    };
+    // No environment named: nil and '' match none (no object has either).
+    let (environment_id, environment_name) = match &keys.environment {
+        Some(key) => (key.id(), key.name()),
+        None => (Uuid::nil(), ""),
+    };
+    query
+        .bind(keys.profile.id())
+        .bind(keys.profile.name())
+        .bind(keys.connection.id())
+        .bind(keys.connection.name())
+        .bind(keys.tool_name)
+        .bind(environment_id)
+        .bind(environment_name)
+        .bind(keys.operation)
+        .bind(keys.request_id)
+}
+
+impl Datastore {
+    /// Reads everything a submission decides on in one statement — with its fingerprint when
+    /// `fingerprinted` (the row's text adds about a quarter to its execution). `None` when the
+    /// workspace is unknown or not the submitter's (a user who is not a member, a device of
+    /// another one), and for a [`SubmitterKey::UserToken`] whose token is unknown or revoked.
+    pub async fn call_submit_resolve(
+        &self,
+        keys: &SubmitKeys<'_>,
+        fingerprinted: bool,
+    ) -> Result<Option<SubmitContext>, sqlx::Error> {
+        let sql = match (keys.submitter, fingerprinted) {
+            (SubmitterKey::Known(_), true) => submit_resolve!(known, "r::text"),
+            (SubmitterKey::Known(_), false) => submit_resolve!(known, "NULL::text"),
+            (SubmitterKey::UserToken(_), true) => submit_resolve!(token, "r::text"),
+            (SubmitterKey::UserToken(_), false) => submit_resolve!(token, "NULL::text"),
         };
-        // No environment named: nil and '' match none (no object has either).
-        let environment = keys.environment.clone().unwrap_or(Key::Id(Uuid::nil()));
-        query
-            .bind(keys.profile.id())
-            .bind(keys.profile.name())
-            .bind(keys.connection.id())
-            .bind(keys.connection.name())
-            .bind(keys.tool_name)
-            .bind(environment.id())
-            .bind(environment.name())
-            .bind(keys.operation)
-            .bind(keys.request_id)
+        bind_keys(sqlx::query_as(sql), keys)
             .fetch_optional(&self.pool)
             .await
+    }
+
+    /// [`Datastore::call_submit_resolve`] and the insert of `call` — made from an earlier
+    /// resolve of the same keys whose fingerprint was `fingerprint` — in one statement: the
+    /// call is inserted only if the resolve reads the same now (every column a submission
+    /// decides on, so the same checks pass and name the same objects) and its request_id is
+    /// free; leased under `epoch` if that is its runner's live lease (as
+    /// [`Datastore::call_insert_handed`]), else queued and announced.
+    pub async fn call_submit_speculated(
+        &self,
+        keys: &SubmitKeys<'_>,
+        fingerprint: &str,
+        call: &NewCall,
+        origin: CallOrigin,
+        epoch: Option<i64>,
+        bindings: &Value,
+    ) -> Result<Speculated, sqlx::Error> {
+        let sql = match keys.submitter {
+            SubmitterKey::Known(_) => submit_speculated!(known),
+            SubmitterKey::UserToken(_) => submit_speculated!(token),
+        };
+        let query = bind_keys(sqlx::query_as(sql), keys).bind(fingerprint);
+        let speculated = bind_new_call(query, call, origin)
+            .bind(epoch)
+            .bind(Json(bindings))
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match speculated {
+            Some(Speculated::Inserted(handed)) => {
+                if handed.leased.is_none() {
+                    self.announce_queued(&handed.call);
+                }
+                Speculated::Inserted(handed)
+            }
+            Some(read) => read,
+            None => Speculated::Read(None),
+        })
     }
 }

@@ -378,3 +378,84 @@ async fn a_submission_checks_its_token_before_anything_else(pool: PgPool) {
         .refused(401, "unauthenticated");
     assert_eq!(calls_stored(&pool).await, 1);
 }
+
+/// A submission that names what an accepted one named is inserted in the statement that
+/// resolves it again, made from the earlier resolve: whatever changed since — a grant, the
+/// profile's connections, the connector's approval, the tool's catalog — is refused as a first
+/// submission would be, and nothing is stored; once it is put back, the call is accepted again.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_submission_like_an_accepted_one_is_refused_once_what_it_named_changed(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let setup = setup_workspace(&server, "acme", &[]).await;
+    let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
+    let submit = || {
+        server
+            .owner
+            .post(&calls, call_body("echo", json!({"text": "again"})))
+    };
+    assert_eq!(submit().await.status, 201);
+
+    // (the change, as SQL; the refusal it brings; the SQL that puts it back)
+    let changes = [
+        (
+            "DELETE FROM profile_grants WHERE grant_kind = 'use'",
+            (403, "forbidden"),
+            "INSERT INTO profile_grants (profile_id, user_id, grant_kind)
+             SELECT p.id, u.id, 'use' FROM profiles p, users u WHERE u.name = 'owner'",
+        ),
+        (
+            "UPDATE tools SET available = false",
+            (404, "tool_not_found"),
+            "UPDATE tools SET available = true",
+        ),
+        (
+            "UPDATE connectors SET approved_revision = NULL",
+            (409, "connector_not_approved"),
+            "UPDATE connectors SET approved_revision = revision",
+        ),
+    ];
+    let mut stored = 1;
+    for (change, (status, code), restore) in changes {
+        sqlx::query(change).execute(&pool).await.unwrap();
+        submit().await.refused(status, code);
+        assert_eq!(calls_stored(&pool).await, stored, "after `{change}`");
+        sqlx::query(restore).execute(&pool).await.unwrap();
+        assert_eq!(submit().await.status, 201, "after `{restore}`");
+        stored += 1;
+        assert_eq!(calls_stored(&pool).await, stored);
+    }
+
+    // A connection taken out of the profile, through the same kind of change.
+    let removed: Vec<(uuid::Uuid, uuid::Uuid)> =
+        sqlx::query_as("DELETE FROM profile_connections RETURNING profile_id, connection_id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    submit().await.refused(422, "connection_not_in_profile");
+    assert_eq!(calls_stored(&pool).await, stored);
+    for (profile, connection) in removed {
+        sqlx::query("INSERT INTO profile_connections (profile_id, connection_id) VALUES ($1, $2)")
+            .bind(profile)
+            .bind(connection)
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    assert_eq!(submit().await.status, 201);
+
+    // A replay of an accepted call is answered from it; another payload under its request_id
+    // is a conflict.
+    let body = call_body("echo", json!({"text": "replayed"}));
+    let call = server.owner.post(&calls, body.clone()).await.ok();
+    let replay = server.owner.post(&calls, body.clone()).await;
+    assert_eq!(replay.status, 200);
+    assert_eq!(replay.ok()["id"], call["id"]);
+    let mut other = body;
+    other["arguments"] = json!({"text": "not what was sent"});
+    server
+        .owner
+        .post(&calls, other)
+        .await
+        .refused(422, "mcp_request_conflict");
+    server.stop().await;
+}
