@@ -49,6 +49,7 @@ struct Offer {
 /// [`Claim::epoch`] and given to the lease with [`Claim::give`].
 #[derive(Debug)]
 pub(crate) struct Claim {
+    id: u64,
     epoch: Epoch,
     to: oneshot::Sender<Box<LeasedCall>>,
 }
@@ -99,6 +100,7 @@ impl Handoffs {
             };
             if !offer.to.is_closed() {
                 break Some(Claim {
+                    id: offer.id,
                     epoch: offer.epoch,
                     to: offer.to,
                 });
@@ -108,6 +110,22 @@ impl Handoffs {
             waiting.remove(runner_ref);
         }
         claim
+    }
+
+    /// Gives back `claim`, on a lease of `runner_ref`, that its submission did not use (it
+    /// inserted nothing): the lease goes on waiting, as if never claimed, unless it stopped.
+    pub(crate) fn unclaim(&self, runner_ref: &str, claim: Claim) {
+        if claim.to.is_closed() {
+            return;
+        }
+        self.lock()
+            .entry(runner_ref.to_owned())
+            .or_default()
+            .push(Offer {
+                id: claim.id,
+                epoch: claim.epoch,
+                to: claim.to,
+            });
     }
 
     /// Withdraws offer `id` of `runner_ref`: false when a submission claimed it already.
@@ -150,8 +168,7 @@ impl Claim {
 
 impl OfferSlot<'_> {
     /// The call a submission gives this lease; `None` once the claim is dropped without one
-    /// (the call was queued, refused or taken by an earlier submission of its request_id, or
-    /// not inserted by a speculated submission whose resolve had changed).
+    /// (the call was queued, refused or taken by an earlier submission of its request_id).
     pub(crate) async fn given(&mut self) -> Option<LeasedCall> {
         (&mut self.from).await.ok().map(|call| *call)
     }
@@ -250,6 +267,32 @@ mod tests {
         let id = call.call_id;
         claim.give(call).expect("the lease still waits");
         assert_eq!(offer.given().await.map(|c| c.call_id), Some(id));
+    }
+
+    #[tokio::test]
+    async fn an_offer_given_back_unused_is_claimed_again_and_withdrawn_as_one_never_claimed() {
+        let handoffs = handoffs();
+        let mut offer = handoffs.offer("device:a", Epoch(5));
+        let claim = handoffs.claim("device:a").expect("the waiting lease");
+        handoffs.unclaim("device:a", claim);
+        let claim = handoffs.claim("device:a").expect("waiting again");
+        assert_eq!(claim.epoch(), Epoch(5));
+        let call = work_item(Epoch(5));
+        let id = call.call_id;
+        claim.give(call).expect("the lease still waits");
+        assert_eq!(offer.given().await.map(|c| c.call_id), Some(id));
+
+        let other = handoffs.offer("device:a", Epoch(6));
+        handoffs.unclaim("device:a", handoffs.claim("device:a").unwrap());
+        assert!(other.withdraw(), "given back, it was never claimed");
+        assert!(handoffs.claim("device:a").is_none());
+        drop(other);
+        // A lease that stopped waiting is not offered again by a claim given back.
+        let gone = handoffs.offer("device:b", Epoch(7));
+        let claim = handoffs.claim("device:b").unwrap();
+        drop(gone);
+        handoffs.unclaim("device:b", claim);
+        assert!(handoffs.claim("device:b").is_none());
     }
 
     #[tokio::test]

@@ -117,8 +117,7 @@ impl App {
                     return Ok(Some(vec![call]));
                 }
                 // The claim was dropped without a call: its submission queued the call (and
-                // announced it), found its request_id taken, or found the resolve it was made
-                // from changed (and will insert as a new submission does). It looks.
+                // announced it) or found its request_id taken. It looks.
                 Err(None) => continue,
                 Ok(woken) => woken,
             };

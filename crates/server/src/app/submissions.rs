@@ -133,8 +133,14 @@ impl Submissions {
             crate::db::Speculated::Inserted(handed) => {
                 Speculated::Inserted(self.deliver(handed, claim).await?)
             }
-            // The claim, dropped, lets its lease look again.
-            crate::db::Speculated::Read(found) => Speculated::Read(found),
+            // Nothing inserted (a replay, say): the lease waits on, unclaimed, rather than
+            // wake to look.
+            crate::db::Speculated::Read(found) => {
+                if let Some(claim) = claim {
+                    self.handoffs.unclaim(&call.runner_ref, claim);
+                }
+                Speculated::Read(found)
+            }
         })
     }
 

@@ -5,7 +5,10 @@
 //! whether the connection's runner is still there, the cached tool, and a call already stored
 //! under the same request_id — comes back from one statement as nullable columns. The app
 //! layer turns them into the same answers, in the same order, that separate lookups gave
-//! (`app/calls.rs`), and a replayed request_id is answered from this read alone.
+//! (`app/calls.rs`), and a replayed request_id is answered from this read alone. A lone
+//! submission made from a resolve remembered for the same keys is inserted by the statement
+//! that reads it again, if that read is the remembered one
+//! ([`Datastore::call_submit_speculated`]).
 
 use super::calls::{bind_new_call, target_digest};
 use super::users::user_by_token;
