@@ -400,6 +400,51 @@ macro_rules! target_digest {
 
 pub(super) use target_digest;
 
+/// `target AS (…)`, as a string literal (`concat!`): what a call inserted leased to a waiting
+/// lease is dispatched to — its connection `$connection`'s connector and the target digest
+/// (`$bindings` as in [`target_digest!`]) — when `$epoch` is runner `$runner`'s live lease;
+/// empty otherwise.
+macro_rules! handed_target {
+    ($connection:literal, $runner:literal, $epoch:literal, $bindings:literal) => {
+        concat!(
+            "target AS (
+                 SELECT x.id AS connector_id, x.revision AS connector_revision,
+                     k.revision AS connection_revision_now, x.name AS connector_name,
+                     x.transport AS connector_transport, x.command AS connector_command,
+                     x.args AS connector_args, x.env_names AS connector_env_names,
+                     x.url AS connector_url, x.approved_revision AS connector_approved_revision,
+                     x.created_at AS connector_created_at,
+                     ",
+            target_digest!($bindings),
+            " AS target_digest
+                 FROM connections k JOIN connectors x ON x.id = k.connector_id
+                 WHERE k.id = ",
+            $connection,
+            " AND EXISTS (
+                     SELECT 1 FROM runner_leases l
+                     WHERE l.runner_ref = ",
+            $runner,
+            " AND l.epoch = ",
+            $epoch,
+            " AND l.expires_at > now()))"
+        )
+    };
+}
+pub(super) use handed_target;
+
+/// The head of a handed call's insert, as a string literal: [`insert_call!`]'s columns and the
+/// lease's, which [`handed_target!`] fills.
+macro_rules! insert_handed_call {
+    () => {
+        "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+             connection_revision, environment_id, tool_name, arguments, client_session_id,
+             timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
+             kind, parent_call_id, lease_epoch, leased_at, connector_id, connector_revision,
+             target_digest)"
+    };
+}
+pub(super) use insert_handed_call;
+
 /// A completion ready to store: already redacted and bounded by the app layer.
 #[derive(Clone, Debug)]
 pub struct StoredCompletion {
@@ -666,26 +711,11 @@ impl Datastore {
     ) -> Result<Option<HandedRow>, sqlx::Error> {
         let inserted: Option<HandedRow> = bind_new_call(
             sqlx::query_as(concat!(
-                "WITH target AS (
-                     SELECT x.id AS connector_id, x.revision AS connector_revision,
-                         k.revision AS connection_revision_now, x.name AS connector_name,
-                         x.transport AS connector_transport, x.command AS connector_command,
-                         x.args AS connector_args, x.env_names AS connector_env_names,
-                         x.url AS connector_url, x.approved_revision AS connector_approved_revision,
-                         x.created_at AS connector_created_at,
-                         ",
-                target_digest!("$19"),
-                " AS target_digest
-                     FROM connections k JOIN connectors x ON x.id = k.connector_id
-                     WHERE k.id = $6 AND EXISTS (
-                         SELECT 1 FROM runner_leases r
-                         WHERE r.runner_ref = $13 AND r.epoch = $18 AND r.expires_at > now())),
-                 inserted AS (
-                     INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
-                         connection_revision, environment_id, tool_name, arguments, client_session_id,
-                         timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
-                         kind, parent_call_id, lease_epoch, leased_at, connector_id, connector_revision,
-                         target_digest)
+                "WITH ",
+                handed_target!("$6", "$13", "$18", "$19"),
+                ", inserted AS (",
+                insert_handed_call!(),
+                "
                      SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
                          CASE WHEN t.connector_id IS NULL THEN 'queued' ELSE 'leased' END, $13, $14, $15, $16,
                          CASE WHEN $17::uuid IS NULL THEN 'tool' ELSE 'lookup' END, $17,

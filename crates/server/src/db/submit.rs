@@ -10,7 +10,7 @@
 //! that reads it again, if that read is the remembered one
 //! ([`Datastore::call_submit_speculated`]).
 
-use super::calls::{bind_new_call, target_digest};
+use super::calls::{bind_new_call, handed_target, insert_handed_call, target_digest};
 use super::users::user_by_token;
 use super::{CallOrigin, CallRow, Datastore, HandedRow, Key, NewCall, ProfileRow, UserRow};
 use serde_json::Value;
@@ -312,26 +312,11 @@ macro_rules! submit_speculated {
     ($submitter:tt) => {
         concat!(
             resolve_cte_for!($submitter),
-            ", target AS (
-                 SELECT x.id AS connector_id, x.revision AS connector_revision,
-                     k.revision AS connection_revision_now, x.name AS connector_name,
-                     x.transport AS connector_transport, x.command AS connector_command,
-                     x.args AS connector_args, x.env_names AS connector_env_names,
-                     x.url AS connector_url, x.approved_revision AS connector_approved_revision,
-                     x.created_at AS connector_created_at,
-                     ",
-            target_digest!("$33"),
-            " AS target_digest
-                 FROM connections k JOIN connectors x ON x.id = k.connector_id
-                 WHERE k.id = $20 AND EXISTS (
-                     SELECT 1 FROM runner_leases l
-                     WHERE l.runner_ref = $27 AND l.epoch = $32 AND l.expires_at > now())),
-             inserted AS (
-                 INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
-                     connection_revision, environment_id, tool_name, arguments, client_session_id,
-                     timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
-                     kind, parent_call_id, lease_epoch, leased_at, connector_id, connector_revision,
-                     target_digest)
+            ", ",
+            handed_target!("$20", "$27", "$32", "$33"),
+            ", inserted AS (",
+            insert_handed_call!(),
+            "
                  SELECT $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26,
                      CASE WHEN t.connector_id IS NULL THEN 'queued' ELSE 'leased' END, $27, $28, $29, $30,
                      CASE WHEN $31::uuid IS NULL THEN 'tool' ELSE 'lookup' END, $31,
