@@ -10,11 +10,10 @@ use super::principal::{DEVICE_CREDENTIAL_PREFIX, Principal};
 use super::profiles::{environment_not_found, profile_not_found};
 use super::resolves::ResolveKey;
 use super::results::{RESULT_LIMIT, bound_result};
-use super::submissions::Speculated;
 use super::wakeups::SettledWaiter;
 use super::{Actor, App, views};
 use crate::db::{
-    CallOrigin, CallRow, Key, NewCall, PlainCompletion, ProfileRow, StoredCompletion,
+    CallOrigin, CallRow, Key, NewCall, PlainCompletion, ProfileRow, Speculated, StoredCompletion,
     SubmitConnection, SubmitContext, SubmitKeys, SubmitterKey,
 };
 use crate::error::{AppError, AppResult};

@@ -9,7 +9,7 @@ use super::handoff::{Claim, Handoffs};
 use super::leasing::{lease_refusal, work_item};
 use super::reconcile::central_bindings;
 use crate::batcher::Batcher;
-use crate::db::{CallOrigin, CallRow, Datastore, HandedRow, NewCall, SubmitContext, SubmitKeys};
+use crate::db::{CallOrigin, CallRow, Datastore, HandedRow, NewCall, Speculated, SubmitKeys};
 use crate::error::{AppError, AppResult};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -31,17 +31,6 @@ pub(super) struct Submissions {
     /// Submissions being inserted now: a hand-off is for a lone one, so that a busy server
     /// keeps its group commit and its batched leases.
     inserting: AtomicUsize,
-}
-
-/// What [`Submissions::insert_speculated`] did. (Moved once, never stored: its variants are
-/// not boxed.)
-#[allow(clippy::large_enum_variant)]
-pub(super) enum Speculated {
-    /// Inserted (and handed to a lease that waited for it, if one did).
-    Inserted(CallRow),
-    /// Not inserted: what the submission's resolve read (see
-    /// [`crate::db::Speculated::Read`]).
-    Read(Option<SubmitContext>),
 }
 
 /// How submitted calls are inserted: together, or each on its own.
@@ -121,7 +110,7 @@ impl Submissions {
         fingerprint: &str,
         call: NewCall,
         origin: CallOrigin,
-    ) -> AppResult<Speculated> {
+    ) -> AppResult<Speculated<CallRow>> {
         let claim = self.handoffs.claim(&call.runner_ref);
         let bindings = self.bindings(&call, claim.is_some());
         let epoch = claim.as_ref().map(|claim| claim.epoch().0);
@@ -130,12 +119,12 @@ impl Submissions {
             .call_submit_speculated(keys, fingerprint, &call, origin, epoch, &bindings)
             .await?;
         Ok(match speculated {
-            crate::db::Speculated::Inserted(handed) => {
+            Speculated::Inserted(handed) => {
                 Speculated::Inserted(self.deliver(handed, claim).await?)
             }
             // Nothing inserted (a replay, say): the lease waits on, unclaimed, rather than
             // wake to look.
-            crate::db::Speculated::Read(found) => {
+            Speculated::Read(found) => {
                 if let Some(claim) = claim {
                     self.handoffs.unclaim(&call.runner_ref, claim);
                 }

@@ -115,15 +115,24 @@ pub struct NewCall {
 
 /// The head of a call's insert, as a string literal (`concat!`): the columns a submission
 /// sets, in the order [`Datastore::call_insert_from`] binds them and
-/// [`Datastore::call_insert_many`] unnests them.
+/// [`Datastore::call_insert_many`] unnests them — and, with an argument (`, ` and column
+/// names), those a handed call's insert sets beside them (see [`handed_target!`]).
 macro_rules! insert_call {
     () => {
-        "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
+        insert_call!("")
+    };
+    ($more:literal) => {
+        concat!(
+            "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
              connection_revision, environment_id, tool_name, arguments, client_session_id,
              timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
-             kind, parent_call_id)"
+             kind, parent_call_id",
+            $more,
+            ")"
+        )
     };
 }
+pub(super) use insert_call;
 
 /// The start ack's update (`leased` → `running`) of call `$1` under epoch `$3`, for the runner
 /// `$runner` names (a parameter, or a subquery).
@@ -432,15 +441,11 @@ macro_rules! handed_target {
 }
 pub(super) use handed_target;
 
-/// The head of a handed call's insert, as a string literal: [`insert_call!`]'s columns and the
-/// lease's, which [`handed_target!`] fills.
+/// The head of a handed call's insert: [`insert_call!`] with the columns its lease sets, which
+/// [`handed_target!`] fills.
 macro_rules! insert_handed_call {
     () => {
-        "INSERT INTO calls (id, workspace_id, request_id, payload_digest, profile_id, connection_id,
-             connection_revision, environment_id, tool_name, arguments, client_session_id,
-             timeout_seconds, state, runner_ref, created_by, operation_id, submitted_by_device,
-             kind, parent_call_id, lease_epoch, leased_at, connector_id, connector_revision,
-             target_digest)"
+        insert_call!(", lease_epoch, leased_at, connector_id, connector_revision, target_digest")
     };
 }
 pub(super) use insert_handed_call;

@@ -10,7 +10,7 @@
 //! that reads it again, if that read is the remembered one
 //! ([`Datastore::call_submit_speculated`]).
 
-use super::calls::{bind_new_call, handed_target, insert_handed_call, target_digest};
+use super::calls::{bind_new_call, handed_target, insert_call, insert_handed_call, target_digest};
 use super::users::user_by_token;
 use super::{CallOrigin, CallRow, Datastore, HandedRow, Key, NewCall, ProfileRow, UserRow};
 use serde_json::Value;
@@ -345,12 +345,15 @@ macro_rules! submit_speculated {
     };
 }
 
-/// What [`Datastore::call_submit_speculated`] did.
+/// What [`Datastore::call_submit_speculated`] did (`C`: the call inserted, as that statement
+/// returns it, or as the app has it once given to its lease). Moved once, never stored: its
+/// variants are not boxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum Speculated {
+pub enum Speculated<C = HandedRow> {
     /// The resolve's fingerprint was the one given: the call was inserted (leased, when its
     /// lease was live).
-    Inserted(HandedRow),
+    Inserted(C),
     /// Nothing inserted — the resolve differs from the one the call was made from, or the
     /// request_id is taken: what the resolve read (as [`Datastore::call_submit_resolve`]).
     Read(Option<SubmitContext>),
