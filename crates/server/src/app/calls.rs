@@ -175,8 +175,8 @@ impl App {
             Some(found) => found,
             // Fingerprinted to be remembered, unless these keys are already.
             None => {
-                self.db
-                    .call_submit_resolve(&keys, remembered.is_none())
+                self.submissions
+                    .resolve(&keys, remembered.is_none())
                     .await?
             }
         };

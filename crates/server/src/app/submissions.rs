@@ -1,6 +1,6 @@
-//! Inserting submitted calls. Group commit: submissions that arrive while a batch of inserts
-//! is being written share the next one, one statement and one commit for all of them (see
-//! [`crate::batcher`]). A lone submission is inserted at once, by the single-row statement —
+//! Resolving and inserting submitted calls. Group commit: submissions that arrive while a
+//! batch of inserts is being written share the next one, one statement and one commit for all
+//! of them (see [`crate::batcher`]); so do their resolves, one statement for a batch of them. A lone submission is inserted at once, by the single-row statement —
 //! or by the statement that resolves it, when it was made from a remembered resolve (see
 //! [`super::resolves`]) — and when a lease of its runner waits in this process, already
 //! leased and handed to that lease (see [`super::handoff`]).
@@ -9,7 +9,10 @@ use super::handoff::{Claim, Handoffs};
 use super::leasing::{lease_refusal, work_item};
 use super::reconcile::central_bindings;
 use crate::batcher::Batcher;
-use crate::db::{CallOrigin, CallRow, Datastore, HandedRow, NewCall, Speculated, SubmitKeys};
+use crate::db::{
+    CallOrigin, CallRow, Datastore, HandedRow, NewCall, ResolveRequest, Speculated, SubmitContext,
+    SubmitKeys,
+};
 use crate::error::{AppError, AppResult};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -20,6 +23,9 @@ use switchyard_protocol::api::CENTRAL_RUNNER;
 /// One submission's insert and its answer: the inserted row, or `None` when its request_id
 /// was taken.
 type Insert = Batcher<(NewCall, CallOrigin), Result<Option<CallRow>, sqlx::Error>>;
+
+/// One submission's resolve and what it read (see [`Datastore::call_submit_resolve`]).
+type Resolve = Batcher<ResolveRequest, Result<Option<SubmitContext>, sqlx::Error>>;
 
 /// Where submitted calls are inserted.
 pub(super) struct Submissions {
@@ -33,12 +39,12 @@ pub(super) struct Submissions {
     inserting: AtomicUsize,
 }
 
-/// How submitted calls are inserted: together, or each on its own.
+/// How submitted calls are resolved and inserted: together, or each on its own.
 enum Inserts {
-    /// Inserts each call by its own statement.
+    /// Resolves and inserts each call by its own statements.
     OneByOne,
-    /// Inserts the calls that wait at the same moment together.
-    Batched(Insert),
+    /// Resolves the calls that wait at the same moment together, and inserts them together.
+    Batched { resolve: Resolve, insert: Insert },
 }
 
 impl Submissions {
@@ -53,10 +59,13 @@ impl Submissions {
         let inserts = if max <= 1 {
             Inserts::OneByOne
         } else {
-            let db = db.clone();
-            Inserts::Batched(Batcher::spawn(max, move |calls| {
-                insert_batch(db.clone(), calls)
-            }))
+            let (resolving, inserting) = (db.clone(), db.clone());
+            Inserts::Batched {
+                resolve: Batcher::spawn(max, move |requests| {
+                    resolve_batch(resolving.clone(), requests)
+                }),
+                insert: Batcher::spawn(max, move |calls| insert_batch(inserting.clone(), calls)),
+            }
         };
         Self {
             inserts,
@@ -64,6 +73,29 @@ impl Submissions {
             handoffs,
             credentials_file,
             inserting: AtomicUsize::new(0),
+        }
+    }
+
+    /// What a submission naming `keys` decides on (see [`Datastore::call_submit_resolve`]),
+    /// with its fingerprint when `fingerprinted`.
+    pub(super) async fn resolve(
+        &self,
+        keys: &SubmitKeys<'_>,
+        fingerprinted: bool,
+    ) -> AppResult<Option<SubmitContext>> {
+        match &self.inserts {
+            Inserts::OneByOne => Ok(self.db.call_submit_resolve(keys, fingerprinted).await?),
+            Inserts::Batched { resolve, .. } => {
+                match resolve
+                    .submit(ResolveRequest::new(keys, fingerprinted))
+                    .await
+                {
+                    Some(read) => Ok(read?),
+                    None => Err(AppError::Internal(
+                        "the submissions' batched resolves stopped".into(),
+                    )),
+                }
+            }
         }
     }
 
@@ -83,7 +115,7 @@ impl Submissions {
         }
         match &self.inserts {
             Inserts::OneByOne => Ok(self.db.call_insert_from(&call, origin).await?),
-            Inserts::Batched(batcher) => match batcher.submit((call, origin)).await {
+            Inserts::Batched { insert, .. } => match insert.submit((call, origin)).await {
                 Some(inserted) => Ok(inserted?),
                 None => Err(AppError::Internal(
                     "the submissions' batched inserts stopped".into(),
@@ -200,6 +232,29 @@ impl<'a> Inserting<'a> {
 impl Drop for Inserting<'_> {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Resolves `requests` in one statement; if that fails, each on its own, so that each gets
+/// its own error.
+async fn resolve_batch(
+    db: Datastore,
+    requests: Vec<ResolveRequest>,
+) -> Vec<Result<Option<SubmitContext>, sqlx::Error>> {
+    match db.call_submit_resolve_many(&requests).await {
+        Ok(read) => read.into_iter().map(Ok).collect(),
+        Err(e) if requests.len() == 1 => vec![Err(e)],
+        Err(e) => {
+            tracing::debug!(error = %e, "a batch of resolves failed; resolving one by one");
+            let mut answers = Vec::with_capacity(requests.len());
+            for request in &requests {
+                let read = db
+                    .call_submit_resolve_many(std::slice::from_ref(request))
+                    .await;
+                answers.push(read.map(|mut read| read.pop().flatten()));
+            }
+            answers
+        }
     }
 }
 

@@ -60,7 +60,7 @@ impl Datastore {
         let (user, device) = reader.user_and_device();
         sqlx::query_as(concat!(
             "WITH ",
-            submitter_workspace!("$3", "$4"),
+            submitter_workspace!("$1", "$2", "$3", "$4"),
             "SELECT p.environment_id AS r_profile_environment, p.name AS r_profile_name,
                  EXISTS (SELECT 1 FROM profile_grants g
                          WHERE g.profile_id = p.id AND g.user_id = $3 AND g.grant_kind = 'use') AS r_user_holds_use, ",

@@ -45,8 +45,8 @@ pub use receipt_policies::ReceiptPolicyRow;
 pub use receipts::{NewReceipt, ReceiptRow, UploadRead};
 pub use resolutions::{NewResolution, ResolutionRow};
 pub use submit::{
-    OperationScope, Speculated, SubmitConnection, SubmitContext, SubmitKeys, Submitter,
-    SubmitterKey,
+    OperationScope, ResolveRequest, Speculated, SubmitConnection, SubmitContext, SubmitKeys,
+    Submitter, SubmitterKey,
 };
 pub use users::UserRow;
 pub use web_sessions::{SessionTimes, WebSessionRow};

@@ -49,16 +49,20 @@ impl Submitter {
     }
 }
 
-/// `ws AS (…)`, as a string literal (`concat!`) for a `WITH`: the workspace `$1` (id) or `$2`
-/// (name) names, when it is the submitter's — one the user `$user` is a member of, or the
-/// device `$device`'s own (SQL expressions, `$3` and `$4` unless the user comes from a token).
-/// Shared by a submission's resolve and a reader's [`Datastore::call_read`].
+/// `ws AS (…)`, as a string literal (`concat!`) for a `WITH`: the workspace `$id` or `$name`
+/// names, when it is the submitter's — one the user `$user` is a member of, or the device
+/// `$device`'s own (SQL expressions: parameters, or the columns of a batch's row). Shared by
+/// a submission's resolve and a reader's [`Datastore::call_read`].
 macro_rules! submitter_workspace {
-    ($user:literal, $device:literal) => {
+    ($id:expr, $name:expr, $user:expr, $device:expr) => {
         concat!(
             "ws AS (
              SELECT w.id FROM workspaces w
-             WHERE (w.id = $1 OR w.name = $2)
+             WHERE (w.id = ",
+            $id,
+            " OR w.name = ",
+            $name,
+            ")
                AND (EXISTS (SELECT 1 FROM workspace_members m WHERE m.workspace_id = w.id AND m.user_id = ",
             $user,
             ")
@@ -214,17 +218,41 @@ impl FromRow<'_, PgRow> for SubmitContext {
     }
 }
 
-/// A submission's resolve as the CTE `r`, as a string literal (`concat!`): `$with` opens the
-/// `WITH` (and may define what `$user` reads), `$user` and `$device` are the submitter (see
-/// [`submitter_workspace!`]), `$token_user` the `r_token_user…` columns and `$from` the `FROM`
-/// clause that has `ws` (and whatever `$token_user` reads). `r` has every column a submission
-/// decides on but the call already stored under the request_id, which the statements join
-/// beside it; its text (`r::text`) is the resolve's fingerprint.
+/// Where a resolve reads what a submission names, as SQL: the parameters `$1`…`$12` of a lone
+/// resolve (`param`; `$3` and `$4` are the submitter's, see [`resolve_cte_for!`], and `$13`
+/// its request_id), or the columns of a batch's row `k` (`row`, see [`SUBMIT_RESOLVE_MANY`]).
+#[rustfmt::skip]
+macro_rules! resolve_key {
+    (param, workspace_id) => { "$1" };
+    (param, workspace_name) => { "$2" };
+    (param, profile_id) => { "$5" };
+    (param, profile_name) => { "$6" };
+    (param, connection_id) => { "$7" };
+    (param, connection_name) => { "$8" };
+    (param, tool_name) => { "$9" };
+    (param, environment_id) => { "$10" };
+    (param, environment_name) => { "$11" };
+    (param, operation_id) => { "$12" };
+    (row, $key:ident) => { concat!("k.", stringify!($key)) };
+}
+
+/// A submission's resolve as the CTE `r`, as a string literal (`concat!`): `$keys` says where
+/// what it names is read (see [`resolve_key!`]), `$with` opens the `WITH` (and may define what
+/// `$user` reads), `$user` and `$device` are the submitter (see [`submitter_workspace!`]),
+/// `$token_user` the `r_token_user…` columns and `$from` the `FROM` clause that has `ws` (and
+/// whatever `$token_user` reads). `r` has every column a submission decides on but the call
+/// already stored under the request_id, which the statements join beside it; its text
+/// (`r::text`) is the resolve's fingerprint.
 macro_rules! resolve_cte {
-    ($with:expr, $user:literal, $device:literal, $token_user:literal, $from:literal) => {
+    ($keys:ident, $with:expr, $user:expr, $device:expr, $token_user:literal, $from:literal) => {
         concat!(
             $with,
-            submitter_workspace!($user, $device),
+            submitter_workspace!(
+                resolve_key!($keys, workspace_id),
+                resolve_key!($keys, workspace_name),
+                $user,
+                $device
+            ),
             ", r AS (SELECT ws.id AS r_workspace, ",
             $token_user,
             "
@@ -234,9 +262,9 @@ macro_rules! resolve_cte {
             $user,
             " AND g.grant_kind = 'use') AS r_user_holds_use,
                  cn.id AS r_connection, cn.name AS r_connection_name, cn.runner_ref AS r_runner_ref,
-                 cn.revision AS r_connection_revision, k.name AS r_connector_name,
+                 cn.revision AS r_connection_revision, x.name AS r_connector_name,
                  -- ConnectorRow::is_runnable: HTTP always, stdio while its revision is approved.
-                 (k.transport = 'http' OR k.approved_revision IS NOT DISTINCT FROM k.revision) AS r_connector_runnable,
+                 (x.transport = 'http' OR x.approved_revision IS NOT DISTINCT FROM x.revision) AS r_connector_runnable,
                  -- A device runner must be an unrevoked device of the workspace. Runner
                  -- references are written as `device:` and a UUID in canonical form; the
                  -- pattern keeps anything else from reaching the cast.
@@ -253,12 +281,28 @@ macro_rules! resolve_cte {
              ",
             $from,
             "
-             LEFT JOIN profiles p ON p.workspace_id = ws.id AND (p.id = $5 OR p.name = $6)
-             LEFT JOIN connections cn ON cn.workspace_id = ws.id AND (cn.id = $7 OR cn.name = $8)
-             LEFT JOIN connectors k ON k.id = cn.connector_id
-             LEFT JOIN tools t ON t.connection_id = cn.id AND t.name = $9
-             LEFT JOIN environments e ON e.workspace_id = ws.id AND (e.id = $10 OR e.name = $11)
-             LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = $12) "
+             LEFT JOIN profiles p ON p.workspace_id = ws.id AND (p.id = ",
+            resolve_key!($keys, profile_id),
+            " OR p.name = ",
+            resolve_key!($keys, profile_name),
+            ")
+             LEFT JOIN connections cn ON cn.workspace_id = ws.id AND (cn.id = ",
+            resolve_key!($keys, connection_id),
+            " OR cn.name = ",
+            resolve_key!($keys, connection_name),
+            ")
+             LEFT JOIN connectors x ON x.id = cn.connector_id
+             LEFT JOIN tools t ON t.connection_id = cn.id AND t.name = ",
+            resolve_key!($keys, tool_name),
+            "
+             LEFT JOIN environments e ON e.workspace_id = ws.id AND (e.id = ",
+            resolve_key!($keys, environment_id),
+            " OR e.name = ",
+            resolve_key!($keys, environment_name),
+            ")
+             LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = ",
+            resolve_key!($keys, operation_id),
+            ") "
         )
     };
 }
@@ -267,6 +311,7 @@ macro_rules! resolve_cte {
 macro_rules! resolve_cte_for {
     (known) => {
         resolve_cte!(
+            param,
             "WITH ",
             "$3",
             "$4",
@@ -277,12 +322,27 @@ macro_rules! resolve_cte_for {
     };
     (token) => {
         resolve_cte!(
+            param,
             concat!("WITH token_user AS (", user_by_token!("$3"), "), "),
             "(SELECT id FROM token_user)",
             "$4",
             "tu.id AS r_token_user, tu.name AS r_token_user_name,
              tu.is_owner AS r_token_user_is_owner, tu.created_at AS r_token_user_created_at, ",
             "FROM ws CROSS JOIN token_user tu"
+        )
+    };
+    // A batch's row `k`, whose submitter is known (`k.user_id`, `k.device_id`) or the user of
+    // the API token `k.token_hash`: with no token, `token_user` is empty and its columns null,
+    // as for a known submitter; with an unknown one the submitter is nobody, and `ws` empty.
+    (row) => {
+        resolve_cte!(
+            row,
+            concat!("WITH token_user AS (", user_by_token!("k.token_hash"), "), "),
+            "COALESCE(k.user_id, (SELECT id FROM token_user))",
+            "k.device_id",
+            "tu.id AS r_token_user, tu.name AS r_token_user_name,
+             tu.is_owner AS r_token_user_is_owner, tu.created_at AS r_token_user_created_at, ",
+            "FROM ws LEFT JOIN token_user tu ON true"
         )
     };
 }
@@ -302,6 +362,25 @@ macro_rules! submit_resolve {
         )
     };
 }
+
+/// The resolves of a batch of submissions, one row `k` each (see [`ResolveRequest`]): each
+/// resolve's columns, its fingerprint when asked for, and the call stored under its
+/// request_id, as [`submit_resolve!`] reads them, after `r_position`, the row's place in the
+/// batch (from 1). A row whose workspace is not its submitter's gives no row.
+const SUBMIT_RESOLVE_MANY: &str = concat!(
+    "WITH k AS (
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::bytea[],
+                              $6::uuid[], $7::text[], $8::uuid[], $9::text[], $10::text[],
+                              $11::uuid[], $12::text[], $13::uuid[], $14::uuid[], $15::bool[])
+              WITH ORDINALITY
+              AS k(workspace_id, workspace_name, user_id, device_id, token_hash,
+                   profile_id, profile_name, connection_id, connection_name, tool_name,
+                   environment_id, environment_name, operation_id, request_id, fingerprinted, position))
+     SELECT k.position AS r_position, s.* FROM k CROSS JOIN LATERAL (",
+    resolve_cte_for!(row),
+    "SELECT r.*, CASE WHEN k.fingerprinted THEN r::text END AS r_fingerprint, c.* FROM r
+         LEFT JOIN calls c ON c.workspace_id = r.r_workspace AND c.request_id = k.request_id) s"
+);
 
 /// A submission's resolve and, when the resolve's fingerprint is still `$14`, the insert of
 /// the call `$15`… (bound by `bind_new_call`, shifted by 14) — leased under `$32` when that
@@ -369,44 +448,101 @@ impl FromRow<'_, PgRow> for Speculated {
     }
 }
 
-/// Binds what a submission names as `$1`…`$13` of a resolve.
-fn bind_keys<'q, O>(
-    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, PgArguments>,
-    keys: &'q SubmitKeys<'q>,
-) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, PgArguments>
-where
-    O: for<'r> FromRow<'r, PgRow>,
-{
-    let query = match keys.submitter {
-        SubmitterKey::Known(submitter) => {
-            let (user, device) = submitter.user_and_device();
-            query
-                .bind(keys.workspace.id())
-                .bind(keys.workspace.name())
-                .bind(user)
-                .bind(device)
+/// What a submission names, as a resolve binds it (see [`resolve_key!`]): owned, so that it
+/// can wait for a batch ([`Datastore::call_submit_resolve_many`]).
+#[derive(Clone, Debug)]
+pub struct ResolveRequest {
+    workspace_id: Uuid,
+    workspace_name: String,
+    /// The submitter: a user or a device known before, or the user of an API token's hash.
+    user: Option<Uuid>,
+    device: Option<Uuid>,
+    token_hash: Option<Vec<u8>>,
+    profile_id: Uuid,
+    profile_name: String,
+    connection_id: Uuid,
+    connection_name: String,
+    tool_name: String,
+    environment_id: Uuid,
+    environment_name: String,
+    operation: Option<Uuid>,
+    request_id: Uuid,
+    /// Whether the resolve's fingerprint is read.
+    fingerprinted: bool,
+}
+
+impl ResolveRequest {
+    /// The resolve of `keys`, with its fingerprint when `fingerprinted`.
+    pub fn new(keys: &SubmitKeys<'_>, fingerprinted: bool) -> Self {
+        let (user, device, token_hash) = match keys.submitter {
+            SubmitterKey::Known(submitter) => {
+                let (user, device) = submitter.user_and_device();
+                (user, device, None)
+            }
+            SubmitterKey::UserToken(hash) => (None, None, Some(hash.to_vec())),
+        };
+        // No environment named: nil and '' match none (no object has either).
+        let (environment_id, environment_name) = match &keys.environment {
+            Some(key) => (key.id(), key.name()),
+            None => (Uuid::nil(), ""),
+        };
+        Self {
+            workspace_id: keys.workspace.id(),
+            workspace_name: keys.workspace.name().to_owned(),
+            user,
+            device,
+            token_hash,
+            profile_id: keys.profile.id(),
+            profile_name: keys.profile.name().to_owned(),
+            connection_id: keys.connection.id(),
+            connection_name: keys.connection.name().to_owned(),
+            tool_name: keys.tool_name.to_owned(),
+            environment_id,
+            environment_name: environment_name.to_owned(),
+            operation: keys.operation,
+            request_id: keys.request_id,
+            fingerprinted,
         }
-        SubmitterKey::UserToken(hash) => query
-            .bind(keys.workspace.id())
-            .bind(keys.workspace.name())
-            .bind(hash)
-            .bind(None::<Uuid>),
-    };
-    // No environment named: nil and '' match none (no object has either).
-    let (environment_id, environment_name) = match &keys.environment {
-        Some(key) => (key.id(), key.name()),
-        None => (Uuid::nil(), ""),
-    };
-    query
-        .bind(keys.profile.id())
-        .bind(keys.profile.name())
-        .bind(keys.connection.id())
-        .bind(keys.connection.name())
-        .bind(keys.tool_name)
-        .bind(environment_id)
-        .bind(environment_name)
-        .bind(keys.operation)
-        .bind(keys.request_id)
+    }
+
+    /// The lone resolve's statement for this submitter, [`submit_resolve!`] or (`speculated`)
+    /// [`submit_speculated!`].
+    fn statement(&self, speculated: bool) -> &'static str {
+        match (self.token_hash.is_some(), speculated, self.fingerprinted) {
+            (false, true, _) => submit_speculated!(known),
+            (true, true, _) => submit_speculated!(token),
+            (false, false, true) => submit_resolve!(known, "r::text"),
+            (false, false, false) => submit_resolve!(known, "NULL::text"),
+            (true, false, true) => submit_resolve!(token, "r::text"),
+            (true, false, false) => submit_resolve!(token, "NULL::text"),
+        }
+    }
+
+    /// Binds this request as `$1`…`$13` of a lone resolve.
+    fn bind<'q, O>(
+        &'q self,
+        query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, PgArguments>,
+    ) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, PgArguments>
+    where
+        O: for<'r> FromRow<'r, PgRow>,
+    {
+        let query = query.bind(self.workspace_id).bind(&self.workspace_name);
+        let query = match &self.token_hash {
+            Some(hash) => query.bind(hash),
+            None => query.bind(self.user),
+        };
+        query
+            .bind(self.device)
+            .bind(self.profile_id)
+            .bind(&self.profile_name)
+            .bind(self.connection_id)
+            .bind(&self.connection_name)
+            .bind(&self.tool_name)
+            .bind(self.environment_id)
+            .bind(&self.environment_name)
+            .bind(self.operation)
+            .bind(self.request_id)
+    }
 }
 
 impl Datastore {
@@ -419,15 +555,53 @@ impl Datastore {
         keys: &SubmitKeys<'_>,
         fingerprinted: bool,
     ) -> Result<Option<SubmitContext>, sqlx::Error> {
-        let sql = match (keys.submitter, fingerprinted) {
-            (SubmitterKey::Known(_), true) => submit_resolve!(known, "r::text"),
-            (SubmitterKey::Known(_), false) => submit_resolve!(known, "NULL::text"),
-            (SubmitterKey::UserToken(_), true) => submit_resolve!(token, "r::text"),
-            (SubmitterKey::UserToken(_), false) => submit_resolve!(token, "NULL::text"),
-        };
-        bind_keys(sqlx::query_as(sql), keys)
+        let request = ResolveRequest::new(keys, fingerprinted);
+        request
+            .bind(sqlx::query_as(request.statement(false)))
             .fetch_optional(&self.pool)
             .await
+    }
+
+    /// [`Datastore::call_submit_resolve`] for each of `requests`, in one statement: what each
+    /// resolve read, in the order of `requests`.
+    pub async fn call_submit_resolve_many(
+        &self,
+        requests: &[ResolveRequest],
+    ) -> Result<Vec<Option<SubmitContext>>, sqlx::Error> {
+        fn column<'a, T>(
+            requests: &'a [ResolveRequest],
+            get: fn(&'a ResolveRequest) -> T,
+        ) -> Vec<T> {
+            requests.iter().map(get).collect()
+        }
+        let rows = sqlx::query(SUBMIT_RESOLVE_MANY)
+            .bind(column(requests, |r| r.workspace_id))
+            .bind(column(requests, |r| r.workspace_name.as_str()))
+            .bind(column(requests, |r| r.user))
+            .bind(column(requests, |r| r.device))
+            .bind(column(requests, |r| r.token_hash.as_deref()))
+            .bind(column(requests, |r| r.profile_id))
+            .bind(column(requests, |r| r.profile_name.as_str()))
+            .bind(column(requests, |r| r.connection_id))
+            .bind(column(requests, |r| r.connection_name.as_str()))
+            .bind(column(requests, |r| r.tool_name.as_str()))
+            .bind(column(requests, |r| r.environment_id))
+            .bind(column(requests, |r| r.environment_name.as_str()))
+            .bind(column(requests, |r| r.operation))
+            .bind(column(requests, |r| r.request_id))
+            .bind(column(requests, |r| r.fingerprinted))
+            .fetch_all(&self.pool)
+            .await?;
+        let mut read: Vec<Option<SubmitContext>> = requests.iter().map(|_| None).collect();
+        for row in rows {
+            let position: i64 = row.try_get("r_position")?;
+            let slot = usize::try_from(position - 1)
+                .ok()
+                .and_then(|i| read.get_mut(i))
+                .ok_or_else(|| sqlx::Error::Protocol("a resolve outside its batch".into()))?;
+            *slot = Some(SubmitContext::from_row(&row)?);
+        }
+        Ok(read)
     }
 
     /// [`Datastore::call_submit_resolve`] and the insert of `call` — made from an earlier
@@ -445,11 +619,10 @@ impl Datastore {
         epoch: Option<i64>,
         bindings: &Value,
     ) -> Result<Speculated, sqlx::Error> {
-        let sql = match keys.submitter {
-            SubmitterKey::Known(_) => submit_speculated!(known),
-            SubmitterKey::UserToken(_) => submit_speculated!(token),
-        };
-        let query = bind_keys(sqlx::query_as(sql), keys).bind(fingerprint);
+        let request = ResolveRequest::new(keys, true);
+        let query = request
+            .bind(sqlx::query_as(request.statement(true)))
+            .bind(fingerprint);
         let speculated = bind_new_call(query, call, origin)
             .bind(epoch)
             .bind(Json(bindings))

@@ -459,3 +459,160 @@ async fn a_submission_like_an_accepted_one_is_refused_once_what_it_named_changed
         .refused(422, "mcp_request_conflict");
     server.stop().await;
 }
+
+/// Submissions that wait at the same moment are resolved by one statement: for each, it
+/// reads what that submission's own resolve reads — whoever submits (an API token, valid or
+/// not, a user or a device known before), whatever it names (by name or id, found or not) and
+/// whether its request_id is taken — so a batch decides every submission as alone.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_batch_of_resolves_reads_for_each_submission_what_it_reads_alone(pool: PgPool) {
+    use switchyard_server::app::hash_token;
+    use switchyard_server::db::{
+        Datastore, Key, ResolveRequest, SubmitKeys, Submitter, SubmitterKey,
+    };
+    use uuid::Uuid;
+
+    let server = TestServer::start(pool.clone()).await;
+    let setup = setup_workspace(&server, "acme", &[]).await;
+    let stranger = server.user("stranger").await;
+    let stored = server
+        .owner
+        .post(
+            &format!("/api/v1/workspaces/{}/calls", setup.ws),
+            call_body("echo", json!({"text": "stored"})),
+        )
+        .await
+        .ok();
+    let stored_request: Uuid = stored["request_id"].as_str().unwrap().parse().unwrap();
+    // Settled, so that what is stored under it stays as it is between the reads.
+    server
+        .owner
+        .wait_call(&setup.ws, stored["id"].as_str().unwrap(), WAIT)
+        .await;
+    let (owner, workspace, profile, connection): (Uuid, Uuid, Uuid, Uuid) = sqlx::query_as(
+        "SELECT u.id, w.id, p.id, c.id FROM users u, workspaces w, profiles p, connections c
+         WHERE u.name = 'owner' AND w.name = 'acme' AND p.name = 'main' AND c.name = 'fixture'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let (owner_hash, stranger_hash) = (
+        hash_token(server.owner.token()),
+        hash_token(stranger.token()),
+    );
+    let by_name = |submitter| SubmitKeys {
+        workspace: Key::Name("acme"),
+        submitter,
+        profile: Key::Name("main"),
+        connection: Key::Name("fixture"),
+        environment: None,
+        operation: None,
+        request_id: Uuid::new_v4(),
+        tool_name: "echo",
+    };
+    let owner_token = SubmitterKey::UserToken(&owner_hash);
+    let mut cases: Vec<(&str, SubmitKeys, bool)> = vec![
+        ("the owner's token", by_name(owner_token), true),
+        (
+            "a request_id taken",
+            SubmitKeys {
+                request_id: stored_request,
+                ..by_name(owner_token)
+            },
+            true,
+        ),
+        (
+            "by ids, no fingerprint",
+            SubmitKeys {
+                workspace: Key::Id(workspace),
+                profile: Key::Id(profile),
+                connection: Key::Id(connection),
+                ..by_name(owner_token)
+            },
+            false,
+        ),
+        (
+            "the owner known before",
+            by_name(SubmitterKey::Known(Submitter::User(owner))),
+            true,
+        ),
+        (
+            "names not found",
+            SubmitKeys {
+                connection: Key::Name("missing"),
+                environment: Some(Key::Name("nowhere")),
+                operation: Some(Uuid::new_v4()),
+                tool_name: "nothing",
+                ..by_name(owner_token)
+            },
+            true,
+        ),
+        (
+            "a user not a member",
+            by_name(SubmitterKey::UserToken(&stranger_hash)),
+            true,
+        ),
+        (
+            "an unknown token",
+            by_name(SubmitterKey::UserToken(b"not a token's hash")),
+            true,
+        ),
+        (
+            "a device of no workspace",
+            by_name(SubmitterKey::Known(Submitter::Device(Uuid::new_v4()))),
+            true,
+        ),
+        (
+            "an unknown workspace",
+            SubmitKeys {
+                workspace: Key::Name("nope"),
+                ..by_name(owner_token)
+            },
+            true,
+        ),
+    ];
+    // The same submission twice in one batch reads the same twice.
+    cases.push(("the first again", cases[0].1.clone(), true));
+
+    let db = Datastore::new(pool.clone());
+    let requests: Vec<ResolveRequest> = cases
+        .iter()
+        .map(|(_, keys, fingerprinted)| ResolveRequest::new(keys, *fingerprinted))
+        .collect();
+    let batch = db.call_submit_resolve_many(&requests).await.unwrap();
+    assert_eq!(batch.len(), cases.len());
+    for ((case, keys, fingerprinted), read) in cases.iter().zip(&batch) {
+        let alone = db.call_submit_resolve(keys, *fingerprinted).await.unwrap();
+        assert_eq!(format!("{read:?}"), format!("{alone:?}"), "{case}");
+    }
+    let found: Vec<bool> = batch.iter().map(Option::is_some).collect();
+    assert_eq!(
+        found,
+        [
+            true, true, true, true, true, false, false, false, false, true
+        ]
+    );
+    let read = |i: usize| batch[i].as_ref().unwrap();
+    assert_eq!(read(0).token_user.as_ref().map(|u| u.id), Some(owner));
+    assert!(read(3).token_user.is_none() && read(3).user_holds_use);
+    assert_eq!(
+        read(1).existing.as_ref().map(|c| c.request_id),
+        Some(stored_request)
+    );
+    assert!(read(0).existing.is_none());
+    assert!(read(2).fingerprint.is_none());
+    // What decides a submission reads the same by name and by id, so does its fingerprint.
+    assert_eq!(read(0).fingerprint, read(1).fingerprint);
+    assert_eq!(
+        read(0).fingerprint,
+        db.call_submit_resolve(&cases[2].1, true)
+            .await
+            .unwrap()
+            .unwrap()
+            .fingerprint
+    );
+    let missing = read(4);
+    assert!(missing.connection.is_none() && missing.environment_id.is_none());
+    assert!(missing.operation.is_none() && missing.profile.is_some());
+    server.stop().await;
+}
