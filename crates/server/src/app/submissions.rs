@@ -237,26 +237,16 @@ impl Drop for Inserting<'_> {
 }
 
 /// Resolves `requests` in one statement; if that fails, each on its own, so that each gets
-/// its own error.
+/// its own answer.
 async fn resolve_batch(
     db: Datastore,
     requests: Vec<ResolveRequest>,
 ) -> Vec<Result<Option<SubmitContext>, sqlx::Error>> {
-    match db.call_submit_resolve_many(&requests).await {
-        Ok(read) => read.into_iter().map(Ok).collect(),
-        Err(e) if requests.len() == 1 => vec![Err(e)],
-        Err(e) => {
-            tracing::debug!(error = %e, "a batch of resolves failed; resolving one by one");
-            let mut answers = Vec::with_capacity(requests.len());
-            for request in &requests {
-                let read = db
-                    .call_submit_resolve_many(std::slice::from_ref(request))
-                    .await;
-                answers.push(read.map(|mut read| read.pop().flatten()));
-            }
-            answers
-        }
-    }
+    let db = &db;
+    together_or_each(&requests, move |requests| {
+        db.call_submit_resolve_many(requests)
+    })
+    .await
 }
 
 /// Inserts `calls` in one statement; if that fails (a profile deleted meanwhile fails its
@@ -265,14 +255,35 @@ async fn insert_batch(
     db: Datastore,
     calls: Vec<(NewCall, CallOrigin)>,
 ) -> Vec<Result<Option<CallRow>, sqlx::Error>> {
-    match db.call_insert_many(&calls).await {
-        Ok(inserted) => inserted.into_iter().map(Ok).collect(),
-        Err(e) if calls.len() == 1 => vec![Err(e)],
+    let db = &db;
+    together_or_each(&calls, move |calls| db.call_insert_many(calls)).await
+}
+
+/// The answers to `requests`, written together by `write`, which answers each request of
+/// a batch in order; if that fails, each written on its own, so that one bad request fails
+/// alone.
+async fn together_or_each<'a, I, O, F>(
+    requests: &'a [I],
+    write: impl Fn(&'a [I]) -> F,
+) -> Vec<Result<O, sqlx::Error>>
+where
+    F: Future<Output = Result<Vec<O>, sqlx::Error>>,
+{
+    match write(requests).await {
+        Ok(answers) => answers.into_iter().map(Ok).collect(),
+        Err(e) if requests.len() == 1 => vec![Err(e)],
         Err(e) => {
-            tracing::debug!(error = %e, "a batch of submissions failed; inserting one by one");
-            let mut answers = Vec::with_capacity(calls.len());
-            for (call, origin) in &calls {
-                answers.push(db.call_insert_from(call, *origin).await);
+            tracing::debug!(error = %e, "a batch of submissions failed; writing one by one");
+            let mut answers = Vec::with_capacity(requests.len());
+            for request in requests {
+                let answer = write(std::slice::from_ref(request))
+                    .await
+                    .and_then(|answer| {
+                        answer.into_iter().next().ok_or_else(|| {
+                            sqlx::Error::Protocol("a batch of one answered nothing".into())
+                        })
+                    });
+                answers.push(answer);
             }
             answers
         }

@@ -244,7 +244,7 @@ macro_rules! resolve_key {
 /// already stored under the request_id, which the statements join beside it; its text
 /// (`r::text`) is the resolve's fingerprint.
 macro_rules! resolve_cte {
-    ($keys:ident, $with:expr, $user:expr, $device:expr, $token_user:literal, $from:literal) => {
+    ($keys:ident, $with:expr, $user:expr, $device:expr, $token_user:expr, $from:literal) => {
         concat!(
             $with,
             submitter_workspace!(
@@ -307,6 +307,14 @@ macro_rules! resolve_cte {
     };
 }
 
+/// The `r_token_user…` columns of [`resolve_cte!`] read from `token_user tu`.
+macro_rules! token_user_columns {
+    () => {
+        "tu.id AS r_token_user, tu.name AS r_token_user_name,
+         tu.is_owner AS r_token_user_is_owner, tu.created_at AS r_token_user_created_at, "
+    };
+}
+
 /// [`resolve_cte!`] for a submitter known before, or for the user of the API token `$3`.
 macro_rules! resolve_cte_for {
     (known) => {
@@ -326,8 +334,7 @@ macro_rules! resolve_cte_for {
             concat!("WITH token_user AS (", user_by_token!("$3"), "), "),
             "(SELECT id FROM token_user)",
             "$4",
-            "tu.id AS r_token_user, tu.name AS r_token_user_name,
-             tu.is_owner AS r_token_user_is_owner, tu.created_at AS r_token_user_created_at, ",
+            token_user_columns!(),
             "FROM ws CROSS JOIN token_user tu"
         )
     };
@@ -340,8 +347,7 @@ macro_rules! resolve_cte_for {
             concat!("WITH token_user AS (", user_by_token!("k.token_hash"), "), "),
             "COALESCE(k.user_id, (SELECT id FROM token_user))",
             "k.device_id",
-            "tu.id AS r_token_user, tu.name AS r_token_user_name,
-             tu.is_owner AS r_token_user_is_owner, tu.created_at AS r_token_user_created_at, ",
+            token_user_columns!(),
             "FROM ws LEFT JOIN token_user tu ON true"
         )
     };
