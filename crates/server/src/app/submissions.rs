@@ -28,9 +28,9 @@ type Insert = Batcher<(NewCall, CallOrigin), Result<Option<CallRow>, sqlx::Error
 /// One submission's resolve and what it read (see [`Datastore::call_submit_resolve`]).
 type Resolve = Batcher<ResolveRequest, Result<Option<SubmitContext>, sqlx::Error>>;
 
-/// Where submitted calls are inserted.
+/// Where submitted calls are resolved and inserted.
 pub(super) struct Submissions {
-    inserts: Inserts,
+    batching: Batching,
     db: Datastore,
     handoffs: Arc<Handoffs>,
     /// The central credentials file, whose bindings are part of a central call's target.
@@ -41,7 +41,7 @@ pub(super) struct Submissions {
 }
 
 /// How submitted calls are resolved and inserted: together, or each on its own.
-enum Inserts {
+enum Batching {
     /// Resolves and inserts each call by its own statements.
     OneByOne,
     /// Resolves the calls that wait at the same moment together, and inserts them together.
@@ -57,11 +57,11 @@ impl Submissions {
         handoffs: Arc<Handoffs>,
         credentials_file: Option<PathBuf>,
     ) -> Self {
-        let inserts = if max <= 1 {
-            Inserts::OneByOne
+        let batching = if max <= 1 {
+            Batching::OneByOne
         } else {
             let (resolving, inserting) = (db.clone(), db.clone());
-            Inserts::Batched {
+            Batching::Batched {
                 resolve: Batcher::spawn(max, move |requests| {
                     resolve_batch(resolving.clone(), requests)
                 }),
@@ -69,7 +69,7 @@ impl Submissions {
             }
         };
         Self {
-            inserts,
+            batching,
             db: db.clone(),
             handoffs,
             credentials_file,
@@ -84,9 +84,9 @@ impl Submissions {
         keys: &SubmitKeys<'_>,
         fingerprinted: bool,
     ) -> AppResult<Option<SubmitContext>> {
-        match &self.inserts {
-            Inserts::OneByOne => Ok(self.db.call_submit_resolve(keys, fingerprinted).await?),
-            Inserts::Batched { resolve, .. } => {
+        match &self.batching {
+            Batching::OneByOne => Ok(self.db.call_submit_resolve(keys, fingerprinted).await?),
+            Batching::Batched { resolve, .. } => {
                 match resolve
                     .submit(ResolveRequest::new(keys, fingerprinted))
                     .await
@@ -114,9 +114,9 @@ impl Submissions {
         {
             return self.hand_off(call, origin, claim).await;
         }
-        match &self.inserts {
-            Inserts::OneByOne => Ok(self.db.call_insert_from(&call, origin).await?),
-            Inserts::Batched { insert, .. } => match insert.submit((call, origin)).await {
+        match &self.batching {
+            Batching::OneByOne => Ok(self.db.call_insert_from(&call, origin).await?),
+            Batching::Batched { insert, .. } => match insert.submit((call, origin)).await {
                 Some(inserted) => Ok(inserted?),
                 None => Err(AppError::Internal(
                     "the submissions' batched inserts stopped".into(),

@@ -561,19 +561,30 @@ impl Datastore {
         keys: &SubmitKeys<'_>,
         fingerprinted: bool,
     ) -> Result<Option<SubmitContext>, sqlx::Error> {
-        let request = ResolveRequest::new(keys, fingerprinted);
+        self.call_submit_resolve_one(&ResolveRequest::new(keys, fingerprinted))
+            .await
+    }
+
+    /// [`Datastore::call_submit_resolve`] of `request`.
+    async fn call_submit_resolve_one(
+        &self,
+        request: &ResolveRequest,
+    ) -> Result<Option<SubmitContext>, sqlx::Error> {
         request
             .bind(sqlx::query_as(request.statement(false)))
             .fetch_optional(&self.pool)
             .await
     }
 
-    /// [`Datastore::call_submit_resolve`] for each of `requests`, in one statement: what each
-    /// resolve read, in the order of `requests`.
+    /// [`Datastore::call_submit_resolve`] for each of `requests`, in one statement (a lone one
+    /// by the single statement): what each resolve read, in the order of `requests`.
     pub async fn call_submit_resolve_many(
         &self,
         requests: &[ResolveRequest],
     ) -> Result<Vec<Option<SubmitContext>>, sqlx::Error> {
+        if let [request] = requests {
+            return Ok(vec![self.call_submit_resolve_one(request).await?]);
+        }
         fn column<'a, T>(
             requests: &'a [ResolveRequest],
             get: fn(&'a ResolveRequest) -> T,
