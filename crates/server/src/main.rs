@@ -74,8 +74,9 @@ enum Command {
             value_parser = clap::value_parser!(u16).range(1..)
         )]
         central_batch_max: u16,
-        /// Most submitted calls resolved together, and inserted together (one statement
-        /// each), when several wait at once; 1 resolves and inserts each on its own.
+        /// Most submitted calls inserted together (in one statement) when several wait at
+        /// once; 1 inserts each on its own. (Their resolves, reads only, are read together
+        /// whatever this says.)
         #[arg(
             long,
             env = "SWITCHYARD_SUBMIT_BATCH_MAX",

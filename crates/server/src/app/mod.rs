@@ -66,8 +66,8 @@ pub struct AppConfig {
     pub runner_lease_ttl: Duration,
     /// Bounds of each workspace's pending-evidence queue.
     pub evidence_queue: crate::db::QueueBounds,
-    /// Most submitted calls resolved together (one statement) and inserted together (one
-    /// statement, one commit) when several wait at once; 1 resolves and inserts each alone.
+    /// Most submitted calls inserted together (one statement, one commit) when several wait
+    /// at once; 1 inserts each on its own. (Their resolves are read together regardless.)
     pub submit_batch_max: usize,
 }
 

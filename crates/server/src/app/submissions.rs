@@ -1,7 +1,7 @@
 //! Resolving and inserting submitted calls. Group commit: submissions that arrive while a
 //! batch of inserts is being written share the next one, one statement and one commit for all
-//! of them (see [`crate::batcher`]); their resolves share batches too, one statement for each.
-//! A lone submission is inserted at once, by the single-row statement — or by the statement
+//! of them (see [`crate::batcher`]); their resolves share batches too, one statement for each,
+//! whether inserts are batched or not (a resolve only reads). A lone submission is inserted at once, by the single-row statement — or by the statement
 //! that resolves it, when it was made from a remembered resolve (see [`super::resolves`]) —
 //! and when a lease of its runner waits in this process, already leased and handed to that
 //! lease (see [`super::handoff`]).
@@ -30,7 +30,8 @@ type Resolve = Batcher<ResolveRequest, Result<Option<SubmitContext>, sqlx::Error
 
 /// Where submitted calls are resolved and inserted.
 pub(super) struct Submissions {
-    batching: Batching,
+    resolves: Resolve,
+    inserts: Inserts,
     db: Datastore,
     handoffs: Arc<Handoffs>,
     /// The central credentials file, whose bindings are part of a central call's target.
@@ -40,13 +41,17 @@ pub(super) struct Submissions {
     inserting: AtomicUsize,
 }
 
-/// How submitted calls are resolved and inserted: together, or each on its own.
-enum Batching {
-    /// Resolves and inserts each call by its own statements.
+/// How submitted calls are inserted: together, or each on its own.
+enum Inserts {
+    /// Inserts each call by its own statement.
     OneByOne,
-    /// Resolves the calls that wait at the same moment together, and inserts them together.
-    Batched { resolve: Resolve, insert: Insert },
+    /// Inserts the calls that wait at the same moment together.
+    Batched(Insert),
 }
+
+/// Most resolves read together. A resolve only reads, so resolves are batched whatever
+/// `--submit-batch-max` says of inserts.
+const RESOLVE_BATCH_MAX: usize = 64;
 
 impl Submissions {
     /// Batches of at most `max` inserts (1 inserts each on its own), handing lone ones to the
@@ -57,19 +62,20 @@ impl Submissions {
         handoffs: Arc<Handoffs>,
         credentials_file: Option<PathBuf>,
     ) -> Self {
-        let batching = if max <= 1 {
-            Batching::OneByOne
+        let inserts = if max <= 1 {
+            Inserts::OneByOne
         } else {
-            let (resolving, inserting) = (db.clone(), db.clone());
-            Batching::Batched {
-                resolve: Batcher::spawn(max, move |requests| {
-                    resolve_batch(resolving.clone(), requests)
-                }),
-                insert: Batcher::spawn(max, move |calls| insert_batch(inserting.clone(), calls)),
-            }
+            let db = db.clone();
+            Inserts::Batched(Batcher::spawn(max, move |calls| {
+                insert_batch(db.clone(), calls)
+            }))
         };
+        let resolving = db.clone();
         Self {
-            batching,
+            resolves: Batcher::spawn(RESOLVE_BATCH_MAX, move |requests| {
+                resolve_batch(resolving.clone(), requests)
+            }),
+            inserts,
             db: db.clone(),
             handoffs,
             credentials_file,
@@ -78,25 +84,22 @@ impl Submissions {
     }
 
     /// What a submission naming `keys` decides on (see [`Datastore::call_submit_resolve`]),
-    /// with its fingerprint when `fingerprinted`.
+    /// with its fingerprint when `fingerprinted`: read with the others that wait at the same
+    /// moment.
     pub(super) async fn resolve(
         &self,
         keys: &SubmitKeys<'_>,
         fingerprinted: bool,
     ) -> AppResult<Option<SubmitContext>> {
-        match &self.batching {
-            Batching::OneByOne => Ok(self.db.call_submit_resolve(keys, fingerprinted).await?),
-            Batching::Batched { resolve, .. } => {
-                match resolve
-                    .submit(ResolveRequest::new(keys, fingerprinted))
-                    .await
-                {
-                    Some(read) => Ok(read?),
-                    None => Err(AppError::Internal(
-                        "the submissions' batched resolves stopped".into(),
-                    )),
-                }
-            }
+        match self
+            .resolves
+            .submit(ResolveRequest::new(keys, fingerprinted))
+            .await
+        {
+            Some(read) => Ok(read?),
+            None => Err(AppError::Internal(
+                "the submissions' batched resolves stopped".into(),
+            )),
         }
     }
 
@@ -114,9 +117,9 @@ impl Submissions {
         {
             return self.hand_off(call, origin, claim).await;
         }
-        match &self.batching {
-            Batching::OneByOne => Ok(self.db.call_insert_from(&call, origin).await?),
-            Batching::Batched { insert, .. } => match insert.submit((call, origin)).await {
+        match &self.inserts {
+            Inserts::OneByOne => Ok(self.db.call_insert_from(&call, origin).await?),
+            Inserts::Batched(insert) => match insert.submit((call, origin)).await {
                 Some(inserted) => Ok(inserted?),
                 None => Err(AppError::Internal(
                     "the submissions' batched inserts stopped".into(),
