@@ -1,10 +1,11 @@
 //! Resolving and inserting submitted calls. Group commit: submissions that arrive while a
 //! batch of inserts is being written share the next one, one statement and one commit for all
 //! of them (see [`crate::batcher`]); their resolves share batches too, one statement for each,
-//! whether inserts are batched or not (a resolve only reads). A lone submission is inserted at once, by the single-row statement — or by the statement
-//! that resolves it, when it was made from a remembered resolve (see [`super::resolves`]) —
-//! and when a lease of its runner waits in this process, already leased and handed to that
-//! lease (see [`super::handoff`]).
+//! whether inserts are batched or not (a resolve only reads). A lone submission is resolved and
+//! inserted at once, by the single-row statements — or by the statement that resolves it, when
+//! it was made from a remembered resolve (see [`super::resolves`]) — and when a lease of its
+//! runner waits in this process, already leased and handed to that lease (see
+//! [`super::handoff`]).
 
 use super::handoff::{Claim, Handoffs};
 use super::leasing::{lease_refusal, work_item};

@@ -553,20 +553,11 @@ impl ResolveRequest {
 
 impl Datastore {
     /// Reads everything a submission decides on in one statement — with its fingerprint when
-    /// `fingerprinted` (the row's text adds about a quarter to its execution). `None` when the
-    /// workspace is unknown or not the submitter's (a user who is not a member, a device of
-    /// another one), and for a [`SubmitterKey::UserToken`] whose token is unknown or revoked.
+    /// the request asks for it (the row's text adds about a quarter to its execution). `None`
+    /// when the workspace is unknown or not the submitter's (a user who is not a member, a
+    /// device of another one), and for a [`SubmitterKey::UserToken`] whose token is unknown
+    /// or revoked.
     pub async fn call_submit_resolve(
-        &self,
-        keys: &SubmitKeys<'_>,
-        fingerprinted: bool,
-    ) -> Result<Option<SubmitContext>, sqlx::Error> {
-        self.call_submit_resolve_one(&ResolveRequest::new(keys, fingerprinted))
-            .await
-    }
-
-    /// [`Datastore::call_submit_resolve`] of `request`.
-    async fn call_submit_resolve_one(
         &self,
         request: &ResolveRequest,
     ) -> Result<Option<SubmitContext>, sqlx::Error> {
@@ -583,7 +574,7 @@ impl Datastore {
         requests: &[ResolveRequest],
     ) -> Result<Vec<Option<SubmitContext>>, sqlx::Error> {
         if let [request] = requests {
-            return Ok(vec![self.call_submit_resolve_one(request).await?]);
+            return Ok(vec![self.call_submit_resolve(request).await?]);
         }
         fn column<'a, T>(
             requests: &'a [ResolveRequest],

@@ -582,7 +582,10 @@ async fn a_batch_of_resolves_reads_for_each_submission_what_it_reads_alone(pool:
     let batch = db.call_submit_resolve_many(&requests).await.unwrap();
     assert_eq!(batch.len(), cases.len());
     for ((case, keys, fingerprinted), read) in cases.iter().zip(&batch) {
-        let alone = db.call_submit_resolve(keys, *fingerprinted).await.unwrap();
+        let alone = db
+            .call_submit_resolve(&ResolveRequest::new(keys, *fingerprinted))
+            .await
+            .unwrap();
         assert_eq!(format!("{read:?}"), format!("{alone:?}"), "{case}");
     }
     let found: Vec<bool> = batch.iter().map(Option::is_some).collect();
@@ -605,7 +608,7 @@ async fn a_batch_of_resolves_reads_for_each_submission_what_it_reads_alone(pool:
     assert_eq!(read(0).fingerprint, read(1).fingerprint);
     assert_eq!(
         read(0).fingerprint,
-        db.call_submit_resolve(&cases[2].1, true)
+        db.call_submit_resolve(&ResolveRequest::new(&cases[2].1, true))
             .await
             .unwrap()
             .unwrap()
