@@ -100,7 +100,7 @@ pub struct App {
     /// burst (thousands of runners coming back at once) a request waits for its turn holding a
     /// few bytes, not the state of a query waiting for a connection (about 8 KiB).
     device_reads: Arc<tokio::sync::Semaphore>,
-    /// Where submitted calls are inserted.
+    /// Where submitted calls are resolved and inserted.
     submissions: Arc<submissions::Submissions>,
     /// The resolves submissions were accepted on, by what they named.
     resolves: Arc<resolves::Resolves>,

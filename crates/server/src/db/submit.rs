@@ -511,16 +511,22 @@ impl ResolveRequest {
         }
     }
 
-    /// The lone resolve's statement for this submitter, [`submit_resolve!`] or (`speculated`)
-    /// [`submit_speculated!`].
-    fn statement(&self, speculated: bool) -> &'static str {
-        match (self.token_hash.is_some(), speculated, self.fingerprinted) {
-            (false, true, _) => submit_speculated!(known),
-            (true, true, _) => submit_speculated!(token),
-            (false, false, true) => submit_resolve!(known, "r::text"),
-            (false, false, false) => submit_resolve!(known, "NULL::text"),
-            (true, false, true) => submit_resolve!(token, "r::text"),
-            (true, false, false) => submit_resolve!(token, "NULL::text"),
+    /// The lone resolve's statement for this submitter ([`submit_resolve!`]).
+    fn resolve_statement(&self) -> &'static str {
+        match (self.token_hash.is_some(), self.fingerprinted) {
+            (false, true) => submit_resolve!(known, "r::text"),
+            (false, false) => submit_resolve!(known, "NULL::text"),
+            (true, true) => submit_resolve!(token, "r::text"),
+            (true, false) => submit_resolve!(token, "NULL::text"),
+        }
+    }
+
+    /// The statement that resolves and inserts for this submitter ([`submit_speculated!`],
+    /// which always reads the fingerprint).
+    fn speculated_statement(&self) -> &'static str {
+        match self.token_hash.is_some() {
+            false => submit_speculated!(known),
+            true => submit_speculated!(token),
         }
     }
 
@@ -562,7 +568,7 @@ impl Datastore {
         request: &ResolveRequest,
     ) -> Result<Option<SubmitContext>, sqlx::Error> {
         request
-            .bind(sqlx::query_as(request.statement(false)))
+            .bind(sqlx::query_as(request.resolve_statement()))
             .fetch_optional(&self.pool)
             .await
     }
@@ -629,7 +635,7 @@ impl Datastore {
     ) -> Result<Speculated, sqlx::Error> {
         let request = ResolveRequest::new(keys, true);
         let query = request
-            .bind(sqlx::query_as(request.statement(true)))
+            .bind(sqlx::query_as(request.speculated_statement()))
             .bind(fingerprint);
         let speculated = bind_new_call(query, call, origin)
             .bind(epoch)
