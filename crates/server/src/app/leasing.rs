@@ -9,8 +9,8 @@
 //! A runner's leases follow each other through a [`LeaseFeed`]: a lease that follows one which
 //! took every queued call waits for an announcement before it looks, rather than making an
 //! empty look first (one statement per call a runner runs one at a time). While a lease
-//! waits, a submission for its runner may hand it its call, inserted already leased (see
-//! [`super::handoff`]).
+//! waits, a submission for its runner, or a batch of them, may hand it its calls, inserted
+//! already leased (see [`super::handoff`]).
 
 use super::App;
 use super::reconcile::lookup_refusal;
@@ -102,22 +102,22 @@ impl App {
                 }
             }
             look = true;
-            // While it waits, a submission for the runner may hand it its call (see
-            // `handoff`); announcements for other runners are no reason to look.
-            let mut offer = self.handoffs.offer(&feed.runner_ref, feed.epoch);
+            // While it waits, a submission for the runner (or a batch of them) may hand it its
+            // calls (see `handoff`); announcements for other runners are no reason to look.
+            let mut offer = self.handoffs.offer(&feed.runner_ref, feed.epoch, max);
             let event = tokio::select! {
                 given = offer.given() => Err(given),
                 woken = feed.waiter.wait(deadline) => Ok(woken),
             };
             let woken = match event {
-                Err(Some(call)) => {
+                Err(Some(calls)) => {
                     // Every call queued since the last look was announced, and the feed keeps
                     // those announcements: it stays drained.
                     feed.drained = true;
-                    return Ok(Some(vec![call]));
+                    return Ok(Some(calls));
                 }
-                // The claim was dropped without a call: its submission queued the call (and
-                // announced it) or found its request_id taken. It looks.
+                // The claim was dropped without calls: its submissions queued them (and
+                // announced them) or found their request_ids taken. It looks.
                 Err(None) => continue,
                 Ok(woken) => woken,
             };
@@ -128,26 +128,27 @@ impl App {
                 }
                 continue;
             }
-            // Claimed: the call is one insert away. Woken by an announcement, the lease looks
-            // for the rest beside that insert rather than after it.
-            if !woken || max == 1 {
-                let given = offer.given_soon().await;
-                feed.drained = given.is_some();
-                return Ok(Some(given.into_iter().collect()));
+            // Claimed: the calls are one insert away. Woken by an announcement, the lease
+            // looks for the rest beside that insert rather than after it, in the room the claim
+            // left.
+            let room = max.saturating_sub(offer.claimed());
+            if !woken || room == 0 {
+                let given = offer.given_soon().await.unwrap_or_default();
+                feed.drained = !given.is_empty();
+                return Ok(Some(given));
             }
             feed.waiter.skip_received();
             let (given, looked) = tokio::join!(
                 offer.given_soon(),
-                Box::pin(self.lease_calls(&feed.runner_ref, feed.epoch, max - 1))
+                Box::pin(self.lease_calls(&feed.runner_ref, feed.epoch, room))
             );
+            let given = given.unwrap_or_default();
             let batch = match looked {
                 Ok(Some(batch)) => batch,
                 // Nothing leased by the look (an error, or the lease is no longer live): the
-                // handed call goes back to the queue, and the lease answers as the look did.
+                // handed calls go back to the queue, and the lease answers as the look did.
                 failed => {
-                    if let Some(call) = &given {
-                        self.handoffs.requeue(&feed.runner_ref, call).await;
-                    }
+                    self.handoffs.requeue(&feed.runner_ref, &given).await;
                     return failed.map(|_| None);
                 }
             };

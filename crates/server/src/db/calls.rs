@@ -412,12 +412,19 @@ pub(super) use target_digest;
 /// `target AS (…)`, as a string literal (`concat!`): what a call inserted leased to a waiting
 /// lease is dispatched to — its connection `$connection`'s connector and the target digest
 /// (`$bindings` as in [`target_digest!`]) — when `$epoch` is runner `$runner`'s live lease;
-/// empty otherwise.
+/// empty otherwise. With two leading arguments, for calls of a batch: `$select` adds columns
+/// in front and `$from` a relation (ending `, `) the others may name.
 macro_rules! handed_target {
     ($connection:literal, $runner:literal, $epoch:literal, $bindings:literal) => {
+        handed_target!("", "", $connection, $runner, $epoch, $bindings)
+    };
+    ($select:literal, $from:literal, $connection:literal, $runner:literal, $epoch:literal,
+     $bindings:literal) => {
         concat!(
             "target AS (
-                 SELECT x.id AS connector_id, x.revision AS connector_revision,
+                 SELECT ",
+            $select,
+            "x.id AS connector_id, x.revision AS connector_revision,
                      k.revision AS connection_revision_now, x.name AS connector_name,
                      x.transport AS connector_transport, x.command AS connector_command,
                      x.args AS connector_args, x.env_names AS connector_env_names,
@@ -426,7 +433,9 @@ macro_rules! handed_target {
                      ",
             target_digest!($bindings),
             " AS target_digest
-                 FROM connections k JOIN connectors x ON x.id = k.connector_id
+                 FROM ",
+            $from,
+            "connections k JOIN connectors x ON x.id = k.connector_id
                  WHERE k.id = ",
             $connection,
             " AND EXISTS (
@@ -524,6 +533,17 @@ macro_rules! plain_guard {
                             AND p.capture_managed_tool_results))"
         )
     };
+}
+
+/// Which calls of a batch [`Datastore::call_insert_many`] inserts leased to a waiting lease:
+/// the epoch of that lease, by the call's place in the batch (none: queued), and the central
+/// credential bindings of their target digest (as in `target_digest!`).
+#[derive(Clone, Copy, Debug)]
+pub struct HandedTo<'a> {
+    /// Each call's lease epoch, in the batch's order.
+    pub epochs: &'a [Option<i64>],
+    /// The central runner's credential bindings.
+    pub bindings: &'a Value,
 }
 
 /// What [`Datastore::call_insert_handed`] inserted: the call and, when it was inserted
@@ -776,70 +796,106 @@ impl Datastore {
     /// [`Datastore::call_insert_from`] for several calls, in one statement (one commit, one
     /// WAL flush): each answer, in order, is the inserted row or `None` when its request_id
     /// was taken (by an earlier submission, a concurrent one, or an earlier one of the same
-    /// batch). A lone call takes the single-row statement.
+    /// batch). With `handed`, the calls it gives an epoch are inserted leased, as
+    /// [`Datastore::call_insert_handed`] inserts one, when that epoch is their runner's live
+    /// lease; queued calls are announced. A lone call takes the single-row statements.
     pub async fn call_insert_many(
         &self,
         calls: &[(NewCall, CallOrigin)],
-    ) -> Result<Vec<Option<CallRow>>, sqlx::Error> {
+        handed: Option<HandedTo<'_>>,
+    ) -> Result<Vec<Option<HandedRow>>, sqlx::Error> {
+        let epoch = |at: usize| handed.and_then(|h| h.epochs.get(at).copied().flatten());
         if let [(call, origin)] = calls {
-            return Ok(vec![self.call_insert_from(call, *origin).await?]);
+            return Ok(vec![match (epoch(0), handed) {
+                (Some(epoch), Some(handed)) => {
+                    self.call_insert_handed(call, *origin, epoch, handed.bindings)
+                        .await?
+                }
+                _ => self
+                    .call_insert_from(call, *origin)
+                    .await?
+                    .map(|call| HandedRow { call, leased: None }),
+            }]);
         }
         // One order of the unique keys for every batch, so that two replicas' batches that
         // share request_ids wait for each other instead of deadlocking; stable, so that of two
         // calls of the batch with one request_id the first is inserted.
-        let mut order: Vec<&(NewCall, CallOrigin)> = calls.iter().collect();
-        order.sort_by_key(|(call, _)| (call.workspace_id, call.request_id));
+        let mut order: Vec<(usize, &(NewCall, CallOrigin))> = calls.iter().enumerate().collect();
+        order.sort_by_key(|(_, (call, _))| (call.workspace_id, call.request_id));
         let column = |get: fn(&NewCall) -> Uuid| -> Vec<Uuid> {
-            order.iter().map(|(call, _)| get(call)).collect()
+            order.iter().map(|(_, (call, _))| get(call)).collect()
         };
         let origin = |get: fn(&CallOrigin) -> Option<Uuid>| -> Vec<Option<Uuid>> {
-            order.iter().map(|(_, origin)| get(origin)).collect()
+            order.iter().map(|(_, (_, origin))| get(origin)).collect()
         };
-        let rows: Vec<CallRow> = sqlx::query_as(
-            concat!(
-                "WITH inserted AS (",
-                insert_call!(),
-                "
-                 SELECT n.id, n.workspace_id, n.request_id, n.payload_digest, n.profile_id, n.connection_id,
-                     n.connection_revision, n.environment_id, n.tool_name, n.arguments, n.client_session_id,
-                     n.timeout_seconds, 'queued', n.runner_ref, n.created_by, n.operation_id, n.device_id,
-                     CASE WHEN n.lookup_of IS NULL THEN 'tool' ELSE 'lookup' END, n.lookup_of
-                 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::bytea[], $5::uuid[], $6::uuid[],
-                             $7::int8[], $8::uuid[], $9::text[], $10::jsonb[], $11::text[], $12::int4[],
-                             $13::text[], $14::uuid[], $15::uuid[], $16::uuid[], $17::uuid[])
+        let rows: Vec<HandedRow> = sqlx::query_as(concat!(
+            "WITH fresh AS (
+                 SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::bytea[], $5::uuid[],
+                             $6::uuid[], $7::int8[], $8::uuid[], $9::text[], $10::jsonb[],
+                             $11::text[], $12::int4[], $13::text[], $14::uuid[], $15::uuid[],
+                             $16::uuid[], $17::uuid[], $18::int8[])
                       WITH ORDINALITY
                       AS n(id, workspace_id, request_id, payload_digest, profile_id, connection_id,
                            connection_revision, environment_id, tool_name, arguments, client_session_id,
-                           timeout_seconds, runner_ref, created_by, operation_id, device_id, lookup_of, position)
+                           timeout_seconds, runner_ref, created_by, operation_id, device_id, lookup_of,
+                           epoch, position)), ",
+            handed_target!(
+                "n.id AS call_id, ",
+                "fresh n, ",
+                "n.connection_id",
+                "n.runner_ref",
+                "n.epoch",
+                "$19"
+            ),
+            ", inserted AS (",
+            insert_handed_call!(),
+            "
+                 SELECT n.id, n.workspace_id, n.request_id, n.payload_digest, n.profile_id, n.connection_id,
+                     n.connection_revision, n.environment_id, n.tool_name, n.arguments, n.client_session_id,
+                     n.timeout_seconds, CASE WHEN t.connector_id IS NULL THEN 'queued' ELSE 'leased' END,
+                     n.runner_ref, n.created_by, n.operation_id, n.device_id,
+                     CASE WHEN n.lookup_of IS NULL THEN 'tool' ELSE 'lookup' END, n.lookup_of,
+                     CASE WHEN t.connector_id IS NULL THEN NULL ELSE n.epoch END,
+                     CASE WHEN t.connector_id IS NULL THEN NULL ELSE now() END,
+                     t.connector_id, t.connector_revision, t.target_digest
+                 FROM fresh n LEFT JOIN target t ON t.call_id = n.id
                  ORDER BY n.position
                  ON CONFLICT (workspace_id, request_id) DO NOTHING
                  RETURNING *)
-             SELECT * FROM inserted"
-            ),
-        )
+             SELECT i.*, t.connection_revision_now, t.connector_name, t.connector_transport,
+                 t.connector_command, t.connector_args, t.connector_env_names, t.connector_url,
+                 t.connector_approved_revision, t.connector_created_at,
+                 NULL::text AS parent_state, NULL::bytea AS parent_target_digest,
+                 NULL::timestamptz AS parent_erased_at
+             FROM inserted i LEFT JOIN target t ON t.call_id = i.id AND i.state = 'leased'"
+        ))
         .bind(column(|c| c.id))
         .bind(column(|c| c.workspace_id))
         .bind(column(|c| c.request_id))
-        .bind(order.iter().map(|(c, _)| c.payload_digest.as_slice()).collect::<Vec<_>>())
+        .bind(order.iter().map(|(_, (c, _))| c.payload_digest.as_slice()).collect::<Vec<_>>())
         .bind(column(|c| c.profile_id))
         .bind(column(|c| c.connection_id))
-        .bind(order.iter().map(|(c, _)| c.connection_revision).collect::<Vec<_>>())
+        .bind(order.iter().map(|(_, (c, _))| c.connection_revision).collect::<Vec<_>>())
         .bind(column(|c| c.environment_id))
-        .bind(order.iter().map(|(c, _)| c.tool_name.as_str()).collect::<Vec<_>>())
-        .bind(order.iter().map(|(c, _)| Json(&c.arguments)).collect::<Vec<_>>())
-        .bind(order.iter().map(|(c, _)| c.client_session_id.as_deref()).collect::<Vec<_>>())
-        .bind(order.iter().map(|(c, _)| c.timeout_seconds).collect::<Vec<_>>())
-        .bind(order.iter().map(|(c, _)| c.runner_ref.as_str()).collect::<Vec<_>>())
+        .bind(order.iter().map(|(_, (c, _))| c.tool_name.as_str()).collect::<Vec<_>>())
+        .bind(order.iter().map(|(_, (c, _))| Json(&c.arguments)).collect::<Vec<_>>())
+        .bind(order.iter().map(|(_, (c, _))| c.client_session_id.as_deref()).collect::<Vec<_>>())
+        .bind(order.iter().map(|(_, (c, _))| c.timeout_seconds).collect::<Vec<_>>())
+        .bind(order.iter().map(|(_, (c, _))| c.runner_ref.as_str()).collect::<Vec<_>>())
         .bind(column(|c| c.created_by))
         .bind(origin(|o| o.operation_id))
         .bind(origin(|o| o.device_id))
         .bind(origin(|o| o.lookup_of))
+        .bind(order.iter().map(|(at, _)| epoch(*at)).collect::<Vec<_>>())
+        .bind(Json(handed.map_or(&Value::Null, |h| h.bindings)))
         .fetch_all(&self.pool)
         .await?;
-        let mut inserted: HashMap<Uuid, CallRow> =
-            rows.into_iter().map(|row| (row.id, row)).collect();
+        let mut inserted: HashMap<Uuid, HandedRow> =
+            rows.into_iter().map(|row| (row.call.id, row)).collect();
         for row in inserted.values() {
-            self.announce_queued(row);
+            if row.leased.is_none() {
+                self.announce_queued(&row.call);
+            }
         }
         Ok(calls
             .iter()

@@ -28,7 +28,7 @@ pub use call_read::CallRead;
 pub(crate) use calls::PlainCompletion;
 pub use calls::{
     CallFilter, CallOrigin, CallRow, CancelEffect, DeviceCompletion, DeviceStart, ExpiredLeases,
-    HandedRow, LeasedRow, LookedUpCall, NewCall, PageFrom, SettledCall, StoredCompletion,
+    HandedRow, HandedTo, LeasedRow, LookedUpCall, NewCall, PageFrom, SettledCall, StoredCompletion,
 };
 pub use connections::{ConnectionRow, ToolRow};
 pub use connectors::ConnectorRow;

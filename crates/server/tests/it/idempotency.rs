@@ -5,7 +5,7 @@ use crate::harness::*;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::time::Duration;
-use switchyard_server::db::{CallOrigin, Datastore, NewCall};
+use switchyard_server::db::{CallOrigin, Datastore, HandedTo, NewCall};
 use uuid::Uuid;
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -150,14 +150,17 @@ async fn a_batch_of_inserts_answers_each_call_inserted_or_its_request_id_taken(p
         .into_iter()
         .map(|call| (call, CallOrigin::default()))
         .collect();
-    let answers = db.call_insert_many(&batch).await.unwrap();
+    let answers = db.call_insert_many(&batch, None).await.unwrap();
 
-    let inserted: Vec<Option<Uuid>> = answers.iter().map(|a| a.as_ref().map(|r| r.id)).collect();
+    let inserted: Vec<Option<Uuid>> = answers
+        .iter()
+        .map(|a| a.as_ref().map(|r| r.call.id))
+        .collect();
     assert_eq!(
         inserted,
         vec![Some(batch[0].0.id), None, Some(batch[2].0.id), None]
     );
-    let first_row = answers[2].as_ref().unwrap();
+    let first_row = &answers[2].as_ref().unwrap().call;
     assert_eq!(first_row.state, "queued");
     assert_eq!(first_row.request_id, batch[2].0.request_id);
     assert_eq!(
@@ -183,11 +186,95 @@ async fn a_batch_with_a_call_that_cannot_be_stored_stores_none_of_it(pool: PgPoo
         (good, CallOrigin::default()),
         (unknown_profile, CallOrigin::default()),
     ];
-    let refused = db.call_insert_many(&batch).await;
+    let refused = db.call_insert_many(&batch, None).await;
     assert!(
         matches!(&refused, Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation()),
         "{refused:?}"
     );
     let stored = calls_stored(&pool).await;
     assert_eq!(stored, 0, "the server then inserts them one by one");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_batch_handed_to_a_waiting_lease_inserts_leased_just_the_calls_given_its_live_epoch(
+    pool: PgPool,
+) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let db = Datastore::new(pool.clone());
+    let runner = "device:waiting";
+    let epoch = db
+        .runner_lease_acquire(runner, Uuid::new_v4(), Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("the runner's lease");
+
+    let given = echo_call(&db, runner).await;
+    let not_given = echo_call(&db, runner).await;
+    let stale = echo_call(&db, runner).await;
+    let given_again = NewCall {
+        request_id: given.request_id,
+        ..echo_call(&db, runner).await
+    };
+    let batch: Vec<(NewCall, CallOrigin)> = [given, not_given, stale, given_again]
+        .into_iter()
+        .map(|call| (call, CallOrigin::default()))
+        .collect();
+    let epochs = [Some(epoch), None, Some(epoch + 1), Some(epoch)];
+    let handed = HandedTo {
+        epochs: &epochs,
+        bindings: &Value::Null,
+    };
+    let answers = db.call_insert_many(&batch, Some(handed)).await.unwrap();
+
+    let states: Vec<Option<(&str, Option<i64>, bool)>> = answers
+        .iter()
+        .map(|a| {
+            a.as_ref().map(|r| {
+                (
+                    r.call.state.as_str(),
+                    r.call.lease_epoch,
+                    r.leased.is_some(),
+                )
+            })
+        })
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            Some(("leased", Some(epoch), true)),
+            Some(("queued", None, false)),
+            Some(("queued", None, false)),
+            None,
+        ],
+        "leased under the live epoch only; a request_id taken inserts nothing"
+    );
+    let leased = answers[0].as_ref().unwrap();
+    assert_eq!(leased.call.leased_at, Some(leased.call.created_at));
+    assert_eq!(leased.leased.as_ref().map(|l| l.id), Some(batch[0].0.id));
+
+    // The target it is recorded as dispatched to is the one a lease statement records.
+    let queued = echo_call(&db, runner).await;
+    db.call_insert(&queued).await.unwrap().expect("inserted");
+    let looked: Vec<Uuid> = db
+        .call_lease(runner, epoch, 8, None, &Value::Null)
+        .await
+        .unwrap()
+        .expect("a live lease")
+        .iter()
+        .map(|row| row.id)
+        .collect();
+    assert_eq!(
+        looked.len(),
+        3,
+        "the queued calls of the batch and the new one"
+    );
+    let digests: Vec<Option<Vec<u8>>> =
+        sqlx::query_scalar("SELECT target_digest FROM calls WHERE id = ANY($1) ORDER BY id")
+            .bind(vec![batch[0].0.id, queued.id])
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert!(digests[0].is_some(), "{digests:?}");
+    assert_eq!(digests[0], digests[1]);
 }
