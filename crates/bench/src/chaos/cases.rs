@@ -302,7 +302,7 @@ async fn run_rounds(
 ) -> Result<()> {
     let mut unknown_in = Timing::new(
         "dispatched calls of a lost runner turn unknown (from the kill)",
-        60_000.0,
+        UNKNOWN_WITHIN.as_secs_f64() * 1000.0,
     );
     let mut released_in = Timing::new(
         "undispatched calls re-leased (from lease expiry or runner return)",
@@ -475,6 +475,9 @@ fn ms_between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
     (to - from).num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
 }
 
+/// How soon a lost runner's dispatched calls must be `unknown`, from the kill.
+const UNKNOWN_WITHIN: Duration = Duration::from_secs(60);
+
 /// SIGKILL the device runner; restart it at once (the same holder resumes its live lease) or
 /// after its lease expired (a lost runner coming back).
 async fn runner_kill(
@@ -500,7 +503,10 @@ async fn runner_kill(
         env.start_runner().await?;
         return Ok(());
     }
-    // Lost: wait until the lease expired and the sweeper settled what the runner held.
+    // Lost: wait until the lease expired and the sweeper settled what the runner held. A
+    // renewal the server answered just before the kill may be written after it (renewals are
+    // flushed in batches), moving the expiry read above later: the wait ends when the calls
+    // it ran are settled, or at the limit they must be settled by.
     let pool = env.stack.pool.clone();
     let running: Vec<Uuid> = held
         .iter()
@@ -508,11 +514,16 @@ async fn runner_kill(
         .map(|h| h.id)
         .collect();
     let leased: Vec<&Held> = held.iter().filter(|h| h.state == "leased").collect();
-    let deadline = Instant::now() + Duration::from_secs(70);
-    while Utc::now() < expiry + chrono::Duration::milliseconds(1500) && Instant::now() < deadline {
+    let deadline = Instant::now() + UNKNOWN_WITHIN;
+    let states = loop {
+        let states = states_of(&pool, &running).await?;
+        let expired = Utc::now() >= expiry + chrono::Duration::milliseconds(1500);
+        let settled = states.iter().all(|(_, state, _)| state != "running");
+        if (expired && settled) || Instant::now() >= deadline {
+            break states;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let states = states_of(&pool, &running).await?;
+    };
     for (_, state, finished) in &states {
         match (state.as_str(), finished) {
             ("unknown" | "resolved", Some(f)) => unknown_in.record(ms_between(killed, *f)),
