@@ -22,8 +22,8 @@
 
 use crate::db::Datastore;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use switchyard_protocol::runner::{Epoch, LeasedCall};
 use tokio::sync::oneshot;
@@ -37,7 +37,15 @@ const CLAIMED_WAIT: Duration = Duration::from_secs(1);
 pub(crate) struct Handoffs {
     db: Datastore,
     next_offer: AtomicU64,
-    waiting: Mutex<HashMap<String, Vec<Offer>>>,
+    waiting: Mutex<Registry>,
+}
+
+/// The offers of the leases that wait, and how many calls each claimed one was claimed for.
+#[derive(Debug, Default)]
+struct Registry {
+    offers: HashMap<String, Vec<Offer>>,
+    /// By offer id, until the lease that made the offer stops waiting.
+    claimed: HashMap<u64, usize>,
 }
 
 /// A waiting lease's offer, as the registry holds it.
@@ -46,8 +54,6 @@ struct Offer {
     id: u64,
     epoch: Epoch,
     room: usize,
-    /// How many calls the claim on it is for: set when it is claimed.
-    claimed: Arc<AtomicUsize>,
     to: oneshot::Sender<Vec<LeasedCall>>,
 }
 
@@ -61,7 +67,6 @@ pub(crate) struct Claim {
     offered: usize,
     /// The calls claimed, at most `offered`.
     room: usize,
-    claimed: Arc<AtomicUsize>,
     to: oneshot::Sender<Vec<LeasedCall>>,
 }
 
@@ -72,7 +77,6 @@ pub(crate) struct OfferSlot<'a> {
     handoffs: &'a Handoffs,
     runner_ref: &'a str,
     id: u64,
-    claimed: Arc<AtomicUsize>,
     from: oneshot::Receiver<Vec<LeasedCall>>,
 }
 
@@ -82,7 +86,7 @@ impl Handoffs {
         Self {
             db,
             next_offer: AtomicU64::new(0),
-            waiting: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(Registry::default()),
         }
     }
 
@@ -96,22 +100,20 @@ impl Handoffs {
     ) -> OfferSlot<'a> {
         let id = self.next_offer.fetch_add(1, Ordering::Relaxed);
         let (to, from) = oneshot::channel();
-        let claimed = Arc::new(AtomicUsize::new(0));
         self.lock()
+            .offers
             .entry(runner_ref.to_owned())
             .or_default()
             .push(Offer {
                 id,
                 epoch,
                 room: room.max(1),
-                claimed: claimed.clone(),
                 to,
             });
         OfferSlot {
             handoffs: self,
             runner_ref,
             id,
-            claimed,
             from,
         }
     }
@@ -119,28 +121,27 @@ impl Handoffs {
     /// Claims the newest offer of a lease of `runner_ref` that still waits, if there is one,
     /// for `calls` calls (at least one; no more than the lease has room for).
     pub(crate) fn claim(&self, runner_ref: &str, calls: usize) -> Option<Claim> {
-        let mut waiting = self.lock();
-        let offers = waiting.get_mut(runner_ref)?;
+        let mut registry = self.lock();
+        let Registry { offers, claimed } = &mut *registry;
+        let offers = offers.get_mut(runner_ref)?;
         let claim = loop {
             let Some(offer) = offers.pop() else {
                 break None;
             };
             if !offer.to.is_closed() {
                 let room = calls.clamp(1, offer.room);
-                // Under the registry's lock: a lease that fails to withdraw its offer sees it.
-                offer.claimed.store(room, Ordering::Release);
+                claimed.insert(offer.id, room);
                 break Some(Claim {
                     id: offer.id,
                     epoch: offer.epoch,
                     offered: offer.room,
                     room,
-                    claimed: offer.claimed,
                     to: offer.to,
                 });
             }
         };
         if offers.is_empty() {
-            waiting.remove(runner_ref);
+            registry.offers.remove(runner_ref);
         }
         claim
     }
@@ -151,24 +152,24 @@ impl Handoffs {
         if claim.to.is_closed() {
             return;
         }
-        let mut waiting = self.lock();
-        claim.claimed.store(0, Ordering::Release);
-        waiting
+        let mut registry = self.lock();
+        registry.claimed.remove(&claim.id);
+        registry
+            .offers
             .entry(runner_ref.to_owned())
             .or_default()
             .push(Offer {
                 id: claim.id,
                 epoch: claim.epoch,
                 room: claim.offered,
-                claimed: claim.claimed,
                 to: claim.to,
             });
     }
 
     /// Withdraws offer `id` of `runner_ref`: false when a submission claimed it already.
     fn withdraw(&self, runner_ref: &str, id: u64) -> bool {
-        let mut waiting = self.lock();
-        let Some(offers) = waiting.get_mut(runner_ref) else {
+        let mut registry = self.lock();
+        let Some(offers) = registry.offers.get_mut(runner_ref) else {
             return false;
         };
         let Some(at) = offers.iter().position(|offer| offer.id == id) else {
@@ -176,9 +177,22 @@ impl Handoffs {
         };
         offers.swap_remove(at);
         if offers.is_empty() {
-            waiting.remove(runner_ref);
+            registry.offers.remove(runner_ref);
         }
         true
+    }
+
+    /// How many calls offer `id` was claimed for (0 when it was not claimed).
+    fn claimed(&self, id: u64) -> usize {
+        self.lock().claimed.get(&id).copied().unwrap_or(0)
+    }
+
+    /// Forgets offer `id` of `runner_ref`, whose lease stops waiting: withdrawn, or the count
+    /// of its claim dropped.
+    fn forget(&self, runner_ref: &str, id: u64) {
+        if !self.withdraw(runner_ref, id) {
+            self.lock().claimed.remove(&id);
+        }
     }
 
     /// Puts `calls`, handed off but never taken by a lease, back in the queue.
@@ -186,7 +200,7 @@ impl Handoffs {
         requeue(&self.db, runner_ref, calls).await;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Offer>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -229,7 +243,7 @@ impl OfferSlot<'_> {
     /// How many calls the claim on this offer is for, once [`OfferSlot::withdraw`] found it
     /// claimed: the lease's room beyond them is its own.
     pub(crate) fn claimed(&self) -> usize {
-        self.claimed.load(Ordering::Acquire)
+        self.handoffs.claimed(self.id)
     }
 
     /// [`OfferSlot::given`] for a claimed offer, waiting at most [`CLAIMED_WAIT`] — past the
@@ -245,7 +259,7 @@ impl OfferSlot<'_> {
 
 impl Drop for OfferSlot<'_> {
     fn drop(&mut self) {
-        self.handoffs.withdraw(self.runner_ref, self.id);
+        self.handoffs.forget(self.runner_ref, self.id);
         self.from.close();
         if let Ok(calls) = self.from.try_recv() {
             // Given, but its lease is gone: back to the queue, off this thread's drop.
