@@ -48,6 +48,23 @@ struct Registry {
     claimed: HashMap<u64, usize>,
 }
 
+impl Registry {
+    /// Withdraws offer `id` of `runner_ref`: false when it is not here (claimed).
+    fn withdraw(&mut self, runner_ref: &str, id: u64) -> bool {
+        let Some(offers) = self.offers.get_mut(runner_ref) else {
+            return false;
+        };
+        let Some(at) = offers.iter().position(|offer| offer.id == id) else {
+            return false;
+        };
+        offers.swap_remove(at);
+        if offers.is_empty() {
+            self.offers.remove(runner_ref);
+        }
+        true
+    }
+}
+
 /// A waiting lease's offer, as the registry holds it.
 #[derive(Debug)]
 struct Offer {
@@ -168,18 +185,7 @@ impl Handoffs {
 
     /// Withdraws offer `id` of `runner_ref`: false when a submission claimed it already.
     fn withdraw(&self, runner_ref: &str, id: u64) -> bool {
-        let mut registry = self.lock();
-        let Some(offers) = registry.offers.get_mut(runner_ref) else {
-            return false;
-        };
-        let Some(at) = offers.iter().position(|offer| offer.id == id) else {
-            return false;
-        };
-        offers.swap_remove(at);
-        if offers.is_empty() {
-            registry.offers.remove(runner_ref);
-        }
-        true
+        self.lock().withdraw(runner_ref, id)
     }
 
     /// How many calls offer `id` was claimed for (0 when it was not claimed).
@@ -190,8 +196,9 @@ impl Handoffs {
     /// Forgets offer `id` of `runner_ref`, whose lease stops waiting: withdrawn, or the count
     /// of its claim dropped.
     fn forget(&self, runner_ref: &str, id: u64) {
-        if !self.withdraw(runner_ref, id) {
-            self.lock().claimed.remove(&id);
+        let mut registry = self.lock();
+        if !registry.withdraw(runner_ref, id) {
+            registry.claimed.remove(&id);
         }
     }
 
