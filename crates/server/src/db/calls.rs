@@ -459,6 +459,36 @@ macro_rules! insert_handed_call {
 }
 pub(super) use insert_handed_call;
 
+/// The values a handed call's insert gives the columns [`insert_handed_call!`] adds, as a
+/// string literal (`concat!`): the lease epoch `$epoch` and the lease time when
+/// [`handed_target!`] found the call's target under a live lease (none otherwise), and that
+/// target.
+macro_rules! handed_lease_values {
+    ($epoch:literal) => {
+        concat!(
+            "CASE WHEN t.connector_id IS NULL THEN NULL ELSE ",
+            $epoch,
+            " END,
+                 CASE WHEN t.connector_id IS NULL THEN NULL ELSE now() END,
+                 t.connector_id, t.connector_revision, t.target_digest"
+        )
+    };
+}
+pub(super) use handed_lease_values;
+
+/// What [`HandedRow`] reads beside the call's own columns, from [`handed_target!`]'s `t`: what
+/// the lease reads of the connector (no parent: a handed call is never a receipt lookup).
+macro_rules! handed_read_columns {
+    () => {
+        "t.connection_revision_now, t.connector_name, t.connector_transport,
+             t.connector_command, t.connector_args, t.connector_env_names, t.connector_url,
+             t.connector_approved_revision, t.connector_created_at,
+             NULL::text AS parent_state, NULL::bytea AS parent_target_digest,
+             NULL::timestamptz AS parent_erased_at"
+    };
+}
+pub(super) use handed_read_columns;
+
 /// A completion ready to store: already redacted and bounded by the app layer.
 #[derive(Clone, Debug)]
 pub struct StoredCompletion {
@@ -744,17 +774,15 @@ impl Datastore {
                      SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
                          CASE WHEN t.connector_id IS NULL THEN 'queued' ELSE 'leased' END, $13, $14, $15, $16,
                          CASE WHEN $17::uuid IS NULL THEN 'tool' ELSE 'lookup' END, $17,
-                         CASE WHEN t.connector_id IS NULL THEN NULL ELSE $18::int8 END,
-                         CASE WHEN t.connector_id IS NULL THEN NULL ELSE now() END,
-                         t.connector_id, t.connector_revision, t.target_digest
+                         ",
+                handed_lease_values!("$18::int8"),
+                "
                      FROM (SELECT 1) AS one LEFT JOIN target t ON true
                      ON CONFLICT (workspace_id, request_id) DO NOTHING
                      RETURNING *)
-             SELECT i.*, t.connection_revision_now, t.connector_name, t.connector_transport,
-                 t.connector_command, t.connector_args, t.connector_env_names, t.connector_url,
-                 t.connector_approved_revision, t.connector_created_at,
-                 NULL::text AS parent_state, NULL::bytea AS parent_target_digest,
-                 NULL::timestamptz AS parent_erased_at
+             SELECT i.*, ",
+            handed_read_columns!(),
+            "
              FROM inserted i LEFT JOIN target t ON i.state = 'leased'"
             )),
             call,
@@ -855,18 +883,16 @@ impl Datastore {
                      n.timeout_seconds, CASE WHEN t.connector_id IS NULL THEN 'queued' ELSE 'leased' END,
                      n.runner_ref, n.created_by, n.operation_id, n.device_id,
                      CASE WHEN n.lookup_of IS NULL THEN 'tool' ELSE 'lookup' END, n.lookup_of,
-                     CASE WHEN t.connector_id IS NULL THEN NULL ELSE n.epoch END,
-                     CASE WHEN t.connector_id IS NULL THEN NULL ELSE now() END,
-                     t.connector_id, t.connector_revision, t.target_digest
+                     ",
+                handed_lease_values!("n.epoch"),
+                "
                  FROM fresh n LEFT JOIN target t ON t.call_id = n.id
                  ORDER BY n.position
                  ON CONFLICT (workspace_id, request_id) DO NOTHING
                  RETURNING *)
-             SELECT i.*, t.connection_revision_now, t.connector_name, t.connector_transport,
-                 t.connector_command, t.connector_args, t.connector_env_names, t.connector_url,
-                 t.connector_approved_revision, t.connector_created_at,
-                 NULL::text AS parent_state, NULL::bytea AS parent_target_digest,
-                 NULL::timestamptz AS parent_erased_at
+             SELECT i.*, ",
+            handed_read_columns!(),
+            "
              FROM inserted i LEFT JOIN target t ON t.call_id = i.id AND i.state = 'leased'"
         ))
         .bind(column(|c| c.id))

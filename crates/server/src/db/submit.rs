@@ -10,7 +10,10 @@
 //! that reads it again, if that read is the remembered one
 //! ([`Datastore::call_submit_speculated`]).
 
-use super::calls::{bind_new_call, handed_target, insert_call, insert_handed_call, target_digest};
+use super::calls::{
+    bind_new_call, handed_lease_values, handed_read_columns, handed_target, insert_call,
+    insert_handed_call, target_digest,
+};
 use super::users::user_by_token;
 use super::{CallOrigin, CallRow, Datastore, HandedRow, Key, NewCall, ProfileRow, UserRow};
 use serde_json::Value;
@@ -405,19 +408,17 @@ macro_rules! submit_speculated {
                  SELECT $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26,
                      CASE WHEN t.connector_id IS NULL THEN 'queued' ELSE 'leased' END, $27, $28, $29, $30,
                      CASE WHEN $31::uuid IS NULL THEN 'tool' ELSE 'lookup' END, $31,
-                     CASE WHEN t.connector_id IS NULL THEN NULL ELSE $32::int8 END,
-                     CASE WHEN t.connector_id IS NULL THEN NULL ELSE now() END,
-                     t.connector_id, t.connector_revision, t.target_digest
+                     ",
+            handed_lease_values!("$32::int8"),
+            "
                  FROM r LEFT JOIN target t ON true
                  WHERE r::text = $14
                  ON CONFLICT (workspace_id, request_id) DO NOTHING
                  RETURNING *)
              SELECT r.*, r::text AS r_fingerprint, s.id IS NOT DISTINCT FROM $15 AS r_inserted, s.*,
-                 t.connection_revision_now, t.connector_name, t.connector_transport,
-                 t.connector_command, t.connector_args, t.connector_env_names, t.connector_url,
-                 t.connector_approved_revision, t.connector_created_at,
-                 NULL::text AS parent_state, NULL::bytea AS parent_target_digest,
-                 NULL::timestamptz AS parent_erased_at
+                 ",
+            handed_read_columns!(),
+            "
              FROM r
              -- The statement's snapshot does not see its own insert: the call is the one
              -- inserted, or the one stored before.
