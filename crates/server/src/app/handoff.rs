@@ -295,18 +295,21 @@ async fn requeue(db: &Datastore, runner_ref: &str, calls: &[LeasedCall]) {
 }
 
 #[cfg(test)]
+impl Handoffs {
+    /// A registry for unit tests, whose database they never reach.
+    pub(crate) fn unconnected() -> Self {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .expect("a lazy pool");
+        Self::new(Datastore::new(pool))
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use switchyard_protocol::api::ConnectorSpec;
     use switchyard_protocol::runner::ConnectionTarget;
-
-    /// A registry whose database is never reached by these tests.
-    fn handoffs() -> Handoffs {
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
-            .expect("a lazy pool");
-        Handoffs::new(Datastore::new(pool))
-    }
 
     fn work_item(epoch: Epoch) -> LeasedCall {
         LeasedCall {
@@ -333,7 +336,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_claim_carries_its_lease_room_and_gives_it_several_calls() {
-        let handoffs = handoffs();
+        let handoffs = Handoffs::unconnected();
         let mut offer = handoffs.offer("central", Epoch(2), 3);
         let claim = handoffs.claim("central", 5).expect("the waiting lease");
         assert_eq!(claim.room(), 3, "no more than the lease's room");
@@ -345,7 +348,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lease_whose_offer_was_claimed_knows_the_room_the_claim_took() {
-        let handoffs = handoffs();
+        let handoffs = Handoffs::unconnected();
         let offer = handoffs.offer("central", Epoch(2), 8);
         let claim = handoffs.claim("central", 3).expect("the waiting lease");
         assert_eq!(claim.room(), 3);
@@ -359,7 +362,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_claim_given_no_calls_tells_its_lease_none_came() {
-        let handoffs = handoffs();
+        let handoffs = Handoffs::unconnected();
         let mut offer = handoffs.offer("central", Epoch(2), 4);
         let claim = handoffs.claim("central", 1).expect("the waiting lease");
         claim.give(Vec::new()).expect("the lease still waits");
@@ -368,7 +371,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_offer_is_claimed_once_and_receives_the_call_given() {
-        let handoffs = handoffs();
+        let handoffs = Handoffs::unconnected();
         assert!(handoffs.claim("device:a", 1).is_none(), "nothing waits yet");
         let mut offer = handoffs.offer("device:a", Epoch(3), 1);
         assert!(
@@ -386,7 +389,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_offer_given_back_unused_is_claimed_again_and_withdrawn_as_one_never_claimed() {
-        let handoffs = handoffs();
+        let handoffs = Handoffs::unconnected();
         let mut offer = handoffs.offer("device:a", Epoch(5), 1);
         let claim = handoffs.claim("device:a", 1).expect("the waiting lease");
         handoffs.unclaim("device:a", claim);
@@ -412,7 +415,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_withdrawn_offer_is_not_claimed_and_a_claimed_one_waits_for_its_call() {
-        let handoffs = handoffs();
+        let handoffs = Handoffs::unconnected();
         let offer = handoffs.offer("device:a", Epoch(1), 1);
         assert!(offer.withdraw());
         assert!(handoffs.claim("device:a", 1).is_none(), "withdrawn");
@@ -431,7 +434,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_claim_whose_lease_is_gone_gets_its_call_back() {
-        let handoffs = handoffs();
+        let handoffs = Handoffs::unconnected();
         let offer = handoffs.offer("device:a", Epoch(1), 1);
         let claim = handoffs.claim("device:a", 1).expect("the waiting lease");
         drop(offer);
@@ -444,7 +447,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_claim_tells_its_lease_no_call_comes() {
-        let handoffs = handoffs();
+        let handoffs = Handoffs::unconnected();
         let mut offer = handoffs.offer("device:a", Epoch(1), 1);
         drop(handoffs.claim("device:a", 1).expect("the waiting lease"));
         assert!(offer.given().await.is_none());
