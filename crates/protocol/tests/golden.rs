@@ -15,8 +15,10 @@
 //! SWITCHYARD_BLESS=1 cargo test -p switchyard-protocol --test golden
 //! ```
 //!
-//! `one_each!` (used for every enum) stops compiling when a variant is added until the variant
-//! has a value.
+//! "Every" is checked, not promised: `every_wire_type_has_a_golden_file` reads `src/` and fails
+//! for a type that derives `Serialize` or `Deserialize` (or an id `id_type!` declares) without
+//! an entry, `no_golden_file_is_stale` fails for a file without one, and `one_each!` (used for
+//! every enum) stops compiling when a variant is added until the variant has a value.
 
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
@@ -34,7 +36,8 @@ use uuid::Uuid;
 /// The one list of golden files: `file_name: WireType = example value;`. The file name is the
 /// type's name in snake case; enums are pinned as a list holding one value per variant.
 ///
-/// Adding a wire type to `src/` means adding its line here, then blessing.
+/// Adding a wire type to `src/` means adding its line here (the coverage test says so), then
+/// blessing.
 macro_rules! golden {
     ($($name:ident: $ty:ty = $value:expr;)+) => {
         $(
@@ -50,6 +53,8 @@ macro_rules! golden {
             }
         )+
 
+        /// Every entry: its file name and its type, as written in the list.
+        const ENTRIES: &[(&str, &str)] = &[$((stringify!($name), stringify!($ty))),+];
     };
 }
 
@@ -530,6 +535,121 @@ fn differences(expected: &Value, actual: &Value) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
+// "Every": the list above against the source and the folder
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn every_wire_type_has_a_golden_file() {
+    let id_names: Vec<String> = match serde_json::to_value(ids()).unwrap() {
+        Value::Object(ids) => ids.keys().cloned().collect(),
+        _ => unreachable!("`Ids` is a struct"),
+    };
+    let mut missing = Vec::new();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for file in fs::read_dir(&src).unwrap() {
+        let path = file.unwrap().path();
+        let shown = path.file_name().unwrap().to_string_lossy();
+        let (types, ids) = wire_types(&fs::read_to_string(&path).unwrap());
+        for name in types {
+            let file_name = snake_case(&name);
+            let listed = ENTRIES.iter().any(|(entry, ty)| {
+                *entry == file_name
+                    && ty
+                        .split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .any(|word| word == name)
+            });
+            if !listed {
+                missing.push(format!(
+                    "{name} ({shown}): add `{file_name}: {name} = …;` to `golden!`"
+                ));
+            }
+        }
+        for name in ids.into_iter().filter(|id| !id_names.contains(id)) {
+            missing.push(format!("{name} ({shown}): add a field of it to `Ids`"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "wire types without a golden file:\n{}\nthen run \
+         `SWITCHYARD_BLESS=1 cargo test -p switchyard-protocol --test golden`",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn no_golden_file_is_stale() {
+    let stale: Vec<String> = fs::read_dir(golden_dir())
+        .unwrap()
+        .map(|file| file.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|file| file != "README.md")
+        .filter(|file| {
+            let name = file.strip_suffix(".json").unwrap_or(file);
+            !ENTRIES.iter().any(|(entry, _)| *entry == name)
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "files in tests/golden/ without an entry in `golden!` (delete them): {stale:?}"
+    );
+}
+
+/// The names of the types in `source` whose derive list holds `Serialize` or `Deserialize`,
+/// and those of the ids an `id_type!` invocation declares.
+fn wire_types(source: &str) -> (Vec<String>, Vec<String>) {
+    let mut names = Vec::new();
+    let mut ids = Vec::new();
+    let mut attributes = String::new();
+    let mut in_id_list = false;
+    for line in source.lines().map(str::trim) {
+        if in_id_list {
+            in_id_list = line != "}";
+            if let Some(name) = line.strip_suffix(',').filter(|_| !line.starts_with("//")) {
+                ids.push(name.to_owned());
+            }
+            continue;
+        }
+        in_id_list = line == "id_type! {";
+        let open = attributes.matches('[').count() > attributes.matches(']').count();
+        if line.starts_with("#[") || open {
+            attributes.push_str(line);
+            continue;
+        }
+        if line.starts_with("//") {
+            continue;
+        }
+        let item = line
+            .strip_prefix("pub struct ")
+            .or(line.strip_prefix("pub enum "));
+        if let Some(item) = item
+            && (attributes.contains("Serialize") || attributes.contains("Deserialize"))
+        {
+            // `pub struct $name` inside `id_type!` itself yields no name.
+            let name: String = item
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                names.push(name);
+            }
+        }
+        attributes.clear();
+    }
+    (names, ids)
+}
+
+/// `CallView` → `call_view`.
+fn snake_case(name: &str) -> String {
+    let mut snake = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            snake.push('_');
+        }
+        snake.push(c.to_ascii_lowercase());
+    }
+    snake
+}
+
+// ---------------------------------------------------------------------------------------------
 // The example values: one workspace (`payments`), a GitHub connection on Alice's laptop, and one
 // `create_issue` call that timed out, became unknown and was settled by a receipt lookup.
 // ---------------------------------------------------------------------------------------------
@@ -565,7 +685,7 @@ fn at(rfc3339: &str) -> DateTime<Utc> {
 }
 
 /// Every id newtype, keyed by its type name: they share one shape (a UUID string), so one file
-/// pins them all.
+/// pins them all. The coverage test reads the keys.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct Ids {
