@@ -1,6 +1,9 @@
 //! Switchyard's wire types: ids, API requests and views, call states, runner messages and
 //! error codes. Plain data and a promise: no I/O lives here, and a change to these types is a
 //! change to the protocol.
+//!
+//! `tests/golden/` pins that promise: one JSON file per wire type, each checked against an
+//! example value and read back (see `tests/golden/README.md`).
 
 pub mod api;
 pub mod error;
