@@ -1,6 +1,7 @@
 //! Switchyard's wire types: ids, API requests and views, call states, runner messages and
 //! error codes. Plain data and a promise: no I/O lives here, and a change to these types is a
-//! change to the protocol.
+//! change to the protocol. The `sqlx` feature (the server's) makes the ids, epochs and named
+//! enums PostgreSQL column types as well.
 //!
 //! `tests/golden/` pins that promise: one JSON file per wire type, each checked against an
 //! example value and read back (see `tests/golden/README.md`).
@@ -10,8 +11,12 @@ pub mod error;
 pub mod ids;
 pub mod reconcile;
 pub mod runner;
+pub mod runner_ref;
+#[cfg(feature = "sqlx")]
+mod sql;
 pub mod state;
 
 pub use error::{ApiError, ErrorBody, ErrorCode};
 pub use ids::*;
+pub use runner_ref::RunnerRef;
 pub use state::CallState;

@@ -41,6 +41,35 @@ impl CallKind {
     }
 }
 
+impl std::fmt::Display for CallKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is none of an enum's wire names.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {what} `{name}`")]
+pub struct UnknownName {
+    /// What was named (`call kind`, `resolution outcome`).
+    pub what: &'static str,
+    /// The name given.
+    pub name: String,
+}
+
+impl std::str::FromStr for CallKind {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [CallKind::Tool, CallKind::Lookup]
+            .into_iter()
+            .find(|kind| kind.as_str() == s)
+            .ok_or_else(|| UnknownName {
+                what: "call kind",
+                name: s.to_owned(),
+            })
+    }
+}
+
 /// The outcome an unknown call was settled with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -72,6 +101,22 @@ impl ResolutionOutcome {
         ]
         .into_iter()
         .find(|o| o.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for ResolutionOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ResolutionOutcome {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ResolutionOutcome::parse(s).ok_or_else(|| UnknownName {
+            what: "resolution outcome",
+            name: s.to_owned(),
+        })
     }
 }
 

@@ -92,6 +92,12 @@ golden! {
         Resolved,
     );
 
+    // runner_ref.rs
+    runner_ref: Vec<RunnerRef> = one_each!(RunnerRef:
+        Central,
+        Device => RunnerRef::Device(DEVICE),
+    );
+
     // error.rs
     error_code: Vec<ErrorCode> = error_codes();
     api_error: ApiError = api_error();
