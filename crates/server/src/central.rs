@@ -3,8 +3,8 @@
 //! runs central calls at a time), renews it by heartbeat, and implements the runner's view of
 //! the control plane directly on the datastore.
 
+use crate::app::Batcher;
 use crate::app::{App, CompletionRecorded, LeaseFeed};
-use crate::batcher::Batcher;
 use sqlx::postgres::PgListener;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use switchyard_mcp_runner::control::{ControlError, ControlPlane, StartDecision};
 use switchyard_mcp_runner::executor::{Executor, ExecutorConfig};
 use switchyard_mcp_runner::handle::ExecutorHandle;
-use switchyard_protocol::CallId;
 use switchyard_protocol::api::CENTRAL_RUNNER;
 use switchyard_protocol::runner::{Completion, Epoch, LeasedCall, LifecycleEvent};
+use switchyard_protocol::{CallId, RunnerRef};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -163,7 +163,7 @@ async fn forward_commands(
     handle: ExecutorHandle,
     stop: CancellationToken,
 ) {
-    match app.db().call_cancel_requested(CENTRAL_RUNNER).await {
+    match app.db().call_cancel_requested(RunnerRef::Central).await {
         Ok(calls) => {
             for call in calls {
                 handle.cancel(call.into()).await;
@@ -227,6 +227,7 @@ async fn acquire(
             .db()
             .runner_lease_acquire(CENTRAL_RUNNER, holder, config.lease_ttl)
             .await
+            .map(|acquired| app.sent(acquired))
         {
             Ok(Some(epoch)) => return Some(epoch),
             Ok(None) => tracing::debug!("central runner lease held elsewhere; waiting"),
@@ -246,7 +247,7 @@ async fn acquire(
 /// and learns here when such an answer was last lost.
 #[derive(Debug, Default)]
 struct Held {
-    calls: std::sync::Mutex<HashSet<Uuid>>,
+    calls: std::sync::Mutex<HashSet<CallId>>,
     /// When a lease or start answer last failed: whether it committed is not known.
     doubted_at: std::sync::Mutex<Option<Instant>>,
 }
@@ -260,14 +261,14 @@ fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Held {
     fn add(&self, calls: &[LeasedCall]) {
-        lock(&self.calls).extend(calls.iter().map(|c| c.call_id.0));
+        lock(&self.calls).extend(calls.iter().map(|c| c.call_id));
     }
 
     fn remove(&self, call: CallId) {
-        lock(&self.calls).remove(&call.0);
+        lock(&self.calls).remove(&call);
     }
 
-    fn snapshot(&self) -> Vec<Uuid> {
+    fn snapshot(&self) -> Vec<CallId> {
         lock(&self.calls).iter().copied().collect()
     }
 
@@ -291,8 +292,8 @@ impl Held {
     /// Forgets those of `checked` that are neither leased nor running any more (e.g. cancelled
     /// before the executor started them, which it then drops without a report). Calls added
     /// since `checked` was taken are kept.
-    fn forget_settled(&self, checked: &[Uuid], in_flight: &[Uuid]) {
-        let in_flight: HashSet<&Uuid> = in_flight.iter().collect();
+    fn forget_settled(&self, checked: &[CallId], in_flight: &[CallId]) {
+        let in_flight: HashSet<&CallId> = in_flight.iter().collect();
         let mut held = lock(&self.calls);
         for id in checked.iter().filter(|id| !in_flight.contains(id)) {
             held.remove(id);
@@ -327,12 +328,13 @@ impl Beat {
     /// Calls leased under this epoch longer than a lease ago that the executor does not hold
     /// (not in `held`) go back to the queue (nothing was sent); started ones it does not hold
     /// become unknown.
-    async fn settle_unheld(&self, held: &[Uuid]) {
+    async fn settle_unheld(&self, held: &[CallId]) {
         match self
             .app
             .db()
-            .call_settle_unheld(CENTRAL_RUNNER, self.epoch, held, self.ttl)
+            .call_settle_unheld(RunnerRef::Central, Epoch(self.epoch), held, self.ttl)
             .await
+            .map(|settled| self.app.sent(settled))
         {
             Ok((0, 0)) => {}
             Ok((requeued, unknown)) => tracing::warn!(
@@ -345,7 +347,7 @@ impl Beat {
     }
 
     /// Forgets those of `held` that are no longer in flight (a cheap read by primary key).
-    async fn prune_held(&self, held: &[Uuid]) {
+    async fn prune_held(&self, held: &[CallId]) {
         match self.app.db().call_in_flight_among(held).await {
             Ok(in_flight) => self.held.forget_settled(held, &in_flight),
             Err(e) => tracing::debug!(error = %e, "cannot prune the held calls"),
@@ -423,7 +425,7 @@ impl Batches {
             completions: Batcher::spawn(max, move |completions| {
                 let app = completing.clone();
                 async move {
-                    app.call_record_completions(CENTRAL_RUNNER, epoch, completions)
+                    app.call_record_completions(RunnerRef::Central, epoch, completions)
                         .await
                         .into_iter()
                         .map(|recorded| recorded.map_err(unavailable))
@@ -444,10 +446,10 @@ async fn start_batch(
     calls: Vec<CallId>,
 ) -> Vec<Result<bool, ControlError>> {
     let db = app.db();
-    let ids: Vec<Uuid> = calls.iter().map(|call| call.0).collect();
-    match db.call_start_many(&ids, CENTRAL_RUNNER, epoch.0).await {
+    let ids = calls;
+    match db.call_start_many(&ids, RunnerRef::Central, epoch).await {
         Ok(started) => {
-            let started: HashSet<Uuid> = started.into_iter().collect();
+            let started: HashSet<CallId> = started.into_iter().collect();
             ids.iter().map(|id| Ok(started.contains(id))).collect()
         }
         Err(e) => {
@@ -456,7 +458,7 @@ async fn start_batch(
             let mut answers = Vec::with_capacity(ids.len());
             for id in ids {
                 answers.push(
-                    db.call_start(id, CENTRAL_RUNNER, epoch.0)
+                    db.call_start(id, RunnerRef::Central, epoch)
                         .await
                         .map_err(|e| held.lost_answer(e)),
                 );
@@ -473,7 +475,7 @@ fn batcher_gone() -> ControlError {
 
 impl CentralControl {
     fn new(app: App, epoch: Epoch, held: Arc<Held>, batch_max: usize) -> Self {
-        let feed = app.lease_feed(CENTRAL_RUNNER, epoch);
+        let feed = app.lease_feed(RunnerRef::Central, epoch);
         let batches = (batch_max > 1).then(|| Batches::spawn(&app, epoch, &held, batch_max));
         Self {
             batches,
@@ -521,7 +523,7 @@ impl ControlPlane for CentralControl {
                 .await
                 .unwrap_or_else(|| Err(batcher_gone()))?,
             _ => db
-                .call_start(call_id.0, CENTRAL_RUNNER, epoch.0)
+                .call_start(call_id, RunnerRef::Central, epoch)
                 .await
                 .map_err(|e| self.held.lost_answer(e))?,
         };
@@ -559,7 +561,7 @@ impl ControlPlane for CentralControl {
                 .unwrap_or_else(|| Err(batcher_gone())),
             _ => self
                 .app
-                .call_record_completion(CENTRAL_RUNNER, call_id, epoch, completion)
+                .call_record_completion(RunnerRef::Central, call_id, epoch, completion)
                 .await
                 .map_err(unavailable),
         };

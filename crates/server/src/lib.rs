@@ -8,7 +8,6 @@
 //! over the same app layer.
 
 pub mod app;
-mod batcher;
 pub mod central;
 pub mod db;
 pub mod error;

@@ -46,11 +46,7 @@ pub async fn start(db: Datastore, config: ServeConfig) -> std::io::Result<Runnin
         app.clone()
             .run_liveness_flusher(config.sweeper.heartbeat_flush, shutdown.clone()),
     );
-    let sweeper = tokio::spawn(sweeper::run(
-        app.db().clone(),
-        config.sweeper,
-        shutdown.clone(),
-    ));
+    let sweeper = tokio::spawn(sweeper::run(app.clone(), config.sweeper, shutdown.clone()));
     // Listening before the first request is served and before the central runner looks for
     // work: no runner waits on a listener that is not there yet.
     let wakeups = tokio::spawn(WakeupFeed::connect(app.clone()).await.run(shutdown.clone()));

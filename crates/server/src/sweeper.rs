@@ -5,7 +5,8 @@
 //! 60 s apart until their deadline) and deletes expired web sessions. Every change is a
 //! guarded update, so replicas sweeping at once is harmless.
 
-use crate::db::{Datastore, ExpiredLeases};
+use crate::app::App;
+use crate::db::ExpiredLeases;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -43,7 +44,7 @@ pub const FULL_LEASE_SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 /// Sweeps until `shutdown`. The first pass, the one after a failed pass and one every
 /// [`FULL_LEASE_SWEEP_EVERY`] look at every expired runner lease.
-pub async fn run(db: Datastore, config: SweeperConfig, shutdown: CancellationToken) {
+pub async fn run(app: App, config: SweeperConfig, shutdown: CancellationToken) {
     let mut last_full: Option<Instant> = None;
     loop {
         let leases = match last_full {
@@ -51,7 +52,7 @@ pub async fn run(db: Datastore, config: SweeperConfig, shutdown: CancellationTok
             _ => ExpiredLeases::All,
         };
         let started = Instant::now();
-        match sweep(&db, &config, leases).await {
+        match sweep(&app, &config, leases).await {
             Ok(()) if leases == ExpiredLeases::All => last_full = Some(started),
             Ok(()) => {}
             Err(e) => {
@@ -67,17 +68,18 @@ pub async fn run(db: Datastore, config: SweeperConfig, shutdown: CancellationTok
 }
 
 /// One pass, settling the calls of every expired runner lease.
-pub async fn sweep_once(db: &Datastore, config: &SweeperConfig) -> Result<(), sqlx::Error> {
-    sweep(db, config, ExpiredLeases::All).await
+pub async fn sweep_once(app: &App, config: &SweeperConfig) -> Result<(), sqlx::Error> {
+    sweep(app, config, ExpiredLeases::All).await
 }
 
 /// One pass, settling the calls of `leases`.
 async fn sweep(
-    db: &Datastore,
+    app: &App,
     config: &SweeperConfig,
     leases: ExpiredLeases,
 ) -> Result<(), sqlx::Error> {
-    let (requeued, unknown) = db.call_sweep_lost_leases(leases).await?;
+    let db = app.db();
+    let (requeued, unknown) = app.sent(db.call_sweep_lost_leases(leases).await?);
     if requeued + unknown > 0 {
         tracing::warn!(
             requeued,

@@ -2,19 +2,18 @@
 //! completions runners report (fenced by their lease epoch).
 
 use super::auth::hash_token;
-use super::call_wait::{MAX_CALL_WAIT, is_settled};
 use super::connections::connection_not_found;
+use super::dispatch::call_wait::{MAX_CALL_WAIT, is_settled};
+use super::dispatch::wakeups::SettledWaiter;
 use super::names::digest;
 use super::operations::call_operation;
 use super::principal::{DEVICE_CREDENTIAL_PREFIX, Principal};
 use super::profiles::{environment_not_found, profile_not_found};
-use super::resolves::ResolveKey;
 use super::results::{RESULT_LIMIT, bound_result};
-use super::wakeups::SettledWaiter;
 use super::{Actor, App, views};
 use crate::db::{
-    CallOrigin, CallRow, Key, NewCall, PlainCompletion, ProfileRow, Speculated, StoredCompletion,
-    SubmitConnection, SubmitContext, SubmitKeys, SubmitterKey,
+    CallOrigin, CallRow, Key, NewCall, PlainCompletion, ProfileRow, StoredCompletion,
+    SubmitConnection, SubmitContext, SubmitKeys, SubmitRead, SubmitterKey,
 };
 use crate::error::{AppError, AppResult};
 use serde_json::json;
@@ -23,7 +22,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::{Completion, Epoch};
-use switchyard_protocol::{CallId, CallState, ErrorCode};
+use switchyard_protocol::{
+    CallId, CallState, ConnectionId, DeviceId, EnvironmentId, ErrorCode, ProfileId, RunnerRef,
+    UserId, WorkspaceId,
+};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -117,10 +119,8 @@ impl App {
             .await
     }
 
-    /// [`App::call_submit_waiting`] for either kind of submitter. A lone submission whose keys
-    /// were resolved and accepted before is inserted in the statement that resolves it again,
-    /// when that resolve reads the same (see [`super::resolves`]); any other is resolved, then
-    /// inserted.
+    /// [`App::call_submit_waiting`] for either kind of submitter: its submit read (made with
+    /// the others that wait at the same moment), the decision, then the insert.
     async fn submit(
         &self,
         by: SubmittedBy<'_>,
@@ -142,44 +142,15 @@ impl App {
             profile: Key::parse(&req.profile_id),
             connection: Key::parse(&req.connection_id),
             environment: req.environment_id.as_deref().map(Key::parse),
-            operation: req.operation_id.map(|id| id.0),
-            request_id: req.request_id.0,
+            operation: req.operation_id,
+            request_id: req.request_id,
             tool_name: &req.tool_name,
         };
-        let key = ResolveKey::new(
-            &keys,
-            ws,
-            &req.profile_id,
-            &req.connection_id,
-            req.environment_id.as_deref(),
-        );
-        let mut read = None;
-        let remembered = self.resolves.get(&key);
-        if let Some(accepted) = &remembered {
-            let submission = Submission {
-                by,
-                ws,
-                req: &req,
-                keys: &keys,
-            };
-            match self
-                .submit_speculated(&submission, accepted, wait, deadline)
-                .await?
-            {
-                Speculation::Answered(answer) => return Ok(answer),
-                Speculation::Read(found) => read = Some(found),
-                Speculation::NotTried => {}
-            }
-        }
-        let found = match read {
-            Some(found) => found,
-            // Fingerprinted to be remembered, unless these keys are already.
-            None => {
-                self.submissions
-                    .resolve(&keys, remembered.is_none())
-                    .await?
-            }
-        };
+        let found = self
+            .dispatch
+            .submissions
+            .read(SubmitRead::new(&keys))
+            .await?;
         let Some(mut found) = found else {
             return Err(match by {
                 SubmittedBy::Principal(principal) => principal.workspace_not_found(ws),
@@ -201,12 +172,12 @@ impl App {
                 self.replayed(&principal, ws, existing, &payload_digest, deadline)
                     .await
             }
-            Decision::New { call, origin } => {
-                self.resolves.remember(key, found);
-                let waiter = (!wait.is_zero()).then(|| self.wakeups.settled_waiter(call.id));
+            Decision::New(call) => {
+                let waiter = (!wait.is_zero())
+                    .then(|| self.dispatch.announcer.local.settled_waiter(call.id));
                 let (workspace_id, request_id) = (call.workspace_id, call.request_id);
                 let payload_digest = call.payload_digest.clone();
-                match self.submissions.insert(call, origin).await? {
+                match self.dispatch.submissions.insert(call).await? {
                     Some(row) => self.inserted(&principal, ws, &row, waiter, deadline).await,
                     // A concurrent submission with the same request_id won the insert.
                     None => match self
@@ -225,47 +196,6 @@ impl App {
                 }
             }
         }
-    }
-
-    /// A submission made from `accepted`, the resolve its keys were last accepted on, and
-    /// inserted if the resolve reads the same now: the answer, or what the resolve read
-    /// when it differs or the request_id is taken. Not tried when `accepted` would not make a
-    /// new call of this request, or when other submissions are being inserted (they share a
-    /// batch).
-    async fn submit_speculated(
-        &self,
-        submission: &Submission<'_>,
-        accepted: &SubmitContext,
-        wait: Duration,
-        deadline: Instant,
-    ) -> AppResult<Speculation> {
-        let Submission { by, ws, req, keys } = *submission;
-        let Some(fingerprint) = accepted.fingerprint.as_deref() else {
-            return Ok(Speculation::NotTried);
-        };
-        let Some(lone) = self.submissions.lone() else {
-            return Ok(Speculation::NotTried);
-        };
-        let Ok(principal) = submitter_principal(by, accepted) else {
-            return Ok(Speculation::NotTried);
-        };
-        let Ok(Decision::New { call, origin }) = decide(&principal, req, accepted, None) else {
-            return Ok(Speculation::NotTried);
-        };
-        let waiter = (!wait.is_zero()).then(|| self.wakeups.settled_waiter(call.id));
-        Ok(
-            match self
-                .submissions
-                .insert_speculated(lone, keys, fingerprint, call, origin)
-                .await?
-            {
-                Speculated::Inserted(row) => Speculation::Answered(
-                    self.inserted(&principal, ws, &row, waiter, deadline)
-                        .await?,
-                ),
-                Speculated::Read(found) => Speculation::Read(found),
-            },
-        )
     }
 
     /// The answer to a submission whose call was inserted as `row`: the call, or — when the
@@ -344,7 +274,11 @@ impl App {
         let membership = self.membership(actor, ws).await?;
         let rows = self
             .db
-            .call_list_usable(membership.workspace.id, actor.user.id, LIST_LIMIT)
+            .call_list_usable(
+                WorkspaceId(membership.workspace.id),
+                UserId(actor.user.id),
+                LIST_LIMIT,
+            )
             .await?;
         Ok(CallList {
             calls: rows.iter().map(views::call).collect(),
@@ -354,13 +288,13 @@ impl App {
     /// Records a runner's completion report under its lease epoch.
     pub async fn call_record_completion(
         &self,
-        runner_ref: &str,
+        runner: RunnerRef,
         call: CallId,
         epoch: Epoch,
         completion: Completion,
     ) -> AppResult<CompletionRecorded> {
         Ok(self
-            .record_stored_completion(runner_ref, call, epoch, stored_completion(completion), None)
+            .record_stored_completion(runner, call, epoch, stored_completion(completion), None)
             .await?
             .0)
     }
@@ -370,7 +304,7 @@ impl App {
     /// statement; the rest, and all of them if that statement fails, one by one.
     pub async fn call_record_completions(
         &self,
-        runner_ref: &str,
+        runner: RunnerRef,
         epoch: Epoch,
         completions: Vec<(CallId, Completion)>,
     ) -> Vec<AppResult<CompletionRecorded>> {
@@ -385,17 +319,17 @@ impl App {
         let plain: Vec<PlainCompletion<'_>> = stored
             .iter()
             .map(|(call, completion, from)| PlainCompletion {
-                id: call.0,
+                id: *call,
                 from,
                 completion,
             })
             .collect();
-        let recorded: HashSet<Uuid> = match self
+        let recorded: HashSet<CallId> = match self
             .db
-            .call_complete_plain_many(runner_ref, epoch.0, &plain)
+            .call_complete_plain_many(runner, epoch, &plain)
             .await
         {
-            Ok(recorded) => recorded.into_iter().collect(),
+            Ok(recorded) => self.sent(recorded).into_iter().collect(),
             Err(e) => {
                 tracing::debug!(error = %e, "a batch of completions failed; recording them one by one");
                 HashSet::new()
@@ -403,10 +337,10 @@ impl App {
         };
         let mut answers = Vec::with_capacity(stored.len());
         for (call, completion, _) in stored {
-            answers.push(if recorded.contains(&call.0) {
+            answers.push(if recorded.contains(&call) {
                 Ok(CompletionRecorded::Recorded)
             } else {
-                self.record_stored_completion(runner_ref, call, epoch, completion, None)
+                self.record_stored_completion(runner, call, epoch, completion, None)
                     .await
                     .map(|(recorded, _)| recorded)
             });
@@ -419,19 +353,19 @@ impl App {
     /// the completion, answered `recorded`; otherwise storing it is the caller's business.
     pub(crate) async fn call_record_receipt(
         &self,
-        runner_ref: &str,
+        runner: RunnerRef,
         call: CallId,
         epoch: Epoch,
         completion: StoredCompletion,
         receipt: Uuid,
     ) -> AppResult<(CompletionRecorded, bool)> {
-        self.record_stored_completion(runner_ref, call, epoch, completion, Some(receipt))
+        self.record_stored_completion(runner, call, epoch, completion, Some(receipt))
             .await
     }
 
     async fn record_stored_completion(
         &self,
-        runner_ref: &str,
+        runner: RunnerRef,
         call: CallId,
         epoch: Epoch,
         stored: StoredCompletion,
@@ -442,23 +376,31 @@ impl App {
         // captured evidence) are recorded in one transaction; a completion that implies
         // nothing else is one statement.
         let effects = self.completion_effects(&stored, receipt);
+        // A reader waiting here is handed the call as recorded, read by the statement that
+        // records it.
+        let read_lineage = self.dispatch.announcer.local.waited_for(call);
         if let Some(completed) = self
             .db
-            .call_complete_with_effects(call.0, runner_ref, epoch.0, &from, &stored, effects)
+            .call_complete_with_effects(call, runner, epoch, &from, &stored, effects, read_lineage)
             .await?
         {
+            let completed = self.sent(completed);
             self.note_completed(&completed);
             return Ok((CompletionRecorded::Recorded, completed.receipt_stored));
         }
         // A report about a call already unknown: a valid late receipt is recorded beside it
         // (and settles it when certain); a call whose evidence was erased fences it.
         if let Some(recorded) = self
-            .record_late_receipt(runner_ref, call, epoch, &stored)
+            .record_late_receipt(runner, call, epoch, &stored)
             .await?
         {
             return Ok((recorded, false));
         }
-        if self.db.runner_lease_is_current(runner_ref, epoch.0).await? {
+        if self
+            .db
+            .runner_lease_is_current(&runner.to_string(), epoch.0)
+            .await?
+        {
             Ok((CompletionRecorded::Superseded, false))
         } else {
             Ok((CompletionRecorded::Fenced, false))
@@ -499,33 +441,12 @@ fn check_request(req: &SubmitCall) -> AppResult<u32> {
     Ok(timeout)
 }
 
-/// A submission: who submits, the workspace, the request and what it names.
-#[derive(Clone, Copy)]
-struct Submission<'a> {
-    by: SubmittedBy<'a>,
-    ws: &'a str,
-    req: &'a SubmitCall,
-    keys: &'a SubmitKeys<'a>,
-}
-
-/// What a submission tried before it resolved: nothing, or an insert made from the resolve
-/// its keys were last accepted on. (Moved once, never stored: its variants are not boxed.)
-#[allow(clippy::large_enum_variant)]
-enum Speculation {
-    /// Not tried: resolve, then insert.
-    NotTried,
-    /// Inserted: the answer.
-    Answered((CallView, bool)),
-    /// Not inserted: what the resolve read, to decide on.
-    Read(Option<SubmitContext>),
-}
-
-/// What a submission comes to, on a resolve that found its workspace. (Moved once, never
+/// What a submission comes to, on a read that found its workspace. (Moved once, never
 /// stored: its variants are not boxed.)
 #[allow(clippy::large_enum_variant)]
 enum Decision {
     /// A new call, to insert.
-    New { call: NewCall, origin: CallOrigin },
+    New(NewCall),
     /// The request_id names a stored call: replayed with this request's payload digest.
     Replay {
         existing: CallRow,
@@ -533,8 +454,8 @@ enum Decision {
     },
 }
 
-/// Who submits, once the resolve found the workspace: the principal authenticated before, or
-/// the user of the API token the resolve checked.
+/// Who submits, once the read found the workspace: the principal authenticated before, or
+/// the user of the API token the read checked.
 fn submitter_principal<'a>(
     by: SubmittedBy<'a>,
     found: &SubmitContext,
@@ -545,13 +466,13 @@ fn submitter_principal<'a>(
             let user = found
                 .token_user
                 .clone()
-                .ok_or_else(|| AppError::Internal("a token's resolve without its user".into()))?;
+                .ok_or_else(|| AppError::Internal("a token's read without its user".into()))?;
             Ok(Cow::Owned(Principal::User(Actor { user })))
         }
     }
 }
 
-/// Decides a submission by `principal` on what its resolve read (`found`, and `existing`, the
+/// Decides a submission by `principal` on what its submit read found (`found`, and `existing`, the
 /// call stored under its request_id), refusing in the order the answers have always had:
 /// request shape, names, Use, operation, replay, then whether the call can run.
 fn decide(
@@ -570,7 +491,7 @@ fn decide(
         .as_ref()
         .ok_or_else(|| connection_not_found(&req.connection_id))?;
     let environment = match (&req.environment_id, found.environment_id) {
-        (None, _) => profile.environment_id,
+        (None, _) => EnvironmentId(profile.environment_id),
         (Some(_), Some(id)) => id,
         (Some(key), None) => return Err(environment_not_found(key)),
     };
@@ -612,11 +533,11 @@ fn decide(
         &req.tool_name,
     )?;
     let call = NewCall {
-        id: Uuid::now_v7(),
+        id: CallId::new(),
         workspace_id: found.workspace_id,
-        request_id: req.request_id.0,
+        request_id: req.request_id,
         payload_digest,
-        profile_id: profile.id,
+        profile_id: ProfileId(profile.id),
         connection_id: connection.id,
         connection_revision: connection.revision,
         environment_id: environment,
@@ -624,22 +545,22 @@ fn decide(
         arguments: req.arguments.clone(),
         client_session_id: req.client_session_id.clone(),
         timeout_seconds: i32::try_from(timeout).unwrap_or(DEFAULT_TIMEOUT_SECONDS as i32),
-        runner_ref: connection.runner_ref.clone(),
+        runner_ref: connection.runner_ref,
         // A device's calls are accounted to the user who approved it.
-        created_by: match principal {
+        created_by: UserId(match principal {
             Principal::User(actor) => actor.user.id,
             Principal::Device(device) => device.device.approved_by,
+        }),
+        origin: CallOrigin {
+            operation_id: operation,
+            device_id: match principal {
+                Principal::User(_) => None,
+                Principal::Device(device) => Some(DeviceId(device.device.id)),
+            },
+            lookup_of: None,
         },
     };
-    let origin = CallOrigin {
-        operation_id: operation,
-        device_id: match principal {
-            Principal::User(_) => None,
-            Principal::Device(device) => Some(device.device.id),
-        },
-        ..CallOrigin::default()
-    };
-    Ok(Decision::New { call, origin })
+    Ok(Decision::New(call))
 }
 
 /// Refuses a new call that could not run: another environment than its profile's, a connection
@@ -649,10 +570,10 @@ fn check_runnable(
     profile: &ProfileRow,
     connection: &SubmitConnection,
     profile_has_connection: bool,
-    environment: Uuid,
+    environment: EnvironmentId,
     tool_name: &str,
 ) -> AppResult<()> {
-    if environment != profile.environment_id {
+    if environment.0 != profile.environment_id {
         return Err(AppError::refused(
             ErrorCode::EnvironmentMismatch,
             format!(
@@ -676,14 +597,14 @@ fn check_runnable(
     if !connection.runner_available {
         return Err(super::devices::runner_gone(
             &connection.name,
-            &connection.runner_ref,
+            &connection.runner_ref.to_string(),
         ));
     }
     match connection.tool_available {
         Some(true) => Ok(()),
         // The server cannot discover a device's connections (their servers run there), so
         // their catalog is empty and the device's MCP server judges the tool name.
-        None if connection.runner_ref != CENTRAL_RUNNER => Ok(()),
+        None if !connection.runner_ref.is_central() => Ok(()),
         Some(false) => Err(AppError::refused(
             ErrorCode::ToolNotFound,
             format!(
@@ -797,13 +718,25 @@ impl App {
         let membership = self.membership(actor, ws).await?;
         let workspace = membership.workspace.id;
         let connection = match &query.connection {
-            Some(key) => Some(self.find_connection(workspace, key).await?.id),
+            Some(key) => Some(ConnectionId(self.find_connection(workspace, key).await?.id)),
             None => None,
+        };
+        // A runner that is none (not `central`, nor `device:` and a UUID) has placed no call.
+        let runner = match query.runner.as_deref().map(str::parse::<RunnerRef>) {
+            None => None,
+            Some(Ok(runner)) => Some(runner),
+            Some(Err(_)) => {
+                return Ok(CallPage {
+                    calls: Vec::new(),
+                    older: None,
+                    newer: None,
+                });
+            }
         };
         let filter = CallFilter {
             state: query.state,
             connection,
-            runner: query.runner,
+            runner,
             since: query.since,
             until: query.until,
         };
@@ -812,8 +745,8 @@ impl App {
         let mut rows = self
             .db
             .call_list_page(
-                workspace,
-                actor.user.id,
+                WorkspaceId(workspace),
+                UserId(actor.user.id),
                 &filter,
                 query.from,
                 i64::from(limit) + 1,
@@ -827,8 +760,8 @@ impl App {
                 PageFrom::Newest | PageFrom::Before(_) => rows.truncate(limit as usize),
             }
         }
-        let first = rows.first().map(|r| CallId(r.id));
-        let last = rows.last().map(|r| CallId(r.id));
+        let first = rows.first().map(|r| r.id);
+        let last = rows.last().map(|r| r.id);
         let (older, newer) = match query.from {
             PageFrom::Newest => (if more { last } else { None }, None),
             PageFrom::Before(_) => (if more { last } else { None }, first),

@@ -44,7 +44,12 @@ impl App {
         }
         let revoked = self
             .db
-            .device_revoke(workspace, row.id, actor.user.id, &device_runner_ref(row.id))
+            .device_revoke(
+                workspace,
+                row.id,
+                actor.user.id,
+                &device_runner_ref(row.id).to_string(),
+            )
             .await?
             .ok_or_else(|| device_not_found(device))?;
         Ok(views::device(&revoked))
@@ -66,7 +71,9 @@ impl App {
             _ => None,
         };
         match device {
-            Some(device) if device.revoked_at.is_none() => Ok(device_runner_ref(device.id)),
+            Some(device) if device.revoked_at.is_none() => {
+                Ok(device_runner_ref(device.id).to_string())
+            }
             Some(device) => Err(AppError::refused(
                 ErrorCode::InvalidRequest,
                 format!(

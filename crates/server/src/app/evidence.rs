@@ -64,7 +64,7 @@ impl App {
     pub async fn call_erase(&self, actor: &Actor, ws: &str, call: &str) -> AppResult<EraseAnswer> {
         let workspace = self.admin_membership(actor, ws).await?.workspace.id;
         let row = self.call_row(workspace, call).await?;
-        let erased = match self.db.call_erase(workspace, row.id).await? {
+        let erased = match self.db.call_erase(workspace, row.id.0).await? {
             Ok(erased) => erased,
             Err(EraseRefusal::NotFound) => {
                 return Err(AppError::refused(
@@ -98,7 +98,7 @@ impl App {
     /// lineage (one read, and one more each for observations and a resolution when it has
     /// them). Authorization is the caller's business.
     pub(crate) async fn call_view_full(&self, row: &CallRow) -> AppResult<CallView> {
-        self.call_view_with(row, self.db.call_lineage(row.id).await?)
+        self.call_view_with(row, self.db.call_lineage(row.id.0).await?)
             .await
     }
 
@@ -113,7 +113,7 @@ impl App {
         if lineage.has_observations {
             view.observations = self
                 .db
-                .observation_list(row.id)
+                .observation_list(row.id.0)
                 .await?
                 .iter()
                 .map(views::observation)
@@ -122,7 +122,7 @@ impl App {
         if lineage.has_resolution {
             view.resolution = self
                 .db
-                .resolution_of_call(row.id)
+                .resolution_of_call(row.id.0)
                 .await?
                 .as_ref()
                 .map(views::resolution);

@@ -2,45 +2,39 @@
 //! Handlers call exactly one function of this module; this module calls the datastore.
 
 mod auth;
-mod call_wait;
 mod calls;
 mod connections;
 mod connector_edit;
 mod connectors;
 mod devices;
+mod dispatch;
 mod evidence;
-mod handoff;
-mod leasing;
-mod liveness;
 mod names;
 mod operations;
 mod pairing;
 mod principal;
 mod profiles;
-mod queue_floors;
 mod reconcile;
 mod resolve;
-mod resolves;
 mod results;
 mod runner_api;
 mod sessions;
-mod submissions;
 mod views;
-mod wakeups;
 mod web_sessions;
 mod workspaces;
 
 pub use auth::{Actor, hash_token, new_token};
 pub use calls::{CallPage, CallQuery, CompletionRecorded, MAX_PAGE};
 pub use connectors::{ConnectorInspection, ImportFormat, InspectedTool};
+pub(crate) use dispatch::batcher::Batcher;
+pub use dispatch::leasing::LeaseBatch;
+pub(crate) use dispatch::leasing::LeaseFeed;
+pub use dispatch::wakeups::WakeupFeed;
 pub use evidence::ERASURE_NOTICE;
-pub use leasing::LeaseBatch;
-pub(crate) use leasing::LeaseFeed;
 pub use principal::{
     DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref, expect_device_credential,
 };
 pub use runner_api::RELEASE_TTL;
-pub use wakeups::WakeupFeed;
 pub use web_sessions::{NewWebSession, WebSession, random_secret};
 
 /// The view of an authenticated user.
@@ -67,7 +61,7 @@ pub struct AppConfig {
     /// Bounds of each workspace's pending-evidence queue.
     pub evidence_queue: crate::db::QueueBounds,
     /// Most submitted calls inserted together (one statement, one commit) when several wait
-    /// at once; 1 inserts each on its own. (Their resolves are read together regardless.)
+    /// at once; 1 inserts each on its own. (Their submit reads are made together regardless.)
     pub submit_batch_max: usize,
 }
 
@@ -86,26 +80,14 @@ impl Default for AppConfig {
     }
 }
 
-/// The app: the datastore, the central credential resolver and settings. Shared by handlers
-/// and the central runner.
+/// The app: the datastore, the central credential resolver, settings, and the in-process
+/// scheduling machinery ([`dispatch`]). Shared by handlers and the central runner.
 #[derive(Clone)]
 pub struct App {
     db: Datastore,
     credentials: Arc<CredentialResolver>,
     config: AppConfig,
-    wakeups: Arc<wakeups::Wakeups>,
-    /// Heartbeat renewals and device sightings not written yet.
-    liveness: Arc<liveness::Liveness>,
-    /// Turns at the database for device requests' first read, one per pooled connection: in a
-    /// burst (thousands of runners coming back at once) a request waits for its turn holding a
-    /// few bytes, not the state of a query waiting for a connection (about 8 KiB).
-    device_reads: Arc<tokio::sync::Semaphore>,
-    /// Where submitted calls are resolved and inserted.
-    submissions: Arc<submissions::Submissions>,
-    /// The resolves submissions were accepted on, by what they named.
-    resolves: Arc<resolves::Resolves>,
-    /// The leases of this process waiting for a call, to which a submission hands its own.
-    handoffs: Arc<handoff::Handoffs>,
+    dispatch: Arc<dispatch::Dispatch>,
 }
 
 impl std::fmt::Debug for App {
@@ -131,30 +113,19 @@ impl App {
             config.credentials_file.clone(),
             store,
         ));
-        let liveness = Arc::new(liveness::Liveness::new(config.runner_lease_ttl));
-        let device_reads = Arc::new(tokio::sync::Semaphore::new(
-            db.pool().options().get_max_connections() as usize,
-        ));
-        let wakeups = Arc::new(wakeups::Wakeups::default());
-        let handoffs = Arc::new(handoff::Handoffs::new(db.clone()));
-        let submissions = Arc::new(submissions::Submissions::new(
-            &db,
-            config.submit_batch_max,
-            Arc::clone(&handoffs),
-            config.credentials_file.clone(),
-        ));
-        db.deliver_notices_locally(Arc::clone(&wakeups) as Arc<dyn crate::db::LocalDelivery>);
+        let dispatch = Arc::new(dispatch::Dispatch::new(&db, &config));
         Self {
             db,
             credentials,
             config,
-            wakeups,
-            liveness,
-            device_reads,
-            submissions,
-            resolves: Arc::default(),
-            handoffs,
+            dispatch,
         }
+    }
+
+    /// Sends the wake-ups of a committed change (see [`crate::db::Committed`]) and gives back
+    /// what it committed.
+    pub fn sent<T>(&self, committed: crate::db::Committed<T>) -> T {
+        self.dispatch.sent(committed)
     }
 
     /// The central runner's credential resolver.
@@ -170,6 +141,6 @@ impl App {
     /// Cancelled when the server shuts down (its wake-up listener has stopped): connections
     /// that outlive a request, such as runner channels, close then.
     pub fn stopping(&self) -> &tokio_util::sync::CancellationToken {
-        self.wakeups.stopping()
+        self.dispatch.announcer.local.stopping()
     }
 }

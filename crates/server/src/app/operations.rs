@@ -6,9 +6,9 @@ use super::principal::Principal;
 use super::{App, views};
 use crate::db::{OperationOwner, OperationScope, ProfileRow};
 use crate::error::{AppError, AppResult};
+use switchyard_protocol::EnvironmentId;
 use switchyard_protocol::api::*;
 use switchyard_protocol::{ErrorCode, OperationId};
-use uuid::Uuid;
 
 /// Longest task label, in characters.
 const MAX_TASK: usize = 500;
@@ -62,8 +62,8 @@ pub(crate) fn call_operation(
     requested: Option<OperationId>,
     found: Option<&OperationScope>,
     profile: &ProfileRow,
-    environment: Uuid,
-) -> AppResult<Option<Uuid>> {
+    environment: EnvironmentId,
+) -> AppResult<Option<OperationId>> {
     let Some(id) = requested else {
         return match principal {
             Principal::Device(_) => Err(AppError::refused(
@@ -80,14 +80,14 @@ pub(crate) fn call_operation(
         )
     };
     let operation = found
-        .filter(|operation| operation.id == id.0)
+        .filter(|operation| operation.id == id)
         .ok_or_else(not_found)?;
     if let Principal::Device(device) = principal
-        && operation.profile_id != device.device.profile_id
+        && operation.profile_id.0 != device.device.profile_id
     {
         return Err(not_found());
     }
-    if operation.profile_id != profile.id || operation.environment_id != environment {
+    if operation.profile_id.0 != profile.id || operation.environment_id != environment {
         return Err(AppError::refused(
             ErrorCode::OperationMismatch,
             format!(

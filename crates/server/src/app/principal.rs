@@ -5,11 +5,11 @@
 //! request.
 
 use super::auth::hash_token;
-use super::liveness::SEEN_EVERY;
+use super::dispatch::liveness::SEEN_EVERY;
 use super::{Actor, App};
 use crate::db::{DeviceRow, Key, ProfileRow, Submitter, WorkspaceRow};
 use crate::error::{AppError, AppResult};
-use switchyard_protocol::ErrorCode;
+use switchyard_protocol::{DeviceId, ErrorCode, RunnerRef, UserId};
 use uuid::Uuid;
 
 /// Prefix of every device credential, so a leaked one is easy to recognise and tell from a
@@ -44,9 +44,9 @@ fn unknown_device_credential() -> AppError {
     )
 }
 
-/// The runner reference of a device: `device:<id>`.
-pub fn device_runner_ref(device: Uuid) -> String {
-    format!("device:{device}")
+/// The runner of a device (`device:<id>`).
+pub fn device_runner_ref(device: Uuid) -> RunnerRef {
+    RunnerRef::Device(DeviceId(device))
 }
 
 /// An authenticated, unrevoked device.
@@ -57,8 +57,8 @@ pub struct DeviceActor {
 }
 
 impl DeviceActor {
-    /// The device's runner reference.
-    pub fn runner_ref(&self) -> String {
+    /// The device's runner.
+    pub fn runner_ref(&self) -> RunnerRef {
         device_runner_ref(self.device.id)
     }
 }
@@ -104,7 +104,7 @@ impl App {
     pub(super) async fn device_read_turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         let patience = self.db.pool().options().get_acquire_timeout();
         // The semaphore is never closed.
-        tokio::time::timeout(patience, self.device_reads.acquire())
+        tokio::time::timeout(patience, self.dispatch.device_reads.acquire())
             .await
             .ok()
             .and_then(Result::ok)
@@ -127,7 +127,9 @@ impl App {
             // approved it waits to see. Later sightings go to the flusher with the heartbeats.
             self.db.device_touch(device.id, SEEN_EVERY).await?;
         } else {
-            self.liveness.device_seen(device.id, device.last_seen_at);
+            self.dispatch
+                .liveness
+                .device_seen(device.id, device.last_seen_at);
         }
         Ok(DeviceActor { device })
     }
@@ -193,8 +195,8 @@ impl Principal {
     /// The principal as the datastore's submission read names it.
     pub(crate) fn submitter(&self) -> Submitter {
         match self {
-            Principal::User(actor) => Submitter::User(actor.user.id),
-            Principal::Device(device) => Submitter::Device(device.device.id),
+            Principal::User(actor) => Submitter::User(UserId(actor.user.id)),
+            Principal::Device(device) => Submitter::Device(DeviceId(device.device.id)),
         }
     }
 

@@ -12,14 +12,16 @@ use super::calls::CompletionRecorded;
 use super::names::digest;
 use super::{Actor, App, views};
 use crate::db::{
-    CallRow, Captured, Completed, CompletionEffects, LateReceipt, LeasedRow, NewCall,
+    CallOrigin, CallRow, Captured, Completed, CompletionEffects, LateReceipt, LeasedRow, NewCall,
     StoredCompletion,
 };
 use crate::error::{AppError, AppResult};
 use serde_json::{Value, json};
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::Epoch;
-use switchyard_protocol::{CallId, CallState, ErrorCode};
+use switchyard_protocol::{
+    CallId, CallState, ConnectionId, ErrorCode, RunnerRef, UserId, WorkspaceId,
+};
 use uuid::Uuid;
 
 /// The timeout of a receipt lookup: it is a read, and nothing waits on a slow one.
@@ -103,9 +105,9 @@ impl App {
     ) -> AppResult<(ReconcileAnswer, bool)> {
         let workspace = self.membership(actor, ws).await?.workspace.id;
         let row = self.call_row(workspace, call).await?;
-        let profile = self.db.profile_get(row.profile_id).await?;
+        let profile = self.db.profile_get(row.profile_id.0).await?;
         self.require_use(actor, &profile).await?;
-        if row.kind != CallKind::Tool.as_str() {
+        if row.kind != CallKind::Tool {
             return Err(not_a_tool_call(&row, "reconcile"));
         }
         let payload_digest = digest(&json!({
@@ -115,7 +117,7 @@ impl App {
         }));
         if let Some(existing) = self
             .db
-            .call_find_by_request(workspace, req.request_id.0)
+            .call_find_by_request(WorkspaceId(workspace), req.request_id)
             .await?
         {
             return self
@@ -124,14 +126,14 @@ impl App {
                 .map(|answer| (answer, false));
         }
         self.require_settleable(&row)?;
-        let connection = self.db.connection_get(row.connection_id).await?;
+        let connection = self.db.connection_get(row.connection_id.0).await?;
         let Some(policy) = self.db.receipt_policy_get(connection.id).await? else {
             return Err(policy_missing(&connection.name));
         };
         let connector = self.db.connector_get(connection.connector_id).await?;
         if !self
             .db
-            .call_target_is_current(row.id, &self.central_bindings())
+            .call_target_is_current(row.id, &self.central_bindings().await)
             .await?
         {
             return Err(config_changed(&connection.name));
@@ -154,22 +156,31 @@ impl App {
             ));
         }
         let lookup = NewCall {
-            id: Uuid::now_v7(),
-            workspace_id: workspace,
-            request_id: req.request_id.0,
+            id: CallId::new(),
+            workspace_id: WorkspaceId(workspace),
+            request_id: req.request_id,
             payload_digest: payload_digest.clone(),
             profile_id: row.profile_id,
-            connection_id: connection.id,
+            connection_id: ConnectionId(connection.id),
             connection_revision: connection.revision,
             environment_id: row.environment_id,
             tool_name: policy.tool_name.clone(),
             arguments: fill_template(&policy.arguments.0, &placeholder_values(&row)),
             client_session_id: req.client_session_id,
             timeout_seconds: LOOKUP_TIMEOUT_SECONDS,
-            runner_ref: connection.runner_ref.clone(),
-            created_by: actor.user.id,
+            runner_ref: connection.runner_ref.parse().map_err(
+                |e: switchyard_protocol::runner_ref::UnknownRunner| {
+                    AppError::Internal(e.to_string())
+                },
+            )?,
+            created_by: UserId(actor.user.id),
+            origin: CallOrigin {
+                lookup_of: Some(row.id),
+                ..CallOrigin::default()
+            },
         };
-        match self.db.call_insert_lookup(&lookup, row.id).await? {
+        let inserted = self.db.call_insert(&lookup).await?;
+        match self.sent(inserted) {
             Some(inserted) => {
                 let call = self.call_row(workspace, &row.id.to_string()).await?;
                 Ok((
@@ -183,7 +194,7 @@ impl App {
             // A concurrent request with the same request_id won the insert.
             None => match self
                 .db
-                .call_find_by_request(workspace, req.request_id.0)
+                .call_find_by_request(WorkspaceId(workspace), req.request_id)
                 .await?
             {
                 Some(existing) => self
@@ -231,7 +242,7 @@ impl App {
                 ),
             ));
         }
-        if call.state != CallState::Unknown.as_str() {
+        if call.state != CallState::Unknown {
             return Err(AppError::refused(
                 ErrorCode::McpReconcileNotUnknown,
                 format!(
@@ -246,20 +257,23 @@ impl App {
     /// A call of a workspace, or `call_not_found`.
     pub(crate) async fn call_row(&self, workspace: Uuid, call: &str) -> AppResult<CallRow> {
         let id = super::sessions::parse_call_id(call)?;
-        self.db.call_get(workspace, id.0).await?.ok_or_else(|| {
-            AppError::refused(
-                ErrorCode::CallNotFound,
-                format!("no call `{call}` in this workspace"),
-            )
-        })
+        self.db
+            .call_get(WorkspaceId(workspace), id)
+            .await?
+            .ok_or_else(|| {
+                AppError::refused(
+                    ErrorCode::CallNotFound,
+                    format!("no call `{call}` in this workspace"),
+                )
+            })
     }
 
     /// The central bindings file's `bindings` map (references only, keyed by connection id),
     /// `null` when nothing is bound, or a marker when the file cannot be read (lookups then
     /// fail closed). Part of the target a central call is dispatched to: see
     /// [`crate::db::Datastore::call_lease`].
-    pub(crate) fn central_bindings(&self) -> Value {
-        central_bindings(self.config.credentials_file.as_deref())
+    pub(crate) async fn central_bindings(&self) -> Value {
+        central_bindings(self.config.credentials_file.as_deref()).await
     }
 
     /// What recording a completion implies beside the state change.
@@ -291,7 +305,7 @@ impl App {
     /// was erased is fenced. `None` when it is neither: the caller decides as before.
     pub(crate) async fn record_late_receipt(
         &self,
-        runner_ref: &str,
+        runner: RunnerRef,
         call: CallId,
         epoch: Epoch,
         completion: &StoredCompletion,
@@ -300,18 +314,18 @@ impl App {
         let (late, captured) = self
             .db
             .call_record_late_receipt(
-                call.0,
-                runner_ref,
-                epoch.0,
+                call,
+                runner,
+                epoch,
                 reported,
                 completion,
                 self.config.evidence_queue,
             )
             .await?;
-        note_capture(call.0, captured);
+        note_capture(call, captured);
         Ok(match late {
             LateReceipt::Settled(outcome) => {
-                tracing::info!(%call, runner = runner_ref, outcome = outcome.as_str(), "a late receipt settled an unknown call");
+                tracing::info!(%call, %runner, outcome = outcome.as_str(), "a late receipt settled an unknown call");
                 Some(CompletionRecorded::Recorded)
             }
             LateReceipt::Observed => Some(CompletionRecorded::Superseded),
@@ -335,7 +349,7 @@ pub(crate) fn lookup_refusal(call: &LeasedRow) -> Option<(&'static str, &'static
             "call_erased",
             "the evidence of the call it looks up was erased",
         )),
-        Some(parent) if parent.state != CallState::Unknown.as_str() => Some((
+        Some(parent) if parent.state != CallState::Unknown => Some((
             "mcp_reconcile_not_unknown",
             "the call it looks up is no longer unknown",
         )),
@@ -350,7 +364,7 @@ pub(crate) fn lookup_refusal(call: &LeasedRow) -> Option<(&'static str, &'static
 }
 
 /// Logs evidence that a full queue kept from being captured (it is also counted).
-fn note_capture(call: Uuid, captured: Captured) {
+fn note_capture(call: CallId, captured: Captured) {
     if captured == Captured::Dropped {
         tracing::warn!(%call, "the workspace's pending-evidence queue is full: this result was not captured as evidence");
     }
@@ -508,11 +522,11 @@ fn late_report(completion: &StoredCompletion) -> Reported {
 
 /// The `bindings` map of the central credentials file at `path` (see
 /// [`App::central_bindings`]).
-pub(super) fn central_bindings(path: Option<&std::path::Path>) -> Value {
+pub(crate) async fn central_bindings(path: Option<&std::path::Path>) -> Value {
     let Some(path) = path else {
         return Value::Null;
     };
-    match std::fs::read_to_string(path) {
+    match tokio::fs::read_to_string(path).await {
         Ok(text) => match serde_json::from_str::<Value>(&text) {
             Ok(file) => file.get("bindings").cloned().unwrap_or(Value::Null),
             Err(_) => json!("unreadable"),
@@ -585,10 +599,10 @@ mod tests {
             created_at: chrono::Utc::now(),
         };
         LeasedRow {
-            id: Uuid::now_v7(),
+            id: CallId::new(),
             created_at: chrono::Utc::now(),
-            request_id: Uuid::now_v7(),
-            connection_id: Uuid::nil(),
+            request_id: Default::default(),
+            connection_id: Default::default(),
             connection_revision: 1,
             connector,
             tool_name: "lookup".into(),
@@ -596,7 +610,7 @@ mod tests {
             timeout_seconds: 60,
             client_session_id: None,
             target_digest: vec![1; 32],
-            parent_call_id: Some(Uuid::now_v7()),
+            parent_call_id: Some(CallId::new()),
             parent,
         }
     }
@@ -604,7 +618,7 @@ mod tests {
     #[test]
     fn a_lookup_runs_only_for_an_unknown_unerased_call_dispatched_to_the_same_target() {
         let parent = |state: &str, digest: Option<u8>, erased: bool| LookedUpCall {
-            state: state.into(),
+            state: state.parse().expect("a state"),
             target_digest: digest.map(|d| vec![d; 32]),
             evidence_erased_at: erased.then(chrono::Utc::now),
         };

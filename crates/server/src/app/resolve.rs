@@ -23,9 +23,9 @@ impl App {
     ) -> AppResult<CallView> {
         let workspace = self.membership(actor, ws).await?.workspace.id;
         let row = self.call_row(workspace, call).await?;
-        let profile = self.db.profile_get(row.profile_id).await?;
+        let profile = self.db.profile_get(row.profile_id.0).await?;
         self.require_use(actor, &profile).await?;
-        if row.kind != CallKind::Tool.as_str() {
+        if row.kind != CallKind::Tool {
             return Err(AppError::refused(
                 ErrorCode::InvalidRequest,
                 format!(
@@ -61,7 +61,7 @@ impl App {
             .await?
         {
             return self
-                .resolution_replay(workspace, &existing, row.id, &payload_digest)
+                .resolution_replay(workspace, &existing, row.id.0, &payload_digest)
                 .await;
         }
         self.require_settleable(&row)?;
@@ -80,7 +80,7 @@ impl App {
             ));
         }
         let resolution = NewResolution {
-            call: row.id,
+            call: row.id.0,
             workspace,
             request_id: req.request_id.0,
             payload_digest: &payload_digest,
@@ -101,7 +101,7 @@ impl App {
                     .await?
                 {
                     return self
-                        .resolution_replay(workspace, &existing, row.id, &payload_digest)
+                        .resolution_replay(workspace, &existing, row.id.0, &payload_digest)
                         .await;
                 }
                 return Err(AppError::Database(e));

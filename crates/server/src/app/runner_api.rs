@@ -13,7 +13,7 @@
 
 use super::App;
 use super::calls::{CompletionRecorded, from_states, stored_completion};
-use super::leasing::LeaseFeed;
+use super::dispatch::leasing::LeaseFeed;
 use super::principal::DeviceActor;
 use super::sessions::parse_call_id;
 use crate::db::{Key, NewReceipt};
@@ -21,6 +21,7 @@ use crate::error::{AppError, AppResult};
 use std::time::Duration;
 use switchyard_protocol::runner::*;
 use switchyard_protocol::{CallId, ErrorCode};
+use switchyard_protocol::{CallState, RunnerRef, WorkspaceId};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -42,11 +43,11 @@ impl App {
         req: AcquireLease,
     ) -> AppResult<AcquireAnswer> {
         let ttl = self.config.runner_lease_ttl;
-        match self
+        let acquired = self
             .db
-            .runner_lease_acquire(&device.runner_ref(), req.holder, ttl)
-            .await?
-        {
+            .runner_lease_acquire(&device.runner_ref().to_string(), req.holder, ttl)
+            .await?;
+        match self.sent(acquired) {
             Some(epoch) => Ok(AcquireAnswer::Acquired {
                 epoch: Epoch(epoch),
                 ttl_seconds: ttl.as_secs(),
@@ -75,6 +76,7 @@ impl App {
         let hash = super::principal::device_credential_hash(credential)?;
         let ttl = self.config.runner_lease_ttl;
         let held: Vec<Uuid> = req.active.iter().map(|c| c.0).collect();
+        let held_calls: Vec<CallId> = req.active.clone();
         let read = self
             .by_credential(self.db.runner_lease_heartbeat(
                 &hash,
@@ -90,22 +92,26 @@ impl App {
             return Err(fenced(req.epoch));
         };
         if self
+            .dispatch
             .liveness
             .may_defer(Duration::from_secs_f64(left.max(0.0)))
         {
-            self.liveness.renewed(&runner, req.epoch.0);
+            self.dispatch
+                .liveness
+                .renewed(&runner.to_string(), req.epoch.0);
         } else if !self
             .db
-            .runner_lease_renew_epoch(&runner, req.epoch.0, ttl)
+            .runner_lease_renew_epoch(&runner.to_string(), req.epoch.0, ttl)
             .await?
         {
             return Err(fenced(req.epoch));
         }
         if beat.unheld {
-            let (requeued, orphaned) = self
+            let settled = self
                 .db
-                .call_settle_unheld(&runner, req.epoch.0, &held, ttl)
+                .call_settle_unheld(runner, req.epoch, &held_calls, ttl)
                 .await?;
+            let (requeued, orphaned) = self.sent(settled);
             if requeued > 0 {
                 tracing::info!(%runner, requeued, "requeued calls leased to the runner that it no longer holds");
             }
@@ -151,11 +157,11 @@ impl App {
         let max = req.max.clamp(1, MAX_LEASE_BATCH) as usize;
         if !feed
             .as_ref()
-            .is_some_and(|feed| feed.serves(&runner, req.epoch))
+            .is_some_and(|feed| feed.serves(runner, req.epoch))
         {
             *feed = None;
         }
-        let feed = feed.get_or_insert_with(|| self.lease_feed(&runner, req.epoch));
+        let feed = feed.get_or_insert_with(|| self.lease_feed(runner, req.epoch));
         match self.lease_waiting(feed, max, deadline).await? {
             Some(calls) => Ok(LeaseAnswer { calls }),
             None => Err(fenced(req.epoch)),
@@ -176,13 +182,13 @@ impl App {
         let hash = super::principal::device_credential_hash(credential)?;
         let id = self.device_call_id(credential, call).await?;
         let read = self
-            .by_credential(self.db.call_start_by_device(id.0, &hash, req.epoch.0))
+            .by_credential(self.db.call_start_by_device(id, &hash, req.epoch))
             .await?;
         let device = self.admit_device(read.device).await?;
         if read.started {
             return Ok(StartAnswer::Proceed);
         }
-        let runner = device.runner_ref();
+        let runner = device.runner_ref().to_string();
         if self
             .db
             .runner_lease_is_current(&runner, req.epoch.0)
@@ -215,17 +221,23 @@ impl App {
         let id = self.device_call_id(credential, call).await?;
         let outcome = outcome_name(&req.completion);
         let completion = stored_completion(req.completion);
-        let from = from_states(completion.state);
+        let state = completion.state;
+        let from = from_states(state);
+        // A reader waiting here is handed the call as recorded, read by the statement that
+        // records it.
+        let read_lineage = self.dispatch.announcer.local.waited_for(id);
         let plain = self
             .by_credential(self.db.call_complete_plain_by_device(
-                id.0,
+                id,
                 &hash,
-                req.epoch.0,
+                req.epoch,
                 &from,
                 &completion,
                 req.receipt_id,
+                read_lineage,
             ))
             .await?;
+        let plain = self.sent(plain);
         let device = self.admit_device(plain.device).await?;
         if plain.completed {
             return Ok(CompleteAnswer::Recorded);
@@ -237,17 +249,17 @@ impl App {
             .await?;
         // The call must be placed on this device; an upload of this receipt before is
         // answered as it was.
-        if read.placed_on.as_deref() != Some(runner.as_str()) {
+        if read.placed_on != Some(runner.to_string()) {
             return Err(AppError::refused(
                 ErrorCode::CallNotFound,
                 format!("no call `{call}` placed on this device"),
             ));
         }
         if let Some(stored) = read.stored {
-            return stored_answer(&stored, id.0, &runner, req.epoch);
+            return stored_answer(&stored, id.0, &runner.to_string(), req.epoch);
         }
         let (recorded, receipt_stored) = self
-            .call_record_receipt(&runner, id, req.epoch, completion, req.receipt_id)
+            .call_record_receipt(runner, id, req.epoch, completion, req.receipt_id)
             .await?;
         if receipt_stored {
             // Recorded, and the receipt with it in the same statement.
@@ -260,7 +272,7 @@ impl App {
             // already holds exactly this outcome from this runner and epoch.
             CompletionRecorded::Superseded
                 if self
-                    .holds_outcome(&device, id.0, &runner, req.epoch, outcome)
+                    .holds_outcome(&device, id, runner, req.epoch, state)
                     .await? =>
             {
                 CompleteAnswer::Recorded
@@ -270,7 +282,7 @@ impl App {
         let receipt = NewReceipt {
             receipt_id: req.receipt_id,
             call_id: id.0,
-            runner_ref: &runner,
+            runner_ref: &runner.to_string(),
             epoch: req.epoch.0,
             outcome,
             answer: answer_name(&answer),
@@ -283,7 +295,7 @@ impl App {
                 .receipt_get(req.receipt_id)
                 .await?
                 .ok_or_else(|| AppError::Internal("receipt vanished".into()))?;
-            return stored_answer(&stored, id.0, &runner, req.epoch);
+            return stored_answer(&stored, id.0, &runner.to_string(), req.epoch);
         }
         match answer {
             CompleteAnswer::Fenced => Err(fenced(req.epoch)),
@@ -301,17 +313,17 @@ impl App {
     ) -> AppResult<ReceiptCheckAnswer> {
         check_size(req.receipts.len(), "receipts")?;
         let runner = device.runner_ref();
-        let current = self.db.runner_lease_epoch(&runner).await?;
+        let current = self.db.runner_lease_epoch(&runner.to_string()).await?;
         let mut fenced = Vec::new();
         for receipt in req.receipts {
             let call = self
                 .db
-                .call_get(device.device.workspace_id, receipt.call_id.0)
+                .call_get(WorkspaceId(device.device.workspace_id), receipt.call_id)
                 .await?;
             let quarantined = match call {
                 Some(call) if call.runner_ref == runner => {
                     let still_running =
-                        call.state == "running" && call.lease_epoch == Some(receipt.epoch.0);
+                        call.state == CallState::Running && call.lease_epoch == Some(receipt.epoch);
                     // A receipt of a call whose evidence was erased is fenced too.
                     !still_running
                         && (current != Some(receipt.epoch.0) || call.evidence_erased_at.is_some())
@@ -341,12 +353,12 @@ impl App {
         for start in req.starts {
             let call = self
                 .db
-                .call_get(device.device.workspace_id, start.call_id.0)
+                .call_get(WorkspaceId(device.device.workspace_id), start.call_id)
                 .await?;
             let Some(call) = call else { continue };
             let acknowledged = call.started_at.is_some()
                 && call.runner_ref == runner
-                && call.lease_epoch == Some(start.epoch.0);
+                && call.lease_epoch == Some(start.epoch);
             if !acknowledged {
                 unacknowledged.push(start.call_id);
             }
@@ -362,21 +374,21 @@ impl App {
             .db
             .connection_find(device.device.workspace_id, &Key::Id(connection.0))
             .await?
-            .is_some_and(|c| c.runner_ref == runner);
+            .is_some_and(|c| c.runner_ref == runner.to_string());
         if !placed_here {
             return Err(AppError::refused(
                 ErrorCode::ConnectionNotFound,
                 format!("no connection `{connection}` placed on this device"),
             ));
         }
-        self.event_record(&runner, &event).await
+        self.event_record(&runner.to_string(), &event).await
     }
 
     /// Gives the lease of `epoch` up at once (clean shutdown), so a successor need not wait.
     pub async fn runner_release(&self, device: &DeviceActor, epoch: Epoch) -> AppResult<()> {
         Ok(self
             .db
-            .runner_lease_release_epoch(&device.runner_ref(), epoch.0)
+            .runner_lease_release_epoch(&device.runner_ref().to_string(), epoch.0)
             .await?)
     }
 
@@ -396,17 +408,17 @@ impl App {
     async fn holds_outcome(
         &self,
         device: &DeviceActor,
-        call: Uuid,
-        runner: &str,
+        call: CallId,
+        runner: RunnerRef,
         epoch: Epoch,
-        outcome: &str,
+        outcome: CallState,
     ) -> AppResult<bool> {
         Ok(self
             .db
-            .call_get(device.device.workspace_id, call)
+            .call_get(WorkspaceId(device.device.workspace_id), call)
             .await?
             .is_some_and(|c| {
-                c.runner_ref == runner && c.lease_epoch == Some(epoch.0) && c.state == outcome
+                c.runner_ref == runner && c.lease_epoch == Some(epoch) && c.state == outcome
             }))
     }
 }

@@ -18,11 +18,7 @@ impl App {
         call: &str,
     ) -> AppResult<CancelAnswer> {
         let before = self.call_get(actor, ws, call).await?;
-        let outcome = match self
-            .db
-            .call_cancel(before.workspace_id.0, before.id.0)
-            .await?
-        {
+        let outcome = match self.db.call_cancel(before.workspace_id, before.id).await? {
             CancelEffect::Cancelled => CancelOutcome::Cancelled,
             CancelEffect::Requested => CancelOutcome::CancellationRequested,
             CancelEffect::Nothing => CancelOutcome::AlreadyFinished,

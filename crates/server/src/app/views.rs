@@ -94,18 +94,17 @@ pub(crate) fn grant(user_id: uuid::Uuid, user_name: &str, grants: Grants) -> Gra
 
 pub(crate) fn call(row: &CallRow) -> CallView {
     CallView {
-        id: row.id.into(),
-        workspace_id: row.workspace_id.into(),
-        request_id: row.request_id.into(),
-        profile_id: row.profile_id.into(),
-        connection_id: row.connection_id.into(),
-        environment_id: row.environment_id.into(),
+        id: row.id,
+        workspace_id: row.workspace_id,
+        request_id: row.request_id,
+        profile_id: row.profile_id,
+        connection_id: row.connection_id,
+        environment_id: row.environment_id,
         tool_name: row.tool_name.clone(),
         client_session_id: row.client_session_id.clone(),
         timeout_seconds: u32::try_from(row.timeout_seconds).unwrap_or(DEFAULT_TIMEOUT_SECONDS),
-        // The column's CHECK constraint admits only known names.
-        state: row.state.parse().unwrap_or(CallState::Unknown),
-        runner: row.runner_ref.clone(),
+        state: row.state,
+        runner: row.runner_ref.to_string(),
         arguments: row.arguments.as_ref().map(|a| a.0.clone()),
         result: row.result.as_ref().map(|r| r.0.clone()),
         result_truncated: row.result_truncated,
@@ -119,16 +118,9 @@ pub(crate) fn call(row: &CallRow) -> CallView {
         finished_at: row.finished_at,
         cancel_requested_at: row.cancel_requested_at,
         retention_expired_at: row.retention_expired_at,
-        kind: if row.kind == CallKind::Lookup.as_str() {
-            CallKind::Lookup
-        } else {
-            CallKind::Tool
-        },
-        parent_call_id: row.parent_call_id.map(Into::into),
-        resolution_outcome: row
-            .resolution_outcome
-            .as_deref()
-            .and_then(ResolutionOutcome::parse),
+        kind: row.kind,
+        parent_call_id: row.parent_call_id,
+        resolution_outcome: row.resolution_outcome,
         attempts: Vec::new(),
         observations: Vec::new(),
         resolution: None,
@@ -141,8 +133,8 @@ pub(crate) fn call(row: &CallRow) -> CallView {
 pub(crate) fn attempt(row: &CallRow) -> Option<AttemptView> {
     row.started_at?;
     Some(AttemptView {
-        runner: row.runner_ref.clone(),
-        epoch: row.lease_epoch,
+        runner: row.runner_ref.to_string(),
+        epoch: row.lease_epoch.map(|epoch| epoch.0),
         connector_revision: row.connector_revision,
         leased_at: row.leased_at,
         started_at: row.started_at,
@@ -269,7 +261,7 @@ pub(crate) fn device(row: &crate::db::DeviceRow) -> DeviceView {
         id: row.id.into(),
         workspace_id: row.workspace_id.into(),
         name: row.name.clone(),
-        runner: super::principal::device_runner_ref(row.id),
+        runner: super::principal::device_runner_ref(row.id).to_string(),
         profile_id: row.profile_id.into(),
         approved_by: row.approved_by.into(),
         created_at: row.created_at,

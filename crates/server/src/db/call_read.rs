@@ -5,10 +5,13 @@
 //! it looks, so it is a single round trip.
 
 use super::observations::lineage_columns;
+use super::sql::{Params, text};
 use super::submit::submitter_workspace;
 use super::{CallRow, Datastore, Key, Lineage, ProfileRow, Submitter};
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Row};
+use std::sync::{Arc, LazyLock};
+use switchyard_protocol::CallId;
 use uuid::Uuid;
 
 /// What [`Datastore::call_read`] read. Each `None` is "not found".
@@ -29,8 +32,8 @@ impl FromRow<'_, PgRow> for CallRead {
             Some(_) => {
                 let call = CallRow::from_row(row)?;
                 let profile = ProfileRow {
-                    id: call.profile_id,
-                    workspace_id: call.workspace_id,
+                    id: call.profile_id.0,
+                    workspace_id: call.workspace_id.0,
                     environment_id: row.try_get("r_profile_environment")?,
                     name: row.try_get("r_profile_name")?,
                 };
@@ -55,27 +58,33 @@ impl Datastore {
         &self,
         workspace: &Key<'_>,
         reader: Submitter,
-        call: Option<Uuid>,
+        call: Option<CallId>,
     ) -> Result<Option<CallRead>, sqlx::Error> {
         let (user, device) = reader.user_and_device();
-        sqlx::query_as(concat!(
-            "WITH ",
-            submitter_workspace!("$1", "$2", "$3", "$4"),
-            "SELECT p.environment_id AS r_profile_environment, p.name AS r_profile_name,
-                 EXISTS (SELECT 1 FROM profile_grants g
-                         WHERE g.profile_id = p.id AND g.user_id = $3 AND g.grant_kind = 'use') AS r_user_holds_use, ",
-            lineage_columns!(),
-            ", c.*
-             FROM ws
-             LEFT JOIN calls c ON c.workspace_id = ws.id AND c.id = $5
-             LEFT JOIN profiles p ON p.id = c.profile_id"
-        ))
-        .bind(workspace.id())
-        .bind(workspace.name())
-        .bind(user)
-        .bind(device)
-        .bind(call)
-        .fetch_optional(&self.pool)
-        .await
+        static STATEMENT: LazyLock<Arc<str>> = LazyLock::new(|| {
+            let mut params = Params::default();
+            let [id, name, user, device, call] = std::array::from_fn(|_| params.next());
+            format!(
+                "WITH {ws}
+                 SELECT p.environment_id AS r_profile_environment, p.name AS r_profile_name,
+                     EXISTS (SELECT 1 FROM profile_grants g
+                             WHERE g.profile_id = p.id AND g.user_id = {user} AND g.grant_kind = 'use') AS r_user_holds_use,
+                     {lineage}, c.*
+                 FROM ws
+                 LEFT JOIN calls c ON c.workspace_id = ws.id AND c.id = {call}
+                 LEFT JOIN profiles p ON p.id = c.profile_id",
+                ws = submitter_workspace(&id, &name, &user, &device),
+                lineage = lineage_columns(""),
+            )
+            .into()
+        });
+        sqlx::query_as(text(&STATEMENT))
+            .bind(workspace.id())
+            .bind(workspace.name())
+            .bind(user)
+            .bind(device)
+            .bind(call)
+            .fetch_optional(&self.pool)
+            .await
     }
 }

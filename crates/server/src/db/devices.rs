@@ -31,19 +31,15 @@ pub struct DeviceRow {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
-/// `SELECT d.*, … AS runner_ref …`, as a string literal (`concat!`): the device holding the
-/// credential whose hash is the parameter `$hash` (revoked or not), with its runner reference
-/// `device:<id>`. Shared by the statements that check a device's credential themselves: the
-/// heartbeat's, the start ack's and the upload's.
-macro_rules! device_by_credential {
-    ($hash:literal) => {
-        concat!(
-            "SELECT d.*, 'device:' || d.id::text AS runner_ref FROM devices d WHERE d.credential_hash = ",
-            $hash
-        )
-    };
+/// `SELECT d.*, … AS runner_ref …`: the device holding the credential whose hash is the
+/// placeholder `hash` (revoked or not), with its runner reference `device:<id>`. Shared by
+/// the statements that check a device's credential themselves: the heartbeat's, the start
+/// ack's and the upload's.
+pub(super) fn device_by_credential(hash: &str) -> String {
+    format!(
+        "SELECT d.*, 'device:' || d.id::text AS runner_ref FROM devices d WHERE d.credential_hash = {hash}"
+    )
 }
-pub(super) use device_by_credential;
 
 impl Datastore {
     /// The device holding a collected credential with this hash (revoked or not).

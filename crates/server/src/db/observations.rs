@@ -3,14 +3,16 @@
 //! receipt on an unknown call, and the evidence either one captures. The original attempt is
 //! never overwritten: observations and resolutions are rows beside it.
 
+use super::calls::call_complete_on;
 use super::evidence::{Captured, EvidenceOffer, QueueBounds};
-use super::{CallOrigin, CallRow, Datastore, NewCall, StoredCompletion};
+use super::{CallRow, Committed, Datastore, StoredCompletion, Wakeup};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
 use sqlx::types::Json;
-use switchyard_protocol::CallState;
 use switchyard_protocol::api::{Reported, ResolutionOutcome};
+use switchyard_protocol::runner::Epoch;
+use switchyard_protocol::{CallId, CallState, RunnerRef};
 use uuid::Uuid;
 
 /// A row of `observations`.
@@ -80,58 +82,55 @@ pub enum LateReceipt {
 }
 
 impl Datastore {
-    /// Inserts a receipt lookup for `parent` unless the request_id was taken (the shared
-    /// insert, [`Datastore::call_insert_from`]).
-    pub async fn call_insert_lookup(
-        &self,
-        call: &NewCall,
-        parent: Uuid,
-    ) -> Result<Option<CallRow>, sqlx::Error> {
-        self.call_insert_from(
-            call,
-            CallOrigin {
-                lookup_of: Some(parent),
-                ..CallOrigin::default()
-            },
-        )
-        .await
-    }
-
     /// Records a completion and what it implies, in one transaction: the state change (as one
     /// guarded update under the runner's epoch); for a lookup, an observation on its parent,
     /// which a certain answer settles (`unknown` → `resolved`); and the evidence it offers.
     /// `None` when the report was stale or the call had moved on: nothing was recorded. A
     /// completion that implies nothing beside its state change is one statement. Readers
     /// waiting for the call are woken once it committed.
+    #[allow(clippy::too_many_arguments)]
     pub async fn call_complete_with_effects(
         &self,
-        id: Uuid,
-        runner_ref: &str,
-        epoch: i64,
+        id: CallId,
+        runner: RunnerRef,
+        epoch: Epoch,
         from: &[CallState],
         completion: &StoredCompletion,
         effects: CompletionEffects,
-    ) -> Result<Option<Completed>, sqlx::Error> {
+        read_lineage: bool,
+    ) -> Result<Option<Committed<Completed>>, sqlx::Error> {
         // Most completions imply nothing beside the state change: one statement (with the
         // device's receipt), no transaction of several. The rest, and a report that records
         // nothing, go on below; their receipts are the caller's to store.
         if let Some(recorded) = self
-            .call_complete_plain(id, runner_ref, epoch, from, completion, effects.receipt)
+            .call_complete_plain(
+                id,
+                runner,
+                epoch,
+                from,
+                completion,
+                effects.receipt,
+                read_lineage,
+            )
             .await?
         {
-            let receipt_stored = recorded.receipt_stored;
-            let (settled, call) = recorded.split();
-            self.announce_settled(id, settled);
-            return Ok(Some(Completed {
-                call,
-                settled_parent: None,
-                captured: Captured::Off,
-                receipt_stored,
+            let Committed { value, wakeups } = recorded;
+            return Ok(Some(Committed {
+                value: Completed {
+                    call: value.call,
+                    settled_parent: None,
+                    captured: Captured::Off,
+                    receipt_stored: value.receipt_stored,
+                },
+                wakeups,
             }));
         }
+        let settled = Wakeup::Settled {
+            call: id,
+            recorded: None,
+        };
         let mut tx = self.pool.begin().await?;
-        let Some(call) =
-            Datastore::call_complete_on(&mut tx, id, runner_ref, epoch, from, completion).await?
+        let Some(call) = call_complete_on(&mut tx, id, runner, epoch, from, completion).await?
         else {
             return Ok(None);
         };
@@ -142,13 +141,15 @@ impl Datastore {
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
-            self.announce_settled(id, None);
-            return Ok(Some(Completed {
-                call,
-                settled_parent: None,
-                captured: Captured::Off,
-                receipt_stored: false,
-            }));
+            return Ok(Some(
+                Committed::new(Completed {
+                    call,
+                    settled_parent: None,
+                    captured: Captured::Off,
+                    receipt_stored: false,
+                })
+                .waking(settled),
+            ));
         }
         let mut settled_parent = None;
         if let Some(parent) = call.parent_call_id {
@@ -156,7 +157,7 @@ impl Datastore {
                 call: parent,
                 source: "lookup",
                 lookup_call: Some(id),
-                runner_ref,
+                runner,
                 epoch: Some(epoch),
                 reported: effects.lookup_reports,
                 output: completion.result.as_ref(),
@@ -165,8 +166,8 @@ impl Datastore {
         }
         let captured = if completion.capturable() {
             let offer = EvidenceOffer {
-                call: id,
-                workspace: call.workspace_id,
+                call: id.0,
+                workspace: call.workspace_id.0,
                 output: completion.result.as_ref(),
                 output_truncated: completion.result_truncated,
                 observation: None,
@@ -176,13 +177,15 @@ impl Datastore {
             Captured::Off
         };
         tx.commit().await?;
-        self.announce_settled(id, None);
-        Ok(Some(Completed {
-            call,
-            settled_parent,
-            captured,
-            receipt_stored: false,
-        }))
+        Ok(Some(
+            Committed::new(Completed {
+                call,
+                settled_parent,
+                captured,
+                receipt_stored: false,
+            })
+            .waking(settled),
+        ))
     }
 
     /// Records a report about a tool call that is already `unknown`, made by the runner that
@@ -191,9 +194,9 @@ impl Datastore {
     /// offers its output as evidence. A call whose evidence was erased records nothing.
     pub async fn call_record_late_receipt(
         &self,
-        id: Uuid,
-        runner_ref: &str,
-        epoch: i64,
+        id: CallId,
+        runner: RunnerRef,
+        epoch: Epoch,
         reported: Reported,
         completion: &StoredCompletion,
         bounds: QueueBounds,
@@ -206,7 +209,7 @@ impl Datastore {
              FOR UPDATE",
         )
         .bind(id)
-        .bind(runner_ref)
+        .bind(runner)
         .bind(epoch)
         .fetch_optional(&mut *tx)
         .await?;
@@ -220,7 +223,7 @@ impl Datastore {
             call: id,
             source: "late_receipt",
             lookup_call: None,
-            runner_ref,
+            runner,
             epoch: Some(epoch),
             reported,
             output: completion.result.as_ref(),
@@ -230,7 +233,7 @@ impl Datastore {
         let captured = match (settled, completion.result.as_ref()) {
             (Some(_), Some(output)) => {
                 let offer = EvidenceOffer {
-                    call: id,
+                    call: id.0,
                     workspace,
                     output: Some(output),
                     output_truncated: completion.result_truncated,
@@ -276,52 +279,45 @@ impl Datastore {
     /// evidence records (ids, oldest first), and whether it has observations or a resolution
     /// (read separately when it does; most calls have neither).
     pub async fn call_lineage(&self, call: Uuid) -> Result<Lineage, sqlx::Error> {
-        sqlx::query_as(concat!(
-            "SELECT ",
-            lineage_columns!(),
-            " FROM (SELECT $1::uuid AS id) c"
-        ))
-        .bind(call)
-        .fetch_one(&self.pool)
-        .await
+        static STATEMENT: std::sync::LazyLock<std::sync::Arc<str>> =
+            std::sync::LazyLock::new(|| {
+                format!(
+                    "SELECT {} FROM (SELECT $1::uuid AS id) c",
+                    lineage_columns("")
+                )
+                .into()
+            });
+        sqlx::query_as(super::sql::text(&STATEMENT))
+            .bind(call)
+            .fetch_one(&self.pool)
+            .await
     }
 }
 
-/// The columns of a [`Lineage`] for the call `c.id` of the statement they are part of, as a
-/// string literal (`concat!`): [`Datastore::call_lineage`] reads them alone, a reader's
-/// `Datastore::call_read` beside the call. With an argument, `|| ` and the SQL of an array of
-/// receipt ids stored by the same statement, which its snapshot does not see: they are the
-/// newest, so they come last.
-macro_rules! lineage_columns {
-    () => {
-        lineage_columns!("")
-    };
-    ($stored_beside:literal) => {
-        concat!(
-            "ARRAY(SELECT id FROM calls WHERE parent_call_id = c.id ORDER BY created_at, id)
-                 AS lookup_ids,
-             ARRAY(SELECT receipt_id FROM receipts WHERE call_id = c.id ORDER BY received_at, receipt_id) ",
-            $stored_beside,
-            " AS receipt_ids,
-             ARRAY(SELECT id FROM evidence_records WHERE call_id = c.id OR parent_call_id = c.id
-                   ORDER BY captured_at, id)
-                 AS evidence_ids,
-             EXISTS (SELECT 1 FROM observations WHERE call_id = c.id) AS has_observations,
-             EXISTS (SELECT 1 FROM resolutions WHERE call_id = c.id) AS has_resolution"
-        )
-    };
+/// The columns of a [`Lineage`] for the call `c.id` of the statement they are part of:
+/// [`Datastore::call_lineage`] reads them alone, a reader's `Datastore::call_read` beside the
+/// call. `stored_beside` is empty, or `|| ` and the SQL of an array of receipt ids stored by
+/// the same statement, which its snapshot does not see: they are the newest, so they come
+/// last.
+pub(super) fn lineage_columns(stored_beside: &str) -> String {
+    format!(
+        "ARRAY(SELECT id FROM calls WHERE parent_call_id = c.id ORDER BY created_at, id)
+             AS lookup_ids,
+         ARRAY(SELECT receipt_id FROM receipts WHERE call_id = c.id ORDER BY received_at, receipt_id) {stored_beside}
+             AS receipt_ids,
+         ARRAY(SELECT id FROM evidence_records WHERE call_id = c.id OR parent_call_id = c.id
+               ORDER BY captured_at, id)
+             AS evidence_ids,
+         EXISTS (SELECT 1 FROM observations WHERE call_id = c.id) AS has_observations,
+         EXISTS (SELECT 1 FROM resolutions WHERE call_id = c.id) AS has_resolution"
+    )
 }
-pub(super) use lineage_columns;
 
-/// The columns of [`lineage_columns!`], empty and unread: for a statement whose call nobody
+/// The columns of [`lineage_columns`], empty and unread: for a statement whose call nobody
 /// waits to see, so that it does not read what would not be used.
-macro_rules! unread_lineage_columns {
-    () => {
-        "'{}'::uuid[] AS lookup_ids, '{}'::uuid[] AS receipt_ids, '{}'::uuid[] AS evidence_ids,
-         false AS has_observations, false AS has_resolution"
-    };
-}
-pub(super) use unread_lineage_columns;
+pub(super) const UNREAD_LINEAGE: &str =
+    "'{}'::uuid[] AS lookup_ids, '{}'::uuid[] AS receipt_ids, '{}'::uuid[] AS evidence_ids,
+     false AS has_observations, false AS has_resolution";
 
 /// What [`Datastore::call_lineage`] reads.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -340,11 +336,11 @@ pub struct Lineage {
 
 /// An observation to record.
 struct NewObservation<'a> {
-    call: Uuid,
+    call: CallId,
     source: &'static str,
-    lookup_call: Option<Uuid>,
-    runner_ref: &'a str,
-    epoch: Option<i64>,
+    lookup_call: Option<CallId>,
+    runner: RunnerRef,
+    epoch: Option<Epoch>,
     reported: Reported,
     output: Option<&'a Value>,
 }
@@ -382,7 +378,7 @@ async fn observe_and_settle_as(
     .bind(observation.call)
     .bind(observation.source)
     .bind(observation.lookup_call)
-    .bind(observation.runner_ref)
+    .bind(observation.runner)
     .bind(observation.epoch)
     .bind(observation.reported.as_str())
     .bind(observation.output.map(Json))

@@ -1,8 +1,7 @@
 //! Runner leases: one live owner per runner reference, with a monotonically increasing epoch
 //! that every start and completion is fenced by.
 
-use super::devices::device_by_credential;
-use super::{Datastore, DeviceRow};
+use super::{Committed, Datastore, DeviceRow, Wakeup};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -58,7 +57,7 @@ impl Datastore {
         runner_ref: &str,
         holder: Uuid,
         ttl: Duration,
-    ) -> Result<Option<i64>, sqlx::Error> {
+    ) -> Result<Committed<Option<i64>>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let epoch: Option<i64> = sqlx::query_scalar(
             "INSERT INTO runner_leases (runner_ref, epoch, holder, expires_at)
@@ -99,10 +98,8 @@ impl Datastore {
             .await?;
         }
         tx.commit().await?;
-        if requeued > 0 {
-            self.announce_requeued(runner_ref);
-        }
-        Ok(epoch)
+        let runner = runner_ref.parse().ok();
+        Ok(Committed::new(epoch).waking_if(requeued > 0, Wakeup::Requeued(runner)))
     }
 
     /// Extends a live lease. Returns false when the lease expired or passed to another epoch:
@@ -227,14 +224,16 @@ impl Datastore {
         grace: Duration,
         release_ttl: Duration,
     ) -> Result<Option<DeviceHeartbeat>, sqlx::Error> {
-        sqlx::query_as(concat!(
-            "WITH device AS (",
-            device_by_credential!("$1"),
-            "),
+        static STATEMENT: std::sync::LazyLock<std::sync::Arc<str>> = std::sync::LazyLock::new(
+            || {
+                let mut params = super::sql::Params::default();
+                let [hash, epoch, held, grace, release] = std::array::from_fn(|_| params.next());
+                format!(
+                "WITH device AS ({device}),
              lease AS (
                  SELECT EXTRACT(EPOCH FROM r.expires_at - now())::float8 AS left_secs
                  FROM runner_leases r JOIN device d ON r.runner_ref = d.runner_ref
-                 WHERE d.revoked_at IS NULL AND r.epoch = $2 AND r.expires_at > now()
+                 WHERE d.revoked_at IS NULL AND r.epoch = {epoch} AND r.expires_at > now()
              ),
              taken AS (
                  DELETE FROM session_releases
@@ -243,7 +242,7 @@ impl Datastore {
              ),
              delivered AS (
                  SELECT id, connection_id, client_session_id FROM taken
-                 WHERE requested_at >= now() - make_interval(secs => $5)
+                 WHERE requested_at >= now() - make_interval(secs => {release})
              ),
              in_flight AS (
                  SELECT id, state, lease_epoch, leased_at, started_at, cancel_requested_at FROM calls
@@ -254,20 +253,25 @@ impl Datastore {
                  (SELECT left_secs FROM lease) AS lease_left_secs,
                  ARRAY(SELECT id FROM in_flight WHERE state = 'running' AND cancel_requested_at IS NOT NULL ORDER BY id) AS cancel,
                  EXISTS (SELECT 1 FROM in_flight
-                         WHERE lease_epoch = $2 AND NOT (id = ANY($3))
-                           AND ((state = 'leased' AND leased_at < now() - make_interval(secs => $4))
-                             OR (state = 'running' AND started_at < now() - make_interval(secs => $4)))) AS unheld,
+                         WHERE lease_epoch = {epoch} AND NOT (id = ANY({held}))
+                           AND ((state = 'leased' AND leased_at < now() - make_interval(secs => {grace}))
+                             OR (state = 'running' AND started_at < now() - make_interval(secs => {grace})))) AS unheld,
                  ARRAY(SELECT connection_id FROM delivered ORDER BY id) AS release_connections,
                  ARRAY(SELECT client_session_id FROM delivered ORDER BY id) AS release_sessions
-             FROM device d"
-        ))
-        .bind(credential_hash)
-        .bind(epoch)
-        .bind(held)
-        .bind(interval(grace))
-        .bind(interval(release_ttl))
-        .fetch_optional(&self.pool)
-        .await
+             FROM device d",
+                device = super::devices::device_by_credential(&hash),
+            )
+            .into()
+            },
+        );
+        sqlx::query_as(super::sql::text(&STATEMENT))
+            .bind(credential_hash)
+            .bind(epoch)
+            .bind(held)
+            .bind(interval(grace))
+            .bind(interval(release_ttl))
+            .fetch_optional(&self.pool)
+            .await
     }
 
     /// Gives up the lease of `epoch` at once (clean shutdown of a device runner).

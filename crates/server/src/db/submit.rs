@@ -1,37 +1,36 @@
-//! The one read a call submission makes. Everything a submission decides on — for a user's
-//! submission the API token it presented, the workspace and the submitter's place in it, the
-//! profile, connection and environment it names (by id or name), the submitter's Use grant,
-//! the operation, whether the profile includes the connection, whether the connector may run,
-//! whether the connection's runner is still there, the cached tool, and a call already stored
-//! under the same request_id — comes back from one statement as nullable columns. The app
-//! layer turns them into the same answers, in the same order, that separate lookups gave
-//! (`app/calls.rs`), and a replayed request_id is answered from this read alone. A lone
-//! submission made from a resolve remembered for the same keys is inserted by the statement
-//! that reads it again, if that read is the remembered one
-//! ([`Datastore::call_submit_speculated`]).
+//! The one read a call submission makes (its *submit read*). Everything a submission decides
+//! on — for a user's submission the API token it presented, the workspace and the submitter's
+//! place in it, the profile, connection and environment it names (by id or name), the
+//! submitter's Use grant, the operation, whether the profile includes the connection, whether
+//! the connector may run, whether the connection's runner is still there, the cached tool, and
+//! a call already stored under the same request_id — comes back from one statement as
+//! nullable columns. The app layer turns them into the same answers, in the same order, that
+//! separate lookups gave (`app/calls.rs`), and a replayed request_id is answered from this
+//! read alone. The reads of submissions that wait at the same moment share one statement
+//! ([`Datastore::call_submit_read_many`]).
 
-use super::calls::{
-    bind_new_call, handed_lease_values, handed_read_columns, handed_target, insert_call,
-    insert_handed_call, target_digest,
-};
+use super::sql::{Params, text};
 use super::users::user_by_token;
-use super::{CallOrigin, CallRow, Datastore, HandedRow, Key, NewCall, ProfileRow, UserRow};
-use serde_json::Value;
-use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::types::Json;
+use super::{CallRow, Datastore, Key, ProfileRow, UserRow};
+use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Row};
+use std::sync::{Arc, LazyLock};
+use switchyard_protocol::{
+    ConnectionId, DeviceId, EnvironmentId, OperationId, ProfileId, RequestId, RunnerRef, UserId,
+    WorkspaceId,
+};
 use uuid::Uuid;
 
 /// Who submits.
 #[derive(Clone, Copy, Debug)]
 pub enum Submitter {
     /// A user: the workspace must be one they are a member of; their Use grant is read.
-    User(Uuid),
+    User(UserId),
     /// A paired device: the workspace must be its own.
-    Device(Uuid),
+    Device(DeviceId),
 }
 
-/// Who submits, as a submission's resolve reads it.
+/// Who submits, as a submission's read finds them.
 #[derive(Clone, Copy, Debug)]
 pub enum SubmitterKey<'a> {
     /// Already authenticated.
@@ -42,9 +41,8 @@ pub enum SubmitterKey<'a> {
 }
 
 impl Submitter {
-    /// The user and the device as a statement binds them (`$3` and `$4` of
-    /// [`submitter_workspace!`]): one of them is `None`.
-    pub(super) fn user_and_device(self) -> (Option<Uuid>, Option<Uuid>) {
+    /// The user and the device as a statement binds them: one of them is `None`.
+    pub(super) fn user_and_device(self) -> (Option<UserId>, Option<DeviceId>) {
         match self {
             Submitter::User(user) => (Some(user), None),
             Submitter::Device(device) => (None, Some(device)),
@@ -52,30 +50,19 @@ impl Submitter {
     }
 }
 
-/// `ws AS (…)`, as a string literal (`concat!`) for a `WITH`: the workspace `$id` or `$name`
-/// names, when it is the submitter's — one the user `$user` is a member of, or the device
-/// `$device`'s own (SQL expressions: parameters, or the columns of a batch's row). Shared by
-/// a submission's resolve and a reader's [`Datastore::call_read`].
-macro_rules! submitter_workspace {
-    ($id:expr, $name:expr, $user:expr, $device:expr) => {
-        concat!(
-            "ws AS (
+/// `ws AS (…)`: the workspace `id` or `name` names, when it is the submitter's — one the
+/// user `user` is a member of, or the device `device`'s own (SQL expressions: placeholders,
+/// or the columns of a batch's row). Shared by a submission's read and a reader's
+/// [`Datastore::call_read`].
+pub(super) fn submitter_workspace(id: &str, name: &str, user: &str, device: &str) -> String {
+    format!(
+        "ws AS (
              SELECT w.id FROM workspaces w
-             WHERE (w.id = ",
-            $id,
-            " OR w.name = ",
-            $name,
-            ")
-               AND (EXISTS (SELECT 1 FROM workspace_members m WHERE m.workspace_id = w.id AND m.user_id = ",
-            $user,
-            ")
-                    OR EXISTS (SELECT 1 FROM devices d WHERE d.workspace_id = w.id AND d.id = ",
-            $device,
-            "))) "
-        )
-    };
+             WHERE (w.id = {id} OR w.name = {name})
+               AND (EXISTS (SELECT 1 FROM workspace_members m WHERE m.workspace_id = w.id AND m.user_id = {user})
+                    OR EXISTS (SELECT 1 FROM devices d WHERE d.workspace_id = w.id AND d.id = {device}))) "
+    )
 }
-pub(super) use submitter_workspace;
 
 /// What a submission names.
 #[derive(Clone, Debug)]
@@ -91,9 +78,9 @@ pub struct SubmitKeys<'a> {
     /// The environment, when the request names one.
     pub environment: Option<Key<'a>>,
     /// The operation, when the request names one.
-    pub operation: Option<Uuid>,
+    pub operation: Option<OperationId>,
     /// The client's idempotency key.
-    pub request_id: Uuid,
+    pub request_id: RequestId,
     /// The tool.
     pub tool_name: &'a str,
 }
@@ -102,11 +89,11 @@ pub struct SubmitKeys<'a> {
 #[derive(Clone, Debug)]
 pub struct SubmitConnection {
     /// Id.
-    pub id: Uuid,
+    pub id: ConnectionId,
     /// Name.
     pub name: String,
-    /// `central` or `device:<uuid>`.
-    pub runner_ref: String,
+    /// The runner it is placed on.
+    pub runner_ref: RunnerRef,
     /// Revision now.
     pub revision: i64,
     /// Its connector's name.
@@ -124,21 +111,21 @@ pub struct SubmitConnection {
 #[derive(Clone, Copy, Debug)]
 pub struct OperationScope {
     /// Id.
-    pub id: Uuid,
+    pub id: OperationId,
     /// Its profile.
-    pub profile_id: Uuid,
+    pub profile_id: ProfileId,
     /// Its environment.
-    pub environment_id: Uuid,
+    pub environment_id: EnvironmentId,
 }
 
-/// What [`Datastore::call_submit_resolve`] read. Each `None` is "not found".
+/// What [`Datastore::call_submit_read`] read. Each `None` is "not found".
 #[derive(Clone, Debug)]
 pub struct SubmitContext {
     /// The user whose API token the submission presented ([`SubmitterKey::UserToken`]);
     /// `None` for a submitter known before.
     pub token_user: Option<UserRow>,
     /// The workspace.
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     /// The profile.
     pub profile: Option<ProfileRow>,
     /// Whether the submitter, a user, holds Use on the profile (always false for a device).
@@ -148,20 +135,16 @@ pub struct SubmitContext {
     /// Whether the profile includes the connection.
     pub profile_has_connection: bool,
     /// The environment the request names.
-    pub environment_id: Option<Uuid>,
+    pub environment_id: Option<EnvironmentId>,
     /// The operation the request names, if it is one of the workspace.
     pub operation: Option<OperationScope>,
     /// The call already stored under the request_id.
     pub existing: Option<CallRow>,
-    /// The resolve's fingerprint, when it was asked for: all it read but `existing`, as one
-    /// text. Another resolve of the same keys with the same fingerprint decides the same (see
-    /// [`Datastore::call_submit_speculated`]).
-    pub fingerprint: Option<String>,
 }
 
 impl FromRow<'_, PgRow> for SubmitContext {
     fn from_row(row: &PgRow) -> Result<Self, sqlx::Error> {
-        let workspace_id: Uuid = row.try_get("r_workspace")?;
+        let workspace_id: WorkspaceId = row.try_get("r_workspace")?;
         let token_user = match row.try_get::<Option<Uuid>, _>("r_token_user")? {
             Some(id) => Some(UserRow {
                 id,
@@ -174,13 +157,13 @@ impl FromRow<'_, PgRow> for SubmitContext {
         let profile = match row.try_get::<Option<Uuid>, _>("r_profile")? {
             Some(id) => Some(ProfileRow {
                 id,
-                workspace_id,
+                workspace_id: workspace_id.0,
                 environment_id: row.try_get("r_profile_environment")?,
                 name: row.try_get("r_profile_name")?,
             }),
             None => None,
         };
-        let connection = match row.try_get::<Option<Uuid>, _>("r_connection")? {
+        let connection = match row.try_get::<Option<ConnectionId>, _>("r_connection")? {
             Some(id) => Some(SubmitConnection {
                 id,
                 name: row.try_get("r_connection_name")?,
@@ -193,7 +176,7 @@ impl FromRow<'_, PgRow> for SubmitContext {
             }),
             None => None,
         };
-        let operation = match row.try_get::<Option<Uuid>, _>("r_operation")? {
+        let operation = match row.try_get::<Option<OperationId>, _>("r_operation")? {
             Some(id) => Some(OperationScope {
                 id,
                 profile_id: row.try_get("r_operation_profile")?,
@@ -216,254 +199,215 @@ impl FromRow<'_, PgRow> for SubmitContext {
             environment_id: row.try_get("r_environment")?,
             operation,
             existing,
-            fingerprint: row.try_get("r_fingerprint")?,
         })
     }
 }
 
-/// Where a resolve reads what a submission names, as SQL: the parameters `$1`…`$12` of a lone
-/// resolve (`param`; `$3` and `$4` are the submitter's, see [`resolve_cte_for!`], and `$13`
-/// its request_id), or the columns of a batch's row `k` (`row`, see [`SUBMIT_RESOLVE_MANY`]).
-#[rustfmt::skip]
-macro_rules! resolve_key {
-    (param, workspace_id) => { "$1" };
-    (param, workspace_name) => { "$2" };
-    (param, profile_id) => { "$5" };
-    (param, profile_name) => { "$6" };
-    (param, connection_id) => { "$7" };
-    (param, connection_name) => { "$8" };
-    (param, tool_name) => { "$9" };
-    (param, environment_id) => { "$10" };
-    (param, environment_name) => { "$11" };
-    (param, operation_id) => { "$12" };
-    (row, $key:ident) => { concat!("k.", stringify!($key)) };
+/// Where a submit read finds what a submission names: SQL expressions, the placeholders of a
+/// lone read or the columns of a batch's row `k`.
+struct Named {
+    workspace_id: String,
+    workspace_name: String,
+    profile_id: String,
+    profile_name: String,
+    connection_id: String,
+    connection_name: String,
+    tool_name: String,
+    environment_id: String,
+    environment_name: String,
+    operation_id: String,
 }
 
-/// A submission's resolve as the CTE `r`, as a string literal (`concat!`): `$keys` says where
-/// what it names is read (see [`resolve_key!`]), `$with` opens the `WITH` (and may define what
-/// `$user` reads), `$user` and `$device` are the submitter (see [`submitter_workspace!`]),
-/// `$token_user` the `r_token_user…` columns and `$from` the `FROM` clause that has `ws` (and
-/// whatever `$token_user` reads). `r` has every column a submission decides on but the call
-/// already stored under the request_id, which the statements join beside it; its text
-/// (`r::text`) is the resolve's fingerprint.
-macro_rules! resolve_cte {
-    ($keys:ident, $with:expr, $user:expr, $device:expr, $token_user:expr, $from:literal) => {
-        concat!(
-            $with,
-            submitter_workspace!(
-                resolve_key!($keys, workspace_id),
-                resolve_key!($keys, workspace_name),
-                $user,
-                $device
-            ),
-            ", r AS (SELECT ws.id AS r_workspace, ",
-            $token_user,
-            "
-                 p.id AS r_profile, p.environment_id AS r_profile_environment, p.name AS r_profile_name,
-                 EXISTS (SELECT 1 FROM profile_grants g
-                         WHERE g.profile_id = p.id AND g.user_id = ",
-            $user,
-            " AND g.grant_kind = 'use') AS r_user_holds_use,
-                 cn.id AS r_connection, cn.name AS r_connection_name, cn.runner_ref AS r_runner_ref,
-                 cn.revision AS r_connection_revision, x.name AS r_connector_name,
-                 -- ConnectorRow::is_runnable: HTTP always, stdio while its revision is approved.
-                 (x.transport = 'http' OR x.approved_revision IS NOT DISTINCT FROM x.revision) AS r_connector_runnable,
-                 -- A device runner must be an unrevoked device of the workspace. Runner
-                 -- references are written as `device:` and a UUID in canonical form; the
-                 -- pattern keeps anything else from reaching the cast.
-                 (cn.runner_ref NOT LIKE 'device:%' OR EXISTS (
-                     SELECT 1 FROM devices rd
-                     WHERE rd.workspace_id = cn.workspace_id AND rd.revoked_at IS NULL
-                       AND rd.id = CASE WHEN cn.runner_ref ~ '^device:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                                        THEN substr(cn.runner_ref, 8)::uuid END)) AS r_runner_available,
-                 t.available AS r_tool_available,
-                 EXISTS (SELECT 1 FROM profile_connections pc
-                         WHERE pc.profile_id = p.id AND pc.connection_id = cn.id) AS r_profile_has_connection,
-                 e.id AS r_environment,
-                 o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment
-             ",
-            $from,
-            "
-             LEFT JOIN profiles p ON p.workspace_id = ws.id AND (p.id = ",
-            resolve_key!($keys, profile_id),
-            " OR p.name = ",
-            resolve_key!($keys, profile_name),
-            ")
-             LEFT JOIN connections cn ON cn.workspace_id = ws.id AND (cn.id = ",
-            resolve_key!($keys, connection_id),
-            " OR cn.name = ",
-            resolve_key!($keys, connection_name),
-            ")
-             LEFT JOIN connectors x ON x.id = cn.connector_id
-             LEFT JOIN tools t ON t.connection_id = cn.id AND t.name = ",
-            resolve_key!($keys, tool_name),
-            "
-             LEFT JOIN environments e ON e.workspace_id = ws.id AND (e.id = ",
-            resolve_key!($keys, environment_id),
-            " OR e.name = ",
-            resolve_key!($keys, environment_name),
-            ")
-             LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = ",
-            resolve_key!($keys, operation_id),
-            ") "
-        )
-    };
+impl Named {
+    /// The columns of a batch's row `k`.
+    fn row() -> Self {
+        let k = |column: &str| format!("k.{column}");
+        Self {
+            workspace_id: k("workspace_id"),
+            workspace_name: k("workspace_name"),
+            profile_id: k("profile_id"),
+            profile_name: k("profile_name"),
+            connection_id: k("connection_id"),
+            connection_name: k("connection_name"),
+            tool_name: k("tool_name"),
+            environment_id: k("environment_id"),
+            environment_name: k("environment_name"),
+            operation_id: k("operation_id"),
+        }
+    }
 }
 
-/// The `r_token_user…` columns of [`resolve_cte!`] read from `token_user tu`.
-macro_rules! token_user_columns {
-    () => {
-        "tu.id AS r_token_user, tu.name AS r_token_user_name,
-         tu.is_owner AS r_token_user_is_owner, tu.created_at AS r_token_user_created_at, "
-    };
+/// How a submit read finds its submitter.
+struct SubmitterSql<'a> {
+    /// Opens the `WITH` (and defines what `user` reads).
+    with: &'a str,
+    /// The submitting user, and device.
+    user: &'a str,
+    device: &'a str,
+    /// The `r_token_user…` columns.
+    token_user: &'a str,
+    /// The `FROM` clause that has `ws` (and whatever `token_user` reads).
+    from: &'a str,
 }
 
-/// [`resolve_cte!`] for a submitter known before, or for the user of the API token `$3`.
-macro_rules! resolve_cte_for {
-    (known) => {
-        resolve_cte!(
-            param,
-            "WITH ",
-            "$3",
-            "$4",
-            "NULL::uuid AS r_token_user, NULL::text AS r_token_user_name,
-             NULL::bool AS r_token_user_is_owner, NULL::timestamptz AS r_token_user_created_at, ",
-            "FROM ws"
-        )
-    };
-    (token) => {
-        resolve_cte!(
-            param,
-            concat!("WITH token_user AS (", user_by_token!("$3"), "), "),
-            "(SELECT id FROM token_user)",
-            "$4",
-            token_user_columns!(),
-            "FROM ws CROSS JOIN token_user tu"
-        )
-    };
-    // A batch's row `k`, whose submitter is known (`k.user_id`, `k.device_id`) or the user of
-    // the API token `k.token_hash`: with no token, `token_user` is empty and its columns null,
-    // as for a known submitter; with an unknown one the submitter is nobody, and `ws` empty.
-    (row) => {
-        resolve_cte!(
-            row,
-            concat!("WITH token_user AS (", user_by_token!("k.token_hash"), "), "),
-            "COALESCE(k.user_id, (SELECT id FROM token_user))",
-            "k.device_id",
-            token_user_columns!(),
-            "FROM ws LEFT JOIN token_user tu ON true"
-        )
-    };
+/// The `r_token_user…` columns read from `token_user tu`.
+const TOKEN_USER_COLUMNS: &str = "tu.id AS r_token_user, tu.name AS r_token_user_name,
+     tu.is_owner AS r_token_user_is_owner, tu.created_at AS r_token_user_created_at, ";
+
+/// A submission's read as the CTE `r`: every column a submission decides on but the call
+/// already stored under the request_id, which the statements join beside it.
+fn read_cte(named: &Named, submitter: &SubmitterSql<'_>) -> String {
+    let Named {
+        workspace_id,
+        workspace_name,
+        profile_id,
+        profile_name,
+        connection_id,
+        connection_name,
+        tool_name,
+        environment_id,
+        environment_name,
+        operation_id,
+    } = named;
+    let SubmitterSql {
+        with,
+        user,
+        device,
+        token_user,
+        from,
+    } = submitter;
+    format!(
+        "{with}{ws}, r AS (SELECT ws.id AS r_workspace, {token_user}
+             p.id AS r_profile, p.environment_id AS r_profile_environment, p.name AS r_profile_name,
+             EXISTS (SELECT 1 FROM profile_grants g
+                     WHERE g.profile_id = p.id AND g.user_id = {user} AND g.grant_kind = 'use') AS r_user_holds_use,
+             cn.id AS r_connection, cn.name AS r_connection_name, cn.runner_ref AS r_runner_ref,
+             cn.revision AS r_connection_revision, x.name AS r_connector_name,
+             -- ConnectorRow::is_runnable: HTTP always, stdio while its revision is approved.
+             (x.transport = 'http' OR x.approved_revision IS NOT DISTINCT FROM x.revision) AS r_connector_runnable,
+             -- A device runner must be an unrevoked device of the workspace.
+             (cn.runner_device_id IS NULL OR EXISTS (
+                 SELECT 1 FROM devices rd
+                 WHERE rd.id = cn.runner_device_id AND rd.workspace_id = cn.workspace_id
+                   AND rd.revoked_at IS NULL)) AS r_runner_available,
+             t.available AS r_tool_available,
+             EXISTS (SELECT 1 FROM profile_connections pc
+                     WHERE pc.profile_id = p.id AND pc.connection_id = cn.id) AS r_profile_has_connection,
+             e.id AS r_environment,
+             o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment
+         {from}
+         LEFT JOIN profiles p ON p.workspace_id = ws.id AND (p.id = {profile_id} OR p.name = {profile_name})
+         LEFT JOIN connections cn ON cn.workspace_id = ws.id AND (cn.id = {connection_id} OR cn.name = {connection_name})
+         LEFT JOIN connectors x ON x.id = cn.connector_id
+         LEFT JOIN tools t ON t.connection_id = cn.id AND t.name = {tool_name}
+         LEFT JOIN environments e ON e.workspace_id = ws.id AND (e.id = {environment_id} OR e.name = {environment_name})
+         LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = {operation_id}) ",
+        ws = submitter_workspace(workspace_id, workspace_name, user, device),
+    )
 }
 
-/// A submission's resolve: [`resolve_cte!`], its fingerprint (`$fingerprint`: `r::text`, or
-/// `NULL::text` when not asked for) and the call stored under the request_id `$13`.
-macro_rules! submit_resolve {
-    ($submitter:tt, $fingerprint:literal) => {
-        concat!(
-            resolve_cte_for!($submitter),
-            "SELECT r.*, ",
-            $fingerprint,
-            " AS r_fingerprint, c.* FROM r
+/// A lone submit read's statement, for a submitter known before or for the user of an API
+/// token: [`read_cte`] and the call stored under the request_id.
+fn lone_statement(by_token: bool) -> &'static Arc<str> {
+    fn build(by_token: bool) -> Arc<str> {
+        let mut params = Params::default();
+        let [workspace_id, workspace_name, user_or_token, device] =
+            std::array::from_fn(|_| params.next());
+        let [
+            profile_id,
+            profile_name,
+            connection_id,
+            connection_name,
+            tool_name,
+        ] = std::array::from_fn(|_| params.next());
+        let [environment_id, environment_name, operation_id, request_id] =
+            std::array::from_fn(|_| params.next());
+        let named = Named {
+            workspace_id,
+            workspace_name,
+            profile_id,
+            profile_name,
+            connection_id,
+            connection_name,
+            tool_name,
+            environment_id,
+            environment_name,
+            operation_id,
+        };
+        let token_with = format!("WITH token_user AS ({}), ", user_by_token(&user_or_token));
+        let submitter = if by_token {
+            SubmitterSql {
+                with: &token_with,
+                user: "(SELECT id FROM token_user)",
+                device: &device,
+                token_user: TOKEN_USER_COLUMNS,
+                from: "FROM ws CROSS JOIN token_user tu",
+            }
+        } else {
+            SubmitterSql {
+                with: "WITH ",
+                user: &user_or_token,
+                device: &device,
+                token_user: "NULL::uuid AS r_token_user, NULL::text AS r_token_user_name,
+                    NULL::bool AS r_token_user_is_owner, NULL::timestamptz AS r_token_user_created_at, ",
+                from: "FROM ws",
+            }
+        };
+        format!(
+            "{read}SELECT r.*, c.* FROM r
              -- The (workspace_id, request_id) unique index, once `calls` has statistics: a plan
              -- cached before its first ANALYZE (a fresh database) may scan it instead.
-             LEFT JOIN calls c ON c.workspace_id = r.r_workspace AND c.request_id = $13"
+             LEFT JOIN calls c ON c.workspace_id = r.r_workspace AND c.request_id = {request_id}",
+            read = read_cte(&named, &submitter),
         )
-    };
-}
-
-/// The resolves of a batch of submissions, one row `k` each (see [`ResolveRequest`]): each
-/// resolve's columns, its fingerprint when asked for, and the call stored under its
-/// request_id, as [`submit_resolve!`] reads them, after `r_position`, the row's place in the
-/// batch (from 1). A row whose workspace is not its submitter's gives no row.
-const SUBMIT_RESOLVE_MANY: &str = concat!(
-    "WITH k AS (
-         SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::bytea[],
-                              $6::uuid[], $7::text[], $8::uuid[], $9::text[], $10::text[],
-                              $11::uuid[], $12::text[], $13::uuid[], $14::uuid[], $15::bool[])
-              WITH ORDINALITY
-              AS k(workspace_id, workspace_name, user_id, device_id, token_hash,
-                   profile_id, profile_name, connection_id, connection_name, tool_name,
-                   environment_id, environment_name, operation_id, request_id, fingerprinted, position))
-     SELECT k.position AS r_position, s.* FROM k CROSS JOIN LATERAL (",
-    resolve_cte_for!(row),
-    "SELECT r.*, CASE WHEN k.fingerprinted THEN r::text END AS r_fingerprint, c.* FROM r
-         LEFT JOIN calls c ON c.workspace_id = r.r_workspace AND c.request_id = k.request_id) s"
-);
-
-/// A submission's resolve and, when the resolve's fingerprint is still `$14`, the insert of
-/// the call `$15`… (bound by `bind_new_call`, shifted by 14) — leased under `$32` when that
-/// is its runner's live lease, as [`Datastore::call_insert_handed`] inserts it (`$33` the
-/// bindings of `target_digest!`). One row: the resolve, and the call inserted or the one
-/// stored under the request_id before.
-macro_rules! submit_speculated {
-    ($submitter:tt) => {
-        concat!(
-            resolve_cte_for!($submitter),
-            ", ",
-            handed_target!("$20", "$27", "$32", "$33"),
-            ", inserted AS (",
-            insert_handed_call!(),
-            "
-                 SELECT $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26,
-                     CASE WHEN t.connector_id IS NULL THEN 'queued' ELSE 'leased' END, $27, $28, $29, $30,
-                     CASE WHEN $31::uuid IS NULL THEN 'tool' ELSE 'lookup' END, $31,
-                     ",
-            handed_lease_values!("$32::int8"),
-            "
-                 FROM r LEFT JOIN target t ON true
-                 WHERE r::text = $14
-                 ON CONFLICT (workspace_id, request_id) DO NOTHING
-                 RETURNING *)
-             SELECT r.*, r::text AS r_fingerprint, s.id IS NOT DISTINCT FROM $15 AS r_inserted, s.*,
-                 ",
-            handed_read_columns!(),
-            "
-             FROM r
-             -- The statement's snapshot does not see its own insert: the call is the one
-             -- inserted, or the one stored before.
-             LEFT JOIN LATERAL (
-                 SELECT * FROM inserted
-                 UNION ALL
-                 SELECT c.* FROM calls c WHERE c.workspace_id = r.r_workspace AND c.request_id = $13) s ON true
-             LEFT JOIN target t ON s.id = $15"
-        )
-    };
-}
-
-/// What [`Datastore::call_submit_speculated`] did (`C`: the call inserted, as that statement
-/// returns it, or as the app has it once given to its lease). Moved once, never stored: its
-/// variants are not boxed.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum Speculated<C = HandedRow> {
-    /// The resolve's fingerprint was the one given: the call was inserted (leased, when its
-    /// lease was live).
-    Inserted(C),
-    /// Nothing inserted — the resolve differs from the one the call was made from, or the
-    /// request_id is taken: what the resolve read (as [`Datastore::call_submit_resolve`]).
-    Read(Option<SubmitContext>),
-}
-
-impl FromRow<'_, PgRow> for Speculated {
-    fn from_row(row: &PgRow) -> Result<Self, sqlx::Error> {
-        Ok(if row.try_get("r_inserted")? {
-            Speculated::Inserted(HandedRow::from_row(row)?)
-        } else {
-            Speculated::Read(Some(SubmitContext::from_row(row)?))
-        })
+        .into()
     }
+    static KNOWN: LazyLock<Arc<str>> = LazyLock::new(|| build(false));
+    static BY_TOKEN: LazyLock<Arc<str>> = LazyLock::new(|| build(true));
+    if by_token { &BY_TOKEN } else { &KNOWN }
 }
 
-/// What a submission names, as a resolve binds it (see [`resolve_key!`]): owned, so that it
-/// can wait for a batch ([`Datastore::call_submit_resolve_many`]).
+/// The reads of a batch of submissions, one row `k` each (see [`SubmitRead`]): each read's
+/// columns and the call stored under its request_id, after `r_position`, the row's place in
+/// the batch (from 1). A row whose workspace is not its submitter's gives no row. A row's
+/// submitter is known (`k.user_id`, `k.device_id`) or the user of the API token
+/// `k.token_hash`: with no token, `token_user` is empty and its columns null, as for a known
+/// submitter; with an unknown one the submitter is nobody, and `ws` empty.
+static MANY_STATEMENT: LazyLock<Arc<str>> = LazyLock::new(|| {
+    let token_with = format!("WITH token_user AS ({}), ", user_by_token("k.token_hash"));
+    let submitter = SubmitterSql {
+        with: &token_with,
+        user: "COALESCE(k.user_id, (SELECT id FROM token_user))",
+        device: "k.device_id",
+        token_user: TOKEN_USER_COLUMNS,
+        from: "FROM ws LEFT JOIN token_user tu ON true",
+    };
+    format!(
+        "WITH k AS (
+             SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::bytea[],
+                                  $6::uuid[], $7::text[], $8::uuid[], $9::text[], $10::text[],
+                                  $11::uuid[], $12::text[], $13::uuid[], $14::uuid[])
+                  WITH ORDINALITY
+                  AS k(workspace_id, workspace_name, user_id, device_id, token_hash,
+                       profile_id, profile_name, connection_id, connection_name, tool_name,
+                       environment_id, environment_name, operation_id, request_id, position))
+         SELECT k.position AS r_position, s.* FROM k CROSS JOIN LATERAL (
+             {read}SELECT r.*, c.* FROM r
+             LEFT JOIN calls c ON c.workspace_id = r.r_workspace AND c.request_id = k.request_id) s",
+        read = read_cte(&Named::row(), &submitter),
+    )
+    .into()
+});
+
+/// What a submission names, as a submit read binds it: owned, so that it can wait for a batch
+/// ([`Datastore::call_submit_read_many`]).
 #[derive(Clone, Debug)]
-pub struct ResolveRequest {
+pub struct SubmitRead {
     workspace_id: Uuid,
     workspace_name: String,
     /// The submitter: a user or a device known before, or the user of an API token's hash.
-    user: Option<Uuid>,
-    device: Option<Uuid>,
+    user: Option<UserId>,
+    device: Option<DeviceId>,
     token_hash: Option<Vec<u8>>,
     profile_id: Uuid,
     profile_name: String,
@@ -472,15 +416,13 @@ pub struct ResolveRequest {
     tool_name: String,
     environment_id: Uuid,
     environment_name: String,
-    operation: Option<Uuid>,
-    request_id: Uuid,
-    /// Whether the resolve's fingerprint is read.
-    fingerprinted: bool,
+    operation: Option<OperationId>,
+    request_id: RequestId,
 }
 
-impl ResolveRequest {
-    /// The resolve of `keys`, with its fingerprint when `fingerprinted`.
-    pub fn new(keys: &SubmitKeys<'_>, fingerprinted: bool) -> Self {
+impl SubmitRead {
+    /// The read of `keys`.
+    pub fn new(keys: &SubmitKeys<'_>) -> Self {
         let (user, device, token_hash) = match keys.submitter {
             SubmitterKey::Known(submitter) => {
                 let (user, device) = submitter.user_and_device();
@@ -508,150 +450,78 @@ impl ResolveRequest {
             environment_name: environment_name.to_owned(),
             operation: keys.operation,
             request_id: keys.request_id,
-            fingerprinted,
         }
-    }
-
-    /// The lone resolve's statement for this submitter ([`submit_resolve!`]).
-    fn resolve_statement(&self) -> &'static str {
-        match (self.token_hash.is_some(), self.fingerprinted) {
-            (false, true) => submit_resolve!(known, "r::text"),
-            (false, false) => submit_resolve!(known, "NULL::text"),
-            (true, true) => submit_resolve!(token, "r::text"),
-            (true, false) => submit_resolve!(token, "NULL::text"),
-        }
-    }
-
-    /// The statement that resolves and inserts for this submitter ([`submit_speculated!`],
-    /// which always reads the fingerprint).
-    fn speculated_statement(&self) -> &'static str {
-        match self.token_hash.is_some() {
-            false => submit_speculated!(known),
-            true => submit_speculated!(token),
-        }
-    }
-
-    /// Binds this request as `$1`…`$13` of a lone resolve.
-    fn bind<'q, O>(
-        &'q self,
-        query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, PgArguments>,
-    ) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, PgArguments>
-    where
-        O: for<'r> FromRow<'r, PgRow>,
-    {
-        let query = query.bind(self.workspace_id).bind(&self.workspace_name);
-        let query = match &self.token_hash {
-            Some(hash) => query.bind(hash),
-            None => query.bind(self.user),
-        };
-        query
-            .bind(self.device)
-            .bind(self.profile_id)
-            .bind(&self.profile_name)
-            .bind(self.connection_id)
-            .bind(&self.connection_name)
-            .bind(&self.tool_name)
-            .bind(self.environment_id)
-            .bind(&self.environment_name)
-            .bind(self.operation)
-            .bind(self.request_id)
     }
 }
 
 impl Datastore {
-    /// Reads everything a submission decides on in one statement — with its fingerprint when
-    /// the request asks for it (the row's text adds about a quarter to its execution). `None`
-    /// when the workspace is unknown or not the submitter's (a user who is not a member, a
-    /// device of another one), and for a [`SubmitterKey::UserToken`] whose token is unknown
-    /// or revoked.
-    pub async fn call_submit_resolve(
+    /// Reads everything a submission decides on in one statement. `None` when the workspace
+    /// is unknown or not the submitter's (a user who is not a member, a device of another
+    /// one), and for a [`SubmitterKey::UserToken`] whose token is unknown or revoked.
+    pub async fn call_submit_read(
         &self,
-        request: &ResolveRequest,
+        read: &SubmitRead,
     ) -> Result<Option<SubmitContext>, sqlx::Error> {
-        request
-            .bind(sqlx::query_as(request.resolve_statement()))
+        let query = sqlx::query_as(text(lone_statement(read.token_hash.is_some())))
+            .bind(read.workspace_id)
+            .bind(&read.workspace_name);
+        let query = match &read.token_hash {
+            Some(hash) => query.bind(hash),
+            None => query.bind(read.user),
+        };
+        query
+            .bind(read.device)
+            .bind(read.profile_id)
+            .bind(&read.profile_name)
+            .bind(read.connection_id)
+            .bind(&read.connection_name)
+            .bind(&read.tool_name)
+            .bind(read.environment_id)
+            .bind(&read.environment_name)
+            .bind(read.operation)
+            .bind(read.request_id)
             .fetch_optional(&self.pool)
             .await
     }
 
-    /// [`Datastore::call_submit_resolve`] for each of `requests`, in one statement (a lone one
-    /// by the single statement): what each resolve read, in the order of `requests`.
-    pub async fn call_submit_resolve_many(
+    /// [`Datastore::call_submit_read`] for each of `reads`, in one statement (a lone one by
+    /// the single statement): what each read found, in the order of `reads`.
+    pub async fn call_submit_read_many(
         &self,
-        requests: &[ResolveRequest],
+        reads: &[SubmitRead],
     ) -> Result<Vec<Option<SubmitContext>>, sqlx::Error> {
-        if let [request] = requests {
-            return Ok(vec![self.call_submit_resolve(request).await?]);
+        if let [read] = reads {
+            return Ok(vec![self.call_submit_read(read).await?]);
         }
-        fn column<'a, T>(
-            requests: &'a [ResolveRequest],
-            get: fn(&'a ResolveRequest) -> T,
-        ) -> Vec<T> {
-            requests.iter().map(get).collect()
+        fn column<'a, T>(reads: &'a [SubmitRead], get: fn(&'a SubmitRead) -> T) -> Vec<T> {
+            reads.iter().map(get).collect()
         }
-        let rows = sqlx::query(SUBMIT_RESOLVE_MANY)
-            .bind(column(requests, |r| r.workspace_id))
-            .bind(column(requests, |r| r.workspace_name.as_str()))
-            .bind(column(requests, |r| r.user))
-            .bind(column(requests, |r| r.device))
-            .bind(column(requests, |r| r.token_hash.as_deref()))
-            .bind(column(requests, |r| r.profile_id))
-            .bind(column(requests, |r| r.profile_name.as_str()))
-            .bind(column(requests, |r| r.connection_id))
-            .bind(column(requests, |r| r.connection_name.as_str()))
-            .bind(column(requests, |r| r.tool_name.as_str()))
-            .bind(column(requests, |r| r.environment_id))
-            .bind(column(requests, |r| r.environment_name.as_str()))
-            .bind(column(requests, |r| r.operation))
-            .bind(column(requests, |r| r.request_id))
-            .bind(column(requests, |r| r.fingerprinted))
+        let rows = sqlx::query(text(&MANY_STATEMENT))
+            .bind(column(reads, |r| r.workspace_id))
+            .bind(column(reads, |r| r.workspace_name.as_str()))
+            .bind(column(reads, |r| r.user))
+            .bind(column(reads, |r| r.device))
+            .bind(column(reads, |r| r.token_hash.as_deref()))
+            .bind(column(reads, |r| r.profile_id))
+            .bind(column(reads, |r| r.profile_name.as_str()))
+            .bind(column(reads, |r| r.connection_id))
+            .bind(column(reads, |r| r.connection_name.as_str()))
+            .bind(column(reads, |r| r.tool_name.as_str()))
+            .bind(column(reads, |r| r.environment_id))
+            .bind(column(reads, |r| r.environment_name.as_str()))
+            .bind(column(reads, |r| r.operation))
+            .bind(column(reads, |r| r.request_id))
             .fetch_all(&self.pool)
             .await?;
-        let mut read: Vec<Option<SubmitContext>> = requests.iter().map(|_| None).collect();
+        let mut found: Vec<Option<SubmitContext>> = reads.iter().map(|_| None).collect();
         for row in rows {
             let position: i64 = row.try_get("r_position")?;
             let slot = usize::try_from(position - 1)
                 .ok()
-                .and_then(|i| read.get_mut(i))
-                .ok_or_else(|| sqlx::Error::Protocol("a resolve outside its batch".into()))?;
+                .and_then(|i| found.get_mut(i))
+                .ok_or_else(|| sqlx::Error::Protocol("a read outside its batch".into()))?;
             *slot = Some(SubmitContext::from_row(&row)?);
         }
-        Ok(read)
-    }
-
-    /// [`Datastore::call_submit_resolve`] and the insert of `call` — made from an earlier
-    /// resolve of the same keys whose fingerprint was `fingerprint` — in one statement: the
-    /// call is inserted only if the resolve reads the same now (every column a submission
-    /// decides on, so the same checks pass and name the same objects) and its request_id is
-    /// free; leased under `epoch` if that is its runner's live lease (as
-    /// [`Datastore::call_insert_handed`]), else queued and announced.
-    pub async fn call_submit_speculated(
-        &self,
-        keys: &SubmitKeys<'_>,
-        fingerprint: &str,
-        call: &NewCall,
-        origin: CallOrigin,
-        epoch: Option<i64>,
-        bindings: &Value,
-    ) -> Result<Speculated, sqlx::Error> {
-        let request = ResolveRequest::new(keys, true);
-        let query = request
-            .bind(sqlx::query_as(request.speculated_statement()))
-            .bind(fingerprint);
-        let speculated = bind_new_call(query, call, origin)
-            .bind(epoch)
-            .bind(Json(bindings))
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(match speculated {
-            Some(Speculated::Inserted(handed)) => {
-                if handed.leased.is_none() {
-                    self.announce_queued(&handed.call);
-                }
-                Speculated::Inserted(handed)
-            }
-            Some(read) => read,
-            None => Speculated::Read(None),
-        })
+        Ok(found)
     }
 }

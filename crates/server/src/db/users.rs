@@ -17,20 +17,15 @@ pub struct UserRow {
     pub created_at: DateTime<Utc>,
 }
 
-/// `SELECT u.* …`, as a string literal (`concat!`): the user holding the unrevoked API token
-/// whose hash is the parameter `$hash`. Shared by [`Datastore::user_by_token_hash`] and a
-/// submission's resolve, which reads it with everything else.
-macro_rules! user_by_token {
-    ($hash:literal) => {
-        concat!(
-            "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
-             WHERE t.token_hash = ",
-            $hash,
-            " AND t.revoked_at IS NULL"
-        )
-    };
+/// `SELECT u.* …`: the user holding the unrevoked API token whose hash is the placeholder
+/// `hash`. Shared by [`Datastore::user_by_token_hash`] and a submission's read, which reads it
+/// with everything else.
+pub(super) fn user_by_token(hash: &str) -> String {
+    format!(
+        "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
+         WHERE t.token_hash = {hash} AND t.revoked_at IS NULL"
+    )
 }
-pub(super) use user_by_token;
 
 impl Datastore {
     /// Creates a user together with its first API token (given as a hash), atomically.
@@ -64,7 +59,9 @@ impl Datastore {
         &self,
         token_hash: &[u8],
     ) -> Result<Option<UserRow>, sqlx::Error> {
-        sqlx::query_as(user_by_token!("$1"))
+        static BY_TOKEN: std::sync::LazyLock<std::sync::Arc<str>> =
+            std::sync::LazyLock::new(|| user_by_token("$1").into());
+        sqlx::query_as(super::sql::text(&BY_TOKEN))
             .bind(token_hash)
             .fetch_optional(&self.pool)
             .await

@@ -514,8 +514,8 @@ pub(super) async fn list(
     }
     let cursor = |text: Option<&str>| text.and_then(|t| t.parse::<CallId>().ok()).map(|id| id.0);
     query.from = match (cursor(given(&q.before)), cursor(given(&q.after))) {
-        (Some(id), _) => PageFrom::Before(id),
-        (None, Some(id)) => PageFrom::After(id),
+        (Some(id), _) => PageFrom::Before(CallId(id)),
+        (None, Some(id)) => PageFrom::After(CallId(id)),
         (None, None) => PageFrom::Newest,
     };
     let filtered = query.state.is_some()

@@ -460,16 +460,15 @@ async fn a_submission_like_an_accepted_one_is_refused_once_what_it_named_changed
     server.stop().await;
 }
 
-/// Submissions that wait at the same moment are resolved by one statement: for each, it
-/// reads what that submission's own resolve reads — whoever submits (an API token, valid or
+/// Submissions that wait at the same moment are read by one statement: for each, it reads
+/// what that submission's own submit read reads — whoever submits (an API token, valid or
 /// not, a user or a device known before), whatever it names (by name or id, found or not) and
 /// whether its request_id is taken — so a batch decides every submission as alone.
 #[sqlx::test(migrations = "../../migrations")]
-async fn a_batch_of_resolves_reads_for_each_submission_what_it_reads_alone(pool: PgPool) {
+async fn a_batch_of_submit_reads_reads_for_each_submission_what_it_reads_alone(pool: PgPool) {
+    use switchyard_protocol::{DeviceId, OperationId, RequestId, UserId};
     use switchyard_server::app::hash_token;
-    use switchyard_server::db::{
-        Datastore, Key, ResolveRequest, SubmitKeys, Submitter, SubmitterKey,
-    };
+    use switchyard_server::db::{Datastore, Key, SubmitKeys, SubmitRead, Submitter, SubmitterKey};
     use uuid::Uuid;
 
     let server = TestServer::start(pool.clone()).await;
@@ -507,60 +506,53 @@ async fn a_batch_of_resolves_reads_for_each_submission_what_it_reads_alone(pool:
         connection: Key::Name("fixture"),
         environment: None,
         operation: None,
-        request_id: Uuid::new_v4(),
+        request_id: RequestId::new(),
         tool_name: "echo",
     };
     let owner_token = SubmitterKey::UserToken(&owner_hash);
-    let mut cases: Vec<(&str, SubmitKeys, bool)> = vec![
-        ("the owner's token", by_name(owner_token), true),
+    let mut cases: Vec<(&str, SubmitKeys)> = vec![
+        ("the owner's token", by_name(owner_token)),
         (
             "a request_id taken",
             SubmitKeys {
-                request_id: stored_request,
+                request_id: RequestId(stored_request),
                 ..by_name(owner_token)
             },
-            true,
         ),
         (
-            "by ids, no fingerprint",
+            "by ids",
             SubmitKeys {
                 workspace: Key::Id(workspace),
                 profile: Key::Id(profile),
                 connection: Key::Id(connection),
                 ..by_name(owner_token)
             },
-            false,
         ),
         (
             "the owner known before",
-            by_name(SubmitterKey::Known(Submitter::User(owner))),
-            true,
+            by_name(SubmitterKey::Known(Submitter::User(UserId(owner)))),
         ),
         (
             "names not found",
             SubmitKeys {
                 connection: Key::Name("missing"),
                 environment: Some(Key::Name("nowhere")),
-                operation: Some(Uuid::new_v4()),
+                operation: Some(OperationId::new()),
                 tool_name: "nothing",
                 ..by_name(owner_token)
             },
-            true,
         ),
         (
             "a user not a member",
             by_name(SubmitterKey::UserToken(&stranger_hash)),
-            true,
         ),
         (
             "an unknown token",
             by_name(SubmitterKey::UserToken(b"not a token's hash")),
-            true,
         ),
         (
             "a device of no workspace",
-            by_name(SubmitterKey::Known(Submitter::Device(Uuid::new_v4()))),
-            true,
+            by_name(SubmitterKey::Known(Submitter::Device(DeviceId::new()))),
         ),
         (
             "an unknown workspace",
@@ -568,24 +560,20 @@ async fn a_batch_of_resolves_reads_for_each_submission_what_it_reads_alone(pool:
                 workspace: Key::Name("nope"),
                 ..by_name(owner_token)
             },
-            true,
         ),
     ];
     // The same submission twice in one batch reads the same twice.
-    cases.push(("the first again", cases[0].1.clone(), true));
+    cases.push(("the first again", cases[0].1.clone()));
 
     let db = Datastore::new(pool.clone());
-    let requests: Vec<ResolveRequest> = cases
+    let reads: Vec<SubmitRead> = cases
         .iter()
-        .map(|(_, keys, fingerprinted)| ResolveRequest::new(keys, *fingerprinted))
+        .map(|(_, keys)| SubmitRead::new(keys))
         .collect();
-    let batch = db.call_submit_resolve_many(&requests).await.unwrap();
+    let batch = db.call_submit_read_many(&reads).await.unwrap();
     assert_eq!(batch.len(), cases.len());
-    for ((case, keys, fingerprinted), read) in cases.iter().zip(&batch) {
-        let alone = db
-            .call_submit_resolve(&ResolveRequest::new(keys, *fingerprinted))
-            .await
-            .unwrap();
+    for ((case, keys), read) in cases.iter().zip(&batch) {
+        let alone = db.call_submit_read(&SubmitRead::new(keys)).await.unwrap();
         assert_eq!(format!("{read:?}"), format!("{alone:?}"), "{case}");
     }
     let found: Vec<bool> = batch.iter().map(Option::is_some).collect();
@@ -600,20 +588,18 @@ async fn a_batch_of_resolves_reads_for_each_submission_what_it_reads_alone(pool:
     assert!(read(3).token_user.is_none() && read(3).user_holds_use);
     assert_eq!(
         read(1).existing.as_ref().map(|c| c.request_id),
-        Some(stored_request)
+        Some(RequestId(stored_request))
     );
     assert!(read(0).existing.is_none());
-    assert!(read(2).fingerprint.is_none());
-    // What decides a submission reads the same by name and by id, so does its fingerprint.
-    assert_eq!(read(0).fingerprint, read(1).fingerprint);
-    assert_eq!(
-        read(0).fingerprint,
-        db.call_submit_resolve(&ResolveRequest::new(&cases[2].1, true))
-            .await
-            .unwrap()
-            .unwrap()
-            .fingerprint
-    );
+    // What decides a submission reads the same by name and by id.
+    let decides = |i: usize| {
+        let read = read(i);
+        format!(
+            "{:?} {:?} {:?}",
+            read.profile, read.connection, read.environment_id
+        )
+    };
+    assert_eq!(decides(0), decides(2));
     let missing = read(4);
     assert!(missing.connection.is_none() && missing.environment_id.is_none());
     assert!(missing.operation.is_none() && missing.profile.is_some());

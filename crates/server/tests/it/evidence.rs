@@ -8,6 +8,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::time::{Duration, Instant};
+use switchyard_server::app::{App, AppConfig};
 use switchyard_server::db::Datastore;
 use switchyard_server::sweeper::{SweeperConfig, sweep_once};
 use uuid::Uuid;
@@ -188,10 +189,10 @@ async fn a_full_queue_never_fails_a_tool_nor_drops_what_waits(pool: PgPool) {
     assert!(policy["pending_bytes"].as_u64().unwrap() > 0);
 
     // The reconciler publishes what waited; the dropped one was never captured.
-    let db = Datastore::new(pool);
+    let app = App::new(Datastore::new(pool), AppConfig::default());
     let deadline = Instant::now() + WAIT;
     loop {
-        sweep_once(&db, &SweeperConfig::default()).await.unwrap();
+        sweep_once(&app, &SweeperConfig::default()).await.unwrap();
         let policy = server
             .owner
             .get(&format!("/api/v1/workspaces/{ws}/capture-policy"))
@@ -635,7 +636,12 @@ async fn a_late_receipt_for_an_erased_call_is_fenced_even_under_its_own_epoch(po
         result: json!({"content": [{"type": "text", "text": "counted"}], "isError": false}),
     };
     let recorded = app
-        .call_record_completion(&device.runner, CallId(id), Epoch(epoch), completion)
+        .call_record_completion(
+            device.runner.parse().unwrap(),
+            CallId(id),
+            Epoch(epoch),
+            completion,
+        )
         .await
         .unwrap();
     assert_eq!(recorded, CompletionRecorded::Fenced);

@@ -7,9 +7,12 @@ use sqlx::PgPool;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use switchyard_protocol::{
+    CallId, ConnectionId, EnvironmentId, ProfileId, RequestId, UserId, WorkspaceId,
+};
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
-use switchyard_server::db::{Datastore, NewCall};
+use switchyard_server::db::{CallOrigin, Datastore, NewCall};
 use switchyard_server::serve::{Running, ServeConfig, start};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
@@ -498,20 +501,21 @@ pub async fn echo_call(db: &Datastore, runner_ref: &str) -> NewCall {
         .await
         .unwrap();
     NewCall {
-        id: Uuid::now_v7(),
-        workspace_id: workspace,
-        request_id: Uuid::new_v4(),
+        id: CallId::new(),
+        workspace_id: WorkspaceId(workspace),
+        request_id: RequestId(Uuid::new_v4()),
         payload_digest: vec![0; 32],
-        profile_id: profile,
-        connection_id: connection,
+        profile_id: ProfileId(profile),
+        connection_id: ConnectionId(connection),
         connection_revision: 1,
-        environment_id: environment,
+        environment_id: EnvironmentId(environment),
         tool_name: "echo".into(),
         arguments: json!({"text": "x"}),
         client_session_id: None,
         timeout_seconds: 30,
-        runner_ref: runner_ref.into(),
-        created_by: owner,
+        runner_ref: runner_ref.parse().expect("a runner reference"),
+        created_by: UserId(owner),
+        origin: CallOrigin::default(),
     }
 }
 

@@ -5,7 +5,9 @@ use crate::harness::*;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::time::Duration;
-use switchyard_server::db::{CallOrigin, Datastore, HandedTo, NewCall};
+use switchyard_protocol::runner::Epoch;
+use switchyard_protocol::{CallId, CallState, ProfileId};
+use switchyard_server::db::{Datastore, NewCall};
 use uuid::Uuid;
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -127,42 +129,53 @@ async fn concurrent_submissions_each_answer_their_own_call(pool: PgPool) {
     }
 }
 
+/// A device runner nobody serves: the tests play its part.
+const NOBODY: &str = "device:00000000-0000-0000-0000-00000000000b";
+
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_batch_of_inserts_answers_each_call_inserted_or_its_request_id_taken(pool: PgPool) {
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
     let db = Datastore::new(pool.clone());
-    let earlier = echo_call(&db, "device:nobody").await;
-    db.call_insert(&earlier).await.unwrap().expect("inserted");
+    let earlier = echo_call(&db, NOBODY).await;
+    db.call_insert(&earlier)
+        .await
+        .unwrap()
+        .value
+        .expect("inserted");
 
-    let fresh = echo_call(&db, "device:nobody").await;
+    let fresh = echo_call(&db, NOBODY).await;
     let retry_of_earlier = NewCall {
         request_id: earlier.request_id,
-        ..echo_call(&db, "device:nobody").await
+        ..echo_call(&db, NOBODY).await
     };
-    let first = echo_call(&db, "device:nobody").await;
+    let first = echo_call(&db, NOBODY).await;
     let same_request_later = NewCall {
         request_id: first.request_id,
         arguments: json!({"text": "later"}),
-        ..echo_call(&db, "device:nobody").await
+        ..echo_call(&db, NOBODY).await
     };
-    let batch: Vec<(NewCall, CallOrigin)> = [fresh, retry_of_earlier, first, same_request_later]
-        .into_iter()
-        .map(|call| (call, CallOrigin::default()))
-        .collect();
-    let answers = db.call_insert_many(&batch, None).await.unwrap();
+    let batch = vec![fresh, retry_of_earlier, first, same_request_later];
+    let answers = db.call_insert_many(&batch).await.unwrap();
 
-    let inserted: Vec<Option<Uuid>> = answers
+    let inserted: Vec<Option<CallId>> = answers
+        .value
         .iter()
-        .map(|a| a.as_ref().map(|r| r.call.id))
+        .map(|a| a.as_ref().map(|r| r.id))
         .collect();
     assert_eq!(
         inserted,
-        vec![Some(batch[0].0.id), None, Some(batch[2].0.id), None]
+        vec![Some(batch[0].id), None, Some(batch[2].id), None]
     );
-    let first_row = &answers[2].as_ref().unwrap().call;
-    assert_eq!(first_row.state, "queued");
-    assert_eq!(first_row.request_id, batch[2].0.request_id);
+    assert_eq!(
+        answers.wakeups.len(),
+        2,
+        "each call inserted wakes its runner: {:?}",
+        answers.wakeups
+    );
+    let first_row = answers.value[2].as_ref().unwrap();
+    assert_eq!(first_row.state, CallState::Queued);
+    assert_eq!(first_row.request_id, batch[2].request_id);
     assert_eq!(
         first_row.arguments.as_ref().map(|a| &a.0),
         Some(&json!({"text": "x"})),
@@ -177,16 +190,12 @@ async fn a_batch_with_a_call_that_cannot_be_stored_stores_none_of_it(pool: PgPoo
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
     let db = Datastore::new(pool.clone());
-    let good = echo_call(&db, "device:nobody").await;
+    let good = echo_call(&db, NOBODY).await;
     let unknown_profile = NewCall {
-        profile_id: Uuid::new_v4(),
-        ..echo_call(&db, "device:nobody").await
+        profile_id: ProfileId::new(),
+        ..echo_call(&db, NOBODY).await
     };
-    let batch = vec![
-        (good, CallOrigin::default()),
-        (unknown_profile, CallOrigin::default()),
-    ];
-    let refused = db.call_insert_many(&batch, None).await;
+    let refused = db.call_insert_many(&[good, unknown_profile]).await;
     assert!(
         matches!(&refused, Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation()),
         "{refused:?}"
@@ -196,82 +205,69 @@ async fn a_batch_with_a_call_that_cannot_be_stored_stores_none_of_it(pool: PgPoo
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn a_batch_handed_to_a_waiting_lease_inserts_leased_just_the_calls_given_its_live_epoch(
+async fn a_call_handed_to_a_waiting_lease_is_inserted_leased_only_under_its_live_epoch(
     pool: PgPool,
 ) {
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
     let db = Datastore::new(pool.clone());
-    let runner = "device:waiting";
+    let runner = "device:00000000-0000-0000-0000-00000000000c";
     let epoch = db
         .runner_lease_acquire(runner, Uuid::new_v4(), Duration::from_secs(30))
         .await
         .unwrap()
+        .value
         .expect("the runner's lease");
 
     let given = echo_call(&db, runner).await;
-    let not_given = echo_call(&db, runner).await;
+    let handed = db
+        .call_insert_handed(&given, Epoch(epoch), &Value::Null)
+        .await
+        .unwrap();
+    let row = handed.value.expect("inserted");
+    assert_eq!(
+        (row.call.state, row.call.lease_epoch),
+        (CallState::Leased, Some(Epoch(epoch)))
+    );
+    assert!(handed.wakeups.is_empty(), "a handed call wakes nobody");
+    assert_eq!(row.call.leased_at, Some(row.call.created_at));
+    assert_eq!(row.leased.as_ref().map(|l| l.id), Some(given.id));
+
     let stale = echo_call(&db, runner).await;
-    let given_again = NewCall {
+    let queued = db
+        .call_insert_handed(&stale, Epoch(epoch + 1), &Value::Null)
+        .await
+        .unwrap();
+    let queued_row = queued.value.as_ref().expect("inserted");
+    assert_eq!(
+        (queued_row.call.state, queued_row.leased.is_some()),
+        (CallState::Queued, false),
+        "under an epoch that is not the live lease it is queued, as any other"
+    );
+    assert_eq!(queued.wakeups.len(), 1, "and wakes its runner");
+    let taken = NewCall {
         request_id: given.request_id,
         ..echo_call(&db, runner).await
     };
-    let batch: Vec<(NewCall, CallOrigin)> = [given, not_given, stale, given_again]
-        .into_iter()
-        .map(|call| (call, CallOrigin::default()))
-        .collect();
-    let epochs = [Some(epoch), None, Some(epoch + 1), Some(epoch)];
-    let handed = HandedTo {
-        epochs: &epochs,
-        bindings: &Value::Null,
-    };
-    let answers = db.call_insert_many(&batch, Some(handed)).await.unwrap();
-
-    let states: Vec<Option<(&str, Option<i64>, bool)>> = answers
-        .iter()
-        .map(|a| {
-            a.as_ref().map(|r| {
-                (
-                    r.call.state.as_str(),
-                    r.call.lease_epoch,
-                    r.leased.is_some(),
-                )
-            })
-        })
-        .collect();
-    assert_eq!(
-        states,
-        vec![
-            Some(("leased", Some(epoch), true)),
-            Some(("queued", None, false)),
-            Some(("queued", None, false)),
-            None,
-        ],
-        "leased under the live epoch only; a request_id taken inserts nothing"
-    );
-    let leased = answers[0].as_ref().unwrap();
-    assert_eq!(leased.call.leased_at, Some(leased.call.created_at));
-    assert_eq!(leased.leased.as_ref().map(|l| l.id), Some(batch[0].0.id));
+    let again = db
+        .call_insert_handed(&taken, Epoch(epoch), &Value::Null)
+        .await
+        .unwrap();
+    assert!(again.value.is_none(), "a request_id taken inserts nothing");
 
     // The target it is recorded as dispatched to is the one a lease statement records.
-    let queued = echo_call(&db, runner).await;
-    db.call_insert(&queued).await.unwrap().expect("inserted");
-    let looked: Vec<Uuid> = db
-        .call_lease(runner, epoch, 8, None, &Value::Null)
+    let looked: Vec<CallId> = db
+        .call_lease(runner.parse().unwrap(), Epoch(epoch), 8, None, &Value::Null)
         .await
         .unwrap()
         .expect("a live lease")
         .iter()
         .map(|row| row.id)
         .collect();
-    assert_eq!(
-        looked.len(),
-        3,
-        "the queued calls of the batch and the new one"
-    );
+    assert_eq!(looked, vec![stale.id], "the queued call");
     let digests: Vec<Option<Vec<u8>>> =
         sqlx::query_scalar("SELECT target_digest FROM calls WHERE id = ANY($1) ORDER BY id")
-            .bind(vec![batch[0].0.id, queued.id])
+            .bind(vec![given.id, stale.id])
             .fetch_all(&pool)
             .await
             .unwrap();

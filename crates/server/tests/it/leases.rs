@@ -5,36 +5,49 @@ use crate::harness::*;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::time::Duration;
-use switchyard_protocol::CallId;
 use switchyard_protocol::runner::{Completion, Epoch};
+use switchyard_protocol::{CallId, RunnerRef};
 use switchyard_server::app::{App, AppConfig, CompletionRecorded};
 use switchyard_server::db::{Datastore, ExpiredLeases};
 use uuid::Uuid;
 
-const DEVICE: &str = "device:lease-test";
+const DEVICE: &str = "device:00000000-0000-0000-0000-0000000000d1";
+const OTHER: &str = "device:00000000-0000-0000-0000-0000000000d2";
 const TTL: Duration = Duration::from_secs(30);
 
 /// A queued call for a runner nobody serves, so the test plays the runners itself.
-async fn queued_device_call(server: &TestServer, db: &Datastore) -> Uuid {
+async fn queued_device_call(server: &TestServer, db: &Datastore) -> CallId {
     setup_workspace(server, "acme", &[]).await;
     insert_echo_call(db, DEVICE).await
 }
 
 /// Inserts an echo call for `runner_ref` (see [`echo_call`]): the id of the queued call.
-async fn insert_echo_call(db: &Datastore, runner_ref: &str) -> Uuid {
+async fn insert_echo_call(db: &Datastore, runner_ref: &str) -> CallId {
     let call = echo_call(db, runner_ref).await;
-    db.call_insert(&call).await.unwrap().expect("inserted").id
+    db.call_insert(&call)
+        .await
+        .unwrap()
+        .value
+        .expect("inserted")
+        .id
+}
+
+/// The runner `reference` names.
+fn runner(reference: &str) -> RunnerRef {
+    reference.parse().expect("a runner reference")
 }
 
 /// Takes `runner`'s lease for a new holder: its epoch.
-async fn take_lease(db: &Datastore, runner: &str) -> i64 {
+async fn take_lease(db: &Datastore, runner: &str) -> Epoch {
     db.runner_lease_acquire(runner, Uuid::new_v4(), TTL)
         .await
         .unwrap()
+        .value
+        .map(Epoch)
         .expect("the lease is free")
 }
 
-async fn state_of(db: &Datastore, call: Uuid) -> (String, Option<String>) {
+async fn state_of(db: &Datastore, call: CallId) -> (String, Option<String>) {
     sqlx::query_as("SELECT state, error_code FROM calls WHERE id = $1")
         .bind(call)
         .fetch_one(db.pool())
@@ -55,20 +68,25 @@ async fn two_processes_racing_for_one_runner_get_one_lease(pool: PgPool) {
         db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL),
         db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
     );
-    let winners = [a.unwrap(), b.unwrap()].into_iter().flatten().count();
+    let winners = [a.unwrap().value, b.unwrap().value]
+        .into_iter()
+        .flatten()
+        .count();
     assert_eq!(winners, 1);
     // The loser keeps waiting while the lease is live.
     assert_eq!(
         db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
             .await
-            .unwrap(),
+            .unwrap()
+            .value,
         None
     );
     expire_runner_lease(db.pool(), DEVICE).await;
     assert_eq!(
         db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
             .await
-            .unwrap(),
+            .unwrap()
+            .value,
         Some(2)
     );
 }
@@ -85,9 +103,11 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
         .runner_lease_acquire(DEVICE, old, TTL)
         .await
         .unwrap()
+        .value
+        .map(Epoch)
         .unwrap();
     assert_eq!(
-        db.call_lease(DEVICE, e1, 10, None, &Value::Null)
+        db.call_lease(runner(DEVICE), e1, 10, None, &Value::Null)
             .await
             .unwrap()
             .expect("a live lease")
@@ -96,7 +116,7 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
     );
     expire_runner_lease(db.pool(), DEVICE).await;
     // The old owner cannot start it any more: its lease is gone.
-    assert!(!db.call_start(call, DEVICE, e1).await.unwrap());
+    assert!(!db.call_start(call, runner(DEVICE), e1).await.unwrap());
     // The sweeper (running in the server) puts it back in the queue: nothing was sent.
     wait_for_state(&db, call, "queued").await;
 
@@ -104,42 +124,44 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
         .runner_lease_acquire(DEVICE, new, TTL)
         .await
         .unwrap()
+        .value
+        .map(Epoch)
         .unwrap();
     assert!(e2 > e1);
     assert!(
-        db.call_lease(DEVICE, e1, 10, None, &Value::Null)
+        db.call_lease(runner(DEVICE), e1, 10, None, &Value::Null)
             .await
             .unwrap()
             .is_none(),
         "a stale epoch leases nothing"
     );
     assert_eq!(
-        db.call_lease(DEVICE, e2, 10, None, &Value::Null)
+        db.call_lease(runner(DEVICE), e2, 10, None, &Value::Null)
             .await
             .unwrap()
             .expect("a live lease")
             .len(),
         1
     );
-    assert!(db.call_start(call, DEVICE, e2).await.unwrap());
+    assert!(db.call_start(call, runner(DEVICE), e2).await.unwrap());
     // A start asked again under the same epoch (first answer lost) is acknowledged again.
-    assert!(db.call_start(call, DEVICE, e2).await.unwrap());
+    assert!(db.call_start(call, runner(DEVICE), e2).await.unwrap());
     // The old owner's completion is fenced and recorded nowhere.
     let stale = app
-        .call_record_completion(DEVICE, CallId(call), Epoch(e1), echo_result())
+        .call_record_completion(runner(DEVICE), call, e1, echo_result())
         .await
         .unwrap();
     assert_eq!(stale, CompletionRecorded::Fenced);
     assert_eq!(state_of(&db, call).await.0, "running");
     let fresh = app
-        .call_record_completion(DEVICE, CallId(call), Epoch(e2), echo_result())
+        .call_record_completion(runner(DEVICE), call, e2, echo_result())
         .await
         .unwrap();
     assert_eq!(fresh, CompletionRecorded::Recorded);
     assert_eq!(state_of(&db, call).await.0, "succeeded");
     // A repeated report changes nothing.
     let again = app
-        .call_record_completion(DEVICE, CallId(call), Epoch(e2), echo_result())
+        .call_record_completion(runner(DEVICE), call, e2, echo_result())
         .await
         .unwrap();
     assert_eq!(again, CompletionRecorded::Superseded);
@@ -154,17 +176,17 @@ async fn losing_the_lease_after_the_start_ack_makes_the_call_unknown_and_never_r
     let call = queued_device_call(&server, &db).await;
 
     let e1 = take_lease(&db, DEVICE).await;
-    db.call_lease(DEVICE, e1, 10, None, &Value::Null)
+    db.call_lease(runner(DEVICE), e1, 10, None, &Value::Null)
         .await
         .unwrap();
-    assert!(db.call_start(call, DEVICE, e1).await.unwrap());
+    assert!(db.call_start(call, runner(DEVICE), e1).await.unwrap());
     expire_runner_lease(db.pool(), DEVICE).await;
     wait_for_state(&db, call, "unknown").await;
     assert_eq!(state_of(&db, call).await.1.as_deref(), Some("runner_lost"));
 
     let e2 = take_lease(&db, DEVICE).await;
     assert!(
-        db.call_lease(DEVICE, e2, 10, None, &Value::Null)
+        db.call_lease(runner(DEVICE), e2, 10, None, &Value::Null)
             .await
             .unwrap()
             .expect("a live lease")
@@ -181,14 +203,14 @@ async fn a_recent_sweep_settles_the_leases_that_expired_lately_and_a_full_one_ev
     let db = Datastore::new(pool.clone());
     let (long_ago, lately) = (
         queued_device_call(&server, &db).await,
-        insert_echo_call(&db, "device:other").await,
+        insert_echo_call(&db, OTHER).await,
     );
     // The test is the only sweeper.
     server.stop().await;
-    for runner in [DEVICE, "device:other"] {
-        let epoch = take_lease(&db, runner).await;
+    for reference in [DEVICE, OTHER] {
+        let epoch = take_lease(&db, reference).await;
         let leased = db
-            .call_lease(runner, epoch, 10, None, &Value::Null)
+            .call_lease(runner(reference), epoch, 10, None, &Value::Null)
             .await
             .unwrap()
             .expect("a live lease");
@@ -206,13 +228,17 @@ async fn a_recent_sweep_settles_the_leases_that_expired_lately_and_a_full_one_ev
     assert_eq!(
         db.call_sweep_lost_leases(ExpiredLeases::Recent)
             .await
-            .unwrap(),
+            .unwrap()
+            .value,
         (1, 0)
     );
     assert_eq!(state_of(&db, lately).await.0, "queued");
     assert_eq!(state_of(&db, long_ago).await.0, "leased");
     assert_eq!(
-        db.call_sweep_lost_leases(ExpiredLeases::All).await.unwrap(),
+        db.call_sweep_lost_leases(ExpiredLeases::All)
+            .await
+            .unwrap()
+            .value,
         (1, 0)
     );
     assert_eq!(state_of(&db, long_ago).await.0, "queued");
@@ -227,7 +253,7 @@ async fn a_batch_of_start_acks_starts_exactly_the_calls_leased_under_its_epoch(p
     let e1 = take_lease(&db, DEVICE).await;
     // Leased after the lease: the third stays queued.
     assert_eq!(
-        db.call_lease(DEVICE, e1, 2, None, &Value::Null)
+        db.call_lease(runner(DEVICE), e1, 2, None, &Value::Null)
             .await
             .unwrap()
             .expect("a live lease")
@@ -241,16 +267,22 @@ async fn a_batch_of_start_acks_starts_exactly_the_calls_leased_under_its_epoch(p
 
     // A stale epoch starts nothing.
     assert!(
-        db.call_start_many(&batch, DEVICE, e1 + 1)
+        db.call_start_many(&batch, runner(DEVICE), Epoch(e1.0 + 1))
             .await
             .unwrap()
             .is_empty()
     );
-    let mut started = db.call_start_many(&batch, DEVICE, e1).await.unwrap();
+    let mut started = db
+        .call_start_many(&batch, runner(DEVICE), e1)
+        .await
+        .unwrap();
     started.sort();
     assert_eq!(started, want);
     // Asked again (an answer lost), the same calls are started again; the queued one still not.
-    let mut again = db.call_start_many(&batch, DEVICE, e1).await.unwrap();
+    let mut again = db
+        .call_start_many(&batch, runner(DEVICE), e1)
+        .await
+        .unwrap();
     again.sort();
     assert_eq!(again, want);
     assert_eq!(state_of(&db, first).await.0, "running");
@@ -268,20 +300,20 @@ async fn the_held_calls_in_flight_are_the_leased_and_running_ones(pool: PgPool) 
     }
     let epoch = take_lease(&db, DEVICE).await;
     let taken = db
-        .call_lease(DEVICE, epoch, 3, None, &Value::Null)
+        .call_lease(runner(DEVICE), epoch, 3, None, &Value::Null)
         .await
         .unwrap()
         .expect("a live lease");
     assert_eq!(taken.len(), 3);
     let [leased, running, failed] = [calls[0], calls[1], calls[2]];
-    assert!(db.call_start(running, DEVICE, epoch).await.unwrap());
+    assert!(db.call_start(running, runner(DEVICE), epoch).await.unwrap());
     assert!(
         db.call_fail_leased(failed, epoch, "test_failure", "failed by the test")
             .await
             .unwrap()
     );
     let queued = insert_echo_call(&db, DEVICE).await;
-    let never_stored = Uuid::now_v7();
+    let never_stored = CallId::new();
 
     let mut in_flight = db
         .call_in_flight_among(&[queued, failed, running, never_stored, leased])
@@ -359,7 +391,7 @@ async fn wait_until(mut check: impl AsyncFnMut() -> Result<(), String>) {
     }
 }
 
-async fn wait_for_state(db: &Datastore, call: Uuid, want: &str) {
+async fn wait_for_state(db: &Datastore, call: CallId, want: &str) {
     wait_until(async || {
         let (state, _) = state_of(db, call).await;
         if state == want {
@@ -438,16 +470,21 @@ async fn a_call_committed_after_a_newer_one_was_leased_still_runs(pool: PgPool) 
     .execute(&mut *blocker)
     .await
     .unwrap();
+    // Inserted through an app of its own: the server's runner hears of each new call as it
+    // would from another replica.
+    let app = App::new(db.clone(), AppConfig::default());
     let late_insert = tokio::spawn({
-        let db = db.clone();
-        async move { db.call_insert(&late).await.unwrap() }
+        let (db, app) = (db.clone(), app.clone());
+        async move { app.sent(db.call_insert(&late).await.unwrap()) }
     });
     wait_for_a_lock_wait(db.pool(), &[]).await;
 
-    let newer = db
-        .call_insert(&echo_call(&db, "central").await)
-        .await
-        .unwrap()
+    let newer = app
+        .sent(
+            db.call_insert(&echo_call(&db, "central").await)
+                .await
+                .unwrap(),
+        )
         .expect("inserted");
     wait_for_state(&db, newer.id, "succeeded").await;
 

@@ -7,9 +7,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::time::Duration;
-use switchyard_protocol::CallId;
 use switchyard_protocol::api::CallError;
 use switchyard_protocol::runner::{Completion, Epoch};
+use switchyard_protocol::{CallId, RunnerRef};
 use switchyard_server::app::{App, AppConfig, CompletionRecorded};
 use switchyard_server::db::{Datastore, NewCall};
 use uuid::Uuid;
@@ -660,32 +660,45 @@ async fn explanations_expire_and_who_when_and_outcome_remain(pool: PgPool) {
     assert!(!expired.to_string().contains("ledger"));
 }
 
-const DEVICE: &str = "device:late-receipts";
+const DEVICE: &str = "device:00000000-0000-0000-0000-0000000000e1";
+
+/// The runner [`DEVICE`] names.
+fn device() -> RunnerRef {
+    DEVICE.parse().expect("a runner reference")
+}
 const TTL: Duration = Duration::from_secs(30);
 
 /// A call for a runner nobody serves, started under a fresh lease of [`DEVICE`], then lost:
 /// its lease expires and the server's sweeper makes it unknown. Returns (call, epoch).
-async fn lost_device_call(server: &TestServer, db: &Datastore) -> (Uuid, i64) {
+async fn lost_device_call(server: &TestServer, db: &Datastore) -> (CallId, Epoch) {
     let call = NewCall {
         tool_name: "count".into(),
         arguments: json!({"label": "late"}),
         ..echo_call(db, DEVICE).await
     };
-    let id = db.call_insert(&call).await.unwrap().expect("inserted").id;
+    let id = db
+        .call_insert(&call)
+        .await
+        .unwrap()
+        .value
+        .expect("inserted")
+        .id;
     let epoch = db
         .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
         .await
         .unwrap()
+        .value
+        .map(Epoch)
         .expect("lease");
     assert_eq!(
-        db.call_lease(DEVICE, epoch, 10, None, &Value::Null)
+        db.call_lease(device(), epoch, 10, None, &Value::Null)
             .await
             .unwrap()
             .expect("a live lease")
             .len(),
         1
     );
-    assert!(db.call_start(id, DEVICE, epoch).await.unwrap());
+    assert!(db.call_start(id, device(), epoch).await.unwrap());
     expire_runner_lease(db.pool(), DEVICE).await;
     wait_for(&server.owner, "acme", &id.to_string(), |c| {
         c["state"] == "unknown"
@@ -720,7 +733,7 @@ async fn a_valid_late_receipt_settles_an_unknown_call_and_a_fenced_one_is_refuse
     // The runner comes back under the epoch the call was started under, still its own.
     let (call, epoch) = lost_device_call(&server, &db).await;
     let recorded = app
-        .call_record_completion(DEVICE, CallId(call), Epoch(epoch), counted("counted late"))
+        .call_record_completion(device(), call, epoch, counted("counted late"))
         .await
         .unwrap();
     assert_eq!(recorded, CompletionRecorded::Recorded);
@@ -752,7 +765,7 @@ async fn a_valid_late_receipt_settles_an_unknown_call_and_a_fenced_one_is_refuse
             observation["runner"].as_str(),
             observation["epoch"].as_i64()
         ),
-        (Some(DEVICE), Some(epoch))
+        (Some(DEVICE), Some(epoch.0))
     );
     assert_eq!(observation["output"]["content"][0]["text"], "counted late");
     let evidence = server
@@ -773,7 +786,7 @@ async fn a_valid_late_receipt_settles_an_unknown_call_and_a_fenced_one_is_refuse
     assert_eq!(evidence["lineage"]["observation_id"], observation["id"]);
     // Reported again, it changes nothing.
     let again = app
-        .call_record_completion(DEVICE, CallId(call), Epoch(epoch), counted("counted late"))
+        .call_record_completion(device(), call, epoch, counted("counted late"))
         .await
         .unwrap();
     assert_eq!(again, CompletionRecorded::Superseded);
@@ -784,7 +797,7 @@ async fn a_valid_late_receipt_settles_an_unknown_call_and_a_fenced_one_is_refuse
         result: json!({"content": [{"type": "text", "text": "quota"}], "isError": true}),
     };
     assert_eq!(
-        app.call_record_completion(DEVICE, CallId(errored), Epoch(epoch), tool_error)
+        app.call_record_completion(device(), errored, epoch, tool_error)
             .await
             .unwrap(),
         CompletionRecorded::Recorded
@@ -809,7 +822,7 @@ async fn a_valid_late_receipt_settles_an_unknown_call_and_a_fenced_one_is_refuse
         },
     };
     assert_eq!(
-        app.call_record_completion(DEVICE, CallId(uncertain), Epoch(epoch), unknown)
+        app.call_record_completion(device(), uncertain, epoch, unknown)
             .await
             .unwrap(),
         CompletionRecorded::Superseded
@@ -834,10 +847,11 @@ async fn a_valid_late_receipt_settles_an_unknown_call_and_a_fenced_one_is_refuse
         .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
         .await
         .unwrap()
+        .value
         .expect("lease");
-    assert!(newer > stale);
+    assert!(newer > stale.0);
     let recorded = app
-        .call_record_completion(DEVICE, CallId(fenced), Epoch(stale), counted("too late"))
+        .call_record_completion(device(), fenced, stale, counted("too late"))
         .await
         .unwrap();
     assert_eq!(recorded, CompletionRecorded::Fenced);

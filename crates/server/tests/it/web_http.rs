@@ -475,7 +475,7 @@ async fn the_calls_list_filters_and_pages_newest_first(pool: PgPool) {
         seen.extend(p.calls.iter().map(|c| c.id.to_string()));
         pages.push(p.clone());
         match p.older {
-            Some(older) => from = PageFrom::Before(older.0),
+            Some(older) => from = PageFrom::Before(older),
             None => break,
         }
     }
@@ -490,7 +490,7 @@ async fn the_calls_list_filters_and_pages_newest_first(pool: PgPool) {
         .call_page(
             &owner,
             "acme",
-            page(PageFrom::After(pages[2].calls[0].id.0)),
+            page(PageFrom::After(pages[2].calls[0].id)),
             3,
         )
         .await

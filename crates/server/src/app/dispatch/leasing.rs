@@ -9,15 +9,15 @@
 //! A runner's leases follow each other through a [`LeaseFeed`]: a lease that follows one which
 //! took every queued call waits for an announcement before it looks, rather than making an
 //! empty look first (one statement per call a runner runs one at a time). While a lease
-//! waits, a submission for its runner, or a batch of them, may hand it its calls, inserted
-//! already leased (see [`super::handoff`]).
+//! waits, a lone submission for its runner may hand it its call, inserted already leased (see
+//! [`super::handoff`]).
 
-use super::App;
-use super::reconcile::lookup_refusal;
 use super::wakeups::Waiter;
+use crate::app::App;
+use crate::app::reconcile::lookup_refusal;
 use crate::db::LeasedRow;
 use serde_json::Value;
-use switchyard_protocol::api::CENTRAL_RUNNER;
+use switchyard_protocol::RunnerRef;
 use switchyard_protocol::runner::{ConnectionTarget, Epoch, LeasedCall};
 use tokio::time::Instant;
 
@@ -36,7 +36,7 @@ pub struct LeaseBatch {
 /// announcement since), and whether the last lease took every queued call it could lock.
 #[derive(Debug)]
 pub(crate) struct LeaseFeed {
-    runner_ref: String,
+    runner: RunnerRef,
     epoch: Epoch,
     waiter: Waiter,
     /// The last lease leased calls and was not full: every call queued since was announced,
@@ -45,9 +45,9 @@ pub(crate) struct LeaseFeed {
 }
 
 impl LeaseFeed {
-    /// Whether this feed is the one of `runner_ref`'s leases under `epoch`.
-    pub(crate) fn serves(&self, runner_ref: &str, epoch: Epoch) -> bool {
-        self.runner_ref == runner_ref && self.epoch == epoch
+    /// Whether this feed is the one of `runner`'s leases under `epoch`.
+    pub(crate) fn serves(&self, runner: RunnerRef, epoch: Epoch) -> bool {
+        self.runner == runner && self.epoch == epoch
     }
 
     /// Waits for an announcement of a call for the runner, or `deadline`: false at the
@@ -58,12 +58,12 @@ impl LeaseFeed {
 }
 
 impl App {
-    /// A new feed for `runner_ref`'s leases under `epoch`; its first lease looks at once.
-    pub(crate) fn lease_feed(&self, runner_ref: &str, epoch: Epoch) -> LeaseFeed {
+    /// A new feed for `runner`'s leases under `epoch`; its first lease looks at once.
+    pub(crate) fn lease_feed(&self, runner: RunnerRef, epoch: Epoch) -> LeaseFeed {
         LeaseFeed {
-            runner_ref: runner_ref.to_owned(),
+            runner,
             epoch,
-            waiter: self.wakeups.waiter(runner_ref),
+            waiter: self.dispatch.announcer.local.waiter(&runner.to_string()),
             drained: false,
         }
     }
@@ -87,8 +87,7 @@ impl App {
                 // Boxed: a long-poll spends its life waiting, and the lease's state (a
                 // query's) is larger than the waiting's; inline, every waiting long-poll
                 // would hold it.
-                let Some(batch) =
-                    Box::pin(self.lease_calls(&feed.runner_ref, feed.epoch, max)).await?
+                let Some(batch) = Box::pin(self.lease_calls(feed.runner, feed.epoch, max)).await?
                 else {
                     return Ok(None);
                 };
@@ -102,22 +101,22 @@ impl App {
                 }
             }
             look = true;
-            // While it waits, a submission for the runner (or a batch of them) may hand it its
-            // calls (see `handoff`); announcements for other runners are no reason to look.
-            let mut offer = self.handoffs.offer(&feed.runner_ref, feed.epoch, max);
+            // While it waits, a lone submission for the runner may hand it its call (see
+            // `handoff`); announcements for other runners are no reason to look.
+            let mut offer = self.dispatch.handoffs.offer(feed.runner, feed.epoch);
             let event = tokio::select! {
                 given = offer.given() => Err(given),
                 woken = feed.waiter.wait(deadline) => Ok(woken),
             };
             let woken = match event {
-                Err(Some(calls)) => {
+                Err(Some(call)) => {
                     // Every call queued since the last look was announced, and the feed keeps
                     // those announcements: it stays drained.
                     feed.drained = true;
-                    return Ok(Some(calls));
+                    return Ok(Some(vec![call]));
                 }
-                // The claim was dropped without calls: its submissions queued them (and
-                // announced them) or found their request_ids taken. It looks.
+                // The claim was dropped without a call: its submission queued it (and
+                // announced it), or found its request_id taken. It looks.
                 Err(None) => continue,
                 Ok(woken) => woken,
             };
@@ -128,27 +127,27 @@ impl App {
                 }
                 continue;
             }
-            // Claimed: the calls are one insert away. Woken by an announcement, the lease
-            // looks for the rest beside that insert rather than after it, in the room the claim
-            // left.
-            let room = max.saturating_sub(offer.claimed());
+            // Claimed: the call is one insert away. Woken by an announcement, the lease looks
+            // for the rest beside that insert rather than after it, in the room the call
+            // leaves.
+            let room = max.saturating_sub(1);
             if !woken || room == 0 {
-                let given = offer.given_soon().await.unwrap_or_default();
+                let given: Vec<LeasedCall> = offer.given_soon().await.into_iter().collect();
                 feed.drained = !given.is_empty();
                 return Ok(Some(given));
             }
             feed.waiter.skip_received();
             let (given, looked) = tokio::join!(
                 offer.given_soon(),
-                Box::pin(self.lease_calls(&feed.runner_ref, feed.epoch, room))
+                Box::pin(self.lease_calls(feed.runner, feed.epoch, room))
             );
-            let given = given.unwrap_or_default();
+            let given: Vec<LeasedCall> = given.into_iter().collect();
             let batch = match looked {
                 Ok(Some(batch)) => batch,
                 // Nothing leased by the look (an error, or the lease is no longer live): the
-                // handed calls go back to the queue, and the lease answers as the look did.
+                // handed call goes back to the queue, and the lease answers as the look did.
                 failed => {
-                    self.handoffs.requeue(&feed.runner_ref, &given).await;
+                    self.dispatch.handoffs.requeue(feed.runner, &given).await;
                     return failed.map(|_| None);
                 }
             };
@@ -164,35 +163,36 @@ impl App {
         }
     }
 
-    /// Leases up to `max` queued calls of `runner_ref` under `epoch`, as work items; `None`
+    /// Leases up to `max` queued calls of `runner` under `epoch`, as work items; `None`
     /// (leasing nothing) unless `epoch` is the runner's live lease. A call whose connector may
     /// no longer run, or a receipt lookup whose unknown call moved on or whose connection
     /// changed, is failed here, before anything is sent, and left out.
     pub async fn lease_calls(
         &self,
-        runner_ref: &str,
+        runner: RunnerRef,
         epoch: Epoch,
         max: usize,
     ) -> Result<Option<LeaseBatch>, sqlx::Error> {
         // Only central connections have a credential binding in the target digest; a call is
         // leased by the runner its connection is placed on, so a device's lease needs none.
-        let bindings = if runner_ref == CENTRAL_RUNNER {
-            self.central_bindings()
+        let bindings = if runner.is_central() {
+            self.central_bindings().await
         } else {
             Value::Null
         };
         let max_rows = i64::try_from(max).unwrap_or(i64::MAX);
-        let floors = self.wakeups.floors();
-        let scan = floors.begin(runner_ref);
+        let floors = self.dispatch.announcer.local.floors();
+        let runner_ref = runner.to_string();
+        let scan = floors.begin(&runner_ref);
         let leased = self
             .db
-            .call_lease(runner_ref, epoch.0, max_rows, scan.floor.since(), &bindings)
+            .call_lease(runner, epoch, max_rows, scan.floor.since(), &bindings)
             .await;
         let newest = match &leased {
             Ok(Some(rows)) => rows.iter().map(|row| row.created_at).max(),
             _ => None,
         };
-        floors.finish(runner_ref, scan, newest);
+        floors.finish(&runner_ref, scan, newest);
         let Some(rows) = leased? else {
             return Ok(None);
         };
@@ -203,7 +203,7 @@ impl App {
                 None => calls.push(work_item(row, epoch)),
                 Some((code, message)) => {
                     self.db
-                        .call_fail_leased(row.id, epoch.0, code, message)
+                        .call_fail_leased(row.id, epoch, code, message)
                         .await?;
                 }
             }
@@ -213,7 +213,7 @@ impl App {
 }
 
 /// Why a just-leased call must not run (error code and message), if it must not.
-pub(super) fn lease_refusal(row: &LeasedRow) -> Option<(&'static str, &'static str)> {
+pub(crate) fn lease_refusal(row: &LeasedRow) -> Option<(&'static str, &'static str)> {
     if !row.connector.is_runnable() {
         return Some((
             "connector_not_approved",
@@ -224,13 +224,13 @@ pub(super) fn lease_refusal(row: &LeasedRow) -> Option<(&'static str, &'static s
 }
 
 /// The runner's work item for a leased call, with the connection's current target.
-pub(super) fn work_item(row: LeasedRow, epoch: Epoch) -> LeasedCall {
+pub(crate) fn work_item(row: LeasedRow, epoch: Epoch) -> LeasedCall {
     LeasedCall {
-        call_id: row.id.into(),
-        request_id: row.request_id.into(),
+        call_id: row.id,
+        request_id: row.request_id,
         epoch,
         connection: ConnectionTarget {
-            connection_id: row.connection_id.into(),
+            connection_id: row.connection_id,
             revision: row.connection_revision,
             spec: row.connector.spec(),
         },

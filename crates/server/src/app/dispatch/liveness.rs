@@ -27,7 +27,7 @@
 //! (`switchyard-mcp-runner` beats every third of the lease, at most every 10 s), which any
 //! replica then writes at once, less than half being left.
 
-use super::App;
+use crate::app::App;
 use crate::db::Datastore;
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
@@ -191,7 +191,7 @@ impl App {
                 () = shutdown.cancelled() => return,
                 _ = ticks.tick() => {}
             }
-            if let Err(error) = self.liveness.flush(&self.db).await {
+            if let Err(error) = self.dispatch.liveness.flush(&self.db).await {
                 tracing::warn!(%error, "writing heartbeat renewals failed; retrying at the next flush");
             }
         }
@@ -200,7 +200,7 @@ impl App {
     /// Writes the renewals and sightings this process holds now (at shutdown, after the last
     /// request was answered).
     pub async fn flush_liveness(&self) {
-        if let Err(error) = self.liveness.flush(&self.db).await {
+        if let Err(error) = self.dispatch.liveness.flush(&self.db).await {
             tracing::warn!(%error, "writing heartbeat renewals at shutdown failed; their leases run out on their own");
         }
     }

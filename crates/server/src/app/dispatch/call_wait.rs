@@ -12,9 +12,9 @@
 //! that recorded it read the call and its lineage, and the waiting request (authorized when
 //! it began, and for this call) answers with that, without a read of its own.
 
-use super::App;
-use super::principal::Principal;
 use super::wakeups::SettledWaiter;
+use crate::app::App;
+use crate::app::principal::Principal;
 use crate::error::AppResult;
 use std::time::Duration;
 use switchyard_protocol::CallState;
@@ -41,10 +41,10 @@ impl App {
         call: &str,
         wait: Duration,
     ) -> AppResult<CallView> {
-        let id = super::sessions::parse_call_id(call)?;
+        let id = crate::app::sessions::parse_call_id(call)?;
         let deadline = Instant::now() + wait.min(MAX_CALL_WAIT);
         // Subscribed before the first read: a completion recorded in between still wakes it.
-        let waiter = self.wakeups.settled_waiter(id.0);
+        let waiter = self.dispatch.announcer.local.settled_waiter(id);
         let view = self.call_get_as(principal, ws, call).await?;
         if is_settled(view.state) || Instant::now() >= deadline {
             return Ok(view);
@@ -56,7 +56,7 @@ impl App {
     /// Waits on `waiter` (subscribed before the call was last seen unsettled) until the call
     /// settles or `deadline` passes, then answers the call as read then (or as recorded, when
     /// its completion was recorded in this process).
-    pub(super) async fn call_wait_with(
+    pub(crate) async fn call_wait_with(
         &self,
         principal: &Principal,
         ws: &str,

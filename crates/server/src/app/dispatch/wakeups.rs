@@ -2,14 +2,14 @@
 //! One task per server process listens on `switchyard_calls` (the payload is the runner
 //! reference of a new call and its submission time in microseconds, the runner reference
 //! alone for requeued calls, or `*` for any runner; all announced after their commit, see
-//! `db::notices`) and on `switchyard_settled`
+//! [`super::notices`]) and on `switchyard_settled`
 //! (the id of a call a runner's report settled) and fans each notification out to the
 //! long-polls waiting in this process: a call submitted to any replica wakes its runner's
 //! long-poll on every replica at once, a completion recorded by any replica wakes the readers
 //! waiting for that call, and waiting costs the database nothing.
 //!
-//! Announcements this process's datastore makes reach the same fan-out at once, without the
-//! round trip through PostgreSQL (see `db::notices`). A completion recorded here comes with the
+//! Wake-ups this process's app sends reach the same fan-out at once, without the round trip
+//! through PostgreSQL (see [`super::notices`]). A completion recorded here comes with the
 //! call as its statement recorded it, which is handed to the readers waiting for that call
 //! ([`SettledWaiter`]): they answer with it instead of reading the call again.
 //!
@@ -20,15 +20,17 @@
 //! reconnection all floors go back to the beginning and all waiters are woken to look again,
 //! so a lost notification delays nothing beyond that moment.
 
-use super::App;
+use super::notices::{ANY_RUNNER, CALLS_CHANNEL, SETTLED_CHANNEL};
 use super::queue_floors::QueueFloors;
-use crate::db::{ANY_RUNNER, CALLS_CHANNEL, LocalDelivery, SETTLED_CHANNEL, SettledCall};
+use crate::app::App;
+use crate::db::{SettledCall, Wakeup};
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchyard_protocol::CallId;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, oneshot};
 use tokio::time::Instant;
@@ -49,7 +51,7 @@ pub struct Wakeups {
     settled: broadcast::Sender<Arc<str>>,
     /// The readers waiting for a call to settle, by call, each to be handed the call as its
     /// completion recorded it when that happens in this process.
-    readers: Mutex<HashMap<uuid::Uuid, Vec<Reader>>>,
+    readers: Mutex<HashMap<CallId, Vec<Reader>>>,
     next_reader: AtomicU64,
     /// Cancelled when the server shuts down: waiting long-polls answer at once, so they do
     /// not hold up the graceful shutdown.
@@ -89,7 +91,7 @@ impl Wakeups {
 
     /// A waiter for call `call` to settle. Subscribe before reading the call, so that a
     /// completion recorded in between is not missed.
-    pub(crate) fn settled_waiter(self: &Arc<Self>, call: uuid::Uuid) -> SettledWaiter {
+    pub(crate) fn settled_waiter(self: &Arc<Self>, call: CallId) -> SettledWaiter {
         let (to, recorded) = oneshot::channel();
         let id = self.next_reader.fetch_add(1, Ordering::Relaxed);
         self.lock_readers()
@@ -109,7 +111,7 @@ impl Wakeups {
         }
     }
 
-    fn lock_readers(&self) -> std::sync::MutexGuard<'_, HashMap<uuid::Uuid, Vec<Reader>>> {
+    fn lock_readers(&self) -> std::sync::MutexGuard<'_, HashMap<CallId, Vec<Reader>>> {
         // A panic elsewhere while the map was held leaves it whole: every change is one call.
         self.readers
             .lock()
@@ -164,21 +166,45 @@ impl Wakeups {
     }
 }
 
-/// Notifications from this process's datastore; the listener delivers PostgreSQL's the same way
-/// (without a recorded call).
-impl LocalDelivery for Wakeups {
-    fn deliver(&self, channel: &str, payload: &str, recorded: Option<Arc<SettledCall>>) {
-        if channel == SETTLED_CHANNEL {
-            if let Some(recorded) = recorded {
-                self.hand_recorded(recorded);
+impl Wakeups {
+    /// A wake-up of this process's app, whose change has committed.
+    pub(crate) fn wake_up(&self, wakeup: Wakeup) {
+        match wakeup {
+            Wakeup::Queued { runner, at } => {
+                let runner = runner.to_string();
+                self.floors.queued(&runner, at);
+                self.wake(&runner);
             }
+            Wakeup::Requeued(Some(runner)) => {
+                let runner = runner.to_string();
+                self.floors.reset(&runner);
+                self.wake(&runner);
+            }
+            Wakeup::Requeued(None) => {
+                self.floors.reset_all();
+                self.wake(ANY_RUNNER);
+            }
+            Wakeup::Settled { call, recorded } => {
+                if let Some(recorded) = recorded {
+                    self.hand_recorded(Arc::from(recorded));
+                }
+                self.wake_settled(&call.to_string());
+            }
+        }
+    }
+
+    /// A notification another replica sent.
+    fn deliver(&self, channel: &str, payload: &str) {
+        if channel == SETTLED_CHANNEL {
             self.wake_settled(payload);
         } else {
             self.announce(payload);
         }
     }
 
-    fn waited_for(&self, call: uuid::Uuid) -> bool {
+    /// Whether a reader here waits for `call` to settle: only then does the statement that
+    /// settles it read it back with its lineage, to hand over.
+    pub(crate) fn waited_for(&self, call: CallId) -> bool {
         self.lock_readers().contains_key(&call)
     }
 }
@@ -221,7 +247,7 @@ impl<'a> CallNotice<'a> {
 #[derive(Debug)]
 pub(crate) struct SettledWaiter {
     waiter: Waiter,
-    call: uuid::Uuid,
+    call: CallId,
     reader: u64,
     /// `None` once handed (or given up by the datastore's side).
     recorded: Option<oneshot::Receiver<Arc<SettledCall>>>,
@@ -330,7 +356,7 @@ impl WakeupFeed {
     /// Fans notifications out until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let Self { app, mut listener } = self;
-        let wakeups = Arc::clone(&app.wakeups);
+        let wakeups = Arc::clone(&app.dispatch.announcer.local);
         let _stop_waiters = wakeups.stopping.clone().drop_guard();
         loop {
             let Some(active) = listener.as_mut() else {
@@ -357,9 +383,9 @@ impl WakeupFeed {
             match received {
                 // Sent by this process's datastore, which delivered it here already.
                 Ok(Some(notification))
-                    if notification.process_id() == app.db().notices_sender_pid() => {}
+                    if notification.process_id() == app.dispatch.announcer.remote.sender_pid() => {}
                 Ok(Some(notification)) => {
-                    wakeups.deliver(notification.channel(), notification.payload(), None)
+                    wakeups.deliver(notification.channel(), notification.payload())
                 }
                 // The connection was lost and is back (listening again): what was announced
                 // meanwhile is gone, so every waiter looks again. Whatever took this

@@ -1,5 +1,5 @@
-//! Announcements of new and requeued calls and of recorded completions, sent after the change committed rather
-//! than with it. A `NOTIFY` inside a transaction takes one database-wide lock from before its
+//! Wake-ups sent to the other replicas, after the change they announce committed rather than
+//! with it. A `NOTIFY` inside a transaction takes one database-wide lock from before its
 //! commit until after the commit's WAL flush, so every notifying transaction would commit
 //! alone: no group commit for the two commits every call makes, and a queue of waiters behind
 //! the lock as soon as flushes slow down. Sent afterwards, by one task on a connection of its
@@ -7,17 +7,16 @@
 //! no durability), and they still reach listeners only after the change they announce is
 //! visible.
 //!
-//! The process that made the change does not wait for its own notification: the app installs
-//! a local delivery ([`Notices::deliver_locally`]) that hears every notice as soon as it is
-//! queued — a completion with the call as its statement recorded it, when it read it — and
-//! its listener skips notifications sent from [`Notices::sender_pid`]. Other replicas hear
-//! them through PostgreSQL.
+//! This process does not wait for its own notifications: [`Announcer::send`] wakes its waiters
+//! at once (handing a settled call to its readers as recorded), and its listener skips
+//! notifications sent from [`Notices::sender_pid`].
 //!
 //! A notice that cannot be sent is lost for the other replicas; the next batch then also
 //! announces `*` on the calls channel, which sends every runner back to look from the
 //! beginning of its queue.
 
-use super::SettledCall;
+use super::wakeups::Wakeups;
+use crate::db::Wakeup;
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, PgPool};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -39,43 +38,23 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 /// One notice: its channel and payload.
 type Notice = (&'static str, String);
 
-/// Where notices go inside this process.
-pub(crate) trait LocalDelivery: Send + Sync {
-    /// A notice on `channel`, with the call as its completion recorded it when it was read.
-    fn deliver(&self, channel: &str, payload: &str, recorded: Option<Arc<SettledCall>>);
-    /// Whether a reader here waits for `call` to settle: only then does its completion read
-    /// the call's lineage to hand over.
-    fn waited_for(&self, call: uuid::Uuid) -> bool;
-}
-
-/// The sender of one datastore (shared by its clones); its task starts with the first notice.
-#[derive(Default)]
+/// The sender of one app (shared by its clones); its task starts with the first notice.
+#[derive(Debug)]
 pub(crate) struct Notices {
+    pool: PgPool,
     tx: OnceLock<mpsc::UnboundedSender<Notice>>,
-    local: OnceLock<Arc<dyn LocalDelivery>>,
     /// The backend process id of the connection notices are sent on (0 before it connects).
-    pid: AtomicU32,
-}
-
-impl std::fmt::Debug for Notices {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Notices")
-            .field("local", &self.local.get().is_some())
-            .field("pid", &self.pid)
-            .finish()
-    }
+    pid: Arc<AtomicU32>,
 }
 
 impl Notices {
-    /// Delivers every notice to `deliver` too, as soon as it is queued. Only the first
-    /// delivery installed counts.
-    pub(crate) fn deliver_locally(&self, deliver: Arc<dyn LocalDelivery>) {
-        let _ = self.local.set(deliver);
-    }
-
-    /// Whether a reader in this process waits for `call` to settle.
-    pub(crate) fn waited_for(&self, call: uuid::Uuid) -> bool {
-        self.local.get().is_some_and(|local| local.waited_for(call))
+    /// A sender on `pool`'s database (a connection of its own, opened with the first notice).
+    pub(crate) fn new(pool: PgPool) -> Self {
+        Self {
+            pool,
+            tx: OnceLock::new(),
+            pid: Arc::default(),
+        }
     }
 
     /// The backend process id notices are sent from (0 before the first is sent).
@@ -83,41 +62,11 @@ impl Notices {
         self.pid.load(Ordering::Relaxed)
     }
 
-    /// Announces `payload` on `channel`, after what it announces committed: here at once, to
-    /// other processes through `pool`'s database.
-    pub(crate) fn send(self: &Arc<Self>, pool: &PgPool, channel: &'static str, payload: String) {
-        self.send_with(pool, channel, payload, None);
-    }
-
-    /// Announces the committed completion of `call` on [`SETTLED_CHANNEL`]; this process's
-    /// delivery is handed `recorded` as well.
-    pub(crate) fn send_settled(
-        self: &Arc<Self>,
-        pool: &PgPool,
-        call: uuid::Uuid,
-        recorded: Option<SettledCall>,
-    ) {
-        self.send_with(
-            pool,
-            SETTLED_CHANNEL,
-            call.to_string(),
-            recorded.map(Arc::new),
-        );
-    }
-
-    fn send_with(
-        self: &Arc<Self>,
-        pool: &PgPool,
-        channel: &'static str,
-        payload: String,
-        recorded: Option<Arc<SettledCall>>,
-    ) {
-        if let Some(local) = self.local.get() {
-            local.deliver(channel, &payload, recorded);
-        }
+    /// Announces `payload` on `channel` to the other processes.
+    fn send(&self, channel: &'static str, payload: String) {
         let tx = self.tx.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run(pool.clone(), Arc::downgrade(self), rx));
+            tokio::spawn(run(self.pool.clone(), Arc::clone(&self.pid), rx));
             tx
         });
         // The task ends only when every sender is gone.
@@ -125,12 +74,36 @@ impl Notices {
     }
 }
 
-/// Sends what is queued, a batch per statement, until the datastore is dropped.
-async fn run(
-    pool: PgPool,
-    notices: std::sync::Weak<Notices>,
-    mut rx: mpsc::UnboundedReceiver<Notice>,
-) {
+/// Sends the wake-ups of committed changes: to this process's waiters at once, to the other
+/// replicas through PostgreSQL.
+#[derive(Debug)]
+pub(crate) struct Announcer {
+    /// This process's waiters.
+    pub(crate) local: Arc<Wakeups>,
+    /// The other replicas'.
+    pub(crate) remote: Notices,
+}
+
+impl Announcer {
+    /// Sends `wakeups`, whose change has committed.
+    pub(crate) fn send(&self, wakeups: Vec<Wakeup>) {
+        for wakeup in wakeups {
+            let (channel, payload) = match &wakeup {
+                Wakeup::Queued { runner, at } => {
+                    (CALLS_CHANNEL, format!("{runner} {}", at.timestamp_micros()))
+                }
+                Wakeup::Requeued(Some(runner)) => (CALLS_CHANNEL, runner.to_string()),
+                Wakeup::Requeued(None) => (CALLS_CHANNEL, ANY_RUNNER.to_owned()),
+                Wakeup::Settled { call, .. } => (SETTLED_CHANNEL, call.to_string()),
+            };
+            self.local.wake_up(wakeup);
+            self.remote.send(channel, payload);
+        }
+    }
+}
+
+/// Sends what is queued, a batch per statement, until the app is dropped.
+async fn run(pool: PgPool, pid: Arc<AtomicU32>, mut rx: mpsc::UnboundedReceiver<Notice>) {
     let mut connection: Option<PgConnection> = None;
     let mut lost_some = false;
     let mut batch = Vec::new();
@@ -141,7 +114,7 @@ async fn run(
         let (channels, payloads): (Vec<&str>, Vec<String>) = batch.drain(..).unzip();
         let sent = match connection.as_mut() {
             Some(conn) => send_batch(conn, &channels, &payloads).await,
-            None => match connect(&pool, &notices).await {
+            None => match connect(&pool, &pid).await {
                 Ok(mut conn) => {
                     let sent = send_batch(&mut conn, &channels, &payloads).await;
                     connection = Some(conn);
@@ -167,19 +140,12 @@ async fn run(
 /// A connection of the sender's own, opened with the pool's options but outside it (a pool
 /// connection detached for good would keep its place in the pool), whose process id the
 /// datastore's listener recognizes.
-async fn connect(
-    pool: &PgPool,
-    notices: &std::sync::Weak<Notices>,
-) -> Result<PgConnection, sqlx::Error> {
+async fn connect(pool: &PgPool, sender_pid: &AtomicU32) -> Result<PgConnection, sqlx::Error> {
     let mut conn = PgConnection::connect_with(&pool.connect_options()).await?;
     let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_one(&mut conn)
         .await?;
-    if let Some(notices) = notices.upgrade() {
-        notices
-            .pid
-            .store(u32::try_from(pid).unwrap_or(0), Ordering::Relaxed);
-    }
+    sender_pid.store(u32::try_from(pid).unwrap_or(0), Ordering::Relaxed);
     Ok(conn)
 }
 

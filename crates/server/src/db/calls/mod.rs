@@ -1,0 +1,168 @@
+//! Calls: one row per tool call or receipt lookup, from submission to settlement. Every state
+//! change is one guarded update (`WHERE state = … AND lease_epoch = …`) that reports whether
+//! it won; nothing here reads, decides, then writes. Each method returns what it committed
+//! with the wake-ups it calls for ([`Committed`]); sending them is the app layer's.
+//!
+//! - [`columns`]: the one declaration of what an insert writes, and the insert statements.
+//! - [`insert`]: lone, batched and handed inserts.
+//! - [`lease`]: leasing queued calls under a runner's epoch, and the dispatch target.
+//! - [`start`]: the start ack (`leased` → `running`).
+//! - [`complete`]: recording what a runner reports.
+//! - [`cancel`], [`sweep`]: cancellation, and the sweeps that settle lost and stale calls.
+//! - [`page`]: reading calls one at a time and by the page.
+//!
+//! [`Committed`]: super::Committed
+
+mod cancel;
+mod columns;
+mod complete;
+mod insert;
+mod lease;
+mod page;
+mod start;
+mod sweep;
+
+pub use cancel::CancelEffect;
+pub(crate) use complete::PlainCompletion;
+pub(crate) use complete::call_complete_on;
+pub use complete::{DeviceCompletion, SettledCall, StoredCompletion};
+pub use insert::HandedRow;
+pub use lease::{LeasedRow, LookedUpCall};
+pub use page::{CallFilter, PageFrom};
+pub use start::DeviceStart;
+pub use sweep::ExpiredLeases;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use switchyard_protocol::reconcile::{CallKind, ResolutionOutcome};
+use switchyard_protocol::runner::Epoch;
+use switchyard_protocol::{
+    CallId, CallState, ConnectionId, DeviceId, EnvironmentId, OperationId, ProfileId, RequestId,
+    RunnerRef, UserId, WorkspaceId,
+};
+
+/// A row of `calls`.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct CallRow {
+    /// Id.
+    pub id: CallId,
+    /// Workspace.
+    pub workspace_id: WorkspaceId,
+    /// Client idempotency key.
+    pub request_id: RequestId,
+    /// SHA-256 of the canonical payload.
+    pub payload_digest: Vec<u8>,
+    /// Profile.
+    pub profile_id: ProfileId,
+    /// Connection.
+    pub connection_id: ConnectionId,
+    /// Connection revision at submission.
+    pub connection_revision: i64,
+    /// Environment.
+    pub environment_id: EnvironmentId,
+    /// Tool.
+    pub tool_name: String,
+    /// Arguments, until they expire.
+    pub arguments: Option<Json<Value>>,
+    /// Warm-session key.
+    pub client_session_id: Option<String>,
+    /// Timeout.
+    pub timeout_seconds: i32,
+    /// Where it is in its lifecycle.
+    pub state: CallState,
+    /// The runner it runs on.
+    pub runner_ref: RunnerRef,
+    /// Epoch of the lease it was last leased under.
+    pub lease_epoch: Option<Epoch>,
+    /// Retained result.
+    pub result: Option<Json<Value>>,
+    /// Whether the result was cut.
+    pub result_truncated: bool,
+    /// Failure or uncertainty code.
+    pub error_code: Option<String>,
+    /// Failure or uncertainty explanation.
+    pub error_message: Option<String>,
+    /// Submitter (for a device's call, the user who approved the device).
+    pub created_by: UserId,
+    /// Submission time.
+    pub created_at: DateTime<Utc>,
+    /// Lease time.
+    pub leased_at: Option<DateTime<Utc>>,
+    /// Start-ack time.
+    pub started_at: Option<DateTime<Utc>>,
+    /// End time.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// When cancellation of the dispatched call was requested.
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// When retention erased inputs and results.
+    pub retention_expired_at: Option<DateTime<Utc>>,
+    /// A tool call, or a receipt lookup run for `parent_call_id`.
+    pub kind: CallKind,
+    /// For a lookup: the unknown call it looks up.
+    pub parent_call_id: Option<CallId>,
+    /// The connector revision the call was dispatched to (recorded when leased).
+    pub connector_revision: Option<i64>,
+    /// For a `resolved` call: what it was settled with.
+    pub resolution_outcome: Option<ResolutionOutcome>,
+    /// When the call's evidence was erased.
+    pub evidence_erased_at: Option<DateTime<Utc>>,
+}
+
+/// A call to insert: every column a submission writes (see `columns::submitted`).
+#[derive(Clone, Debug)]
+pub struct NewCall {
+    /// The id it is stored under: a fresh [`CallId::new`] (ids order by creation).
+    pub id: CallId,
+    /// Workspace.
+    pub workspace_id: WorkspaceId,
+    /// Client idempotency key.
+    pub request_id: RequestId,
+    /// SHA-256 of the canonical payload.
+    pub payload_digest: Vec<u8>,
+    /// Profile.
+    pub profile_id: ProfileId,
+    /// Connection.
+    pub connection_id: ConnectionId,
+    /// Connection revision now.
+    pub connection_revision: i64,
+    /// Environment.
+    pub environment_id: EnvironmentId,
+    /// Tool.
+    pub tool_name: String,
+    /// Arguments (an object).
+    pub arguments: Value,
+    /// Warm-session key.
+    pub client_session_id: Option<String>,
+    /// Timeout.
+    pub timeout_seconds: i32,
+    /// Runner that will run it.
+    pub runner_ref: RunnerRef,
+    /// Submitter.
+    pub created_by: UserId,
+    /// Where it came from beyond its submitter.
+    pub origin: CallOrigin,
+}
+
+impl NewCall {
+    /// A tool call, or a receipt lookup when it looks up another call.
+    pub fn kind(&self) -> CallKind {
+        match self.origin.lookup_of {
+            Some(_) => CallKind::Lookup,
+            None => CallKind::Tool,
+        }
+    }
+}
+
+/// Where a call came from beyond its submitter: the operation it runs under and the device
+/// that submitted it, when there are, and for a receipt lookup the unknown call it looks up.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallOrigin {
+    /// The operation.
+    pub operation_id: Option<OperationId>,
+    /// The submitting device.
+    pub device_id: Option<DeviceId>,
+    /// Set for a receipt lookup: the unknown call it looks up. A lookup is inserted as one
+    /// from the start, so no runner ever sees it as anything else.
+    pub lookup_of: Option<CallId>,
+}
