@@ -4,7 +4,8 @@
 # one-row insert per transaction) and beside it a writer that overwrites 4 KiB of a file in
 # the cluster's directory and syncs it every 5 ms, as the device runner's outbox commits. Each
 # round runs the writer once with fsync and once with fdatasync, then pgbench alone. Prints
-# each sync's p50/p90/p99 and pgbench's latency; see docs/BENCHMARKS.md ("Changes made").
+# each sync's p50/p90/p99 and pgbench's latency; first used in docs/bench-log/2026-12-01.md
+# ("latest: the outbox's disk syncs").
 #
 #   scripts/sync-beside-postgres.sh [ROUNDS]   (default 3 rounds, about 10 s each)
 set -euo pipefail
