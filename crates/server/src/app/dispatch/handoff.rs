@@ -132,23 +132,9 @@ impl Handoffs {
         true
     }
 
-    /// Puts `calls`, handed off but never taken by a lease, back in the queue; should that
-    /// fail, the runner's heartbeat finds them unheld.
+    /// Puts `calls`, handed off but never taken by a lease, back in the queue.
     pub(crate) async fn requeue(&self, runner: RunnerRef, calls: &[LeasedCall]) {
-        for call in calls {
-            match self
-                .db
-                .call_requeue_handed(call.call_id, runner, call.epoch)
-                .await
-            {
-                Ok(requeued) => self.announcer.send(requeued.wakeups),
-                Err(error) => tracing::warn!(
-                    %error,
-                    call = %call.call_id,
-                    "a handed-off call that reached no lease could not be queued again; the runner's heartbeat will"
-                ),
-            }
-        }
+        requeue(&self.db, &self.announcer, runner, calls).await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunnerRef, Vec<Offer>>> {
@@ -203,9 +189,22 @@ impl Drop for OfferSlot<'_> {
                 Arc::clone(&self.handoffs.announcer),
                 self.runner,
             );
-            tokio::spawn(async move {
-                Handoffs::new(db, announcer).requeue(runner, &[call]).await;
-            });
+            tokio::spawn(async move { requeue(&db, &announcer, runner, &[call]).await });
+        }
+    }
+}
+
+/// Puts `calls`, handed off but never taken by a lease, back in the queue and announces them;
+/// should that fail, the runner's heartbeat finds them unheld.
+async fn requeue(db: &Datastore, announcer: &Announcer, runner: RunnerRef, calls: &[LeasedCall]) {
+    for call in calls {
+        match db.call_requeue_handed(call.call_id, runner, call.epoch).await {
+            Ok(requeued) => announcer.send(requeued.wakeups),
+            Err(error) => tracing::warn!(
+                %error,
+                call = %call.call_id,
+                "a handed-off call that reached no lease could not be queued again; the runner's heartbeat will"
+            ),
         }
     }
 }
