@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The test command: builds the workspace and runs every test against a real PostgreSQL and the
-# published MCP reference server. Extra arguments go to `cargo test` (e.g. a test-name filter).
+# The test command: checks formatting, builds the workspace, runs clippy and rustdoc with
+# warnings as errors, and runs every test against a real PostgreSQL, the published MCP
+# reference server and headless Chromium. What it needs from the machine it installs when it
+# runs as root with apt-get, else it says what to install. Extra arguments go to `cargo test`
+# (e.g. a test-name filter).
 #
 # Database, first that applies:
 #   1. DATABASE_URL, when set;
@@ -14,6 +17,8 @@ repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
 # shellcheck source-path=SCRIPTDIR source=lib/postgres.sh
 source "$repo_root/scripts/lib/postgres.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/prereqs.sh
+source "$repo_root/scripts/lib/prereqs.sh"
 
 # The MCP reference server used by the interop tests, pinned so that a new release cannot
 # change test results unannounced. Bump deliberately: `npm view <package> version`.
@@ -51,6 +56,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+section "Prerequisites"
+# psql and pg_isready find a running server; initdb makes a throwaway cluster when none runs;
+# Node.js and npm run the MCP reference server of the interop tests; headless Chromium and its
+# WebDriver drive the web UI's end-to-end tests.
+packages=(nodejs:node npm:npm chromium:chromium chromium-driver:chromedriver)
+[[ -n ${DATABASE_URL:-} ]] || packages+=(postgresql-client:psql postgresql:initdb)
+need_packages "${packages[@]}"
+echo "All present."
+
 section "Database"
 if [[ -n ${DATABASE_URL:-} ]]; then
     echo "Using DATABASE_URL from the environment"
@@ -68,13 +82,6 @@ export DATABASE_URL
 echo "DATABASE_URL=$(redact_url "$DATABASE_URL")"
 
 section "MCP reference server ($EVERYTHING_PACKAGE@$EVERYTHING_VERSION)"
-for tool in node npm; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "error: $tool not found; the interop tests need Node.js and npm" \
-            "(apt-get install nodejs npm)" >&2
-        exit 1
-    fi
-done
 everything_dir="$NPM_PREFIX/node_modules/$EVERYTHING_PACKAGE"
 installed_version=$(node -p 'require(process.argv[1]).version' "$everything_dir/package.json" \
     2>/dev/null || true)
@@ -94,8 +101,17 @@ fi
 export SWITCHYARD_TEST_EVERYTHING
 echo "SWITCHYARD_TEST_EVERYTHING=$SWITCHYARD_TEST_EVERYTHING"
 
+section "Format (cargo fmt --check)"
+cargo fmt --all --check
+
 section "Build"
 cargo build --workspace --locked
+
+section "Lints (clippy, -D warnings)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+section "Docs (cargo doc, -D warnings)"
+RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --locked
 
 section "Test"
 status=0
