@@ -1,10 +1,11 @@
 //! The benchmark's smoke run: `switchyard-bench --smoke` runs every measurement briefly and
 //! writes results.json with the keys the issue promises. Speed is not asserted.
 
-use crate::harness::{bin_dir, database_url, scratch};
+use super::harness::{bin_dir, database_url, scratch};
 use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::process::Command;
+use switchyard_testkit::bins;
 
 #[track_caller]
 fn number(json: &Value, path: &[&str]) -> f64 {
@@ -20,7 +21,7 @@ fn number(json: &Value, path: &[&str]) -> f64 {
 async fn the_smoke_run_writes_every_promised_figure(_: PgPoolOptions, db: PgConnectOptions) {
     let dir = scratch("smoke");
     let out = dir.join("results.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_switchyard-bench"))
+    let output = Command::new(crate::harness::binary(bins::BENCH))
         .args(["--smoke", "--database-url", &database_url(&db), "--bin-dir"])
         .arg(bin_dir())
         .arg("--out")

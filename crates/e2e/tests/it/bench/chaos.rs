@@ -2,7 +2,7 @@
 //! mid-call, a server replica restarted under load, and PostgreSQL backends killed under a
 //! device's long-poll. `scripts/chaos.sh` repeats these (and more) with random timing.
 
-use crate::harness::stack;
+use super::harness::stack;
 use nix::sys::signal::Signal;
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -14,28 +14,24 @@ use switchyard_bench::stack::{Device, Stack};
 use switchyard_bench::stack::{read_call, submit, wait_settled};
 use switchyard_protocol::CallState;
 use switchyard_protocol::api::CallView;
+use switchyard_testkit::api::Api;
+use switchyard_testkit::poll::{Bound, Check};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// Polls a call until `done` holds, within the deadline.
-async fn wait_until(
-    api: &switchyard_bench::api::Api,
-    id: &str,
-    what: &str,
-    done: impl Fn(&CallView) -> bool,
-) -> CallView {
-    let started = Instant::now();
-    loop {
-        let call = read_call(api, id).await.expect("read the call");
-        if done(&call) {
-            return call;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "call {id} did not become {what} within {DEADLINE:?}: {call:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+async fn wait_until(api: &Api, id: &str, what: &str, done: impl Fn(&CallView) -> bool) -> CallView {
+    Bound::new(DEADLINE, Duration::from_millis(50))
+        .until(async || {
+            let call = read_call(api, id).await.expect("read the call");
+            Ok(if done(&call) {
+                Check::Done(call)
+            } else {
+                Check::NotYet(format!("call {id} did not become {what}: {call:?}"))
+            })
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// How many `tools/call` requests for `request_id` the MCP server behind `stdin_copy` received.
@@ -114,7 +110,7 @@ async fn a_device_runner_killed_mid_call_leaves_the_call_unknown_and_never_sends
     .await;
     let request_id = slow.request_id.to_string();
     wait_received(&stdin_copy, &request_id).await;
-    runner.kill().await;
+    runner.kill();
 
     // The runner is lost: once its lease expires the call is unknown, never queued again.
     let lost = wait_until(&stack.api, &id, "unknown", |c| {
