@@ -1,12 +1,12 @@
 //! Every documented failure exits with its documented code and says what went wrong.
 
-use crate::harness::{Server, Switchyard, scratch_dir, set_up_demo, submit_call};
+use super::harness::{Server, Switchyard, scratch_dir, set_up_demo, submit_call};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 #[sqlx::test(migrations = false)]
 async fn a_failing_tool_exits_6(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     set_up_demo(&cli);
     let call = submit_call("main", "fx", "fail", json!({"message": "the tool said no"}));
@@ -28,7 +28,7 @@ async fn a_failing_tool_exits_6(_: PgPoolOptions, db: PgConnectOptions) {
 
 #[sqlx::test(migrations = false)]
 async fn a_call_cut_by_its_timeout_is_unknown_and_exits_7(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     set_up_demo(&cli);
     let mut call = submit_call("main", "fx", "slow", json!({"seconds": 30}));
@@ -53,7 +53,7 @@ async fn a_call_cut_by_its_timeout_is_unknown_and_exits_7(_: PgPoolOptions, db: 
 
 #[sqlx::test(migrations = false)]
 async fn a_bad_call_file_exits_2_naming_the_problem(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     let dir = scratch_dir("bad-call-file");
 
@@ -111,7 +111,7 @@ async fn a_bad_call_file_exits_2_naming_the_problem(_: PgPoolOptions, db: PgConn
 
 #[sqlx::test(migrations = false)]
 async fn no_token_or_a_wrong_token_exits_3(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let run = server
         .cli()
         .with_token(None)
@@ -133,7 +133,7 @@ async fn no_token_or_a_wrong_token_exits_3(_: PgPoolOptions, db: PgConnectOption
 
 #[sqlx::test(migrations = false)]
 async fn refusals_exit_4_with_the_error_code(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     let run = cli.run(&["mcp", "status", "no-such-workspace"]).code(4);
     assert!(
@@ -144,7 +144,7 @@ async fn refusals_exit_4_with_the_error_code(_: PgPoolOptions, db: PgConnectOpti
 
     // A member without Use may not run the profile's tools.
     set_up_demo(&cli);
-    let bob = cli.with_token(Some(&server.create_user("bob")));
+    let bob = cli.with_token(Some(&server.create_user("bob").await));
     cli.run(&["workspace", "member", "add", "demo", "--user", "bob"])
         .success();
     let call = submit_call("main", "fx", "echo", json!({"text": "bob"}));
@@ -160,7 +160,7 @@ async fn refusals_exit_4_with_the_error_code(_: PgPoolOptions, db: PgConnectOpti
 
 #[sqlx::test(migrations = false)]
 async fn an_unreachable_server_exits_5(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = Switchyard::new(server.url(), Some(server.token()));
     cli.run(&["workspace", "list"]).success();
     server.stop();

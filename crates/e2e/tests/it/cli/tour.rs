@@ -1,12 +1,12 @@
 //! The happy path a new user walks, in human and in JSON output.
 
-use crate::harness::{Server, scratch_dir, set_up_demo, submit_call};
+use super::harness::{Server, scratch_dir, set_up_demo, submit_call};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 #[sqlx::test(migrations = false)]
 async fn tour_from_workspace_to_a_finished_call(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     set_up_demo(&cli);
 
@@ -52,7 +52,7 @@ async fn tour_from_workspace_to_a_finished_call(_: PgPoolOptions, db: PgConnectO
 
 #[sqlx::test(migrations = false)]
 async fn json_output_is_the_api_object(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
 
     let created = cli
@@ -104,7 +104,7 @@ async fn json_output_is_the_api_object(_: PgPoolOptions, db: PgConnectOptions) {
 
 #[sqlx::test(migrations = false)]
 async fn import_keeps_env_names_and_never_shows_values(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     let config = json!({"mcpServers": {
         "imported": {"command": "/usr/bin/env", "args": ["true"], "env": {"API_KEY": "sekrit-value-123"}},

@@ -1,177 +1,36 @@
-//! Test harness: a real server process per test and the `switchyard` binary as a subprocess.
+//! The `switchyard` binary as a subprocess, pointed at a real server, and the demo workspace
+//! set up through it.
 
+pub use crate::harness::Server;
+use crate::harness::binary;
 use serde_json::Value;
-use sqlx::ConnectOptions;
-use sqlx::postgres::PgConnectOptions;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use switchyard_testkit::bins;
+use switchyard_testkit::poll::{Bound, Check};
 
-/// How long a server may take to start, or one CLI run to finish.
+/// How long one CLI run may take to finish.
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// A binary built into the same target directory as this test.
+/// A fresh directory for one test's files, kept after it.
 #[track_caller]
-pub fn sibling_binary(name: &str) -> PathBuf {
-    // current_exe is target/<profile>/deps/it-<hash>; binaries live in target/<profile>.
-    let exe = std::env::current_exe().expect("current_exe");
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .join(name);
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo build -p {name}`",
-        path.display()
-    );
-    path
+pub fn scratch_dir(test: &str) -> PathBuf {
+    crate::harness::scratch("cli", test)
 }
 
 /// The fixture MCP server binary.
 pub fn fixture_binary() -> String {
-    sibling_binary("switchyard-fixture").display().to_string()
-}
-
-/// A scratch directory for one test's files.
-pub fn scratch_dir(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("switchyard-agent-it")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
-
-/// A running `switchyard-server serve` on a fresh database; killed on drop.
-pub struct Server {
-    child: Child,
-    url: String,
-    database_url: String,
-    token: String,
-    log: PathBuf,
+    binary(bins::FIXTURE).display().to_string()
 }
 
 impl Server {
-    /// Migrates the test database, creates the owner `alice` and starts the server on port 0.
-    #[track_caller]
-    pub fn start(db: &PgConnectOptions) -> Server {
-        Server::start_with_env(db, &[])
-    }
-
-    /// [`Server::start`] with extra environment for `serve`, e.g. a short result retention.
-    #[track_caller]
-    pub fn start_with_env(db: &PgConnectOptions, env: &[(&str, &str)]) -> Server {
-        let database_url = db.to_url_lossy().to_string();
-        let name = db
-            .get_database()
-            .unwrap_or("switchyard")
-            .replace(['/', '.'], "_");
-        let log = scratch_dir(&name).join("server.log");
-        server_admin(&database_url, &["migrate"]);
-        let token = server_admin(&database_url, &["admin", "create-owner", "--name", "alice"]);
-        assert!(!token.is_empty(), "create-owner printed no token");
-
-        let log_file = std::fs::File::create(&log).expect("server log");
-        let mut child = Command::new(sibling_binary("switchyard-server"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .env("DATABASE_URL", &database_url)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log_file)
-            .spawn()
-            .expect("spawn switchyard-server");
-        let stdout = child.stdout.take().expect("server stdout");
-        let (tx, rx) = mpsc::channel();
-        // Keep draining stdout for the server's whole life so it never blocks on a full pipe.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(url.trim().to_owned());
-                }
-            }
-        });
-        let mut server = Server {
-            child,
-            url: String::new(),
-            database_url,
-            token,
-            log,
-        };
-        match rx.recv_timeout(DEADLINE) {
-            Ok(url) => server.url = url,
-            Err(_) => panic!(
-                "server printed no `listening on` line; log: {}",
-                server.log_text()
-            ),
-        }
-        server
-    }
-
-    /// The server's base URL.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The owner's (alice's) token.
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
-    /// Creates another user and returns their token.
-    #[track_caller]
-    pub fn create_user(&self, name: &str) -> String {
-        server_admin(
-            &self.database_url,
-            &["admin", "create-user", "--name", name],
-        )
-    }
-
     /// `switchyard` pointed at this server, as alice.
     pub fn cli(&self) -> Switchyard {
-        Switchyard::new(&self.url, Some(&self.token))
+        Switchyard::new(self.url(), Some(self.token()))
     }
-
-    /// The server's stderr so far, for failure messages.
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Stops the server and waits until it has exited.
-    pub fn stop(mut self) {
-        self.kill();
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Runs `switchyard-server ARGS` against `database_url`, asserts success, returns trimmed stdout.
-#[track_caller]
-fn server_admin(database_url: &str, args: &[&str]) -> String {
-    let output = Command::new(sibling_binary("switchyard-server"))
-        .args(args)
-        .env("DATABASE_URL", database_url)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run switchyard-server");
-    assert!(
-        output.status.success(),
-        "switchyard-server {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
 /// How to run the `switchyard` binary: server URL, token and where device identities live.
@@ -193,7 +52,7 @@ impl Switchyard {
             url: Some(url.to_owned()),
             token: token.map(str::to_owned),
             config_dir: Path::new(env!("CARGO_TARGET_TMPDIR"))
-                .join("switchyard-agent-it")
+                .join("cli")
                 .join("no-config"),
         }
     }
@@ -225,7 +84,7 @@ impl Switchyard {
 
     /// `switchyard ARGS` set up with this CLI's environment, stdio piped, not started.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        let mut command = Command::new(binary(bins::CLI));
         command
             .args(args)
             .env_remove("SWITCHYARD_URL")
@@ -431,29 +290,29 @@ impl Run {
 
 /// Polls `mcp status --json WS CALL` until `done` holds for the call, within `deadline`;
 /// returns that call.
-#[track_caller]
-pub fn wait_for_call(
+pub async fn wait_for_call(
     cli: &Switchyard,
     workspace: &str,
     call: &str,
     deadline: Duration,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    let started = Instant::now();
-    loop {
-        let view = cli
-            .run(&["--json", "mcp", "status", workspace, call])
-            .success()
-            .json();
-        if done(&view) {
-            return view;
-        }
-        assert!(
-            started.elapsed() < deadline,
-            "call {call} did not reach the expected state within {deadline:?}: {view}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    Bound::new(deadline, Duration::from_millis(200))
+        .until(async || {
+            let view = cli
+                .run(&["--json", "mcp", "status", workspace, call])
+                .success()
+                .json();
+            Ok(if done(&view) {
+                Check::Done(view)
+            } else {
+                Check::NotYet(format!(
+                    "call {call} did not reach the expected state: {view}"
+                ))
+            })
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A SubmitCall object with a fresh request_id.

@@ -2,23 +2,13 @@
 //! approves it, the identity lands in private files, and the device then authenticates as
 //! itself until it is revoked.
 
-use crate::harness::{Server, scratch_dir, set_up_demo};
+use super::harness::{Server, scratch_dir, set_up_demo};
+use crate::harness::mode;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 use sqlx::ConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-
-#[track_caller]
-fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .permissions()
-        .mode()
-        & 0o7777
-}
 
 #[track_caller]
 fn json_line(line: &str) -> Value {
@@ -27,7 +17,7 @@ fn json_line(line: &str) -> Value {
 
 #[sqlx::test(migrations = false)]
 async fn a_paired_device_acts_as_itself_until_revoked(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let alice = server.cli();
     set_up_demo(&alice);
     let config = scratch_dir("paired-device").join("config");
@@ -167,7 +157,7 @@ async fn a_paired_device_acts_as_itself_until_revoked(_: PgPoolOptions, db: PgCo
 
 #[sqlx::test(migrations = false)]
 async fn ctrl_c_while_waiting_exits_130_and_stores_nothing(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let config = scratch_dir("pair-interrupted").join("config");
     let device = server.cli().as_device(&config);
 
@@ -199,7 +189,7 @@ async fn a_wrong_code_is_refused_and_the_device_keeps_waiting(
     _: PgPoolOptions,
     db: PgConnectOptions,
 ) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let alice = server.cli();
     set_up_demo(&alice);
     let config = scratch_dir("wrong-code").join("config");
@@ -249,7 +239,7 @@ async fn a_wrong_code_is_refused_and_the_device_keeps_waiting(
 
 #[sqlx::test(migrations = false)]
 async fn an_expired_code_exits_4_and_stores_nothing(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let alice = server.cli();
     set_up_demo(&alice);
     let config = scratch_dir("expired-code").join("config");

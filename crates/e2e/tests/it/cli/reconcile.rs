@@ -2,7 +2,7 @@
 //! capture and `mcp resolve`, and `mcp erase` — each as a user's JSON flow, against the real
 //! server, central runner and fixture.
 
-use crate::harness::{Server, Switchyard, call_and_wait, scratch_dir, set_up_demo_with};
+use super::harness::{Server, Switchyard, call_and_wait, scratch_dir, set_up_demo_with};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::path::Path;
@@ -23,7 +23,7 @@ fn lines(path: &Path) -> usize {
 
 #[sqlx::test(migrations = false)]
 async fn reconcile_asks_the_connector_and_settles_the_call(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     let counter = scratch_dir("reconcile-cli").join("count");
     set_up_counted(&cli, &counter);
@@ -117,7 +117,7 @@ async fn resolve_cites_captured_evidence_and_erase_says_what_it_cannot_undo(
     _: PgPoolOptions,
     db: PgConnectOptions,
 ) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     let counter = scratch_dir("resolve-cli").join("count");
     set_up_counted(&cli, &counter);
@@ -140,7 +140,7 @@ async fn resolve_cites_captured_evidence_and_erase_says_what_it_cannot_undo(
 
     let seen = call_and_wait(&cli, "echo", json!({"text": "order 7 was never placed"}), 0);
     let seen_id = seen["id"].as_str().expect("call id");
-    let evidence = crate::harness::wait_for_call(
+    let evidence = super::harness::wait_for_call(
         &cli,
         "demo",
         seen_id,
@@ -150,7 +150,8 @@ async fn resolve_cites_captured_evidence_and_erase_says_what_it_cannot_undo(
                 .as_array()
                 .is_some_and(|e| !e.is_empty())
         },
-    )["lineage"]["evidence_ids"][0]
+    )
+    .await["lineage"]["evidence_ids"][0]
         .as_str()
         .expect("evidence id")
         .to_owned();

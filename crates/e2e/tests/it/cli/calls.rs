@@ -1,7 +1,7 @@
 //! Following a call after it was submitted: cancelling it, and reading it once retention has
 //! erased its inputs and result.
 
-use crate::harness::{Server, Switchyard, call_and_wait, set_up_demo, submit_call, wait_for_call};
+use super::harness::{Server, Switchyard, call_and_wait, set_up_demo, submit_call, wait_for_call};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::time::Duration;
@@ -29,7 +29,7 @@ fn state(view: &Value) -> &str {
 
 #[sqlx::test(migrations = false)]
 async fn cancelling_a_finished_call_changes_nothing(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     set_up_demo(&cli);
     let finished = call_and_wait(&cli, "echo", json!({"text": "done already"}), 0);
@@ -59,7 +59,7 @@ async fn cancelling_a_finished_call_changes_nothing(_: PgPoolOptions, db: PgConn
 
 #[sqlx::test(migrations = false)]
 async fn cancelling_a_running_call_stops_it_running(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     set_up_demo(&cli);
     let id = submit(
@@ -67,7 +67,7 @@ async fn cancelling_a_running_call_stops_it_running(_: PgPoolOptions, db: PgConn
         &submit_call("main", "fx", "slow", json!({"seconds": 30})),
     );
     // Cancel once it was sent, so the request has to go through the runner.
-    wait_for_call(&cli, "demo", &id, CALL_DEADLINE, |c| state(c) == "running");
+    wait_for_call(&cli, "demo", &id, CALL_DEADLINE, |c| state(c) == "running").await;
 
     let answer = cli
         .run(&["--json", "mcp", "cancel", "demo", &id])
@@ -106,7 +106,8 @@ async fn cancelling_a_running_call_stops_it_running(_: PgPoolOptions, db: PgConn
 
     let settled = wait_for_call(&cli, "demo", &id, CALL_DEADLINE, |c| {
         !matches!(state(c), "queued" | "leased" | "running")
-    });
+    })
+    .await;
     assert!(
         matches!(
             state(&settled),
@@ -118,7 +119,7 @@ async fn cancelling_a_running_call_stops_it_running(_: PgPoolOptions, db: PgConn
 
 #[sqlx::test(migrations = false)]
 async fn an_expired_call_shows_its_minimal_disposition(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start_with_env(&db, &[("SWITCHYARD_RESULT_RETENTION_SECONDS", "0")]);
+    let server = Server::start_with_env(&db, &[("SWITCHYARD_RESULT_RETENTION_SECONDS", "0")]).await;
     let cli = server.cli();
     set_up_demo(&cli);
     let finished = call_and_wait(&cli, "echo", json!({"text": "soon forgotten"}), 0);
@@ -126,7 +127,8 @@ async fn an_expired_call_shows_its_minimal_disposition(_: PgPoolOptions, db: PgC
 
     let expired = wait_for_call(&cli, "demo", id, CALL_DEADLINE, |c| {
         c["retention_expired_at"].is_string()
-    });
+    })
+    .await;
     assert!(expired["result"].is_null(), "{expired}");
     assert!(expired["arguments"].is_null(), "{expired}");
 

@@ -1,6 +1,6 @@
 //! Warm sessions and the connection's lifecycle: releasing a session key and reading events.
 
-use crate::harness::{Server, set_up_demo};
+use super::harness::{Server, set_up_demo};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 #[sqlx::test(migrations = false)]
@@ -8,7 +8,7 @@ async fn releasing_a_session_lists_the_connections_draining(
     _: PgPoolOptions,
     db: PgConnectOptions,
 ) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     set_up_demo(&cli);
     let connections = cli
@@ -53,7 +53,7 @@ async fn releasing_a_session_lists_the_connections_draining(
 
 #[sqlx::test(migrations = false)]
 async fn connection_events_show_discovery(_: PgPoolOptions, db: PgConnectOptions) {
-    let server = Server::start(&db);
+    let server = Server::start(&db).await;
     let cli = server.cli();
     set_up_demo(&cli);
 
