@@ -6,6 +6,7 @@
 use sqlx::ConnectOptions;
 use sqlx::postgres::PgConnectOptions;
 use std::path::{Path, PathBuf};
+use switchyard_testkit::api::Api;
 use switchyard_testkit::bins;
 use switchyard_testkit::scratch;
 use switchyard_testkit::server::{self, ServerConfig, ServerProcess};
@@ -77,12 +78,22 @@ impl Server {
         &self.token
     }
 
+    /// The API as alice.
+    pub fn api(&self) -> Api {
+        Api::new(self.url(), Some(&self.token)).expect("an API client")
+    }
+
     /// Creates another user and returns their token.
     pub async fn create_user(&self, name: &str) -> String {
         let args = ["admin", "create-user", "--name", name];
         server::admin(&binary(bins::SERVER), &self.database_url, &args)
             .await
             .expect("create a user")
+    }
+
+    /// The server's stderr so far, for failure messages.
+    pub fn log_text(&self) -> String {
+        self.process.log_text()
     }
 
     /// Stops the server and waits until it has exited.

@@ -2,6 +2,7 @@
 //! PostgreSQL database per test.
 //!
 //! - [`cli`]: the `switchyard` CLI against the real server, the fixture MCP server as the tool;
+//! - [`device`]: the device runner `switchyard-mcp-runner` against the real server;
 //! - [`bench`]: the benchmark driver's smoke run and the core chaos cases.
 //!
 //! Needs `DATABASE_URL` (a role allowed to create databases) and the workspace's binaries built
@@ -11,4 +12,5 @@
 
 mod bench;
 mod cli;
+mod device;
 mod harness;
