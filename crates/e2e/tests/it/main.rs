@@ -3,6 +3,8 @@
 //!
 //! - [`cli`]: the `switchyard` CLI against the real server, the fixture MCP server as the tool;
 //! - [`device`]: the device runner `switchyard-mcp-runner` against the real server;
+//! - [`runner`]: MCP sessions and the executor loop of `switchyard-mcp-runner` against the
+//!   real fixture MCP server;
 //! - [`bench`]: the benchmark driver's smoke run and the core chaos cases.
 //!
 //! Needs `DATABASE_URL` (a role allowed to create databases) and the workspace's binaries built
@@ -14,3 +16,4 @@ mod bench;
 mod cli;
 mod device;
 mod harness;
+mod runner;

@@ -1,7 +1,7 @@
 //! Stdio sessions against the fixture: answers, errors, timeouts, crashes, stderr, process
 //! groups, environment and discovery.
 
-use crate::fixture::*;
+use super::fixture::*;
 use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};
 use switchyard_mcp_runner::{

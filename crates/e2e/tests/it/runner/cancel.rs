@@ -5,8 +5,8 @@
 //! The fixture runs behind a small `sh` wrapper so the test can see what the server sees: a
 //! gate file it waits for before starting, or a copy of its stdin and its stderr in files.
 
-use crate::control::*;
-use crate::fixture::*;
+use super::control::*;
+use super::fixture::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,28 +5,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use switchyard_mcp_runner::SessionLaunch;
 use switchyard_protocol::api::ConnectorSpec;
+use switchyard_testkit::bins;
+use switchyard_testkit::poll::Bound;
+use switchyard_testkit::scratch;
 
 /// Deadline for opening a session in tests: generous, a loaded 2-core machine is slow.
 pub const OPEN_DEADLINE: Duration = Duration::from_secs(20);
 /// Timeout for calls expected to answer.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The fixture binary next to this test executable (`target/debug/switchyard-fixture`).
+/// The fixture binary built with the workspace (`target/debug/switchyard-fixture`).
 #[track_caller]
 pub fn fixture_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("path of the test executable");
-    // target/debug/deps/it-<hash> → target/debug/switchyard-fixture
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executable lives in target/<profile>/deps")
-        .join("switchyard-fixture");
-    assert!(
-        path.is_file(),
-        "{} is missing: run `cargo build -p switchyard-fixture` first",
-        path.display()
-    );
-    path
+    crate::harness::binary(bins::FIXTURE)
 }
 
 /// The connector spec running the fixture over stdio with `args` after `stdio`.
@@ -73,7 +64,7 @@ pub fn file_contains(path: &Path, needle: &str) -> bool {
 
 /// A path in the temp directory no other test uses (not created).
 pub fn temp_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("switchyard-it-{name}-{}", uuid::Uuid::new_v4()))
+    scratch::unique_path(name)
 }
 
 /// `{key: value}` as tool arguments.
@@ -128,13 +119,12 @@ pub fn live_group_members(pgid: u32) -> Vec<u32> {
 }
 
 /// Polls `condition` every 10 ms until it holds; panics naming `what` after `within`.
-pub async fn wait_until(within: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + within;
-    while !condition() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+pub async fn wait_until(within: Duration, what: &str, condition: impl FnMut() -> bool) {
+    if Bound::new(within, Duration::from_millis(10))
+        .until_true(what, condition)
+        .await
+        .is_err()
+    {
+        panic!("timed out waiting until {what}");
     }
 }

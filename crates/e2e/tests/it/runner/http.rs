@@ -1,6 +1,6 @@
 //! Streamable HTTP sessions against the fixture behind a bearer token.
 
-use crate::fixture::*;
+use super::fixture::*;
 use serde_json::{Map, json};
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! The executor loop against an in-test control plane and the real fixture: outcomes, starts,
 //! fencing, retries of the control plane and shutdown.
 
-use crate::control::*;
-use crate::fixture::*;
+use super::control::*;
+use super::fixture::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -4,7 +4,7 @@
 //! while the executor runs), a scripted start answer, and records of starts, completions and
 //! lifecycle events; the MCP side is always the real fixture process.
 
-use crate::fixture::*;
+use super::fixture::*;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::path::Path;

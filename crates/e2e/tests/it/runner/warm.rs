@@ -3,8 +3,8 @@
 //! redaction of secret values from completions. Processes are counted by the PIDs in the
 //! lifecycle events.
 
-use crate::control::*;
-use crate::fixture::*;
+use super::control::*;
+use super::fixture::*;
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
