@@ -95,6 +95,8 @@ export SWITCHYARD_TEST_EVERYTHING
 echo "SWITCHYARD_TEST_EVERYTHING=$SWITCHYARD_TEST_EVERYTHING"
 
 section "Build"
+# Every binary first: `cargo test` builds only each package's own binaries, and the end-to-end
+# tests (crates/e2e) start those of the other packages.
 cargo build --workspace --locked
 
 section "Test"
