@@ -105,6 +105,8 @@ section "Format (cargo fmt --check)"
 cargo fmt --all --check
 
 section "Build"
+# Every binary first: `cargo test` builds only each package's own binaries, and the end-to-end
+# tests (crates/e2e) start those of the other packages.
 cargo build --workspace --locked
 
 section "Lints (clippy, -D warnings)"

@@ -1,8 +1,6 @@
 //! The one error type of the benchmark driver and the chaos suite. A run that meets an error
 //! stops and says which step failed; nothing here is retried silently.
 
-use std::path::PathBuf;
-
 /// Why a benchmark or chaos step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -15,27 +13,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A binary the run needs is missing.
-    #[error("{} is missing: build it first (scripts/bench.sh builds everything in release mode)", .0.display())]
-    MissingBinary(PathBuf),
-    /// An HTTP request got no answer.
-    #[error("{what}: {message}")]
-    Http {
-        /// The request.
-        what: String,
-        /// The transport error.
-        message: String,
-    },
-    /// The API answered with an unexpected status.
-    #[error("{what} answered {status}: {body}")]
-    Api {
-        /// The request.
-        what: String,
-        /// HTTP status.
-        status: u16,
-        /// The answer body.
-        body: String,
-    },
+    /// Starting, driving or waiting for the stack failed (a missing binary, a refused request,
+    /// a process that did not start).
+    #[error(transparent)]
+    Kit(#[from] switchyard_testkit::Error),
     /// A database statement failed.
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),

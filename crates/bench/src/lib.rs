@@ -5,11 +5,13 @@
 //! - [`bench`]: the figures of `docs/BENCHMARKS.md`, each next to its baseline from the same run.
 //! - [`chaos`]: real faults with random timing, judged by invariants (`docs/RELIABILITY.md`).
 //!
+//! The processes, the API client and pairing come from `switchyard-testkit`, which the tests
+//! use too; [`stack`] builds a deployment from them.
+//!
 //! The driver talks to the system through its HTTP API only, and reads PostgreSQL only for
 //! statistics and invariants; it never writes call state (it writes only the scratch table of
 //! [`floor`], the durable writes a call makes, measured alone).
 
-pub mod api;
 pub mod bench;
 pub mod chaos;
 pub mod cpu;

@@ -1,25 +1,25 @@
 //! A Switchyard deployment under test, built the way an operator builds one: a migrated
 //! database, an installation owner, one or more `switchyard-server` replicas, and through the
 //! API a workspace with the fixture MCP server as a central connection and, when asked, a
-//! paired device with its own connection and a running `switchyard-mcp-runner`.
+//! paired device with its own connection and a running `switchyard-mcp-runner`. The pieces
+//! (processes, API client, setup requests, pairing) are `switchyard-testkit`'s; this module
+//! decides what a benchmark's deployment holds.
 
-use crate::api::{Api, from_json};
 use crate::error::{Error, Result};
-use crate::procs::{Binaries, RunnerProcess, ServerConfig, ServerProcess, server_admin};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, PgPool};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
-use switchyard_mcp_runner::identity::{DeviceIdentity, IdentityStore, KeyringChoice};
-use switchyard_protocol::api::{
-    ApproveDevice, CallView, ConnectorSpec, CreateConnection, CreateConnector, CreateProfile,
-    CreateWorkspace, GrantRequest, PairingStarted, PairingStatus, PollPairing, StartPairing,
-    SubmitCall,
-};
+use switchyard_protocol::api::{CallView, SubmitCall};
 use switchyard_protocol::{CallState, DeviceId, RequestId, WorkspaceId};
+use switchyard_testkit::api::{Api, from_json};
+use switchyard_testkit::bins::Binaries;
+use switchyard_testkit::runner::RunnerProcess;
+use switchyard_testkit::server::{ANY_PORT, ServerConfig, ServerProcess, install};
+use switchyard_testkit::{pairing, setup};
 
 /// The workspace every run works in.
 pub const WORKSPACE: &str = "bench";
@@ -132,13 +132,7 @@ impl Stack {
         server_env: &[(&str, &str)],
     ) -> Result<Stack> {
         std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
-        server_admin(&bins, database_url, &["migrate"]).await?;
-        let token = server_admin(
-            &bins,
-            database_url,
-            &["admin", "create-owner", "--name", OWNER],
-        )
-        .await?;
+        let token = install(&bins.server, database_url, OWNER).await?;
         // Named, so that the chaos suite can terminate every backend but the driver's.
         let options =
             PgConnectOptions::from_str(database_url)?.application_name(DRIVER_APPLICATION);
@@ -151,14 +145,10 @@ impl Stack {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         let config = ServerConfig {
-            database_url: database_url.to_owned(),
-            listen: "127.0.0.1:0"
-                .parse()
-                .map_err(|_| Error::Setup("bad listen address".into()))?,
             env: server_env.clone(),
-            log: dir.join("server-0.log"),
+            ..ServerConfig::new(database_url, &dir.join("server-0.log"))
         };
-        let server = ServerProcess::start(&bins, &config).await?;
+        let server = ServerProcess::start(&bins.server, &config).await?;
         let api = Api::new(&server.url, Some(&token))?;
         let count_file = dir.join("count.jsonl");
         let mut stack = Stack {
@@ -182,14 +172,7 @@ impl Stack {
     }
 
     async fn set_up_workspace(&mut self) -> Result<()> {
-        self.api
-            .post(
-                "/workspaces",
-                &CreateWorkspace {
-                    name: WORKSPACE.into(),
-                },
-            )
-            .await?;
+        setup::workspace(&self.api, WORKSPACE).await?;
         let fixture = self.bins.fixture.display().to_string();
         self.connector(
             "fixture",
@@ -201,45 +184,14 @@ impl Stack {
             ],
         )
         .await?;
-        let api = &self.api;
-        let ws = format!("/workspaces/{WORKSPACE}");
-        api.post(
-            &format!("{ws}/connections"),
-            &CreateConnection {
-                name: "fx".into(),
-                connector: "fixture".into(),
-                runner: None,
-            },
-        )
-        .await?;
-        api.post(&format!("{ws}/connections/fx/discover"), &json!({}))
-            .await?;
+        setup::connection(&self.api, WORKSPACE, "fx", "fixture", None).await?;
+        setup::discover(&self.api, WORKSPACE, "fx").await?;
         self.profile("central", &["fx"]).await
     }
 
     /// Creates profile `name` with `connections`; the owner gets Use on it.
     pub async fn profile(&self, name: &str, connections: &[&str]) -> Result<()> {
-        let ws = format!("/workspaces/{WORKSPACE}");
-        let connections = connections.iter().map(|c| (*c).to_owned()).collect();
-        self.api
-            .post(
-                &format!("{ws}/profiles"),
-                &CreateProfile {
-                    name: name.into(),
-                    environment: None,
-                    connections,
-                },
-            )
-            .await?;
-        let grant = GrantRequest {
-            user: OWNER.into(),
-            use_: true,
-            manage: false,
-            share: false,
-        };
-        self.api
-            .post(&format!("{ws}/profiles/{name}/grants"), &grant)
-            .await?;
+        setup::profile(&self.api, WORKSPACE, name, connections, OWNER).await?;
         Ok(())
     }
 
@@ -251,13 +203,8 @@ impl Stack {
     /// Starts another replica on a free port; returns its index.
     pub async fn add_replica(&mut self) -> Result<usize> {
         let index = self.servers.len();
-        let config = self.server_config(
-            index,
-            "127.0.0.1:0"
-                .parse()
-                .map_err(|_| Error::Setup("bad address".into()))?,
-        );
-        let server = ServerProcess::start(&self.bins, &config).await?;
+        let config = self.server_config(index, ANY_PORT);
+        let server = ServerProcess::start(&self.bins.server, &config).await?;
         self.addrs.push(server.addr);
         self.servers.push(Some(server));
         Ok(index)
@@ -280,7 +227,7 @@ impl Stack {
     /// SIGKILLs replica `index` (a crash).
     pub async fn crash_server(&mut self, index: usize) {
         if let Some(mut server) = self.servers[index].take() {
-            server.kill().await;
+            server.kill();
         }
     }
 
@@ -296,7 +243,7 @@ impl Stack {
         let config = self.server_config(index, self.addrs[index]);
         let started = Instant::now();
         loop {
-            match ServerProcess::start(&self.bins, &config).await {
+            match ServerProcess::start(&self.bins.server, &config).await {
                 Ok(server) => {
                     self.servers[index] = Some(server);
                     return Ok(());
@@ -305,7 +252,7 @@ impl Stack {
                     note(&format!("restarting replica {index}: {e}; retrying"));
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -340,27 +287,7 @@ impl Stack {
 
     /// Registers and approves a stdio connector `name` running `command args`.
     pub async fn connector(&self, name: &str, command: &str, args: &[String]) -> Result<()> {
-        let spec = ConnectorSpec::Stdio {
-            command: command.to_owned(),
-            args: args.to_vec(),
-            env: Vec::new(),
-        };
-        let connector = self
-            .api
-            .post(
-                "/connectors",
-                &CreateConnector {
-                    name: name.into(),
-                    spec,
-                },
-            )
-            .await?;
-        let id = connector["id"]
-            .as_str()
-            .ok_or_else(|| Error::Setup(format!("no connector id: {connector}")))?;
-        self.api
-            .post(&format!("/connectors/{id}/approve"), &json!({}))
-            .await?;
+        setup::approved_connector(&self.api, name, setup::stdio(command, args)).await?;
         Ok(())
     }
 
@@ -373,37 +300,17 @@ impl Stack {
     ) -> Result<Device> {
         let bound = format!("{name}-bound");
         self.profile(&bound, &[]).await?;
-        let (device_id, workspace_id, credential) = pair(&self.api, name, &bound).await?;
+        let paired = pairing::pair(&self.api, WORKSPACE, name, &bound).await?;
         let connection = format!("{name}-fx");
-        let ws = format!("/workspaces/{WORKSPACE}");
-        let runner = Some(format!("device:{device_id}"));
-        self.api
-            .post(
-                &format!("{ws}/connections"),
-                &CreateConnection {
-                    name: connection.clone(),
-                    connector: connector.into(),
-                    runner,
-                },
-            )
-            .await?;
+        let device = Some(paired.device_id);
+        setup::connection(&self.api, WORKSPACE, &connection, connector, device).await?;
         self.profile(name, &[&connection]).await?;
         let config_dir = self.dir.join(name).join("config");
-        let store = IdentityStore::open(config_dir.clone(), KeyringChoice::Off)
-            .map_err(|e| Error::Setup(format!("identity store: {e}")))?;
-        store
-            .save(&DeviceIdentity {
-                profile: "default".into(),
-                server_url: server_url.to_owned(),
-                device_id,
-                workspace_id,
-                credential: credential.clone(),
-            })
-            .map_err(|e| Error::Setup(format!("saving the device identity: {e}")))?;
+        pairing::save_identity(&config_dir, server_url, &paired)?;
         Ok(Device {
-            device_id,
-            workspace_id,
-            credential,
+            device_id: paired.device_id,
+            workspace_id: paired.workspace_id,
+            credential: paired.credential,
             config_dir,
             target: Target {
                 profile: name.into(),
@@ -445,55 +352,6 @@ impl Stack {
     }
 }
 
-/// Pairs one device through the API (anonymous start, approval as the owner, collection) and
-/// binds it to `profile`. Returns its id, workspace and credential.
-pub async fn pair(
-    owner: &Api,
-    name: &str,
-    profile: &str,
-) -> Result<(DeviceId, WorkspaceId, String)> {
-    let anonymous = owner.with_token(None);
-    let started: PairingStarted = from_json(
-        anonymous
-            .post(
-                "/pairing",
-                &StartPairing {
-                    device_name: name.into(),
-                },
-            )
-            .await?,
-        "pairing",
-    )?;
-    owner
-        .post(
-            &format!("/workspaces/{WORKSPACE}/devices/approve"),
-            &ApproveDevice {
-                code: started.code,
-                profile: profile.into(),
-            },
-        )
-        .await?;
-    let status = anonymous
-        .post(
-            &format!("/pairing/{}/poll", started.pairing_id),
-            &PollPairing {
-                poll_secret: started.poll_secret,
-            },
-        )
-        .await?;
-    let status: PairingStatus = from_json(status, "pairing poll")?;
-    match status {
-        PairingStatus::Approved {
-            device_id,
-            workspace_id,
-            credential: Some(credential),
-        } => Ok((device_id, workspace_id, credential)),
-        other => Err(Error::Setup(format!(
-            "pairing {name} did not hand out a credential: {other:?}"
-        ))),
-    }
-}
-
 /// Submits a call; returns the HTTP status (201 new, 200 replay) and the call.
 pub async fn submit(api: &Api, call: &SubmitCall) -> Result<(u16, CallView)> {
     submit_to(api, &format!("/workspaces/{WORKSPACE}/calls"), call).await
@@ -512,14 +370,10 @@ pub async fn submit_waiting(
 }
 
 async fn submit_to(api: &Api, path: &str, call: &SubmitCall) -> Result<(u16, CallView)> {
-    let answer = api.try_post(path, call).await?;
-    if !(200..300).contains(&answer.status) {
-        return Err(Error::Api {
-            what: format!("POST {path}"),
-            status: answer.status,
-            body: answer.body.to_string(),
-        });
-    }
+    let answer = api
+        .try_post(path, call)
+        .await?
+        .successful(&format!("POST {path}"))?;
     Ok((answer.status, answer.parse("a submitted call")?))
 }
 
@@ -528,7 +382,7 @@ pub async fn read_call(api: &Api, id: &str) -> Result<CallView> {
     let body = api
         .get(&format!("/workspaces/{WORKSPACE}/calls/{id}"))
         .await?;
-    from_json(body, "a call")
+    Ok(from_json(body, "a call")?)
 }
 
 /// Whether a call has reached a terminal state or `unknown` (what `mcp call --wait` waits for).
@@ -547,7 +401,7 @@ pub async fn read_call_waiting(api: &Api, id: &str, wait: Duration) -> Result<Ca
             wait.as_millis()
         ))
         .await?;
-    from_json(body, "a call")
+    Ok(from_json(body, "a call")?)
 }
 
 /// Waits until a call is settled, within `deadline`, with waiting reads: the server answers

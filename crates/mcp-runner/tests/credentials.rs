@@ -16,19 +16,18 @@ use switchyard_mcp_runner::credentials::{
 use switchyard_protocol::api::{CallError, ConnectorSpec};
 use switchyard_protocol::ids::{CallId, ConnectionId, RequestId};
 use switchyard_protocol::runner::{ConnectionTarget, Epoch, LeasedCall};
+use switchyard_testkit::scratch::Scratch;
 use uuid::Uuid;
 
 /// A value no message may ever contain.
 const CANARY: &str = "canary-5f3a9c-do-not-print";
 
-/// A directory under the temp dir, removed when dropped.
-struct TempDir(PathBuf);
+/// A private directory under the temp dir, removed when dropped.
+struct TempDir(Scratch);
 
 impl TempDir {
     fn new() -> Self {
-        let path = std::env::temp_dir().join(format!("switchyard-credentials-{}", Uuid::new_v4()));
-        fs::create_dir(&path).expect("create temp dir");
-        Self(path)
+        Self(Scratch::new("credentials").expect("create temp dir"))
     }
 
     /// Writes `bindings` as `dev.mcp-bindings.json` with `mode`, and returns its path.
@@ -45,12 +44,6 @@ impl TempDir {
         let path = self.0.join("dev.mcp-secrets.json");
         write(&path, secrets, mode);
         path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
     }
 }
 

@@ -1,16 +1,7 @@
-//! End-to-end tests of the `switchyard` CLI against the real `switchyard-server` binary on a
-//! fresh PostgreSQL database per test, with the fixture MCP server as the tool.
+//! Integration tests of the `switchyard` binary on its own: how it finds and hands over to the
+//! device runner helper beside it.
 //!
-//! Needs `DATABASE_URL` (a role allowed to create databases) and the server and fixture
-//! binaries built next to this test (`cargo build -p switchyard-server -p switchyard-fixture`).
-//! Device identities are kept in files under per-test directories
-//! (`SWITCHYARD_DEVICE_KEYRING=off`), never in the machine's real configuration.
+//! Runs against the CLI's real server, runner and fixture live in `crates/e2e`, which needs the
+//! workspace built; these need only this package's binary.
 
-mod calls;
-mod devices;
-mod errors;
-mod harness;
-mod reconcile;
 mod runner;
-mod sessions;
-mod tour;

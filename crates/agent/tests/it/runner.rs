@@ -1,17 +1,17 @@
 //! `switchyard mcp-runner`: the helper is found beside the `switchyard` executable, runs with
 //! the directory and profile, receives signals itself and decides the exit status.
 
-use crate::harness::scratch_dir;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use switchyard_testkit::scratch;
 
 /// A copy of the `switchyard` binary alone in a fresh directory.
 fn lone_switchyard(test: &str) -> PathBuf {
-    let dir = scratch_dir(test);
+    let dir = scratch::kept("switchyard-agent-it", test).expect("a scratch directory");
     let exe = dir.join("switchyard");
     std::fs::copy(env!("CARGO_BIN_EXE_switchyard"), &exe).expect("copy switchyard");
     exe

@@ -5,11 +5,10 @@
 //! Each simulated runner sends its long-polls and heartbeats through the companion's own
 //! client (`RunnerClient`), so over one runner channel each, as a real runner does.
 
-use crate::api::Api;
 use crate::error::{Error, Result};
 use crate::pg::{self, Counters};
 use crate::procs::rss_bytes;
-use crate::stack::{Stack, note, pair};
+use crate::stack::{Stack, WORKSPACE, note};
 use futures::StreamExt;
 use serde::Serialize;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -17,6 +16,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use switchyard_mcp_runner::device::{ApiFailure, Credential, RunnerClient};
 use switchyard_protocol::runner::{AcquireAnswer, AcquireLease, Epoch, Heartbeat, LeaseRequest};
+use switchyard_testkit::api::Api;
+use switchyard_testkit::pairing;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -189,8 +190,9 @@ pub async fn idle_runners(
         .map(|i| {
             let base = base.clone();
             async move {
-                let (_, _, credential) = pair(&base, &format!("idle-{i}"), "idle-bound").await?;
-                Ok(credential)
+                let name = format!("idle-{i}");
+                let paired = pairing::pair(&base, WORKSPACE, &name, "idle-bound").await?;
+                Ok(paired.credential)
             }
         })
         .buffer_unordered(SETUP_CONCURRENCY)
@@ -227,7 +229,7 @@ pub async fn idle_runners(
                     let answer = api
                         .post("/runner/lease/acquire", &AcquireLease { holder })
                         .await?;
-                    match crate::api::from_json(answer, "acquire")? {
+                    match switchyard_testkit::api::from_json(answer, "acquire")? {
                         AcquireAnswer::Acquired { epoch, .. } => {
                             let client = RunnerClient::with_http(
                                 runner_http,

@@ -3,13 +3,13 @@
 //! answers the submission as soon as the completion is recorded; a call not settled by then is
 //! read with `?wait_ms=` until it is.
 
-use crate::api::Api;
 use crate::error::{Error, Result};
 use crate::stack::{Target, settled, submit_waiting, wait_settled};
 use crate::stats::ms;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use switchyard_protocol::CallState;
+use switchyard_testkit::api::Api;
 
 /// Submits `warmup + count` noop calls one after another; returns the measured end-to-end
 /// times of the last `count`, in milliseconds. Every call must succeed.

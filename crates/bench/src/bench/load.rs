@@ -4,7 +4,6 @@
 //! Completions are counted from the database (`unsettled` uses the partial indexes, so it
 //! stays cheap as `calls` grows); submissions go through the API like any client's.
 
-use crate::api::Api;
 use crate::cpu::{self, CpuTimes};
 use crate::error::{Error, Result};
 use crate::pg::{self, CallTimes};
@@ -17,6 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use switchyard_testkit::api::Api;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;

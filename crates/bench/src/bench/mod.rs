@@ -12,7 +12,7 @@ use crate::direct::DirectFixture;
 use crate::error::Result;
 use crate::floor::{DurableFloor, FloorParts};
 use crate::pg;
-use crate::procs::{Binaries, RunnerProcess, rss_bytes};
+use crate::procs::rss_bytes;
 use crate::rng::Rng;
 use crate::stack::{Stack, Target, note};
 use crate::stats::Summary;
@@ -20,6 +20,8 @@ use report::{CallCost, Placement, Results, Steady, Throughput};
 use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
+use switchyard_testkit::bins::Binaries;
+use switchyard_testkit::runner::RunnerProcess;
 
 /// The share of the measured closed-loop throughput the soak offers when the requested rate is
 /// more than the system sustains.

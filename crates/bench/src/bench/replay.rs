@@ -1,7 +1,6 @@
 //! Idempotent replay: a retried submission (same request_id, same payload) is answered with
 //! the existing call, and concurrent duplicates create exactly one call.
 
-use crate::api::Api;
 use crate::error::{Error, Result};
 use crate::stack::{Target, submit, wait_settled};
 use crate::stats::{Summary, ms};
@@ -10,6 +9,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
+use switchyard_testkit::api::Api;
 
 /// What the replay measurement found.
 #[derive(Clone, Debug, Serialize)]

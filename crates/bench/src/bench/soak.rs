@@ -4,7 +4,6 @@
 //! down in the second phase; the figures say whether this one does.
 
 use super::load::{Timed, open_loop};
-use crate::api::Api;
 use crate::error::Result;
 use crate::pg::{self, StatementTime, TableHealth, XminHolder};
 use crate::stack::{Target, note};
@@ -13,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
 use std::time::Duration;
+use switchyard_testkit::api::Api;
 
 /// One phase of the soak.
 #[derive(Clone, Debug, Serialize)]

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use switchyard_bench::bench::{self, Mode, Plan};
-use switchyard_bench::procs::Binaries;
 use switchyard_bench::stack::{fresh_database, note};
 use switchyard_bench::{Error, limits};
+use switchyard_testkit::bins::Binaries;
 
 /// Command line.
 #[derive(Debug, Parser)]

@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use switchyard_bench::chaos::pgctl::PgControl;
 use switchyard_bench::chaos::{Case, ChaosConfig, run_case, summary_table};
-use switchyard_bench::procs::Binaries;
 use switchyard_bench::rng::Rng;
 use switchyard_bench::stack::note;
 use switchyard_bench::{Error, limits};
+use switchyard_testkit::bins::Binaries;
 
 /// Command line.
 #[derive(Debug, Parser)]

@@ -5,9 +5,7 @@ use super::invariants::{self, Tally, Timing};
 use super::pgctl::PgControl;
 use super::proxy::Proxy;
 use super::workload::{self, Submitted};
-use crate::api::Api;
 use crate::error::{Error, Result};
-use crate::procs::{Binaries, RunnerProcess};
 use crate::rng::Rng;
 use crate::stack::{Device, Stack, Target, fresh_database, note, read_call, submit};
 use chrono::{DateTime, Utc};
@@ -20,6 +18,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use switchyard_mcp_runner::outbox::Outbox;
 use switchyard_protocol::runner::Completion;
+use switchyard_testkit::api::Api;
+use switchyard_testkit::bins::Binaries;
+use switchyard_testkit::runner::RunnerProcess;
 use uuid::Uuid;
 
 /// The runner lease used by chaos stacks: short, so that lost leases expire quickly.
@@ -170,7 +171,7 @@ impl Env {
         if let Some(mut runner) = self.runner.take() {
             runner.signal(Signal::SIGTERM)?;
             if runner.wait_exit(Duration::from_secs(60)).await.is_err() {
-                runner.kill().await;
+                runner.kill();
             }
         }
         let outbox = Outbox::open(&self.outbox, self.device.device_id)
@@ -489,7 +490,7 @@ async fn runner_kill(
 ) -> Result<()> {
     let runner_ref = format!("device:{}", env.device.device_id);
     if let Some(mut runner) = env.runner.take() {
-        runner.kill().await;
+        runner.kill();
     }
     let killed = Utc::now();
     let held = held_by(&env.stack.pool, &runner_ref).await?;

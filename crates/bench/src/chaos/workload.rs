@@ -2,11 +2,11 @@
 //! request_id until the server answers — what a careful client does when the network or a
 //! replica fails under it.
 
-use crate::api::Api;
 use crate::stack::{Target, submit};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use switchyard_protocol::api::SubmitCall;
+use switchyard_testkit::api::Api;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 

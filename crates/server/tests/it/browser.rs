@@ -7,13 +7,14 @@
 //! `console.error`, uncaught exception or failed resource load. Screenshots go to
 //! `target/screenshots/` for reviewers.
 
-use crate::harness::{ChildGuard, Scratch};
+use crate::harness::{ChildGuard, scratch_dir};
 use base64::Engine;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use switchyard_testkit::scratch::Scratch;
 
 /// The key under which WebDriver returns an element reference.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -53,7 +54,7 @@ impl Browser {
     pub async fn start() -> Browser {
         let chromium = required_program("chromium", "chromium");
         let chromedriver = required_program("chromedriver", "chromium-driver");
-        let profile = Scratch::new("chromium-profile");
+        let profile = scratch_dir("chromium-profile");
         let mut command = Command::new(chromedriver);
         command
             .arg("--port=0")
@@ -86,7 +87,7 @@ impl Browser {
                     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
                     "--disable-dev-shm-usage", "--window-size=1440,1000", "--lang=en-US",
-                    format!("--user-data-dir={}", profile.0.display()),
+                    format!("--user-data-dir={}", profile.dir().display()),
                 ],
             },
             "goog:loggingPrefs": {"browser": "ALL"},
@@ -346,10 +347,6 @@ impl Drop for Browser {
 
 /// `target/screenshots`, next to the test binaries' `debug` directory.
 fn screenshot_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/debug/deps/it-… → target
-    exe.ancestors()
-        .nth(3)
-        .expect("target directory")
-        .join("screenshots")
+    let target = switchyard_testkit::bins::target_dir().expect("the target directory");
+    target.join("screenshots")
 }

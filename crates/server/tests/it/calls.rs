@@ -186,7 +186,7 @@ async fn many_calls_all_complete_exactly_once_when_every_write_is_a_statement_of
 /// Twenty calls submitted back to back, so that the central runner leases, starts and completes
 /// several at once: each succeeds, and the fixture ran each once.
 async fn many_calls_complete_exactly_once(pool: PgPool, batch_max: usize) {
-    let scratch = Scratch::new("many");
+    let scratch = scratch_dir("many");
     let counter = scratch.path("count");
     let server = TestServer::start_with(pool, |config| config.central.batch_max = batch_max).await;
     let setup = setup_workspace(&server, "acme", &["--count-file", &counter]).await;
@@ -266,7 +266,7 @@ async fn a_read_with_wait_ms_answers_when_the_call_settles(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_submission_with_wait_ms_answers_with_the_outcome(pool: PgPool) {
-    let scratch = Scratch::new("submit-wait");
+    let scratch = scratch_dir("submit-wait");
     let counter = scratch.path("count");
     let server = TestServer::start(pool).await;
     let setup = setup_workspace(&server, "acme", &["--count-file", &counter]).await;

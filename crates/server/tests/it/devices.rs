@@ -426,7 +426,7 @@ async fn a_revoked_device_is_refused_at_its_next_request(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn device_connections_queue_for_their_device_and_are_not_discovered_centrally(pool: PgPool) {
-    let scratch = Scratch::new("device-queue");
+    let scratch = scratch_dir("device-queue");
     let counter = scratch.path("count");
     let server = TestServer::start(pool).await;
     let device = setup_device_connection(&server, &counter).await;
@@ -530,7 +530,7 @@ async fn device_connections_queue_for_their_device_and_are_not_discovered_centra
 #[sqlx::test(migrations = "../../migrations")]
 async fn device_calls_run_under_an_operation_of_the_devices_profile(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &Scratch::new("ops").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("ops").path("count")).await;
     server
         .owner
         .post(

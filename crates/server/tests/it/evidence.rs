@@ -228,7 +228,7 @@ async fn a_full_queue_never_fails_a_tool_nor_drops_what_waits(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn erasure_removes_evidence_keeps_the_disposition_and_says_what_it_cannot_undo(pool: PgPool) {
-    let scratch = Scratch::new("erase");
+    let scratch = scratch_dir("erase");
     let counter = scratch.path("count");
     let server = TestServer::start(pool).await;
     let ws = &setup_workspace(&server, "acme", &["--count-file", &counter])
@@ -436,7 +436,7 @@ async fn erasing_drops_pending_evidence_and_refuses_active_calls(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_receipt_left_in_a_stopped_runners_outbox_is_quarantined_after_erasure(pool: PgPool) {
-    let scratch = Scratch::new("erase-outbox");
+    let scratch = scratch_dir("erase-outbox");
     let server = TestServer::start(pool.clone()).await;
     let device = setup_device_connection(&server, &scratch.path("count")).await;
     set_capture(&server.owner, "acme", true).await.ok();
@@ -519,7 +519,7 @@ async fn a_receipt_left_in_a_stopped_runners_outbox_is_quarantined_after_erasure
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_device_result_is_captured_with_its_receipt_lineage(pool: PgPool) {
-    let scratch = Scratch::new("evidence-device");
+    let scratch = scratch_dir("evidence-device");
     let server = TestServer::start(pool).await;
     let device = setup_device_connection(&server, &scratch.path("count")).await;
     set_capture(&server.owner, "acme", true).await.ok();
@@ -585,7 +585,7 @@ async fn a_late_receipt_for_an_erased_call_is_fenced_even_under_its_own_epoch(po
     use switchyard_protocol::CallId;
     use switchyard_protocol::runner::{Completion, Epoch};
     use switchyard_server::app::{App, AppConfig, CompletionRecorded};
-    let scratch = Scratch::new("erase-late");
+    let scratch = scratch_dir("erase-late");
     let server = TestServer::start(pool.clone()).await;
     let device = setup_device_connection(&server, &scratch.path("count")).await;
     let call = server

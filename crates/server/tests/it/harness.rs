@@ -5,7 +5,6 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use switchyard_protocol::{
     CallId, ConnectionId, EnvironmentId, ProfileId, RequestId, UserId, WorkspaceId,
@@ -16,28 +15,15 @@ use switchyard_server::db::{CallOrigin, Datastore, NewCall};
 use switchyard_server::serve::{Running, ServeConfig, start};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
+use switchyard_testkit::bins;
+use switchyard_testkit::scratch::Scratch;
 use uuid::Uuid;
 
-/// A built binary of this workspace (tests run from target/debug/deps).
+/// The fixture MCP server binary, built with the workspace (`cargo build --workspace`).
 #[track_caller]
-pub fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir")
-        .join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: build the workspace first (`cargo build --workspace`)",
-        path.display()
-    );
-    path
-}
-
-/// The fixture MCP server binary.
 pub fn fixture_bin() -> String {
-    workspace_bin("switchyard-fixture").display().to_string()
+    let fixture = bins::workspace_binary(bins::FIXTURE).unwrap_or_else(|e| panic!("{e}"));
+    fixture.display().to_string()
 }
 
 /// A running server and its owner.
@@ -390,26 +376,10 @@ pub fn result_text(call: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// A scratch directory removed on drop.
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(label: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("switchyard-test-{label}-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        Scratch(dir)
-    }
-
-    pub fn path(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A fresh scratch directory, removed when the returned handle drops.
+#[track_caller]
+pub fn scratch_dir(label: &str) -> Scratch {
+    Scratch::new(label).expect("a scratch directory")
 }
 
 /// Lines in the fixture's count file (0 when it does not exist).

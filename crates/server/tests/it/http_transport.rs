@@ -14,7 +14,7 @@ const CANARY: &str = "canary-7f3a9c41d2e8b6";
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_header_credential_reaches_the_server_and_is_stored_nowhere(pool: PgPool) {
-    let scratch = Scratch::new("http-canary");
+    let scratch = scratch_dir("http-canary");
     let bindings = scratch.path("central.mcp-bindings.json");
     let secrets = scratch.path("central.mcp-secrets.json");
     std::fs::write(&secrets, json!({"fixture-token": CANARY}).to_string()).unwrap();
@@ -40,7 +40,7 @@ async fn a_header_credential_reaches_the_server_and_is_stored_nowhere(pool: PgPo
     let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
     let (_, token) = app.user_create("owner", true).await.unwrap();
     let log = scratch.path("server.log");
-    let mut server = Command::new(workspace_bin("switchyard-server"))
+    let mut server = Command::new(env!("CARGO_BIN_EXE_switchyard-server"))
         .args(["serve", "--listen", "127.0.0.1:0"])
         .env("DATABASE_URL", database_url_of(&pool))
         .env("SWITCHYARD_MCP_CREDENTIALS_FILE", &bindings)

@@ -48,7 +48,7 @@ async fn a_retry_returns_the_same_call_and_a_changed_payload_conflicts(pool: PgP
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn fifty_concurrent_duplicates_create_one_call_and_one_execution(pool: PgPool) {
-    let scratch = Scratch::new("dupes");
+    let scratch = scratch_dir("dupes");
     let counter = scratch.path("count");
     let server = TestServer::start(pool.clone()).await;
     let setup = setup_workspace(&server, "acme", &["--count-file", &counter]).await;

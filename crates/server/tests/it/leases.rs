@@ -328,7 +328,7 @@ async fn the_held_calls_in_flight_are_the_leased_and_running_ones(pool: PgPool) 
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn two_replicas_share_one_central_runner(pool: PgPool) {
-    let scratch = Scratch::new("replicas");
+    let scratch = scratch_dir("replicas");
     let counter = scratch.path("count");
     let first = TestServer::start(pool.clone()).await;
     let setup = setup_workspace(&first, "acme", &["--count-file", &counter]).await;

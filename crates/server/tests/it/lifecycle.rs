@@ -127,7 +127,7 @@ async fn results_expire_to_a_minimal_disposition_and_replays_answer_gone(pool: P
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn rediscovery_marks_vanished_tools_unavailable_and_refuses_them(pool: PgPool) {
-    let scratch = Scratch::new("rediscover");
+    let scratch = scratch_dir("rediscover");
     let hidden = scratch.path("hidden");
     let server = TestServer::start(pool).await;
     let setup = setup_workspace(&server, "acme", &["--hide-tools-file", &hidden]).await;

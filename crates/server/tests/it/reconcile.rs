@@ -63,7 +63,7 @@ async fn wait_for(client: &Client, ws: &str, call: &str, done: impl Fn(&Value) -
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_lost_answer_is_settled_by_the_connectors_receipt_and_never_run_twice(pool: PgPool) {
-    let scratch = Scratch::new("reconcile-applied");
+    let scratch = scratch_dir("reconcile-applied");
     let counter = scratch.path("count");
     let server = TestServer::start(pool).await;
     let ws = &setup_workspace(&server, "acme", &["--count-file", &counter])
@@ -164,7 +164,7 @@ async fn a_lost_answer_is_settled_by_the_connectors_receipt_and_never_run_twice(
 async fn a_crash_before_the_effect_settles_not_applied_and_an_unclear_answer_settles_nothing(
     pool: PgPool,
 ) {
-    let scratch = Scratch::new("reconcile-not-applied");
+    let scratch = scratch_dir("reconcile-not-applied");
     let counter = scratch.path("count");
     let server = TestServer::start(pool).await;
     let ws = &setup_workspace(&server, "acme", &["--count-file", &counter])
@@ -297,7 +297,7 @@ async fn change_fixture_command(server: &TestServer, counter: &str) -> Value {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_lookup_is_refused_once_the_connection_changed(pool: PgPool) {
-    let scratch = Scratch::new("reconcile-changed");
+    let scratch = scratch_dir("reconcile-changed");
     let counter = scratch.path("count");
     let server = TestServer::start(pool.clone()).await;
     let ws = &setup_workspace(&server, "acme", &["--count-file", &counter])
@@ -369,7 +369,7 @@ async fn a_lookup_is_refused_once_the_connection_changed(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_lookup_whose_call_was_resolved_before_it_ran_fails_unsent(pool: PgPool) {
-    let scratch = Scratch::new("reconcile-moved-on");
+    let scratch = scratch_dir("reconcile-moved-on");
     let counter = scratch.path("count");
     let server = TestServer::start(pool.clone()).await;
     let ws = &setup_workspace(&server, "acme", &["--count-file", &counter])
@@ -430,7 +430,7 @@ async fn a_lookup_whose_call_was_resolved_before_it_ran_fails_unsent(pool: PgPoo
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_queued_call_whose_connector_lost_its_approval_fails_unsent(pool: PgPool) {
-    let scratch = Scratch::new("lease-unapproved");
+    let scratch = scratch_dir("lease-unapproved");
     let counter = scratch.path("count");
     let server = TestServer::start(pool.clone()).await;
     let ws = &setup_workspace(&server, "acme", &["--count-file", &counter])
@@ -461,8 +461,8 @@ async fn a_queued_call_whose_connector_lost_its_approval_fails_unsent(pool: PgPo
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_changed_credential_binding_blocks_the_lookup(pool: PgPool) {
-    let scratch = Scratch::new("reconcile-binding");
-    let bindings = scratch.0.join("central.mcp-bindings.json");
+    let scratch = scratch_dir("reconcile-binding");
+    let bindings = scratch.join("central.mcp-bindings.json");
     std::fs::write(&bindings, r#"{"bindings": {}}"#).unwrap();
     let file = bindings.clone();
     let server =

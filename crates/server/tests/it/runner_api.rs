@@ -89,7 +89,7 @@ fn succeeded(receipt: Uuid, epoch: i64, text: &str) -> Value {
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_device_runs_a_call_through_the_whole_protocol(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &Scratch::new("protocol").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("protocol").path("count")).await;
     let call = submit(&server, "count").await;
 
     let epoch = acquired_epoch(&device, Uuid::new_v4()).await;
@@ -160,7 +160,7 @@ async fn a_device_runs_a_call_through_the_whole_protocol(pool: PgPool) {
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_waiting_submission_answers_with_the_call_as_the_upload_recorded_it(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &Scratch::new("waited").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("waited").path("count")).await;
     let epoch = acquired_epoch(&device, Uuid::new_v4()).await;
     let receipt = Uuid::new_v4();
     let waiting = format!("{CALLS}?wait_ms=20000");
@@ -192,7 +192,7 @@ async fn a_waiting_submission_answers_with_the_call_as_the_upload_recorded_it(po
 #[sqlx::test(migrations = "../../migrations")]
 async fn the_start_check_lists_the_starts_the_server_never_acknowledged(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &Scratch::new("start-check").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("start-check").path("count")).await;
     let started = submit(&server, "count").await;
     let unstarted = submit(&server, "count").await;
     let epoch = acquired_epoch(&device, Uuid::new_v4()).await;
@@ -243,7 +243,7 @@ async fn starts_and_uploads_check_the_device_credential_and_a_revoked_device_cha
     pool: PgPool,
 ) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &Scratch::new("revoked").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("revoked").path("count")).await;
     let (first, second) = (
         submit(&server, "count").await,
         submit(&server, "count").await,
@@ -322,7 +322,7 @@ async fn starts_and_uploads_check_the_device_credential_and_a_revoked_device_cha
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_long_poll_on_one_replica_wakes_for_a_call_submitted_to_another(pool: PgPool) {
     let a = TestServer::start(pool).await;
-    let device = setup_device_connection(&a, &Scratch::new("replicas").path("count")).await;
+    let device = setup_device_connection(&a, &scratch_dir("replicas").path("count")).await;
     let b = TestServer::replica(&a).await;
     let on_b = Device {
         client: client_with(&b, &device.credential),
@@ -357,7 +357,7 @@ async fn a_long_poll_on_one_replica_wakes_for_a_call_submitted_to_another(pool: 
 #[sqlx::test(migrations = "../../migrations")]
 async fn the_same_holder_resumes_its_lease_and_another_waits(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &Scratch::new("resume").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("resume").path("count")).await;
     let holder = Uuid::new_v4();
     let epoch = acquired_epoch(&device, holder).await;
     let call = submit(&server, "count").await;
@@ -377,7 +377,7 @@ async fn the_same_holder_resumes_its_lease_and_another_waits(pool: PgPool) {
 #[sqlx::test(migrations = "../../migrations")]
 async fn stale_epochs_are_fenced(pool: PgPool) {
     let server = TestServer::start(pool.clone()).await;
-    let device = setup_device_connection(&server, &Scratch::new("fenced").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("fenced").path("count")).await;
     let running = submit(&server, "count").await;
     let leased = submit(&server, "count").await;
     let old = acquired_epoch(&device, Uuid::new_v4()).await;
@@ -454,7 +454,7 @@ async fn stale_epochs_are_fenced(pool: PgPool) {
 #[sqlx::test(migrations = "../../migrations")]
 async fn heartbeats_carry_cancellations_and_releases_and_requeue_forgotten_leases(pool: PgPool) {
     let server = TestServer::start(pool.clone()).await;
-    let device = setup_device_connection(&server, &Scratch::new("heartbeat").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("heartbeat").path("count")).await;
     let epoch = acquired_epoch(&device, Uuid::new_v4()).await;
     let running = submit(&server, "count").await;
     assert_eq!(lease(&device, epoch, 0).await.len(), 1);
@@ -543,7 +543,7 @@ async fn heartbeats_carry_cancellations_and_releases_and_requeue_forgotten_lease
 #[sqlx::test(migrations = "../../migrations")]
 async fn devices_report_events_for_their_own_connections(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &Scratch::new("events").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("events").path("count")).await;
     let local = server
         .owner
         .get("/api/v1/workspaces/acme/connections/local")
@@ -579,7 +579,7 @@ async fn a_holder_back_after_its_lease_expired_resumes_its_epoch_and_its_receipt
     pool: PgPool,
 ) {
     let server = TestServer::start(pool.clone()).await;
-    let device = setup_device_connection(&server, &Scratch::new("back").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("back").path("count")).await;
     let holder = Uuid::new_v4();
     let epoch = acquired_epoch(&device, holder).await;
     let call = submit(&server, "count").await;
@@ -628,7 +628,7 @@ async fn a_holder_back_after_its_lease_expired_resumes_its_epoch_and_its_receipt
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_started_call_the_resumed_runner_does_not_hold_becomes_unknown(pool: PgPool) {
     let server = TestServer::start(pool.clone()).await;
-    let device = setup_device_connection(&server, &Scratch::new("orphan").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("orphan").path("count")).await;
     let holder = Uuid::new_v4();
     let epoch = acquired_epoch(&device, holder).await;
     let call = submit(&server, "count").await;

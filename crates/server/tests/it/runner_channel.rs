@@ -119,7 +119,7 @@ async fn error_code(response: reqwest::Response) -> (u16, String) {
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_device_waits_for_work_and_heartbeats_on_one_channel(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &Scratch::new("channel").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("channel").path("count")).await;
 
     // Only with a device credential, and only with the upgrade asked for.
     let as_user = ask(&server, server.owner.token(), "switchyard-runner-channel/1").await;
@@ -210,7 +210,7 @@ async fn a_lease_after_one_that_took_every_queued_call_still_sees_calls_submitte
     pool: PgPool,
 ) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &Scratch::new("channel").path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir("channel").path("count")).await;
     let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     let mut channel = open(&server, &device).await;
     let lease = |id: u64| json!({"id": id, "lease": {"epoch": epoch, "max": 8, "wait_ms": 20_000}});
@@ -250,7 +250,7 @@ async fn a_lease_after_one_that_took_every_queued_call_still_sees_calls_submitte
 async fn a_device_starts_and_reports_a_call_on_its_channel(pool: PgPool) {
     let server = TestServer::start(pool).await;
     let device =
-        setup_device_connection(&server, &Scratch::new("channel-report").path("count")).await;
+        setup_device_connection(&server, &scratch_dir("channel-report").path("count")).await;
     let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     let mut channel = open(&server, &device).await;
     let call = submit_count(&server).await;
@@ -322,7 +322,7 @@ async fn a_device_starts_and_reports_a_call_on_its_channel(pool: PgPool) {
 /// which lease 1 took the one queued call: the next lease waits at once.
 async fn drained_channel(pool: PgPool, name: &str) -> (TestServer, Device, i64, Lines) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &Scratch::new(name).path("count")).await;
+    let device = setup_device_connection(&server, &scratch_dir(name).path("count")).await;
     let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     let mut channel = open(&server, &device).await;
     let first = submit_count(&server).await;

@@ -55,7 +55,7 @@ async fn run(server: &TestServer, ws: &str, mut body: Value, session: &str) -> V
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn calls_with_one_session_key_share_one_process_until_released(pool: PgPool) {
-    let scratch = Scratch::new("warm");
+    let scratch = scratch_dir("warm");
     let counter = scratch.path("count");
     let server = TestServer::start(pool).await;
     let setup = setup_workspace(&server, "acme", &["--count-file", &counter]).await;

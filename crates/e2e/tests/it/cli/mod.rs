@@ -1,0 +1,10 @@
+//! The `switchyard` CLI end to end: the real binary against the real `switchyard-server`, with
+//! the fixture MCP server as the tool.
+
+mod calls;
+mod devices;
+mod errors;
+mod harness;
+mod reconcile;
+mod sessions;
+mod tour;

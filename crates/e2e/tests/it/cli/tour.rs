@@ -1,0 +1,132 @@
+//! The happy path a new user walks, in human and in JSON output.
+
+use super::harness::{Server, scratch_dir, set_up_demo, submit_call};
+use serde_json::json;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+#[sqlx::test(migrations = false)]
+async fn tour_from_workspace_to_a_finished_call(_: PgPoolOptions, db: PgConnectOptions) {
+    let server = Server::start(&db).await;
+    let cli = server.cli();
+    set_up_demo(&cli);
+
+    let dir = scratch_dir("tour");
+    let file = dir.join("echo.json");
+    let call = submit_call("main", "fx", "echo", json!({"text": "hello from the tour"}));
+    std::fs::write(&file, call.to_string()).expect("write call file");
+    let file = file.display().to_string();
+
+    let run = cli.run(&["mcp", "call", "demo", &file, "--wait"]).success();
+    assert_eq!(run.stdout.trim_end(), "hello from the tour");
+
+    // The same file again is the same call (request_id), not a second run.
+    let again = cli.run(&["mcp", "call", "demo", &file]).success();
+    assert!(again.stdout.contains("succeeded"), "{}", again.stdout);
+    assert!(again.stdout.contains("existing call"), "{}", again.stdout);
+    let id = again
+        .stdout
+        .split_whitespace()
+        .next()
+        .expect("call id")
+        .to_owned();
+
+    let list = cli.run(&["mcp", "status", "demo"]).success();
+    let row = list
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{}", list.stdout));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1..5], ["succeeded", "echo", "fx", "central"], "{row}");
+
+    let one = cli.run(&["mcp", "status", "demo", &id]).success();
+    assert!(
+        one.stdout
+            .lines()
+            .any(|l| l.starts_with("state") && l.ends_with("succeeded")),
+        "{}",
+        one.stdout
+    );
+    assert!(one.stdout.contains("hello from the tour"), "{}", one.stdout);
+}
+
+#[sqlx::test(migrations = false)]
+async fn json_output_is_the_api_object(_: PgPoolOptions, db: PgConnectOptions) {
+    let server = Server::start(&db).await;
+    let cli = server.cli();
+
+    let created = cli
+        .run(&["--json", "workspace", "create", "jsonws"])
+        .success()
+        .json();
+    assert_eq!(created["name"], "jsonws");
+    let id = created["id"].as_str().expect("workspace id").to_owned();
+    let listed = cli.run(&["workspace", "list", "--json"]).success().json();
+    assert!(
+        listed
+            .as_array()
+            .expect("array")
+            .iter()
+            .any(|ws| ws["id"] == id.as_str()),
+        "{listed}"
+    );
+
+    set_up_demo(&cli);
+    let call = submit_call("main", "fx", "echo", json!({"text": "as json"}));
+    let submitted = cli
+        .run_with_stdin(
+            &["--json", "mcp", "call", "demo", "-"],
+            call.to_string().as_bytes(),
+        )
+        .success()
+        .json();
+    assert!(submitted["id"].is_string(), "{submitted}");
+    assert_eq!(submitted["request_id"], call["request_id"]);
+
+    let finished = cli
+        .run_with_stdin(
+            &["--json", "mcp", "call", "demo", "-", "--wait"],
+            call.to_string().as_bytes(),
+        )
+        .success()
+        .json();
+    assert_eq!(finished["id"], submitted["id"]);
+    assert_eq!(finished["state"], "succeeded");
+    let text = &finished["result"]["content"][0]["text"];
+    assert_eq!(text, "as json", "{finished}");
+
+    let status = cli
+        .run(&["--json", "mcp", "status", "demo"])
+        .success()
+        .json();
+    assert_eq!(status["calls"][0]["id"], submitted["id"], "{status}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn import_keeps_env_names_and_never_shows_values(_: PgPoolOptions, db: PgConnectOptions) {
+    let server = Server::start(&db).await;
+    let cli = server.cli();
+    let config = json!({"mcpServers": {
+        "imported": {"command": "/usr/bin/env", "args": ["true"], "env": {"API_KEY": "sekrit-value-123"}},
+        "remote": {"url": "https://mcp.example.test/mcp"}
+    }});
+    let run = cli
+        .run_with_stdin(&["connector", "import", "-"], config.to_string().as_bytes())
+        .success();
+    assert!(run.stderr.contains("warning"), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("imported") && run.stdout.contains("remote"),
+        "{}",
+        run.stdout
+    );
+
+    let list = cli.run(&["connector", "list"]).success();
+    assert!(list.stdout.contains("(env: API_KEY)"), "{}", list.stdout);
+    let json = cli.run(&["--json", "connector", "list"]).success();
+    for text in [&run.stdout, &run.stderr, &list.stdout, &json.stdout] {
+        assert!(
+            !text.contains("sekrit-value-123"),
+            "secret value shown: {text}"
+        );
+    }
+}

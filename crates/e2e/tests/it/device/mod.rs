@@ -1,0 +1,6 @@
+//! The device companion `switchyard-mcp-runner` end to end against the real
+//! `switchyard-server`, with the fixture MCP server as the tool.
+
+mod harness;
+mod proxy;
+mod runner;

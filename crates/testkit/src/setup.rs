@@ -1,0 +1,111 @@
+//! A workspace set up through the API, one resource at a time, as its owner would: the
+//! workspace, an approved connector, connections (central or on a device), tool discovery, and
+//! profiles on which a user holds Use. Each function is one or two requests and returns what
+//! the server answered.
+
+use crate::api::Api;
+use crate::error::{Error, Result};
+use serde_json::{Value, json};
+use switchyard_protocol::DeviceId;
+use switchyard_protocol::api::{
+    ConnectorSpec, CreateConnection, CreateConnector, CreateProfile, CreateWorkspace, GrantRequest,
+};
+
+/// Creates workspace `name`.
+pub async fn workspace(api: &Api, name: &str) -> Result<Value> {
+    api.post(
+        "/workspaces",
+        &CreateWorkspace {
+            name: name.to_owned(),
+        },
+    )
+    .await
+}
+
+/// Registers connector `name` with `spec` and approves it; its id.
+pub async fn approved_connector(api: &Api, name: &str, spec: ConnectorSpec) -> Result<String> {
+    let connector = api
+        .post(
+            "/connectors",
+            &CreateConnector {
+                name: name.to_owned(),
+                spec,
+            },
+        )
+        .await?;
+    let id = connector["id"]
+        .as_str()
+        .ok_or_else(|| Error::Setup(format!("no connector id: {connector}")))?
+        .to_owned();
+    api.post(&format!("/connectors/{id}/approve"), &json!({}))
+        .await?;
+    Ok(id)
+}
+
+/// A stdio connector spec running `command args` with no declared environment.
+pub fn stdio(command: &str, args: &[String]) -> ConnectorSpec {
+    ConnectorSpec::Stdio {
+        command: command.to_owned(),
+        args: args.to_vec(),
+        env: Vec::new(),
+    }
+}
+
+/// Creates connection `name` in `workspace` on `connector`, placed on `device` (`None`: the
+/// central runner).
+pub async fn connection(
+    api: &Api,
+    workspace: &str,
+    name: &str,
+    connector: &str,
+    device: Option<DeviceId>,
+) -> Result<Value> {
+    api.post(
+        &format!("/workspaces/{workspace}/connections"),
+        &CreateConnection {
+            name: name.to_owned(),
+            connector: connector.to_owned(),
+            runner: device.map(|device| format!("device:{device}")),
+        },
+    )
+    .await
+}
+
+/// Discovers the tools of connection `name` in `workspace` (central connections only).
+pub async fn discover(api: &Api, workspace: &str, name: &str) -> Result<Value> {
+    api.post(
+        &format!("/workspaces/{workspace}/connections/{name}/discover"),
+        &json!({}),
+    )
+    .await
+}
+
+/// Creates profile `name` in `workspace` with `connections`, and grants `user` Use on it.
+pub async fn profile(
+    api: &Api,
+    workspace: &str,
+    name: &str,
+    connections: &[&str],
+    user: &str,
+) -> Result<()> {
+    api.post(
+        &format!("/workspaces/{workspace}/profiles"),
+        &CreateProfile {
+            name: name.to_owned(),
+            environment: None,
+            connections: connections.iter().map(|c| (*c).to_owned()).collect(),
+        },
+    )
+    .await?;
+    api.post(
+        &format!("/workspaces/{workspace}/profiles/{name}/grants"),
+        &GrantRequest {
+            user: user.to_owned(),
+            use_: true,
+            manage: false,
+            share: false,
+        },
+    )
+    .await?;
+    Ok(())
+}
