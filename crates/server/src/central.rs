@@ -2,6 +2,19 @@
 //! is `central`. It holds the `central` runner lease (so among several replicas exactly one
 //! runs central calls at a time), renews it by heartbeat, and implements the runner's view of
 //! the control plane directly on the datastore.
+//!
+//! - Each lease term has a fresh holder and so a new epoch; taking the lease settles what an
+//!   earlier term left (leased calls requeued, started ones `unknown`).
+//! - It listens for cancel and release requests (`NOTIFY` from any replica) before its
+//!   executor leases anything, so none published for a call of this term goes unheard.
+//! - Its leases follow each other through a `LeaseFeed`: after a lease that took every queued
+//!   call, the next waits for an announcement instead of looking. Start acks that are ready at
+//!   the same moment are written together, and so are completions (`Batcher`: one batch in
+//!   flight while the next collects, so a lone one is written at once).
+//! - A call holds one of the executor's places through three commits (lease, start,
+//!   completion), so it runs [`DEFAULT_MAX_CONCURRENT`] calls at once unless configured.
+//! - Its heartbeat also settles calls leased or started under its epoch that its executor
+//!   does not hold: a lease or start answer lost when a connection broke after the commit.
 
 use crate::app::Batcher;
 use crate::app::{App, CompletionRecorded, LeaseFeed};

@@ -1,5 +1,9 @@
 //! Connectors: installation-wide definitions, managed by installation owners. A stdio
 //! connector is inert until an owner approves its exact command and arguments.
+//!
+//! Connectors name environment variables, never their values: an import keeps the names and
+//! drops any value it finds (and says so in its report), so a secret is bound on the runner,
+//! as a credential reference, and never stored here.
 
 use super::auth::already_exists;
 use super::names::validate_name;

@@ -4,6 +4,11 @@
 //! Evidence records are readable by every member of the workspace: that is what capture is
 //! for, and an admin turns it on deliberately. It never grants Use: a call's own result, through
 //! the calls API, still needs Use on its profile.
+//!
+//! Erasure fences: once a call's evidence is erased, a receipt that arrives for it is refused
+//! (the completion is answered `Fenced`) and device runners keep it quarantined from their next
+//! receipt check on. Erasure removes what Switchyard retained ([`ERASURE_NOTICE`]) and never
+//! claims to undo the tool's external effect.
 
 use super::{Actor, App, views};
 use crate::db::{CallRow, EraseRefusal, Lineage};

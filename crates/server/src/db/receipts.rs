@@ -1,5 +1,11 @@
 //! Receipts device runners uploaded, kept so that a repeated upload answers what the first one
 //! did; and session releases waiting for a device runner's next heartbeat.
+//!
+//! Session releases are rows rather than notifications: a `NOTIFY` reaches only the server
+//! processes listening at that moment, and a device runner learns of a release later, from a
+//! heartbeat that any replica may answer. A release is taken by one heartbeat (so delivered
+//! once), and delivered only within `RELEASE_TTL` (five minutes) of its request; the sweeper
+//! removes older ones.
 
 use super::Datastore;
 use chrono::{DateTime, Utc};

@@ -4,8 +4,8 @@
 //! the same way (`POST …/calls?wait_ms=N`), so that a new call's outcome takes one request.
 //!
 //! A runner's recorded completion is announced on `switchyard_settled` once it committed (at
-//! once in the recording process, through PostgreSQL to the others: `db::notices`), and every
-//! replica's wake-up feed passes it to the readers waiting there. Other ways a call
+//! once in the recording process, through PostgreSQL to the others: [`super::notices`]), and
+//! every replica's wake-up feed passes it to the readers waiting there. Other ways a call
 //! settles (the sweeper, cancellation, resolution) do not notify: a waiting reader looks again
 //! every second, so they cost it at most that. Every look is an ordinary read, authorized
 //! afresh — except the answer to a completion recorded in the same process: the statement
