@@ -48,7 +48,7 @@ pub struct CentralConfig {
     pub executor: ExecutorConfig,
     /// Most start acks, and most completions, written together (start acks in one
     /// transaction, completions in one statement); 1 writes each on its own (see
-    /// [`crate::batcher`]).
+    /// [`crate::app::Batcher`]).
     pub batch_max: usize,
 }
 

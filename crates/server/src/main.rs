@@ -75,7 +75,7 @@ enum Command {
         )]
         central_batch_max: u16,
         /// Most submitted calls inserted together (in one statement) when several wait at
-        /// once; 1 inserts each on its own. (Their resolves, reads only, are read together
+        /// once; 1 inserts each on its own. (Their submit reads, reads only, are made together
         /// whatever this says.)
         #[arg(
             long,

@@ -50,7 +50,7 @@ pub enum CompletionRecorded {
 enum SubmittedBy<'a> {
     /// Authenticated before.
     Principal(&'a Principal),
-    /// A user's API token, checked by the submission's resolve.
+    /// A user's API token, checked by the submission's read.
     UserToken(&'a str),
 }
 
@@ -71,10 +71,8 @@ impl App {
     /// only, and every call it submits names an operation of that profile.
     ///
     /// Everything the submission decides on is read in one statement
-    /// ([`crate::db::Datastore::call_submit_resolve`]), so a new call costs that read and its
-    /// insert — one statement for both, when what it names was accepted before and reads the
-    /// same ([`crate::db::Datastore::call_submit_speculated`]) — and a replayed request_id only
-    /// the read. The checks keep the order the answers have always had: workspace, request
+    /// ([`crate::db::Datastore::call_submit_read`]), so a new call costs that read and its
+    /// insert, and a replayed request_id only the read. The checks keep the order the answers have always had: workspace, request
     /// shape, names, Use, operation, replay, then whether the call can run.
     pub async fn call_submit_as(
         &self,

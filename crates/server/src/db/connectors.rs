@@ -45,7 +45,7 @@ impl ConnectorRow {
     }
 
     /// Whether the connector may run: HTTP connectors always, stdio ones while their current
-    /// revision is the approved one. `call_submit_resolve` (`db/submit.rs`) states the same
+    /// revision is the approved one. `call_submit_read` (`db/submit.rs`) states the same
     /// rule in SQL: change both together.
     pub fn is_runnable(&self) -> bool {
         self.transport == "http" || self.approved_revision == Some(self.revision)

@@ -379,10 +379,10 @@ async fn a_submission_checks_its_token_before_anything_else(pool: PgPool) {
     assert_eq!(calls_stored(&pool).await, 1);
 }
 
-/// A submission that names what an accepted one named is inserted in the statement that
-/// resolves it again, made from the earlier resolve: whatever changed since — a grant, the
-/// profile's connections, the connector's approval, the tool's catalog — is refused as a first
-/// submission would be, and nothing is stored; once it is put back, the call is accepted again.
+/// A submission that names what an accepted one named is decided afresh: whatever changed since
+/// — a grant, the profile's connections, the connector's approval, the tool's catalog — is
+/// refused as a first submission would be, and nothing is stored; once it is put back, the call
+/// is accepted again.
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_submission_like_an_accepted_one_is_refused_once_what_it_named_changed(pool: PgPool) {
     let server = TestServer::start(pool.clone()).await;
