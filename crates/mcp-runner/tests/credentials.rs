@@ -16,6 +16,7 @@ use switchyard_mcp_runner::credentials::{
 use switchyard_protocol::api::{CallError, ConnectorSpec};
 use switchyard_protocol::ids::{CallId, ConnectionId, RequestId};
 use switchyard_protocol::runner::{ConnectionTarget, Epoch, LeasedCall};
+use switchyard_testkit::child_env::in_child_with_env;
 use switchyard_testkit::scratch::Scratch;
 use uuid::Uuid;
 
@@ -51,15 +52,6 @@ impl TempDir {
 fn write(path: &Path, contents: &str, mode: u32) {
     fs::write(path, contents).expect("write file");
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
-}
-
-/// Sets a fresh variable of this process's environment to `value` and returns its name.
-fn set_env(value: &str) -> String {
-    let name = format!("SY_CRED_TEST_{}", Uuid::new_v4().simple());
-    // SAFETY: every name is unique to its test, and this test binary reads the environment only
-    // through std, which serializes environment access with its own lock.
-    unsafe { std::env::set_var(&name, value) };
-    name
 }
 
 /// A keyring entry set for one test and deleted when dropped.
@@ -166,9 +158,14 @@ fn assert_no_canary(text: &str) {
 
 #[test]
 fn an_environment_reference_resolves_into_the_declared_variable() {
+    let Some([variable]) = in_child_with_env(
+        "an_environment_reference_resolves_into_the_declared_variable",
+        [CANARY],
+    ) else {
+        return;
+    };
     let dir = TempDir::new();
     let connection = ConnectionId::new();
-    let variable = set_env(CANARY);
     let path = dir.bindings(
         &bindings_of(
             connection,
@@ -352,14 +349,19 @@ fn a_secrets_file_that_is_a_symbolic_link_fails_closed() {
 
 #[test]
 fn a_bindings_file_writable_by_group_or_others_fails_closed() {
+    let Some([variable]) = in_child_with_env(
+        "a_bindings_file_writable_by_group_or_others_fails_closed",
+        [CANARY],
+    ) else {
+        return;
+    };
     for mode in [0o620, 0o602, 0o666] {
         let dir = TempDir::new();
         let connection = ConnectionId::new();
-        let variable = set_env(CANARY);
         let path = dir.bindings(
             &bindings_of(
                 connection,
-                json!({ "API_TOKEN": { "provider": "environment", "name": variable } }),
+                json!({ "API_TOKEN": { "provider": "environment", "name": &variable } }),
                 json!({}),
             ),
             mode,
@@ -387,7 +389,11 @@ fn a_bindings_file_writable_by_group_or_others_fails_closed() {
 
 #[test]
 fn reserved_environment_destinations_are_refused() {
-    let value = set_env(CANARY);
+    let Some([value]) =
+        in_child_with_env("reserved_environment_destinations_are_refused", [CANARY])
+    else {
+        return;
+    };
     for name in [
         "PATH",
         "HOME",
@@ -422,7 +428,10 @@ fn reserved_environment_destinations_are_refused() {
 
 #[test]
 fn reserved_headers_are_refused_in_any_case() {
-    let value = set_env(CANARY);
+    let Some([value]) = in_child_with_env("reserved_headers_are_refused_in_any_case", [CANARY])
+    else {
+        return;
+    };
     for name in [
         "Host",
         "content-type",
@@ -477,9 +486,14 @@ fn the_runners_own_configuration_is_not_a_source() {
 
 #[test]
 fn a_variable_the_connector_does_not_declare_cannot_be_bound() {
+    let Some([value]) = in_child_with_env(
+        "a_variable_the_connector_does_not_declare_cannot_be_bound",
+        [CANARY],
+    ) else {
+        return;
+    };
     let dir = TempDir::new();
     let connection = ConnectionId::new();
-    let value = set_env(CANARY);
     let path = dir.bindings(
         &bindings_of(
             connection,
@@ -507,9 +521,13 @@ fn a_variable_the_connector_does_not_declare_cannot_be_bound() {
 
 #[test]
 fn destinations_of_the_other_transport_are_refused() {
+    let Some([value]) =
+        in_child_with_env("destinations_of_the_other_transport_are_refused", [CANARY])
+    else {
+        return;
+    };
     let dir = TempDir::new();
     let connection = ConnectionId::new();
-    let value = set_env(CANARY);
     let path = dir.bindings(
         &bindings_of(
             connection,
@@ -539,9 +557,11 @@ fn destinations_of_the_other_transport_are_refused() {
 
 #[test]
 fn every_declared_variable_must_be_bound() {
+    let Some([value]) = in_child_with_env("every_declared_variable_must_be_bound", [CANARY]) else {
+        return;
+    };
     let dir = TempDir::new();
     let connection = ConnectionId::new();
-    let value = set_env(CANARY);
     let path = dir.bindings(
         &bindings_of(
             connection,
@@ -617,16 +637,20 @@ fn values_must_be_4_to_16384_bytes() {
     let four = "abcd".to_owned();
     let longest = "y".repeat(16_384);
     assert_eq!((three.len(), too_long.len()), (3, 16_385));
+    let values = [&three, &too_long, &four, &longest].map(String::as_str);
+    let Some(variables) = in_child_with_env("values_must_be_4_to_16384_bytes", values) else {
+        return;
+    };
 
-    for (value, accepted) in [
+    let cases = [
         (three, false),
         (too_long, false),
         (four, true),
         (longest, true),
-    ] {
+    ];
+    for ((value, accepted), variable) in cases.into_iter().zip(variables) {
         let dir = TempDir::new();
         let connection = ConnectionId::new();
-        let variable = set_env(&value);
         let path = dir.bindings(
             &bindings_of(
                 connection,
@@ -678,9 +702,14 @@ fn a_header_value_cannot_carry_a_line_break() {
 
 #[test]
 fn the_bindings_and_secrets_files_are_read_again_at_every_call() {
+    let Some([first, second]) = in_child_with_env(
+        "the_bindings_and_secrets_files_are_read_again_at_every_call",
+        ["first-value", "second-value"],
+    ) else {
+        return;
+    };
     let dir = TempDir::new();
     let connection = ConnectionId::new();
-    let first = set_env("first-value");
     let binding = |variable: &str| {
         bindings_of(
             connection,
@@ -698,7 +727,6 @@ fn the_bindings_and_secrets_files_are_read_again_at_every_call() {
     );
 
     // A new reference takes effect at the next call.
-    let second = set_env("second-value");
     dir.bindings(&binding(&second), 0o600);
     assert_eq!(
         headers(),
@@ -815,11 +843,17 @@ fn a_malformed_secrets_file_is_reported_without_its_contents() {
 
 #[test]
 fn no_error_or_debug_output_contains_a_value() {
+    let value_0 = format!("{CANARY}\u{1}");
+    let value_1 = format!("{CANARY}{}", "z".repeat(20_000));
+    let Some([with_control, env_1, fine]) = in_child_with_env(
+        "no_error_or_debug_output_contains_a_value",
+        [value_0.as_str(), value_1.as_str(), CANARY],
+    ) else {
+        return;
+    };
     let dir = TempDir::new();
     let connection = ConnectionId::new();
-    let with_control = set_env(&format!("{CANARY}\u{1}"));
-    let too_long = set_env(&format!("{CANARY}{}", "z".repeat(20_000)));
-    let fine = set_env(CANARY);
+    let too_long = env_1.clone();
     let resolve = |env: Value, headers: Value, spec: ConnectorSpec| {
         let path = dir.bindings(&bindings_of(connection, env, headers), 0o600);
         CredentialResolver::new(Some(path), Arc::new(NoKeyring)).resolve(connection, &spec)

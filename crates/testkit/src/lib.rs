@@ -4,6 +4,7 @@
 //! bound.
 //!
 //! - [`bins`]: the workspace's binaries beside the running executable;
+//! - [`child_env`]: a test run again in a child process with variables in its environment;
 //! - [`scratch`]: private scratch directories, kept for reading or removed on drop;
 //! - [`server`]: the server's admin commands and `serve` as a process;
 //! - [`runner`]: the device runner as a process;
@@ -35,6 +36,7 @@
 
 pub mod api;
 pub mod bins;
+pub mod child_env;
 pub mod error;
 pub mod pairing;
 pub mod poll;

@@ -137,13 +137,18 @@ async fn stderr_never_reaches_results_and_big_results_are_bounded(pool: PgPool) 
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn stdio_servers_do_not_inherit_the_servers_secrets(pool: PgPool) {
+    // A secret in the server's environment: the test runs again, in a process that has it.
+    let Some([canary]) = switchyard_testkit::child_env::in_child_with_env(
+        "calls::stdio_servers_do_not_inherit_the_servers_secrets",
+        ["canary-value-1234"],
+    ) else {
+        return;
+    };
     // The test process's DATABASE_URL is the server's own database credential.
     let server = TestServer::start(pool).await;
     let setup = setup_workspace(&server, "acme", &[]).await;
     let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
-    // SAFETY: single-purpose variable set before the child is spawned; tests read it only here.
-    unsafe { std::env::set_var("SWITCHYARD_TEST_CANARY", "canary-value-1234") };
-    for name in ["DATABASE_URL", "SWITCHYARD_TEST_CANARY"] {
+    for name in ["DATABASE_URL", canary.as_str()] {
         let call = server
             .owner
             .post(&calls, call_body("env", json!({"name": name})))

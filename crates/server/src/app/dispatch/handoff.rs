@@ -198,7 +198,10 @@ impl Drop for OfferSlot<'_> {
 /// should that fail, the runner's heartbeat finds them unheld.
 async fn requeue(db: &Datastore, announcer: &Announcer, runner: RunnerRef, calls: &[LeasedCall]) {
     for call in calls {
-        match db.call_requeue_handed(call.call_id, runner, call.epoch).await {
+        match db
+            .call_requeue_handed(call.call_id, runner, call.epoch)
+            .await
+        {
             Ok(requeued) => announcer.send(requeued.wakeups),
             Err(error) => tracing::warn!(
                 %error,
