@@ -67,7 +67,7 @@ pub enum Command {
 /// `switchyard pair`.
 #[derive(Debug, Args)]
 pub struct PairArgs {
-    /// The server's base URL, e.g. https://switchyard.example.com.
+    /// The server's base URL, e.g. `https://switchyard.example.com`.
     #[arg(long, value_name = "URL")]
     pub server: String,
     /// Local profile to store the identity under (default: SWITCHYARD_DEVICE_PROFILE, else

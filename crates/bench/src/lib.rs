@@ -2,7 +2,7 @@
 //! device companion `switchyard-mcp-runner` and the fixture MCP server — against a real
 //! PostgreSQL, and measure or break them from the outside, the way an operator would see them.
 //!
-//! - [`bench`]: the figures of `docs/BENCHMARKS.md`, each next to its baseline from the same run.
+//! - [`bench`](mod@bench): the figures of `docs/BENCHMARKS.md`, each next to its baseline from the same run.
 //! - [`chaos`]: real faults with random timing, judged by invariants (`docs/RELIABILITY.md`).
 //!
 //! The processes, the API client and pairing come from `switchyard-testkit`, which the tests

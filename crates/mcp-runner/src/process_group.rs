@@ -65,7 +65,7 @@ impl ProcessGroup {
             // Every member has already exited.
             Err(Errno::ESRCH) => {}
             Err(error) => {
-                tracing::warn!(pgid = self.id.as_raw(), ?signal, %error, "cannot signal process group")
+                tracing::warn!(pgid = self.id.as_raw(), ?signal, %error, "cannot signal process group");
             }
         }
     }

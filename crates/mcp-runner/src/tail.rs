@@ -139,7 +139,7 @@ mod tests {
             .expect("write to the pipe");
         drop(writer);
 
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while tail.snapshot() != "line one\nline two\n" {
             assert!(tokio::time::Instant::now() < deadline, "tail never filled");
             tokio::task::yield_now().await;

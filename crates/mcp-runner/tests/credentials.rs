@@ -853,7 +853,7 @@ fn no_error_or_debug_output_contains_a_value() {
     };
     let dir = TempDir::new();
     let connection = ConnectionId::new();
-    let too_long = env_1.clone();
+    let too_long = env_1;
     let resolve = |env: Value, headers: Value, spec: ConnectorSpec| {
         let path = dir.bindings(&bindings_of(connection, env, headers), 0o600);
         CredentialResolver::new(Some(path), Arc::new(NoKeyring)).resolve(connection, &spec)

@@ -137,8 +137,8 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
 #[derive(Debug, serde::Deserialize)]
 struct RunnerCommand {
     runner: String,
-    call_id: Option<uuid::Uuid>,
-    connection_id: Option<uuid::Uuid>,
+    call_id: Option<Uuid>,
+    connection_id: Option<Uuid>,
     client_session_id: Option<String>,
 }
 
@@ -179,7 +179,7 @@ async fn forward_commands(
     match app.db().call_cancel_requested(RunnerRef::Central).await {
         Ok(calls) => {
             for call in calls {
-                handle.cancel(call.into()).await;
+                handle.cancel(call).await;
             }
         }
         Err(e) => tracing::warn!(error = %e, "cannot read pending cancellations"),

@@ -200,10 +200,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 // calls that need it fail closed until it is fixed.
                 match validate_file(path) {
                     Ok(summary) => {
-                        tracing::info!(file = %path.display(), "credential bindings: {summary}")
+                        tracing::info!(file = %path.display(), "credential bindings: {summary}");
                     }
                     Err(e) => {
-                        tracing::error!(file = %path.display(), error = %e, "credential bindings file is not usable")
+                        tracing::error!(file = %path.display(), error = %e, "credential bindings file is not usable");
                     }
                 }
             }

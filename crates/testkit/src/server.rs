@@ -121,15 +121,12 @@ impl ServerProcess {
                 }
             }
         });
-        let url = match tokio::time::timeout(START_DEADLINE, rx).await {
-            Ok(Ok(url)) => url,
-            _ => {
-                return Err(Error::Setup(format!(
-                    "switchyard-server did not announce its address; log {}:\n{}",
-                    config.log.display(),
-                    process.log_tail()
-                )));
-            }
+        let Ok(Ok(url)) = tokio::time::timeout(START_DEADLINE, rx).await else {
+            return Err(Error::Setup(format!(
+                "switchyard-server did not announce its address; log {}:\n{}",
+                config.log.display(),
+                process.log_tail()
+            )));
         };
         let addr = url
             .trim_start_matches("http://")

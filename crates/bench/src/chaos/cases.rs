@@ -349,7 +349,7 @@ async fn run_rounds(
                     &mut released_in,
                     &mut receipts_in,
                 )
-                .await?
+                .await?;
             }
             Case::PgRestart => {
                 let immediate = rng.chance(0.5);

@@ -272,7 +272,7 @@ async fn read_answers(stream: ReadHalf<reqwest::Upgraded>, open: Open) {
                 // A request that stopped waiting (it timed out) drops its answer.
                 Some(answer) => drop(answer.send(reply)),
                 None => {
-                    tracing::warn!(id, ?reply, "an answer on the runner channel for no request")
+                    tracing::warn!(id, ?reply, "an answer on the runner channel for no request");
                 }
             },
             Err(error) => {

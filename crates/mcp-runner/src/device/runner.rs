@@ -247,7 +247,7 @@ async fn release(client: &RunnerClient, epoch: Epoch) {
     match client.release(epoch).await {
         Ok(()) => tracing::info!(epoch = epoch.0, "runner lease released"),
         Err(failure) => {
-            tracing::warn!(%failure, "could not release the runner lease; it expires on its own")
+            tracing::warn!(%failure, "could not release the runner lease; it expires on its own");
         }
     }
 }

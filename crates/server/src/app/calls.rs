@@ -542,7 +542,8 @@ fn decide(
         tool_name: req.tool_name.clone(),
         arguments: req.arguments.clone(),
         client_session_id: req.client_session_id.clone(),
-        timeout_seconds: i32::try_from(timeout).unwrap_or(DEFAULT_TIMEOUT_SECONDS as i32),
+        // check_request bounds it to 1–3600.
+        timeout_seconds: i32::try_from(timeout).unwrap_or(i32::MAX),
         runner_ref: connection.runner_ref,
         // A device's calls are accounted to the user who approved it.
         created_by: UserId(match principal {

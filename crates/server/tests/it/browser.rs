@@ -340,7 +340,8 @@ impl Drop for Browser {
     fn drop(&mut self) {
         // chromedriver leads its own process group, which holds the browser it started: end
         // them together, even when a test failed before `quit`.
-        let group = nix::unistd::Pid::from_raw(self.driver.0.id() as i32);
+        let pid = i32::try_from(self.driver.0.id()).expect("a process id");
+        let group = nix::unistd::Pid::from_raw(pid);
         let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
     }
 }

@@ -515,7 +515,7 @@ async fn a_batch_of_submit_reads_reads_for_each_submission_what_it_reads_alone(p
         tool_name: "echo",
     };
     let owner_token = SubmitterKey::UserToken(&owner_hash);
-    let mut cases: Vec<(&str, SubmitKeys)> = vec![
+    let mut cases: Vec<(&str, SubmitKeys<'_>)> = vec![
         ("the owner's token", by_name(owner_token)),
         (
             "a request_id taken",

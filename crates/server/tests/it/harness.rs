@@ -353,7 +353,7 @@ pub async fn setup_workspace(server: &TestServer, ws: &str, args: &[&str]) -> Se
 /// A call body for `setup_workspace`'s profile and connection.
 pub fn call_body(tool: &str, arguments: Value) -> Value {
     json!({
-        "request_id": uuid::Uuid::new_v4(),
+        "request_id": Uuid::new_v4(),
         "profile_id": "main",
         "connection_id": "fixture",
         "tool_name": tool,

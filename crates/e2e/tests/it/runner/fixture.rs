@@ -84,7 +84,7 @@ pub fn first_text(result: &Value) -> &str {
 }
 
 /// The lines of a count file; a missing file is no lines (nothing executed).
-pub fn count_lines(path: &std::path::Path) -> Vec<Value> {
+pub fn count_lines(path: &Path) -> Vec<Value> {
     match std::fs::read_to_string(path) {
         Ok(text) => text
             .lines()

@@ -149,8 +149,8 @@ impl Claim {
     }
 
     /// Gives `call` to the lease claimed; hands it back when that lease stopped waiting.
-    pub(crate) fn give(self, call: LeasedCall) -> Result<(), LeasedCall> {
-        self.to.send(call)
+    pub(crate) fn give(self, call: LeasedCall) -> Result<(), Box<LeasedCall>> {
+        self.to.send(call).map_err(Box::new)
     }
 }
 

@@ -141,7 +141,7 @@ impl Submissions {
         match lease_refusal(&leased) {
             None => {
                 if let Err(call) = claim.give(work_item(leased, epoch)) {
-                    self.handoffs.requeue(row.runner_ref, &[call]).await;
+                    self.handoffs.requeue(row.runner_ref, &[*call]).await;
                 }
             }
             Some((code, message)) => {

@@ -385,7 +385,7 @@ impl WakeupFeed {
                 Ok(Some(notification))
                     if notification.process_id() == app.dispatch.announcer.remote.sender_pid() => {}
                 Ok(Some(notification)) => {
-                    wakeups.deliver(notification.channel(), notification.payload())
+                    wakeups.deliver(notification.channel(), notification.payload());
                 }
                 // The connection was lost and is back (listening again): what was announced
                 // meanwhile is gone, so every waiter looks again. Whatever took this
