@@ -41,7 +41,7 @@ pub fn in_child_with_env<const N: usize>(test: &str, values: [&str; N]) -> Optio
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let names: [String; N] = std::array::from_fn(|_| {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        format!("SWITCHYARD_TEST_{}_{n}", std::process::id())
+        format!("TESTKIT_CHILD_VAR_{}_{n}", std::process::id())
     });
     let exe = std::env::current_exe().expect("the test binary's path");
     let output = Command::new(exe)
