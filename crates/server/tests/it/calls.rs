@@ -136,47 +136,6 @@ async fn stderr_never_reaches_results_and_big_results_are_bounded(pool: PgPool) 
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn stdio_servers_do_not_inherit_the_servers_secrets(pool: PgPool) {
-    // A secret in the server's environment: the test runs again, in a process that has it.
-    let Some([canary]) = switchyard_testkit::child_env::in_child_with_env(
-        "calls::stdio_servers_do_not_inherit_the_servers_secrets",
-        ["canary-value-1234"],
-    ) else {
-        return;
-    };
-    // The test process's DATABASE_URL is the server's own database credential.
-    let server = TestServer::start(pool).await;
-    let setup = setup_workspace(&server, "acme", &[]).await;
-    let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
-    for name in ["DATABASE_URL", canary.as_str()] {
-        let call = server
-            .owner
-            .post(&calls, call_body("env", json!({"name": name})))
-            .await
-            .ok();
-        let call = server
-            .owner
-            .wait_call(&setup.ws, call["id"].as_str().unwrap(), WAIT)
-            .await;
-        assert_eq!(
-            call["state"], "tool_error",
-            "{name} reached the MCP server: {call}"
-        );
-        assert_eq!(result_text(&call), "not set");
-    }
-    let path = server
-        .owner
-        .post(&calls, call_body("env", json!({"name": "PATH"})))
-        .await
-        .ok();
-    let path = server
-        .owner
-        .wait_call(&setup.ws, path["id"].as_str().unwrap(), WAIT)
-        .await;
-    assert_eq!(path["state"], "succeeded");
-}
-
-#[sqlx::test(migrations = "../../migrations")]
 async fn many_calls_all_complete_exactly_once(pool: PgPool) {
     many_calls_complete_exactly_once(pool, CentralConfig::default().batch_max).await;
 }

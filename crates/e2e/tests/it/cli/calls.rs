@@ -1,5 +1,5 @@
-//! Following a call after it was submitted: cancelling it, and reading it once retention has
-//! erased its inputs and result.
+//! Following a call after it was submitted: cancelling it, reading it once retention has erased
+//! its inputs and result, and what the MCP server it ran on could see of the server's process.
 
 use super::harness::{Server, Switchyard, call_and_wait, set_up_demo, submit_call, wait_for_call};
 use serde_json::{Value, json};
@@ -152,4 +152,35 @@ async fn an_expired_call_shows_its_minimal_disposition(_: PgPoolOptions, db: PgC
         "{}",
         status.stdout
     );
+}
+
+#[sqlx::test(migrations = false)]
+async fn stdio_servers_do_not_inherit_the_servers_secrets(_: PgPoolOptions, db: PgConnectOptions) {
+    // A secret in the server process's environment, beside its own database credential.
+    const CANARY: (&str, &str) = ("DEPLOY_SIGNING_KEY", "canary-value-1234");
+    let server = Server::start_with_env(&db, &[CANARY]).await;
+    let cli = server.cli();
+    set_up_demo(&cli);
+    for name in ["DATABASE_URL", CANARY.0] {
+        let call = call_and_wait(&cli, "env", json!({"name": name}), 6);
+        assert_eq!(
+            state(&call),
+            "tool_error",
+            "{name} reached the MCP server: {call}"
+        );
+        assert_eq!(result_text(&call), "not set", "{call}");
+    }
+    let path = call_and_wait(&cli, "env", json!({"name": "PATH"}), 0);
+    assert_eq!(state(&path), "succeeded", "{path}");
+}
+
+/// The text of a call's result content.
+fn result_text(call: &Value) -> String {
+    call["result"]["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
