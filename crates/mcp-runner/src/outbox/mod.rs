@@ -20,6 +20,10 @@
 //!   quarantined ones after [`RETENTION`].
 //! - Each call has at most one entry: a call can be started at most once through one outbox
 //!   (a start taken back with [`Outbox::withdraw_start`] was never sent).
+//! - A receipt the server refuses for good (its epoch fenced while the call moved on, an erased
+//!   call, a call it does not know) is quarantined: kept for inspection until it expires, never
+//!   uploaded again. Recovery asks the server which unacknowledged receipts those are
+//!   (`device::recovery`).
 
 mod dir;
 mod error;

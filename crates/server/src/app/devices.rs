@@ -1,6 +1,10 @@
 //! Paired devices of a workspace: listing and revocation. A revoked device keeps its row (so
 //! its credential is answered `device_revoked`, not "unknown") and its runner lease ends at
 //! once, so the sweeper settles what it held.
+//!
+//! A revoked device is refused at its next request (`app::principal`), and its start ack and
+//! receipt upload check the credential in their own statement (`db::calls::start`,
+//! `db::calls::complete`), so nothing it sends after revocation changes a call.
 
 use super::principal::device_runner_ref;
 use super::{Actor, App, views};

@@ -9,6 +9,11 @@
 //! (the completion is answered `Fenced`) and device runners keep it quarantined from their next
 //! receipt check on. Erasure removes what Switchyard retained ([`ERASURE_NOTICE`]) and never
 //! claims to undo the tool's external effect.
+//!
+//! `call_view_full` is that one view (`call_view_with` when the lineage was read already): call
+//! reads and waits, and the resolve, reconcile and erase answers, all build a call with it.
+//! Capture happens in the completion's own transaction (`db::observations`); the queue,
+//! publication and erasure are `db::evidence`'s.
 
 use super::{Actor, App, views};
 use crate::db::{CallRow, EraseRefusal, Lineage};

@@ -7,6 +7,13 @@
 //! the connection still reaches exactly the target the unknown call was dispatched to (checked
 //! when it is requested and again when it is leased). Its completion records an observation
 //! on the unknown call in the same transaction, and a certain answer settles it.
+//!
+//! `call_reconcile` queues the lookup (Use on the unknown call's profile; idempotent on its
+//! request_id). The target it compares is the dispatch target `db::calls::lease` records;
+//! `lookup_refusal` repeats the check at every lease (`app::dispatch::leasing`), and a refused
+//! lookup is failed before anything is sent. The policy is `db::receipt_policies`; the lookup's
+//! completion, and a late receipt, are recorded by `db::observations`
+//! (`call_complete_with_effects`, `call_record_late_receipt`).
 
 use super::calls::CompletionRecorded;
 use super::names::digest;

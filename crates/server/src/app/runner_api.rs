@@ -10,6 +10,15 @@
 //! restarted process asks which of the starts its outbox recorded were never acknowledged
 //! (`runner_check_starts`), since it records a start while it asks for the ack. Uploaded
 //! receipts are stored, so a repeated upload answers what the first one did.
+//!
+//! A device's start and upload check its credential in their own statement (`db::calls::start`,
+//! `db::calls::complete`), so a revoked device's change nothing. Its heartbeat is one read
+//! (`db::runner_leases`) that also carries the cancellations and session releases for it. A
+//! receipt the server fenced (an old epoch whose call moved on, an erased call) is answered
+//! `fenced` again on every upload, and `runner_check_receipts` tells a restarted runner to keep
+//! it quarantined. The routes are `http::runner`, and the same requests as JSON lines on one
+//! upgraded connection in `http::runner_channel` (so an idle device costs the server a socket,
+//! not an HTTP connection).
 
 use super::App;
 use super::calls::{CompletionRecorded, from_states, stored_completion};

@@ -6,6 +6,14 @@
 //! that change the queue, each as a guarded update, so a full queue is decided without a race:
 //! a completion that finds it full counts a drop and captures nothing, and never touches the
 //! evidence already waiting.
+//!
+//! Capture never fails a tool: a full queue costs the evidence, never the completion. The
+//! sweeper publishes what waits (`evidence_publish_due`), one record per statement, oldest
+//! first; a record that fails is retried at most `MAX_RETRY_DELAY` apart, and one still pending
+//! at its deadline is given up and counted (`evidence_expire_pending`). A record another replica
+//! published first changes nothing, so replicas may publish at once. `call_erase` erases a
+//! finished or unknown call's evidence in one transaction and marks the call erased, which
+//! fences its receipts from then on (`app::evidence`).
 
 use super::Datastore;
 use chrono::{DateTime, Utc};

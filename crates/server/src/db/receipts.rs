@@ -6,6 +6,10 @@
 //! heartbeat that any replica may answer. A release is taken by one heartbeat (so delivered
 //! once), and delivered only within `RELEASE_TTL` (five minutes) of its request; the sweeper
 //! removes older ones.
+//!
+//! A receipt is answered once: its answer (`recorded`, `superseded` or `fenced`) is stored with
+//! it. A fenced receipt (an old epoch whose call moved on, an erased call) stays quarantined in
+//! the device's outbox and is not uploaded again (`App::runner_check_receipts` lists them).
 
 use super::Datastore;
 use chrono::{DateTime, Utc};

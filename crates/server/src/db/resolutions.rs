@@ -1,6 +1,11 @@
 //! Resolutions: how an unknown call was settled, one per call. A caller's resolution moves the
 //! call `unknown` → `resolved` and records who, when, the outcome, the evidence cited and an
 //! explanation, in one transaction. Explanations are removed after a while; the rest remains.
+//!
+//! The update sets only the state and `resolution_outcome`: the attempt's own outcome, error and
+//! result stay as recorded. A certain observation (a lookup's answer, a late receipt) settles a
+//! call the same way, with a resolution of its own (`db::observations`). Neither settles an
+//! erased call.
 
 use super::Datastore;
 use chrono::{DateTime, Utc};

@@ -1,5 +1,20 @@
 //! Runner leases: one live owner per runner reference, with a monotonically increasing epoch
 //! that every start and completion is fenced by.
+//!
+//! Taking a lease (`runner_lease_acquire`) raises the epoch for a new holder and, in the same
+//! transaction, settles what earlier epochs left: leased calls go back to the queue (nothing was
+//! sent), started ones become `unknown`. The last holder instead resumes its lease under the
+//! same epoch unless another holder took the runner over meanwhile, so a restarted device runner
+//! does not race itself: the receipts in its outbox stay valid and no start repeats. The
+//! central runner takes a fresh holder per term, so each of its terms gets a new epoch.
+//!
+//! A device heartbeat is one statement (`runner_lease_heartbeat`): it checks the credential,
+//! reads the lease of the heartbeat's epoch, and returns the running calls whose cancellation
+//! was requested, whether calls the runner does not hold are due to be settled, and the session
+//! releases addressed to it (taken, so each is delivered once). A running call's cancellation
+//! and a session release reach a device runner only this way. The renewal itself is kept in
+//! memory while half the lease is left and written in a batch (`runner_lease_renew_batch`; why
+//! the sweeper never sees such a lease expire: `app::dispatch::liveness`).
 
 use super::{Committed, Datastore, DeviceRow, Wakeup};
 use std::time::Duration;

@@ -4,6 +4,10 @@
 //! imply (`db::observations`). A statement that settles a call reads it back with its lineage
 //! when the caller asks (a reader in the app's process waits for it), so that reader need not
 //! read it again.
+//!
+//! A device's upload is usually one statement too (`call_complete_plain_by_device`): it checks the
+//! device credential and stores the receipt beside the completion, so a revoked device's upload,
+//! or a receipt uploaded before, changes nothing there (the app then looks at why).
 
 use super::CallRow;
 use crate::db::devices::device_by_credential;

@@ -1,5 +1,9 @@
 //! The start ack: `leased` → `running`, only under the runner's live lease epoch. Only after
 //! it does a runner send the call to its MCP server.
+//!
+//! A device's start ack (`call_start_by_device`) finds the device by its credential's hash in the
+//! same statement and updates nothing for a revoked device: a revoked device's start changes
+//! nothing, and revocation needs no cache to reach it.
 
 use crate::db::devices::device_by_credential;
 use crate::db::sql::{Params, text};
