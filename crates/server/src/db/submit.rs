@@ -238,16 +238,53 @@ impl Named {
 }
 
 /// How a submit read finds its submitter.
-struct SubmitterSql<'a> {
+struct SubmitterSql {
     /// Opens the `WITH` (and defines what `user` reads).
-    with: &'a str,
+    with: String,
     /// The submitting user, and device.
-    user: &'a str,
-    device: &'a str,
+    user: String,
+    device: String,
     /// The `r_token_user…` columns.
-    token_user: &'a str,
+    token_user: &'static str,
     /// The `FROM` clause that has `ws` (and whatever `token_user` reads).
-    from: &'a str,
+    from: &'static str,
+}
+
+impl SubmitterSql {
+    /// A submitter known before: the user `user` or the device `device` (SQL expressions).
+    fn known(user: &str, device: &str) -> Self {
+        Self {
+            with: "WITH ".to_owned(),
+            user: user.to_owned(),
+            device: device.to_owned(),
+            token_user:
+                "NULL::uuid AS r_token_user, NULL::text AS r_token_user_name,
+                NULL::bool AS r_token_user_is_owner, NULL::timestamptz AS r_token_user_created_at, ",
+            from: "FROM ws",
+        }
+    }
+
+    /// The user of the API token whose hash is `token_hash`: nobody, and no row, when no
+    /// unrevoked token has it.
+    fn by_token(token_hash: &str, device: &str) -> Self {
+        Self {
+            with: format!("WITH token_user AS ({}), ", user_by_token(token_hash)),
+            user: "(SELECT id FROM token_user)".to_owned(),
+            device: device.to_owned(),
+            token_user: TOKEN_USER_COLUMNS,
+            from: "FROM ws CROSS JOIN token_user tu",
+        }
+    }
+
+    /// The user `user` when it is not null, else the user of the API token whose hash is
+    /// `token_hash` (a null hash finds nobody, and leaves the token user's columns null).
+    fn known_or_by_token(user: &str, device: &str, token_hash: &str) -> Self {
+        Self {
+            user: format!("COALESCE({user}, (SELECT id FROM token_user))"),
+            from: "FROM ws LEFT JOIN token_user tu ON true",
+            ..Self::by_token(token_hash, device)
+        }
+    }
 }
 
 /// The `r_token_user…` columns read from `token_user tu`.
@@ -256,7 +293,7 @@ const TOKEN_USER_COLUMNS: &str = "tu.id AS r_token_user, tu.name AS r_token_user
 
 /// A submission's read as the CTE `r`: every column a submission decides on but the call
 /// already stored under the request_id, which the statements join beside it.
-fn read_cte(named: &Named, submitter: &SubmitterSql<'_>) -> String {
+fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
     let Named {
         workspace_id,
         workspace_name,
@@ -334,24 +371,10 @@ fn lone_statement(by_token: bool) -> &'static Arc<str> {
             environment_name,
             operation_id,
         };
-        let token_with = format!("WITH token_user AS ({}), ", user_by_token(&user_or_token));
         let submitter = if by_token {
-            SubmitterSql {
-                with: &token_with,
-                user: "(SELECT id FROM token_user)",
-                device: &device,
-                token_user: TOKEN_USER_COLUMNS,
-                from: "FROM ws CROSS JOIN token_user tu",
-            }
+            SubmitterSql::by_token(&user_or_token, &device)
         } else {
-            SubmitterSql {
-                with: "WITH ",
-                user: &user_or_token,
-                device: &device,
-                token_user: "NULL::uuid AS r_token_user, NULL::text AS r_token_user_name,
-                    NULL::bool AS r_token_user_is_owner, NULL::timestamptz AS r_token_user_created_at, ",
-                from: "FROM ws",
-            }
+            SubmitterSql::known(&user_or_token, &device)
         };
         format!(
             "{read}SELECT r.*, c.* FROM r
@@ -374,14 +397,7 @@ fn lone_statement(by_token: bool) -> &'static Arc<str> {
 /// `k.token_hash`: with no token, `token_user` is empty and its columns null, as for a known
 /// submitter; with an unknown one the submitter is nobody, and `ws` empty.
 static MANY_STATEMENT: LazyLock<Arc<str>> = LazyLock::new(|| {
-    let token_with = format!("WITH token_user AS ({}), ", user_by_token("k.token_hash"));
-    let submitter = SubmitterSql {
-        with: &token_with,
-        user: "COALESCE(k.user_id, (SELECT id FROM token_user))",
-        device: "k.device_id",
-        token_user: TOKEN_USER_COLUMNS,
-        from: "FROM ws LEFT JOIN token_user tu ON true",
-    };
+    let submitter = SubmitterSql::known_or_by_token("k.user_id", "k.device_id", "k.token_hash");
     format!(
         "WITH k AS (
              SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::bytea[],

@@ -77,36 +77,15 @@ pub struct DeviceCompletion {
     pub completed: bool,
 }
 
-/// The guarded completion update of call `id` by the runner `runner` (a placeholder, or an
-/// expression that finds it) under `epoch` (still the runner's) from the states `from`;
-/// `values` are the placeholders of what it records (see [`Recorded`]), `guard` adds
-/// conditions.
-fn completion_update(
-    id: &str,
-    runner: &str,
-    epoch: &str,
-    from: &str,
-    values: &Recorded,
-    guard: &str,
-) -> String {
-    let Recorded {
-        state,
-        result,
-        truncated,
-        code,
-        message,
-    } = values;
-    format!(
-        "UPDATE calls SET state = {state}, result = {result}, result_truncated = {truncated},
-             error_code = {code}, error_message = {message}, finished_at = now()
-         WHERE id = {id} AND runner_ref = {runner} AND lease_epoch = {epoch} AND state = ANY({from})
-           AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = {runner} AND r.epoch = {epoch}) {guard}
-         RETURNING *"
-    )
-}
-
-/// The placeholders of what a completion records, taken in the order [`add_recorded`] binds.
-struct Recorded {
+/// The placeholders every completion statement takes first, in the order
+/// [`completion_arguments`] binds them: the call, who completes it (a runner reference, or the
+/// credential hash that finds a device's), the epoch, the states it may leave, and what it
+/// records.
+struct CompletionParams {
+    id: String,
+    by: String,
+    epoch: String,
+    from: String,
     state: String,
     result: String,
     truncated: String,
@@ -114,9 +93,13 @@ struct Recorded {
     message: String,
 }
 
-impl Recorded {
+impl CompletionParams {
     fn take(params: &mut Params) -> Self {
         Self {
+            id: params.next(),
+            by: params.next(),
+            epoch: params.next(),
+            from: params.next(),
             state: params.next(),
             result: params.next(),
             truncated: params.next(),
@@ -124,18 +107,114 @@ impl Recorded {
             message: params.next(),
         }
     }
+
+    /// The guarded completion update: of the call, by the runner `runner` (the `by`
+    /// placeholder, or an expression that finds the runner from it), under the epoch (still
+    /// the runner's), from the states it may leave; `guard` adds conditions.
+    fn update(&self, runner: &str, guard: &str) -> String {
+        let Self {
+            id,
+            epoch,
+            from,
+            state,
+            result,
+            truncated,
+            code,
+            message,
+            ..
+        } = self;
+        format!(
+            "UPDATE calls SET state = {state}, result = {result}, result_truncated = {truncated},
+                 error_code = {code}, error_message = {message}, finished_at = now()
+             WHERE id = {id} AND runner_ref = {runner} AND lease_epoch = {epoch} AND state = ANY({from})
+               AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = {runner} AND r.epoch = {epoch}) {guard}
+             RETURNING *"
+        )
+    }
 }
 
-/// Binds what `completion` records, in [`Recorded`]'s order.
-fn add_recorded(
-    arguments: &mut PgArguments,
-    completion: &StoredCompletion,
-) -> Result<(), sqlx::Error> {
-    add(arguments, completion.state)?;
-    add(arguments, completion.result.as_ref().map(Json))?;
-    add(arguments, completion.result_truncated)?;
-    add(arguments, completion.error_code.as_deref())?;
-    add(arguments, completion.error_message.as_deref())
+/// Binds the arguments of [`CompletionParams`], in its order.
+fn completion_arguments<'q, By>(
+    id: CallId,
+    by: By,
+    epoch: Epoch,
+    from: &'q [CallState],
+    completion: &'q StoredCompletion,
+) -> Result<PgArguments, sqlx::Error>
+where
+    By: 'q + sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    let mut arguments = PgArguments::default();
+    add(&mut arguments, id)?;
+    add(&mut arguments, by)?;
+    add(&mut arguments, epoch)?;
+    add(&mut arguments, from)?;
+    add(&mut arguments, completion.state)?;
+    add(&mut arguments, completion.result.as_ref().map(Json))?;
+    add(&mut arguments, completion.result_truncated)?;
+    add(&mut arguments, completion.error_code.as_deref())?;
+    add(&mut arguments, completion.error_message.as_deref())?;
+    Ok(arguments)
+}
+
+/// The placeholders a plain completion takes after [`CompletionParams`], in the order
+/// [`plain_arguments`] binds them: whether capture would take the outcome, and a device's
+/// receipt.
+struct PlainParams {
+    capturable: String,
+    receipt: String,
+}
+
+impl PlainParams {
+    fn take(params: &mut Params) -> Self {
+        Self {
+            capturable: params.next(),
+            receipt: params.next(),
+        }
+    }
+}
+
+/// [`completion_arguments`] followed by those of [`PlainParams`].
+fn plain_arguments<'q, By>(
+    id: CallId,
+    by: By,
+    epoch: Epoch,
+    from: &'q [CallState],
+    completion: &'q StoredCompletion,
+    receipt: Option<Uuid>,
+) -> Result<PgArguments, sqlx::Error>
+where
+    By: 'q + sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    let mut arguments = completion_arguments(id, by, epoch, from, completion)?;
+    add(&mut arguments, completion.capturable())?;
+    add(&mut arguments, receipt)?;
+    Ok(arguments)
+}
+
+/// A statement built once for each answer to "read the lineage back?".
+struct ByLineage {
+    reading: LazyLock<Arc<str>>,
+    not_reading: LazyLock<Arc<str>>,
+}
+
+impl ByLineage {
+    /// The statements that `reading` and `not_reading` build.
+    const fn new(reading: fn() -> Arc<str>, not_reading: fn() -> Arc<str>) -> Self {
+        Self {
+            reading: LazyLock::new(reading),
+            not_reading: LazyLock::new(not_reading),
+        }
+    }
+
+    /// The statement that reads the lineage back, or the one that does not.
+    fn get(&self, read_lineage: bool) -> Text {
+        text(if read_lineage {
+            &self.reading
+        } else {
+            &self.not_reading
+        })
+    }
 }
 
 fn add<'q, T>(arguments: &mut PgArguments, value: T) -> Result<(), sqlx::Error>
@@ -185,11 +264,8 @@ fn recorded_lineage(read: bool) -> String {
 /// The statement of [`call_complete_on`].
 fn completion_on() -> Text {
     static STATEMENT: LazyLock<Arc<str>> = LazyLock::new(|| {
-        let mut params = Params::default();
-        let (id, runner, epoch, from) =
-            (params.next(), params.next(), params.next(), params.next());
-        let values = Recorded::take(&mut params);
-        completion_update(&id, &runner, &epoch, &from, &values, "").into()
+        let values = CompletionParams::take(&mut Params::default());
+        values.update(&values.by, "").into()
     });
     text(&STATEMENT)
 }
@@ -206,44 +282,67 @@ pub(crate) async fn call_complete_on(
     from: &[CallState],
     completion: &StoredCompletion,
 ) -> Result<Option<CallRow>, sqlx::Error> {
-    let mut arguments = PgArguments::default();
-    add(&mut arguments, id)?;
-    add(&mut arguments, runner)?;
-    add(&mut arguments, epoch)?;
-    add(&mut arguments, from)?;
-    add_recorded(&mut arguments, completion)?;
+    let arguments = completion_arguments(id, runner, epoch, from, completion)?;
     sqlx::query_as_with(completion_on(), arguments)
         .fetch_optional(conn)
         .await
 }
 
+/// The statements of [`Datastore::call_complete_plain`].
+static PLAIN_COMPLETION: ByLineage =
+    ByLineage::new(|| plain_completion(true), || plain_completion(false));
+
 /// The statement of [`Datastore::call_complete_plain`], reading the lineage or not.
-fn plain_completion(read_lineage: bool) -> Text {
-    fn build(read_lineage: bool) -> Arc<str> {
-        let mut params = Params::default();
-        let (id, runner, epoch, from) =
-            (params.next(), params.next(), params.next(), params.next());
-        let values = Recorded::take(&mut params);
-        let (capturable, receipt) = (params.next(), params.next());
-        format!(
-            "WITH done AS ({update}), {receipt_cte}
-             SELECT c.*, EXISTS (SELECT 1 FROM receipt) AS receipt_stored, {lineage} FROM done c",
-            update = completion_update(
-                &id,
-                &runner,
-                &epoch,
-                &from,
-                &values,
-                &plain_guard(&capturable)
-            ),
-            receipt_cte = store_receipt(&receipt),
-            lineage = recorded_lineage(read_lineage),
-        )
-        .into()
-    }
-    static READING: LazyLock<Arc<str>> = LazyLock::new(|| build(true));
-    static NOT_READING: LazyLock<Arc<str>> = LazyLock::new(|| build(false));
-    text(if read_lineage { &READING } else { &NOT_READING })
+fn plain_completion(read_lineage: bool) -> Arc<str> {
+    let mut params = Params::default();
+    let values = CompletionParams::take(&mut params);
+    let PlainParams {
+        capturable,
+        receipt,
+    } = PlainParams::take(&mut params);
+    format!(
+        "WITH done AS ({update}), {receipt_cte}
+         SELECT c.*, EXISTS (SELECT 1 FROM receipt) AS receipt_stored, {lineage} FROM done c",
+        update = values.update(&values.by, &plain_guard(&capturable)),
+        receipt_cte = store_receipt(&receipt),
+        lineage = recorded_lineage(read_lineage),
+    )
+    .into()
+}
+
+/// The statements of [`Datastore::call_complete_plain_by_device`].
+static DEVICE_COMPLETION: ByLineage =
+    ByLineage::new(|| device_completion(true), || device_completion(false));
+
+/// The statement of [`Datastore::call_complete_plain_by_device`], reading the lineage or not.
+fn device_completion(read_lineage: bool) -> Arc<str> {
+    let mut params = Params::default();
+    let values = CompletionParams::take(&mut params);
+    let PlainParams {
+        capturable,
+        receipt,
+    } = PlainParams::take(&mut params);
+    let guard = format!(
+        "{} AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipt_id = {receipt})",
+        plain_guard(&capturable)
+    );
+    format!(
+        "WITH device AS ({device}),
+         done AS ({update}), {receipt_cte}
+         SELECT c.*, {lineage}, d.id AS device_id, d.workspace_id AS device_workspace_id,
+             d.profile_id AS device_profile_id, d.name AS device_name,
+             d.approved_by AS device_approved_by, d.created_at AS device_created_at,
+             d.last_seen_at AS device_last_seen_at, d.revoked_at AS device_revoked_at
+         FROM device d LEFT JOIN done c ON true",
+        device = device_by_credential(&values.by),
+        update = values.update(
+            "(SELECT runner_ref FROM device WHERE revoked_at IS NULL)",
+            &guard
+        ),
+        receipt_cte = store_receipt(&receipt),
+        lineage = recorded_lineage(read_lineage),
+    )
+    .into()
 }
 
 /// The row of [`Datastore::call_complete_plain`].
@@ -294,16 +393,9 @@ impl Datastore {
         receipt: Option<Uuid>,
         read_lineage: bool,
     ) -> Result<Option<Committed<PlainRecorded>>, sqlx::Error> {
-        let mut arguments = PgArguments::default();
-        add(&mut arguments, id)?;
-        add(&mut arguments, runner)?;
-        add(&mut arguments, epoch)?;
-        add(&mut arguments, from)?;
-        add_recorded(&mut arguments, completion)?;
-        add(&mut arguments, completion.capturable())?;
-        add(&mut arguments, receipt)?;
+        let arguments = plain_arguments(id, runner, epoch, from, completion, receipt)?;
         let done: Option<PlainCompleted> =
-            sqlx::query_as_with(plain_completion(read_lineage), arguments)
+            sqlx::query_as_with(PLAIN_COMPLETION.get(read_lineage), arguments)
                 .fetch_optional(&self.pool)
                 .await?;
         Ok(done.map(|done| {
@@ -427,49 +519,9 @@ impl Datastore {
         receipt: Uuid,
         read_lineage: bool,
     ) -> Result<Option<Committed<DeviceCompletion>>, sqlx::Error> {
-        fn build(read_lineage: bool) -> Arc<str> {
-            let mut params = Params::default();
-            let (id, hash, epoch, from) =
-                (params.next(), params.next(), params.next(), params.next());
-            let values = Recorded::take(&mut params);
-            let (capturable, receipt) = (params.next(), params.next());
-            let guard = format!(
-                "{} AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipt_id = {receipt})",
-                plain_guard(&capturable)
-            );
-            format!(
-                "WITH device AS ({device}),
-                 done AS ({update}), {receipt_cte}
-                 SELECT c.*, {lineage}, d.id AS device_id, d.workspace_id AS device_workspace_id,
-                     d.profile_id AS device_profile_id, d.name AS device_name,
-                     d.approved_by AS device_approved_by, d.created_at AS device_created_at,
-                     d.last_seen_at AS device_last_seen_at, d.revoked_at AS device_revoked_at
-                 FROM device d LEFT JOIN done c ON true",
-                device = device_by_credential(&hash),
-                update = completion_update(
-                    &id,
-                    "(SELECT runner_ref FROM device WHERE revoked_at IS NULL)",
-                    &epoch,
-                    &from,
-                    &values,
-                    &guard
-                ),
-                receipt_cte = store_receipt(&receipt),
-                lineage = recorded_lineage(read_lineage),
-            )
-            .into()
-        }
-        static READING: LazyLock<Arc<str>> = LazyLock::new(|| build(true));
-        static NOT_READING: LazyLock<Arc<str>> = LazyLock::new(|| build(false));
-        let mut arguments = PgArguments::default();
-        add(&mut arguments, id)?;
-        add(&mut arguments, credential_hash)?;
-        add(&mut arguments, epoch)?;
-        add(&mut arguments, from)?;
-        add_recorded(&mut arguments, completion)?;
-        add(&mut arguments, completion.capturable())?;
-        add(&mut arguments, receipt)?;
-        let statement = text(if read_lineage { &READING } else { &NOT_READING });
+        let arguments =
+            plain_arguments(id, credential_hash, epoch, from, completion, Some(receipt))?;
+        let statement = DEVICE_COMPLETION.get(read_lineage);
         let row: Option<DeviceCompletionRow> = sqlx::query_as_with(statement, arguments)
             .fetch_optional(&self.pool)
             .await?;
