@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use switchyard_mcp_runner::control::{ControlError, ControlPlane, StartDecision};
 use switchyard_mcp_runner::executor::{Executor, ExecutorConfig};
 use switchyard_mcp_runner::handle::ExecutorHandle;
+use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::CENTRAL_RUNNER;
 use switchyard_protocol::runner::{Completion, Epoch, LeasedCall, LifecycleEvent};
 use switchyard_protocol::{CallId, RunnerRef};
@@ -87,7 +88,7 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
         };
         tracing::info!(
             runner = CENTRAL_RUNNER,
-            epoch,
+            epoch = epoch.0,
             "central runner lease acquired"
         );
         let lease_lost = shutdown.child_token();
@@ -100,7 +101,7 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
             held: Arc::clone(&held),
         };
         let heartbeat = tokio::spawn(heartbeat(beat, lease_lost.clone()));
-        let control = CentralControl::new(app.clone(), Epoch(epoch), held, config.batch_max);
+        let control = CentralControl::new(app.clone(), epoch, held, config.batch_max);
         let credentials = app.credentials().clone();
         let resolver = Arc::new(move |call: &LeasedCall| credentials.launch_for(call));
         let executor = Executor::new(Arc::new(control), resolver, config.executor.clone());
@@ -122,13 +123,16 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
         if shutdown.is_cancelled() {
             if let Err(e) = app
                 .db()
-                .runner_lease_release(CENTRAL_RUNNER, holder, epoch)
+                .runner_lease_release(RunnerRef::Central, holder, epoch)
                 .await
             {
                 tracing::warn!(error = %e, "could not release the central runner lease");
             }
         } else {
-            tracing::warn!(epoch, "central runner lease lost; drained, taking it again");
+            tracing::warn!(
+                epoch = epoch.0,
+                "central runner lease lost; drained, taking it again"
+            );
         }
     }
 }
@@ -137,8 +141,8 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
 #[derive(Debug, serde::Deserialize)]
 struct RunnerCommand {
     runner: String,
-    call_id: Option<Uuid>,
-    connection_id: Option<Uuid>,
+    call_id: Option<CallId>,
+    connection_id: Option<ConnectionId>,
     client_session_id: Option<String>,
 }
 
@@ -211,13 +215,11 @@ async fn forward_commands(
             command.connection_id,
         ) {
             (CANCEL_CHANNEL, Some(call), _) => {
-                let outcome = handle.cancel(call.into()).await;
+                let outcome = handle.cancel(call).await;
                 tracing::info!(%call, ?outcome, "cancellation forwarded to the executor");
             }
             (RELEASE_CHANNEL, _, Some(connection)) => {
-                let released = handle
-                    .release(connection.into(), command.client_session_id)
-                    .await;
+                let released = handle.release(connection, command.client_session_id).await;
                 tracing::info!(%connection, released, "session release forwarded to the executor");
             }
             _ => tracing::warn!(
@@ -234,11 +236,11 @@ async fn acquire(
     holder: Uuid,
     config: &CentralConfig,
     shutdown: &CancellationToken,
-) -> Option<i64> {
+) -> Option<Epoch> {
     loop {
         match app
             .db()
-            .runner_lease_acquire(CENTRAL_RUNNER, holder, config.lease_ttl)
+            .runner_lease_acquire(RunnerRef::Central, holder, config.lease_ttl)
             .await
             .map(|acquired| app.sent(acquired))
         {
@@ -332,7 +334,7 @@ fn settle_due(beats_since_settle: u32, since_doubt: Option<Duration>, ttl: Durat
 struct Beat {
     app: App,
     holder: Uuid,
-    epoch: i64,
+    epoch: Epoch,
     ttl: Duration,
     held: Arc<Held>,
 }
@@ -345,7 +347,7 @@ impl Beat {
         match self
             .app
             .db()
-            .call_settle_unheld(RunnerRef::Central, Epoch(self.epoch), held, self.ttl)
+            .call_settle_unheld(RunnerRef::Central, self.epoch, held, self.ttl)
             .await
             .map(|settled| self.app.sent(settled))
         {
@@ -386,7 +388,7 @@ async fn heartbeat(beat: Beat, lease_lost: CancellationToken) {
         }
         match app
             .db()
-            .runner_lease_renew(CENTRAL_RUNNER, holder, epoch, ttl)
+            .runner_lease_renew(RunnerRef::Central, holder, epoch, ttl)
             .await
         {
             Ok(true) => {
@@ -399,7 +401,10 @@ async fn heartbeat(beat: Beat, lease_lost: CancellationToken) {
                 beat.prune_held(&held).await;
             }
             Ok(false) => {
-                tracing::warn!(epoch, "central runner lease expired or taken over");
+                tracing::warn!(
+                    epoch = epoch.0,
+                    "central runner lease expired or taken over"
+                );
                 lease_lost.cancel();
                 return;
             }
@@ -548,7 +553,7 @@ impl ControlPlane for CentralControl {
         self.held.remove(call_id);
         self.held.doubt();
         if db
-            .runner_lease_is_current(CENTRAL_RUNNER, epoch.0)
+            .runner_lease_is_current(RunnerRef::Central, epoch)
             .await
             .map_err(unavailable)?
         {
@@ -592,7 +597,7 @@ impl ControlPlane for CentralControl {
     }
 
     async fn report_event(&self, event: LifecycleEvent) {
-        if let Err(e) = self.app.event_record(CENTRAL_RUNNER, &event).await {
+        if let Err(e) = self.app.event_record(RunnerRef::Central, &event).await {
             tracing::warn!(error = %e, ?event, "could not record a lifecycle event");
         }
     }

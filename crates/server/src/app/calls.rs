@@ -22,10 +22,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::{Completion, Epoch};
-use switchyard_protocol::{
-    CallId, CallState, ConnectionId, DeviceId, EnvironmentId, ErrorCode, ProfileId, RunnerRef,
-    UserId, WorkspaceId,
-};
+use switchyard_protocol::{CallId, CallState, EnvironmentId, ErrorCode, RunnerRef};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -272,11 +269,7 @@ impl App {
         let membership = self.membership(actor, ws).await?;
         let rows = self
             .db
-            .call_list_usable(
-                WorkspaceId(membership.workspace.id),
-                UserId(actor.user.id),
-                LIST_LIMIT,
-            )
+            .call_list_usable(membership.workspace.id, actor.user.id, LIST_LIMIT)
             .await?;
         Ok(CallList {
             calls: rows.iter().map(views::call).collect(),
@@ -394,11 +387,7 @@ impl App {
         {
             return Ok((recorded, false));
         }
-        if self
-            .db
-            .runner_lease_is_current(&runner.to_string(), epoch.0)
-            .await?
-        {
+        if self.db.runner_lease_is_current(runner, epoch).await? {
             Ok((CompletionRecorded::Superseded, false))
         } else {
             Ok((CompletionRecorded::Fenced, false))
@@ -489,7 +478,7 @@ fn decide(
         .as_ref()
         .ok_or_else(|| connection_not_found(&req.connection_id))?;
     let environment = match (&req.environment_id, found.environment_id) {
-        (None, _) => EnvironmentId(profile.environment_id),
+        (None, _) => profile.environment_id,
         (Some(_), Some(id)) => id,
         (Some(key), None) => return Err(environment_not_found(key)),
     };
@@ -535,7 +524,7 @@ fn decide(
         workspace_id: found.workspace_id,
         request_id: req.request_id,
         payload_digest,
-        profile_id: ProfileId(profile.id),
+        profile_id: profile.id,
         connection_id: connection.id,
         connection_revision: connection.revision,
         environment_id: environment,
@@ -546,15 +535,15 @@ fn decide(
         timeout_seconds: i32::try_from(timeout).unwrap_or(i32::MAX),
         runner_ref: connection.runner_ref,
         // A device's calls are accounted to the user who approved it.
-        created_by: UserId(match principal {
+        created_by: match principal {
             Principal::User(actor) => actor.user.id,
             Principal::Device(device) => device.device.approved_by,
-        }),
+        },
         origin: CallOrigin {
             operation_id: operation,
             device_id: match principal {
                 Principal::User(_) => None,
-                Principal::Device(device) => Some(DeviceId(device.device.id)),
+                Principal::Device(device) => Some(device.device.id),
             },
             lookup_of: None,
         },
@@ -572,7 +561,7 @@ fn check_runnable(
     environment: EnvironmentId,
     tool_name: &str,
 ) -> AppResult<()> {
-    if environment.0 != profile.environment_id {
+    if environment != profile.environment_id {
         return Err(AppError::refused(
             ErrorCode::EnvironmentMismatch,
             format!(
@@ -596,7 +585,7 @@ fn check_runnable(
     if !connection.runner_available {
         return Err(super::devices::runner_gone(
             &connection.name,
-            &connection.runner_ref.to_string(),
+            connection.runner_ref,
         ));
     }
     match connection.tool_available {
@@ -717,7 +706,7 @@ impl App {
         let membership = self.membership(actor, ws).await?;
         let workspace = membership.workspace.id;
         let connection = match &query.connection {
-            Some(key) => Some(ConnectionId(self.find_connection(workspace, key).await?.id)),
+            Some(key) => Some(self.find_connection(workspace, key).await?.id),
             None => None,
         };
         // A runner that is none (not `central`, nor `device:` and a UUID) has placed no call.
@@ -744,8 +733,8 @@ impl App {
         let mut rows = self
             .db
             .call_list_page(
-                WorkspaceId(workspace),
-                UserId(actor.user.id),
+                workspace,
+                actor.user.id,
                 &filter,
                 query.from,
                 i64::from(limit) + 1,

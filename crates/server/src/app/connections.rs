@@ -7,8 +7,8 @@ use crate::db::{ConnectionRow, Key};
 use crate::error::{AppError, AppResult};
 use switchyard_mcp_runner::redact::Redactor;
 use switchyard_protocol::ErrorCode;
+use switchyard_protocol::WorkspaceId;
 use switchyard_protocol::api::*;
-use uuid::Uuid;
 
 impl App {
     /// Places a connector in a workspace (workspace admins only), on the central runner or a
@@ -27,7 +27,7 @@ impl App {
         let connector = self.find_connector(&req.connector).await?;
         let row = self
             .db
-            .connection_create(membership.workspace.id, &req.name, connector.id, &runner)
+            .connection_create(membership.workspace.id, &req.name, connector.id, runner)
             .await
             .map_err(|e| already_exists(e, "connection", &req.name))?;
         Ok(views::connection(&row))
@@ -81,7 +81,7 @@ impl App {
     ) -> AppResult<DiscoveryView> {
         let membership = self.admin_membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
-        if connection.runner_ref != CENTRAL_RUNNER {
+        if !connection.runner_ref.is_central() {
             // Its server runs on the device, with the device's credentials: the server cannot
             // start or reach it. Nothing is recorded, the cached catalog stays as it was.
             return Err(AppError::refused(
@@ -96,10 +96,7 @@ impl App {
         if !connector.is_runnable() {
             return Err(not_approved(&connector.name));
         }
-        let discovered = match self
-            .credentials
-            .resolve(connection.id.into(), &connector.spec())
-        {
+        let discovered = match self.credentials.resolve(connection.id, &connector.spec()) {
             Ok(launch) => {
                 // A failing server's stderr can echo what it was given: redact before keeping it.
                 let redactor = Redactor::for_launch(&launch);
@@ -123,7 +120,7 @@ impl App {
                     .event_record(connection.id, "discovery_succeeded", &detail, None)
                     .await?;
                 Ok(DiscoveryView {
-                    connection_id: connection.id.into(),
+                    connection_id: connection.id,
                     tools: self
                         .db
                         .tool_list(connection.id)
@@ -151,7 +148,7 @@ impl App {
 
     pub(crate) async fn find_connection(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
         key: &str,
     ) -> AppResult<ConnectionRow> {
         self.db

@@ -11,8 +11,9 @@ use super::{Actor, App, views};
 use crate::db::{ConnectionRow, DeviceRow};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::ErrorCode;
+use switchyard_protocol::WorkspaceId;
 use switchyard_protocol::api::*;
-use uuid::Uuid;
+use switchyard_protocol::{DeviceId, RunnerRef};
 
 impl App {
     /// The devices of a workspace, revoked ones included (any member).
@@ -48,12 +49,7 @@ impl App {
         }
         let revoked = self
             .db
-            .device_revoke(
-                workspace,
-                row.id,
-                actor.user.id,
-                &device_runner_ref(row.id).to_string(),
-            )
+            .device_revoke(workspace, row.id, actor.user.id, device_runner_ref(row.id))
             .await?
             .ok_or_else(|| device_not_found(device))?;
         Ok(views::device(&revoked))
@@ -63,21 +59,17 @@ impl App {
     /// `device:<id>` naming an unrevoked device of the workspace.
     pub(crate) async fn connection_runner(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
         requested: Option<&str>,
-    ) -> AppResult<String> {
+    ) -> AppResult<RunnerRef> {
         let requested = requested.unwrap_or(CENTRAL_RUNNER);
-        if requested == CENTRAL_RUNNER {
-            return Ok(CENTRAL_RUNNER.to_owned());
-        }
-        let device = match requested.strip_prefix("device:").map(Uuid::parse_str) {
-            Some(Ok(id)) => self.db.device_get(workspace, id).await?,
-            _ => None,
+        let device = match requested.parse::<RunnerRef>() {
+            Ok(RunnerRef::Central) => return Ok(RunnerRef::Central),
+            Ok(RunnerRef::Device(id)) => self.db.device_get(workspace, id).await?,
+            Err(_) => None,
         };
         match device {
-            Some(device) if device.revoked_at.is_none() => {
-                Ok(device_runner_ref(device.id).to_string())
-            }
+            Some(device) if device.revoked_at.is_none() => Ok(RunnerRef::Device(device.id)),
             Some(device) => Err(AppError::refused(
                 ErrorCode::InvalidRequest,
                 format!(
@@ -100,22 +92,25 @@ impl App {
         &self,
         connection: &ConnectionRow,
     ) -> AppResult<()> {
-        let Some(device) = connection.runner_ref.strip_prefix("device:") else {
+        let Some(device) = connection.runner_ref.device() else {
             return Ok(());
         };
-        let row = match Uuid::parse_str(device) {
-            Ok(id) => self.db.device_get(connection.workspace_id, id).await?,
-            Err(_) => None,
-        };
-        match row {
+        match self.db.device_get(connection.workspace_id, device).await? {
             Some(row) if row.revoked_at.is_none() => Ok(()),
-            _ => Err(runner_gone(&connection.name, &connection.runner_ref)),
+            _ => Err(runner_gone(&connection.name, connection.runner_ref)),
         }
     }
 
     /// A device of a workspace by id (or `device:<id>`).
-    pub(crate) async fn find_device(&self, workspace: Uuid, key: &str) -> AppResult<DeviceRow> {
-        let id = Uuid::parse_str(key.strip_prefix("device:").unwrap_or(key))
+    pub(crate) async fn find_device(
+        &self,
+        workspace: WorkspaceId,
+        key: &str,
+    ) -> AppResult<DeviceRow> {
+        let id: DeviceId = key
+            .strip_prefix("device:")
+            .unwrap_or(key)
+            .parse()
             .map_err(|_| device_not_found(key))?;
         self.db
             .device_get(workspace, id)
@@ -126,7 +121,7 @@ impl App {
 
 /// A call on connection `connection`, placed on a device (`runner_ref`) that was revoked or is
 /// gone, is refused.
-pub(crate) fn runner_gone(connection: &str, runner_ref: &str) -> AppError {
+pub(crate) fn runner_gone(connection: &str, runner_ref: RunnerRef) -> AppError {
     AppError::refused(
         ErrorCode::DeviceNotFound,
         format!(

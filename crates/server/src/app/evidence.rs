@@ -63,7 +63,7 @@ impl App {
             )
         };
         let id: EvidenceId = id.parse().map_err(|_| not_found())?;
-        match self.db.evidence_get(workspace, id.0).await? {
+        match self.db.evidence_get(workspace, id).await? {
             Some(row) => Ok(views::evidence(&row)),
             None => Err(not_found()),
         }
@@ -74,7 +74,7 @@ impl App {
     pub async fn call_erase(&self, actor: &Actor, ws: &str, call: &str) -> AppResult<EraseAnswer> {
         let workspace = self.admin_membership(actor, ws).await?.workspace.id;
         let row = self.call_row(workspace, call).await?;
-        let erased = match self.db.call_erase(workspace, row.id.0).await? {
+        let erased = match self.db.call_erase(workspace, row.id).await? {
             Ok(erased) => erased,
             Err(EraseRefusal::NotFound) => {
                 return Err(AppError::refused(
@@ -108,7 +108,7 @@ impl App {
     /// lineage (one read, and one more each for observations and a resolution when it has
     /// them). Authorization is the caller's business.
     pub(crate) async fn call_view_full(&self, row: &CallRow) -> AppResult<CallView> {
-        self.call_view_with(row, self.db.call_lineage(row.id.0).await?)
+        self.call_view_with(row, self.db.call_lineage(row.id).await?)
             .await
     }
 
@@ -123,7 +123,7 @@ impl App {
         if lineage.has_observations {
             view.observations = self
                 .db
-                .observation_list(row.id.0)
+                .observation_list(row.id)
                 .await?
                 .iter()
                 .map(views::observation)
@@ -132,7 +132,7 @@ impl App {
         if lineage.has_resolution {
             view.resolution = self
                 .db
-                .resolution_of_call(row.id.0)
+                .resolution_of_call(row.id)
                 .await?
                 .as_ref()
                 .map(views::resolution);

@@ -83,11 +83,11 @@ pub(crate) fn call_operation(
         .filter(|operation| operation.id == id)
         .ok_or_else(not_found)?;
     if let Principal::Device(device) = principal
-        && operation.profile_id.0 != device.device.profile_id
+        && operation.profile_id != device.device.profile_id
     {
         return Err(not_found());
     }
-    if operation.profile_id.0 != profile.id || operation.environment_id != environment {
+    if operation.profile_id != profile.id || operation.environment_id != environment {
         return Err(AppError::refused(
             ErrorCode::OperationMismatch,
             format!(

@@ -102,8 +102,8 @@ impl App {
                     ),
                 };
                 Ok(PairingStatus::Approved {
-                    device_id: device.id.into(),
-                    workspace_id: device.workspace_id.into(),
+                    device_id: device.id,
+                    workspace_id: device.workspace_id,
                     credential,
                 })
             }

@@ -9,8 +9,7 @@ use super::dispatch::liveness::SEEN_EVERY;
 use super::{Actor, App};
 use crate::db::{DeviceRow, Key, ProfileRow, Submitter, WorkspaceRow};
 use crate::error::{AppError, AppResult};
-use switchyard_protocol::{DeviceId, ErrorCode, RunnerRef, UserId};
-use uuid::Uuid;
+use switchyard_protocol::{DeviceId, ErrorCode, RunnerRef};
 
 /// Prefix of every device credential, so a leaked one is easy to recognise and tell from a
 /// personal API token.
@@ -45,8 +44,8 @@ fn unknown_device_credential() -> AppError {
 }
 
 /// The runner of a device (`device:<id>`).
-pub fn device_runner_ref(device: Uuid) -> RunnerRef {
-    RunnerRef::Device(DeviceId(device))
+pub fn device_runner_ref(device: DeviceId) -> RunnerRef {
+    RunnerRef::Device(device)
 }
 
 /// An authenticated, unrevoked device.
@@ -195,8 +194,8 @@ impl Principal {
     /// The principal as the datastore's submission read names it.
     pub(crate) fn submitter(&self) -> Submitter {
         match self {
-            Principal::User(actor) => Submitter::User(UserId(actor.user.id)),
-            Principal::Device(device) => Submitter::Device(DeviceId(device.device.id)),
+            Principal::User(actor) => Submitter::User(actor.user.id),
+            Principal::Device(device) => Submitter::Device(device.device.id),
         }
     }
 

@@ -7,8 +7,8 @@ use super::{Actor, App, views};
 use crate::db::{Grants, Key, ProfileRow};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::ErrorCode;
+use switchyard_protocol::WorkspaceId;
 use switchyard_protocol::api::*;
-use uuid::Uuid;
 
 impl App {
     /// Creates a profile (workspace admins only). The creator receives Manage and Share, not Use.
@@ -97,7 +97,7 @@ impl App {
         let user = self.find_user(&req.user).await?;
         if self
             .db
-            .workspace_find_for_member(&Key::Id(membership.workspace.id), user.id)
+            .workspace_find_for_member(&Key::Id(membership.workspace.id.0), user.id)
             .await?
             .is_none()
         {
@@ -117,16 +117,15 @@ impl App {
 
     async fn profile_view(&self, row: &ProfileRow) -> AppResult<ProfileView> {
         Ok(ProfileView {
-            id: row.id.into(),
-            workspace_id: row.workspace_id.into(),
+            id: row.id,
+            workspace_id: row.workspace_id,
             name: row.name.clone(),
-            environment_id: row.environment_id.into(),
+            environment_id: row.environment_id,
             connection_ids: self
                 .db
                 .profile_connection_ids(row.id)
                 .await?
                 .into_iter()
-                .map(Into::into)
                 .collect(),
             grants: self
                 .db
@@ -138,7 +137,11 @@ impl App {
         })
     }
 
-    pub(crate) async fn find_profile(&self, workspace: Uuid, key: &str) -> AppResult<ProfileRow> {
+    pub(crate) async fn find_profile(
+        &self,
+        workspace: WorkspaceId,
+        key: &str,
+    ) -> AppResult<ProfileRow> {
         self.db
             .profile_find(workspace, &Key::parse(key))
             .await?
@@ -147,7 +150,7 @@ impl App {
 
     pub(crate) async fn find_environment(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
         key: &str,
     ) -> AppResult<crate::db::EnvironmentRow> {
         self.db

@@ -26,9 +26,7 @@ use crate::error::{AppError, AppResult};
 use serde_json::{Value, json};
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::Epoch;
-use switchyard_protocol::{
-    CallId, CallState, ConnectionId, ErrorCode, RunnerRef, UserId, WorkspaceId,
-};
+use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef, WorkspaceId};
 use uuid::Uuid;
 
 /// The timeout of a receipt lookup: it is a read, and nothing waits on a slow one.
@@ -65,7 +63,7 @@ impl App {
             ));
         }
         validate_template(&req.arguments)?;
-        if connection.runner_ref == CENTRAL_RUNNER {
+        if connection.runner_ref.is_central() {
             match self.db.tool_find(connection.id, &req.tool).await? {
                 Some(tool) if tool.available => {}
                 _ => {
@@ -112,7 +110,7 @@ impl App {
     ) -> AppResult<(ReconcileAnswer, bool)> {
         let workspace = self.membership(actor, ws).await?.workspace.id;
         let row = self.call_row(workspace, call).await?;
-        let profile = self.db.profile_get(row.profile_id.0).await?;
+        let profile = self.db.profile_get(row.profile_id).await?;
         self.require_use(actor, &profile).await?;
         if row.kind != CallKind::Tool {
             return Err(not_a_tool_call(&row, "reconcile"));
@@ -124,7 +122,7 @@ impl App {
         }));
         if let Some(existing) = self
             .db
-            .call_find_by_request(WorkspaceId(workspace), req.request_id)
+            .call_find_by_request(workspace, req.request_id)
             .await?
         {
             return self
@@ -133,7 +131,7 @@ impl App {
                 .map(|answer| (answer, false));
         }
         self.require_settleable(&row)?;
-        let connection = self.db.connection_get(row.connection_id.0).await?;
+        let connection = self.db.connection_get(row.connection_id).await?;
         let Some(policy) = self.db.receipt_policy_get(connection.id).await? else {
             return Err(policy_missing(&connection.name));
         };
@@ -164,23 +162,19 @@ impl App {
         }
         let lookup = NewCall {
             id: CallId::new(),
-            workspace_id: WorkspaceId(workspace),
+            workspace_id: workspace,
             request_id: req.request_id,
             payload_digest: payload_digest.clone(),
             profile_id: row.profile_id,
-            connection_id: ConnectionId(connection.id),
+            connection_id: connection.id,
             connection_revision: connection.revision,
             environment_id: row.environment_id,
             tool_name: policy.tool_name.clone(),
             arguments: fill_template(&policy.arguments.0, &placeholder_values(&row)),
             client_session_id: req.client_session_id,
             timeout_seconds: LOOKUP_TIMEOUT_SECONDS,
-            runner_ref: connection.runner_ref.parse().map_err(
-                |e: switchyard_protocol::runner_ref::UnknownRunner| {
-                    AppError::Internal(e.to_string())
-                },
-            )?,
-            created_by: UserId(actor.user.id),
+            runner_ref: connection.runner_ref,
+            created_by: actor.user.id,
             origin: CallOrigin {
                 lookup_of: Some(row.id),
                 ..CallOrigin::default()
@@ -201,7 +195,7 @@ impl App {
             // A concurrent request with the same request_id won the insert.
             None => match self
                 .db
-                .call_find_by_request(WorkspaceId(workspace), req.request_id)
+                .call_find_by_request(workspace, req.request_id)
                 .await?
             {
                 Some(existing) => self
@@ -262,17 +256,14 @@ impl App {
     }
 
     /// A call of a workspace, or `call_not_found`.
-    pub(crate) async fn call_row(&self, workspace: Uuid, call: &str) -> AppResult<CallRow> {
+    pub(crate) async fn call_row(&self, workspace: WorkspaceId, call: &str) -> AppResult<CallRow> {
         let id = super::sessions::parse_call_id(call)?;
-        self.db
-            .call_get(WorkspaceId(workspace), id)
-            .await?
-            .ok_or_else(|| {
-                AppError::refused(
-                    ErrorCode::CallNotFound,
-                    format!("no call `{call}` in this workspace"),
-                )
-            })
+        self.db.call_get(workspace, id).await?.ok_or_else(|| {
+            AppError::refused(
+                ErrorCode::CallNotFound,
+                format!("no call `{call}` in this workspace"),
+            )
+        })
     }
 
     /// The central bindings file's `bindings` map (references only, keyed by connection id),
@@ -337,7 +328,7 @@ impl App {
             }
             LateReceipt::Observed => Some(CompletionRecorded::Superseded),
             LateReceipt::Erased => Some(CompletionRecorded::Fenced),
-            LateReceipt::NotLate if self.db.call_is_erased(call.0).await? => {
+            LateReceipt::NotLate if self.db.call_is_erased(call).await? => {
                 Some(CompletionRecorded::Fenced)
             }
             LateReceipt::NotLate => None,
@@ -594,7 +585,7 @@ mod tests {
 
     fn leased_lookup(parent: Option<LookedUpCall>) -> LeasedRow {
         let connector = ConnectorRow {
-            id: Uuid::nil(),
+            id: switchyard_protocol::ConnectorId(Uuid::nil()),
             name: "fixture".into(),
             transport: "stdio".into(),
             command: Some("fixture".into()),

@@ -10,6 +10,7 @@ use crate::error::{AppError, AppResult};
 use serde_json::json;
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::*;
+use switchyard_protocol::{CallId, WorkspaceId};
 
 impl App {
     /// Settles an unknown call with the caller's outcome, evidence and explanation, or
@@ -23,7 +24,7 @@ impl App {
     ) -> AppResult<CallView> {
         let workspace = self.membership(actor, ws).await?.workspace.id;
         let row = self.call_row(workspace, call).await?;
-        let profile = self.db.profile_get(row.profile_id.0).await?;
+        let profile = self.db.profile_get(row.profile_id).await?;
         self.require_use(actor, &profile).await?;
         if row.kind != CallKind::Tool {
             return Err(AppError::refused(
@@ -57,17 +58,17 @@ impl App {
         }));
         if let Some(existing) = self
             .db
-            .resolution_find_by_request(workspace, req.request_id.0)
+            .resolution_find_by_request(workspace, req.request_id)
             .await?
         {
             return self
-                .resolution_replay(workspace, &existing, row.id.0, &payload_digest)
+                .resolution_replay(workspace, &existing, row.id, &payload_digest)
                 .await;
         }
         self.require_settleable(&row)?;
         let readable = self
             .db
-            .evidence_get(workspace, req.source_version_id.0)
+            .evidence_get(workspace, req.source_version_id)
             .await?
             .is_some_and(|evidence| evidence.erased_at.is_none());
         if !readable {
@@ -80,12 +81,12 @@ impl App {
             ));
         }
         let resolution = NewResolution {
-            call: row.id.0,
+            call: row.id,
             workspace,
-            request_id: req.request_id.0,
+            request_id: req.request_id,
             payload_digest: &payload_digest,
             outcome: req.outcome,
-            evidence: req.source_version_id.0,
+            evidence: req.source_version_id,
             explanation: &req.explanation,
             resolved_by: actor.user.id,
         };
@@ -97,11 +98,11 @@ impl App {
             Err(e) if crate::db::is_unique_violation(&e) => {
                 if let Some(existing) = self
                     .db
-                    .resolution_find_by_request(workspace, req.request_id.0)
+                    .resolution_find_by_request(workspace, req.request_id)
                     .await?
                 {
                     return self
-                        .resolution_replay(workspace, &existing, row.id.0, &payload_digest)
+                        .resolution_replay(workspace, &existing, row.id, &payload_digest)
                         .await;
                 }
                 return Err(AppError::Database(e));
@@ -116,9 +117,9 @@ impl App {
     /// a conflict.
     async fn resolution_replay(
         &self,
-        workspace: uuid::Uuid,
+        workspace: WorkspaceId,
         existing: &ResolutionRow,
-        call: uuid::Uuid,
+        call: CallId,
         payload_digest: &[u8],
     ) -> AppResult<CallView> {
         if existing.call_id != call || existing.payload_digest.as_deref() != Some(payload_digest) {

@@ -30,7 +30,7 @@ use crate::error::{AppError, AppResult};
 use std::time::Duration;
 use switchyard_protocol::runner::*;
 use switchyard_protocol::{CallId, ErrorCode};
-use switchyard_protocol::{CallState, RunnerRef, WorkspaceId};
+use switchyard_protocol::{CallState, RunnerRef};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -54,11 +54,11 @@ impl App {
         let ttl = self.config.runner_lease_ttl;
         let acquired = self
             .db
-            .runner_lease_acquire(&device.runner_ref().to_string(), req.holder, ttl)
+            .runner_lease_acquire(device.runner_ref(), req.holder, ttl)
             .await?;
         match self.sent(acquired) {
             Some(epoch) => Ok(AcquireAnswer::Acquired {
-                epoch: Epoch(epoch),
+                epoch,
                 ttl_seconds: ttl.as_secs(),
             }),
             None => Ok(AcquireAnswer::Held {
@@ -84,13 +84,11 @@ impl App {
     ) -> AppResult<HeartbeatAnswer> {
         let hash = super::principal::device_credential_hash(credential)?;
         let ttl = self.config.runner_lease_ttl;
-        let held: Vec<Uuid> = req.active.iter().map(|c| c.0).collect();
-        let held_calls: Vec<CallId> = req.active.clone();
         let read = self
             .by_credential(self.db.runner_lease_heartbeat(
                 &hash,
-                req.epoch.0,
-                &held,
+                req.epoch,
+                &req.active,
                 ttl,
                 RELEASE_TTL,
             ))
@@ -105,12 +103,10 @@ impl App {
             .liveness
             .may_defer(Duration::from_secs_f64(left.max(0.0)))
         {
-            self.dispatch
-                .liveness
-                .renewed(&runner.to_string(), req.epoch.0);
+            self.dispatch.liveness.renewed(runner, req.epoch);
         } else if !self
             .db
-            .runner_lease_renew_epoch(&runner.to_string(), req.epoch.0, ttl)
+            .runner_lease_renew_epoch(runner, req.epoch, ttl)
             .await?
         {
             return Err(fenced(req.epoch));
@@ -118,7 +114,7 @@ impl App {
         if beat.unheld {
             let settled = self
                 .db
-                .call_settle_unheld(runner, req.epoch, &held_calls, ttl)
+                .call_settle_unheld(runner, req.epoch, &req.active, ttl)
                 .await?;
             let (requeued, orphaned) = self.sent(settled);
             if requeued > 0 {
@@ -128,13 +124,13 @@ impl App {
                 tracing::warn!(%runner, orphaned, "calls started under the runner's lease that it no longer holds are unknown");
             }
         }
-        let cancel = beat.cancel.into_iter().map(CallId).collect();
+        let cancel = beat.cancel;
         let release = beat
             .release_connections
             .into_iter()
             .zip(beat.release_sessions)
-            .map(|(connection, client_session_id)| SessionRelease {
-                connection_id: connection.into(),
+            .map(|(connection_id, client_session_id)| SessionRelease {
+                connection_id,
                 client_session_id,
             })
             .collect();
@@ -197,12 +193,8 @@ impl App {
         if read.started {
             return Ok(StartAnswer::Proceed);
         }
-        let runner = device.runner_ref().to_string();
-        if self
-            .db
-            .runner_lease_is_current(&runner, req.epoch.0)
-            .await?
-        {
+        let runner = device.runner_ref();
+        if self.db.runner_lease_is_current(runner, req.epoch).await? {
             Ok(StartAnswer::Abandon {
                 reason:
                     "the call is no longer leased to this runner (cancelled, expired or requeued)"
@@ -254,18 +246,18 @@ impl App {
         let runner = device.runner_ref();
         let read = self
             .db
-            .receipt_upload_read(device.device.workspace_id, id.0, req.receipt_id)
+            .receipt_upload_read(device.device.workspace_id, id, req.receipt_id)
             .await?;
         // The call must be placed on this device; an upload of this receipt before is
         // answered as it was.
-        if read.placed_on != Some(runner.to_string()) {
+        if read.placed_on != Some(runner) {
             return Err(AppError::refused(
                 ErrorCode::CallNotFound,
                 format!("no call `{call}` placed on this device"),
             ));
         }
         if let Some(stored) = read.stored {
-            return stored_answer(&stored, id.0, &runner.to_string(), req.epoch);
+            return stored_answer(&stored, id, runner, req.epoch);
         }
         let (recorded, receipt_stored) = self
             .call_record_receipt(runner, id, req.epoch, completion, req.receipt_id)
@@ -290,9 +282,9 @@ impl App {
         };
         let receipt = NewReceipt {
             receipt_id: req.receipt_id,
-            call_id: id.0,
-            runner_ref: &runner.to_string(),
-            epoch: req.epoch.0,
+            call_id: id,
+            runner_ref: runner,
+            epoch: req.epoch,
             outcome,
             answer: answer_name(&answer),
             applied: answer == CompleteAnswer::Recorded,
@@ -304,7 +296,7 @@ impl App {
                 .receipt_get(req.receipt_id)
                 .await?
                 .ok_or_else(|| AppError::Internal("receipt vanished".into()))?;
-            return stored_answer(&stored, id.0, &runner.to_string(), req.epoch);
+            return stored_answer(&stored, id, runner, req.epoch);
         }
         match answer {
             CompleteAnswer::Fenced => Err(fenced(req.epoch)),
@@ -322,12 +314,12 @@ impl App {
     ) -> AppResult<ReceiptCheckAnswer> {
         check_size(req.receipts.len(), "receipts")?;
         let runner = device.runner_ref();
-        let current = self.db.runner_lease_epoch(&runner.to_string()).await?;
+        let current = self.db.runner_lease_epoch(runner).await?;
         let mut fenced = Vec::new();
         for receipt in req.receipts {
             let call = self
                 .db
-                .call_get(WorkspaceId(device.device.workspace_id), receipt.call_id)
+                .call_get(device.device.workspace_id, receipt.call_id)
                 .await?;
             let quarantined = match call {
                 Some(call) if call.runner_ref == runner => {
@@ -335,7 +327,7 @@ impl App {
                         call.state == CallState::Running && call.lease_epoch == Some(receipt.epoch);
                     // A receipt of a call whose evidence was erased is fenced too.
                     !still_running
-                        && (current != Some(receipt.epoch.0) || call.evidence_erased_at.is_some())
+                        && (current != Some(receipt.epoch) || call.evidence_erased_at.is_some())
                 }
                 _ => true,
             };
@@ -362,7 +354,7 @@ impl App {
         for start in req.starts {
             let call = self
                 .db
-                .call_get(WorkspaceId(device.device.workspace_id), start.call_id)
+                .call_get(device.device.workspace_id, start.call_id)
                 .await?;
             let Some(call) = call else { continue };
             let acknowledged = call.started_at.is_some()
@@ -383,21 +375,21 @@ impl App {
             .db
             .connection_find(device.device.workspace_id, &Key::Id(connection.0))
             .await?
-            .is_some_and(|c| c.runner_ref == runner.to_string());
+            .is_some_and(|c| c.runner_ref == runner);
         if !placed_here {
             return Err(AppError::refused(
                 ErrorCode::ConnectionNotFound,
                 format!("no connection `{connection}` placed on this device"),
             ));
         }
-        self.event_record(&runner.to_string(), &event).await
+        self.event_record(runner, &event).await
     }
 
     /// Gives the lease of `epoch` up at once (clean shutdown), so a successor need not wait.
     pub async fn runner_release(&self, device: &DeviceActor, epoch: Epoch) -> AppResult<()> {
         Ok(self
             .db
-            .runner_lease_release_epoch(&device.runner_ref().to_string(), epoch.0)
+            .runner_lease_release_epoch(device.runner_ref(), epoch)
             .await?)
     }
 
@@ -424,7 +416,7 @@ impl App {
     ) -> AppResult<bool> {
         Ok(self
             .db
-            .call_get(WorkspaceId(device.device.workspace_id), call)
+            .call_get(device.device.workspace_id, call)
             .await?
             .is_some_and(|c| {
                 c.runner_ref == runner && c.lease_epoch == Some(epoch) && c.state == outcome
@@ -435,11 +427,11 @@ impl App {
 /// The answer a stored receipt was given, for a repeated upload of it.
 fn stored_answer(
     stored: &crate::db::ReceiptRow,
-    call: Uuid,
-    runner: &str,
+    call: CallId,
+    runner: RunnerRef,
     epoch: Epoch,
 ) -> AppResult<CompleteAnswer> {
-    if stored.call_id != call || stored.runner_ref != runner || stored.epoch != epoch.0 {
+    if stored.call_id != call || stored.runner_ref != runner || stored.epoch != epoch {
         return Err(AppError::refused(
             ErrorCode::InvalidRequest,
             format!(

@@ -7,6 +7,7 @@ use serde_json::json;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::LifecycleEvent;
 use switchyard_protocol::{CallId, ErrorCode};
+use switchyard_protocol::{ConnectionId, RunnerRef};
 
 impl App {
     /// Cancels a call (Use on its profile needed): a queued or leased call is cancelled at once,
@@ -41,7 +42,7 @@ impl App {
             .db
             .connection_usable(membership.workspace.id, actor.user.id)
             .await?;
-        let targets: Vec<(uuid::Uuid, String)> = match &req.connection_id {
+        let targets: Vec<(ConnectionId, RunnerRef)> = match &req.connection_id {
             Some(key) => {
                 let connection = self.find_connection(membership.workspace.id, key).await?;
                 if !usable.iter().any(|(id, _)| *id == connection.id) {
@@ -59,12 +60,12 @@ impl App {
         };
         for (connection, runner) in &targets {
             self.db
-                .session_release_notify(runner, *connection, client_session_id)
+                .session_release_notify(*runner, *connection, client_session_id)
                 .await?;
         }
         Ok(ReleaseAnswer {
             client_session_id: client_session_id.to_owned(),
-            connection_ids: targets.into_iter().map(|(id, _)| id.into()).collect(),
+            connection_ids: targets.into_iter().map(|(id, _)| id).collect(),
         })
     }
 
@@ -87,7 +88,7 @@ impl App {
     }
 
     /// Records a runner's lifecycle event. The event types carry no secret by construction.
-    pub async fn event_record(&self, runner: &str, event: &LifecycleEvent) -> AppResult<()> {
+    pub async fn event_record(&self, runner: RunnerRef, event: &LifecycleEvent) -> AppResult<()> {
         let (kind, detail) = match event {
             LifecycleEvent::SessionStarted {
                 client_session_id,
@@ -117,7 +118,7 @@ impl App {
         };
         Ok(self
             .db
-            .event_record(event.connection_id().0, kind, &detail, Some(runner))
+            .event_record(event.connection_id(), kind, &detail, Some(runner))
             .await?)
     }
 }

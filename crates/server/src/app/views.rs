@@ -7,10 +7,11 @@ use crate::db::{
 };
 use switchyard_protocol::CallState;
 use switchyard_protocol::api::*;
+use switchyard_protocol::{UserId, WorkspaceId};
 
 pub(crate) fn user(row: &UserRow) -> UserView {
     UserView {
-        id: row.id.into(),
+        id: row.id,
         name: row.name.clone(),
         is_owner: row.is_owner,
     }
@@ -18,7 +19,7 @@ pub(crate) fn user(row: &UserRow) -> UserView {
 
 pub(crate) fn workspace(row: &WorkspaceRow) -> WorkspaceView {
     WorkspaceView {
-        id: row.id.into(),
+        id: row.id,
         name: row.name.clone(),
         created_at: row.created_at,
     }
@@ -26,8 +27,8 @@ pub(crate) fn workspace(row: &WorkspaceRow) -> WorkspaceView {
 
 pub(crate) fn member(row: &MemberRow) -> MemberView {
     MemberView {
-        workspace_id: row.workspace_id.into(),
-        user_id: row.user_id.into(),
+        workspace_id: row.workspace_id,
+        user_id: row.user_id,
         user_name: row.user_name.clone(),
         role: if row.role == "admin" {
             MemberRole::Admin
@@ -39,15 +40,15 @@ pub(crate) fn member(row: &MemberRow) -> MemberView {
 
 pub(crate) fn environment(row: &EnvironmentRow) -> EnvironmentView {
     EnvironmentView {
-        id: row.id.into(),
-        workspace_id: row.workspace_id.into(),
+        id: row.id,
+        workspace_id: row.workspace_id,
         name: row.name.clone(),
     }
 }
 
 pub(crate) fn connector(row: &ConnectorRow) -> ConnectorView {
     ConnectorView {
-        id: row.id.into(),
+        id: row.id,
         name: row.name.clone(),
         spec: row.spec(),
         revision: row.revision,
@@ -58,12 +59,12 @@ pub(crate) fn connector(row: &ConnectorRow) -> ConnectorView {
 
 pub(crate) fn connection(row: &ConnectionRow) -> ConnectionView {
     ConnectionView {
-        id: row.id.into(),
-        workspace_id: row.workspace_id.into(),
+        id: row.id,
+        workspace_id: row.workspace_id,
         name: row.name.clone(),
-        connector_id: row.connector_id.into(),
+        connector_id: row.connector_id,
         connector_name: row.connector_name.clone(),
-        runner: row.runner_ref.clone(),
+        runner: row.runner_ref.to_string(),
         revision: row.revision,
         last_discovery_at: row.last_discovery_at,
         last_discovery_error: row.last_discovery_error.clone(),
@@ -82,9 +83,9 @@ pub(crate) fn tool(row: &ToolRow) -> ToolView {
     }
 }
 
-pub(crate) fn grant(user_id: uuid::Uuid, user_name: &str, grants: Grants) -> GrantView {
+pub(crate) fn grant(user_id: UserId, user_name: &str, grants: Grants) -> GrantView {
     GrantView {
-        user_id: user_id.into(),
+        user_id,
         user_name: user_name.to_owned(),
         use_: grants.use_,
         manage: grants.manage,
@@ -148,7 +149,7 @@ pub(crate) fn attempt(row: &CallRow) -> Option<AttemptView> {
 
 pub(crate) fn observation(row: &crate::db::ObservationRow) -> ObservationView {
     ObservationView {
-        id: row.id.into(),
+        id: row.id,
         source: if row.source == "lookup" {
             ObservationSource::Lookup
         } else {
@@ -156,8 +157,8 @@ pub(crate) fn observation(row: &crate::db::ObservationRow) -> ObservationView {
         },
         // The column's CHECK constraint admits only known names.
         reported: Reported::parse(&row.reported).unwrap_or(Reported::Unknown),
-        lookup_call_id: row.lookup_call_id.map(Into::into),
-        runner: row.runner_ref.clone(),
+        lookup_call_id: row.lookup_call_id,
+        runner: row.runner_ref.to_string(),
         epoch: row.epoch,
         output: row.output.as_ref().map(|o| o.0.clone()),
         recorded_at: row.recorded_at,
@@ -174,34 +175,34 @@ pub(crate) fn resolution(row: &crate::db::ResolutionRow) -> ResolutionView {
         } else {
             ResolutionSource::Observation
         },
-        observation_id: row.observation_id.map(Into::into),
-        source_version_id: row.evidence_id.map(Into::into),
+        observation_id: row.observation_id,
+        source_version_id: row.evidence_id,
         explanation: row.explanation.clone(),
         explanation_removed_at: row.explanation_removed_at,
-        resolved_by: row.resolved_by.map(Into::into),
-        request_id: row.request_id.map(Into::into),
+        resolved_by: row.resolved_by,
+        request_id: row.request_id,
         resolved_at: row.resolved_at,
     }
 }
 
 pub(crate) fn receipt_policy(row: &crate::db::ReceiptPolicyRow) -> ReceiptPolicyView {
     ReceiptPolicyView {
-        connection_id: row.connection_id.into(),
+        connection_id: row.connection_id,
         tool: row.tool_name.clone(),
         arguments: row.arguments.0.clone(),
-        approved_by: row.approved_by.into(),
+        approved_by: row.approved_by,
         approved_at: row.approved_at,
     }
 }
 
 /// A workspace's capture policy; no row means it was never set (off, empty queue).
 pub(crate) fn capture_policy(
-    workspace: uuid::Uuid,
+    workspace: WorkspaceId,
     row: Option<&crate::db::CapturePolicyRow>,
 ) -> CapturePolicyView {
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
     CapturePolicyView {
-        workspace_id: workspace.into(),
+        workspace_id: workspace,
         capture_managed_tool_results: row.is_some_and(|r| r.capture_managed_tool_results),
         pending_records: row.map_or(0, |r| count(i64::from(r.pending_records))),
         pending_bytes: row.map_or(0, |r| count(r.pending_bytes)),
@@ -213,23 +214,23 @@ pub(crate) fn capture_policy(
 
 pub(crate) fn evidence(row: &crate::db::EvidenceRow) -> EvidenceView {
     EvidenceView {
-        id: row.id.into(),
-        workspace_id: row.workspace_id.into(),
-        call_id: row.call_id.into(),
-        request_id: row.request_id.into(),
+        id: row.id,
+        workspace_id: row.workspace_id,
+        call_id: row.call_id,
+        request_id: row.request_id,
         kind: if row.kind == CallKind::Lookup.as_str() {
             CallKind::Lookup
         } else {
             CallKind::Tool
         },
-        profile_id: row.profile_id.into(),
-        environment_id: row.environment_id.into(),
-        operation_id: row.operation_id.map(Into::into),
+        profile_id: row.profile_id,
+        environment_id: row.environment_id,
+        operation_id: row.operation_id,
         tool_name: row.tool_name.clone(),
-        connection_id: row.connection_id.into(),
-        connector_id: row.connector_id.map(Into::into),
+        connection_id: row.connection_id,
+        connector_id: row.connector_id,
         connector_revision: row.connector_revision,
-        runner: row.runner_ref.clone(),
+        runner: row.runner_ref.to_string(),
         // The column's CHECK constraint admits only succeeded, tool_error and resolved.
         outcome: row.outcome.parse().unwrap_or(CallState::Resolved),
         resolution_outcome: row
@@ -248,22 +249,22 @@ pub(crate) fn evidence(row: &crate::db::EvidenceRow) -> EvidenceView {
 pub(crate) fn event(row: &crate::db::EventRow) -> ConnectionEventView {
     ConnectionEventView {
         id: row.id,
-        connection_id: row.connection_id.into(),
+        connection_id: row.connection_id,
         kind: row.kind.clone(),
         detail: row.detail.0.clone(),
-        runner: row.runner_ref.clone(),
+        runner: row.runner_ref.map(|runner| runner.to_string()),
         at: row.at,
     }
 }
 
 pub(crate) fn device(row: &crate::db::DeviceRow) -> DeviceView {
     DeviceView {
-        id: row.id.into(),
-        workspace_id: row.workspace_id.into(),
+        id: row.id,
+        workspace_id: row.workspace_id,
         name: row.name.clone(),
         runner: super::principal::device_runner_ref(row.id).to_string(),
-        profile_id: row.profile_id.into(),
-        approved_by: row.approved_by.into(),
+        profile_id: row.profile_id,
+        approved_by: row.approved_by,
         created_at: row.created_at,
         last_seen_at: row.last_seen_at,
         revoked_at: row.revoked_at,
@@ -272,12 +273,12 @@ pub(crate) fn device(row: &crate::db::DeviceRow) -> DeviceView {
 
 pub(crate) fn operation(row: &crate::db::OperationRow) -> OperationView {
     OperationView {
-        id: row.id.into(),
-        workspace_id: row.workspace_id.into(),
-        environment_id: row.environment_id.into(),
-        profile_id: row.profile_id.into(),
+        id: row.id,
+        workspace_id: row.workspace_id,
+        environment_id: row.environment_id,
+        profile_id: row.profile_id,
         task: row.task.clone(),
-        device_id: row.device_id.map(Into::into),
+        device_id: row.device_id,
         created_at: row.created_at,
     }
 }

@@ -32,8 +32,8 @@ impl FromRow<'_, PgRow> for CallRead {
             Some(_) => {
                 let call = CallRow::from_row(row)?;
                 let profile = ProfileRow {
-                    id: call.profile_id.0,
-                    workspace_id: call.workspace_id.0,
+                    id: call.profile_id,
+                    workspace_id: call.workspace_id,
                     environment_id: row.try_get("r_profile_environment")?,
                     name: row.try_get("r_profile_name")?,
                 };

@@ -4,23 +4,23 @@ use super::{Datastore, Key};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
-use uuid::Uuid;
+use switchyard_protocol::{ConnectionId, ConnectorId, RunnerRef, UserId, WorkspaceId};
 
 /// A row of `connections` with its connector's name.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ConnectionRow {
     /// Id.
-    pub id: Uuid,
+    pub id: ConnectionId,
     /// Workspace.
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     /// Name, unique in the workspace.
     pub name: String,
     /// Connector.
-    pub connector_id: Uuid,
+    pub connector_id: ConnectorId,
     /// Connector name.
     pub connector_name: String,
     /// `central` or `device:<uuid>`.
-    pub runner_ref: String,
+    pub runner_ref: RunnerRef,
     /// Revision.
     pub revision: i64,
     /// Last discovery time.
@@ -64,12 +64,12 @@ impl Datastore {
     /// Creates a connection.
     pub async fn connection_create(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
         name: &str,
-        connector: Uuid,
-        runner_ref: &str,
+        connector: ConnectorId,
+        runner_ref: RunnerRef,
     ) -> Result<ConnectionRow, sqlx::Error> {
-        let id = Uuid::now_v7();
+        let id = ConnectionId::new();
         sqlx::query(
             "INSERT INTO connections (id, workspace_id, name, connector_id, runner_ref) VALUES ($1, $2, $3, $4, $5)",
         )
@@ -84,7 +84,7 @@ impl Datastore {
     }
 
     /// A connection by id.
-    pub async fn connection_get(&self, id: Uuid) -> Result<ConnectionRow, sqlx::Error> {
+    pub async fn connection_get(&self, id: ConnectionId) -> Result<ConnectionRow, sqlx::Error> {
         sqlx::query_as(select_connection!("WHERE c.id = $1"))
             .bind(id)
             .fetch_one(&self.pool)
@@ -94,7 +94,7 @@ impl Datastore {
     /// A connection of a workspace by id or name.
     pub async fn connection_find(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
         key: &Key<'_>,
     ) -> Result<Option<ConnectionRow>, sqlx::Error> {
         sqlx::query_as(select_connection!(
@@ -110,7 +110,7 @@ impl Datastore {
     /// The connections of a workspace, by name.
     pub async fn connection_list(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
     ) -> Result<Vec<ConnectionRow>, sqlx::Error> {
         sqlx::query_as(select_connection!(
             "WHERE c.workspace_id = $1 ORDER BY c.name"
@@ -124,7 +124,7 @@ impl Datastore {
     /// listed are marked unavailable (never deleted), all in one transaction.
     pub async fn connection_discovery_succeeded(
         &self,
-        connection: Uuid,
+        connection: ConnectionId,
         tools: &[(String, Option<String>, Value, Option<Value>)],
     ) -> Result<(), sqlx::Error> {
         let mut tx = self.pool.begin().await?;
@@ -164,7 +164,7 @@ impl Datastore {
     /// Records a failed discovery; the cached catalog is left as it was.
     pub async fn connection_discovery_failed(
         &self,
-        connection: Uuid,
+        connection: ConnectionId,
         error: &str,
     ) -> Result<(), sqlx::Error> {
         sqlx::query("UPDATE connections SET last_discovery_at = now(), last_discovery_error = $2 WHERE id = $1")
@@ -176,7 +176,7 @@ impl Datastore {
     }
 
     /// The cached catalog of a connection, by tool name.
-    pub async fn tool_list(&self, connection: Uuid) -> Result<Vec<ToolRow>, sqlx::Error> {
+    pub async fn tool_list(&self, connection: ConnectionId) -> Result<Vec<ToolRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT name, description, input_schema, annotations, available, discovered_at
              FROM tools WHERE connection_id = $1 ORDER BY name",
@@ -189,7 +189,7 @@ impl Datastore {
     /// One cached tool.
     pub async fn tool_find(
         &self,
-        connection: Uuid,
+        connection: ConnectionId,
         name: &str,
     ) -> Result<Option<ToolRow>, sqlx::Error> {
         sqlx::query_as(
@@ -208,9 +208,9 @@ impl Datastore {
     /// with their runner references.
     pub async fn connection_usable(
         &self,
-        workspace: Uuid,
-        user: Uuid,
-    ) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+        workspace: WorkspaceId,
+        user: UserId,
+    ) -> Result<Vec<(ConnectionId, RunnerRef)>, sqlx::Error> {
         sqlx::query_as(
             "SELECT DISTINCT c.id, c.runner_ref FROM connections c
              JOIN profile_connections pc ON pc.connection_id = c.id
@@ -229,11 +229,11 @@ impl Datastore {
     /// its next heartbeat.
     pub async fn session_release_notify(
         &self,
-        runner: &str,
-        connection: Uuid,
+        runner: RunnerRef,
+        connection: ConnectionId,
         client_session_id: &str,
     ) -> Result<(), sqlx::Error> {
-        if runner != switchyard_protocol::api::CENTRAL_RUNNER {
+        if !runner.is_central() {
             self.session_release_store(runner, connection, client_session_id)
                 .await?;
         }

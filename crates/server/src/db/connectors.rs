@@ -4,13 +4,14 @@ use super::{Datastore, Key};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use switchyard_protocol::api::ConnectorSpec;
+use switchyard_protocol::{ConnectorId, UserId};
 use uuid::Uuid;
 
 /// A row of `connectors`.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ConnectorRow {
     /// Id.
-    pub id: Uuid,
+    pub id: ConnectorId,
     /// Unique name.
     pub name: String,
     /// `stdio` or `http`.
@@ -102,7 +103,7 @@ impl Datastore {
     }
 
     /// A connector by id.
-    pub async fn connector_get(&self, id: Uuid) -> Result<ConnectorRow, sqlx::Error> {
+    pub async fn connector_get(&self, id: ConnectorId) -> Result<ConnectorRow, sqlx::Error> {
         sqlx::query_as("SELECT * FROM connectors WHERE id = $1")
             .bind(id)
             .fetch_one(&self.pool)
@@ -119,8 +120,8 @@ impl Datastore {
     /// Approves the connector's current revision.
     pub async fn connector_approve(
         &self,
-        id: Uuid,
-        approver: Uuid,
+        id: ConnectorId,
+        approver: UserId,
     ) -> Result<ConnectorRow, sqlx::Error> {
         sqlx::query_as(
             "UPDATE connectors SET approved_revision = revision, approved_by = $2, approved_at = now()
@@ -136,7 +137,7 @@ impl Datastore {
     /// connector needs a new approval before it runs again.
     pub async fn connector_update(
         &self,
-        id: Uuid,
+        id: ConnectorId,
         spec: &ConnectorSpec,
     ) -> Result<ConnectorRow, sqlx::Error> {
         let (transport, command, args, env, url) = match spec {

@@ -4,7 +4,8 @@
 use super::{Datastore, Key, WorkspaceRow};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
-use uuid::Uuid;
+use switchyard_protocol::RunnerRef;
+use switchyard_protocol::{DeviceId, ProfileId, UserId, WorkspaceId};
 
 /// How long an unapproved, expired pairing attempt is kept (so a late poll still reads
 /// `expired`) before the sweeper deletes it.
@@ -14,15 +15,15 @@ const EXPIRED_PAIRINGS_KEPT: Duration = Duration::from_secs(3600);
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct DeviceRow {
     /// Id; the runner reference is `device:<id>`.
-    pub id: Uuid,
+    pub id: DeviceId,
     /// Workspace.
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     /// The profile it is bound to.
-    pub profile_id: Uuid,
+    pub profile_id: ProfileId,
     /// The name the device gave when pairing.
     pub name: String,
     /// Who approved it.
-    pub approved_by: Uuid,
+    pub approved_by: UserId,
     /// Pairing time.
     pub created_at: DateTime<Utc>,
     /// Last authenticated request (recorded at most every half minute).
@@ -55,7 +56,7 @@ impl Datastore {
 
     /// Records that the device was heard from, unless that was recorded less than `every` ago
     /// (so a busy device does not write on every request).
-    pub async fn device_touch(&self, id: Uuid, every: Duration) -> Result<(), sqlx::Error> {
+    pub async fn device_touch(&self, id: DeviceId, every: Duration) -> Result<(), sqlx::Error> {
         sqlx::query(
             "UPDATE devices SET last_seen_at = now()
              WHERE id = $1 AND (last_seen_at IS NULL OR last_seen_at < now() - make_interval(secs => $2))",
@@ -72,7 +73,7 @@ impl Datastore {
     /// so replicas flushing at once cannot deadlock. Returns how many were written.
     pub async fn device_touch_batch(
         &self,
-        ids: &[Uuid],
+        ids: &[DeviceId],
         every: Duration,
     ) -> Result<u64, sqlx::Error> {
         let done = sqlx::query(
@@ -94,8 +95,8 @@ impl Datastore {
     /// A device of a workspace.
     pub async fn device_get(
         &self,
-        workspace: Uuid,
-        id: Uuid,
+        workspace: WorkspaceId,
+        id: DeviceId,
     ) -> Result<Option<DeviceRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM devices WHERE workspace_id = $1 AND id = $2")
             .bind(workspace)
@@ -105,7 +106,7 @@ impl Datastore {
     }
 
     /// The devices of a workspace, oldest first, revoked ones included.
-    pub async fn device_list(&self, workspace: Uuid) -> Result<Vec<DeviceRow>, sqlx::Error> {
+    pub async fn device_list(&self, workspace: WorkspaceId) -> Result<Vec<DeviceRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM devices WHERE workspace_id = $1 ORDER BY created_at, id")
             .bind(workspace)
             .fetch_all(&self.pool)
@@ -117,10 +118,10 @@ impl Datastore {
     /// Revoking a revoked device changes nothing. `None` when there is no such device.
     pub async fn device_revoke(
         &self,
-        workspace: Uuid,
-        id: Uuid,
-        by: Uuid,
-        runner_ref: &str,
+        workspace: WorkspaceId,
+        id: DeviceId,
+        by: UserId,
+        runner_ref: RunnerRef,
     ) -> Result<Option<DeviceRow>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let revoked: Option<DeviceRow> = sqlx::query_as(
@@ -149,7 +150,7 @@ impl Datastore {
     pub async fn workspace_find_for_device(
         &self,
         key: &Key<'_>,
-        device: Uuid,
+        device: DeviceId,
     ) -> Result<Option<WorkspaceRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT w.id, w.name, w.created_at FROM workspaces w JOIN devices d ON d.workspace_id = w.id

@@ -5,7 +5,8 @@ use super::Datastore;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
-use uuid::Uuid;
+use switchyard_protocol::ConnectionId;
+use switchyard_protocol::RunnerRef;
 
 /// How many events each connection keeps.
 pub const EVENTS_KEPT: i64 = 200;
@@ -16,13 +17,13 @@ pub struct EventRow {
     /// Increasing id.
     pub id: i64,
     /// Connection.
-    pub connection_id: Uuid,
+    pub connection_id: ConnectionId,
     /// Event kind.
     pub kind: String,
     /// Details.
     pub detail: Json<Value>,
     /// Reporting runner.
-    pub runner_ref: Option<String>,
+    pub runner_ref: Option<RunnerRef>,
     /// Time.
     pub at: DateTime<Utc>,
 }
@@ -31,10 +32,10 @@ impl Datastore {
     /// Records an event and drops the connection's events beyond the newest [`EVENTS_KEPT`].
     pub async fn event_record(
         &self,
-        connection: Uuid,
+        connection: ConnectionId,
         kind: &str,
         detail: &Value,
-        runner: Option<&str>,
+        runner: Option<RunnerRef>,
     ) -> Result<(), sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("INSERT INTO connection_events (connection_id, kind, detail, runner_ref) VALUES ($1, $2, $3, $4)")
@@ -57,7 +58,7 @@ impl Datastore {
     }
 
     /// The connection's events, newest first.
-    pub async fn event_list(&self, connection: Uuid) -> Result<Vec<EventRow>, sqlx::Error> {
+    pub async fn event_list(&self, connection: ConnectionId) -> Result<Vec<EventRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT * FROM connection_events WHERE connection_id = $1 ORDER BY id DESC LIMIT $2",
         )

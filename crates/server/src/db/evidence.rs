@@ -21,6 +21,10 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use sqlx::types::Json;
 use std::time::Duration;
+use switchyard_protocol::{
+    CallId, ConnectionId, ConnectorId, EnvironmentId, EvidenceId, ObservationId, OperationId,
+    ProfileId, RequestId, RunnerRef, UserId, WorkspaceId,
+};
 use uuid::Uuid;
 
 /// How long pending evidence is retried before it is given up.
@@ -56,7 +60,7 @@ impl Default for QueueBounds {
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct CapturePolicyRow {
     /// The workspace.
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     /// Whether completed results are captured.
     pub capture_managed_tool_results: bool,
     /// Records waiting.
@@ -75,35 +79,35 @@ pub struct CapturePolicyRow {
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct EvidenceRow {
     /// Id (the `source_version_id`).
-    pub id: Uuid,
+    pub id: EvidenceId,
     /// Workspace.
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     /// The call captured.
-    pub call_id: Uuid,
+    pub call_id: CallId,
     /// Its request id.
-    pub request_id: Uuid,
+    pub request_id: RequestId,
     /// Its kind.
     pub kind: String,
     /// Its parent, for a lookup.
-    pub parent_call_id: Option<Uuid>,
+    pub parent_call_id: Option<CallId>,
     /// The observation it came with, for a late receipt.
-    pub observation_id: Option<Uuid>,
+    pub observation_id: Option<ObservationId>,
     /// Profile.
-    pub profile_id: Uuid,
+    pub profile_id: ProfileId,
     /// Environment.
-    pub environment_id: Uuid,
+    pub environment_id: EnvironmentId,
     /// Operation.
-    pub operation_id: Option<Uuid>,
+    pub operation_id: Option<OperationId>,
     /// Tool.
     pub tool_name: String,
     /// Connection.
-    pub connection_id: Uuid,
+    pub connection_id: ConnectionId,
     /// Connector dispatched to.
-    pub connector_id: Option<Uuid>,
+    pub connector_id: Option<ConnectorId>,
     /// Its revision then.
     pub connector_revision: Option<i64>,
     /// Runner.
-    pub runner_ref: String,
+    pub runner_ref: RunnerRef,
     /// `succeeded`, `tool_error` or `resolved`.
     pub outcome: String,
     /// For `resolved`: the outcome.
@@ -128,7 +132,7 @@ pub enum Captured {
     /// The workspace does not capture.
     Off,
     /// Queued for publication under this evidence id.
-    Queued(Uuid),
+    Queued(EvidenceId),
     /// The queue was full: not captured, counted as a drop.
     Dropped,
 }
@@ -138,15 +142,15 @@ pub enum Captured {
 #[derive(Clone, Copy, Debug)]
 pub struct EvidenceOffer<'a> {
     /// The call.
-    pub call: Uuid,
+    pub call: CallId,
     /// Its workspace.
-    pub workspace: Uuid,
+    pub workspace: WorkspaceId,
     /// The output (already redacted and bounded).
     pub output: Option<&'a Value>,
     /// Whether the output was cut.
     pub output_truncated: bool,
     /// The observation it came with, for a late receipt.
-    pub observation: Option<Uuid>,
+    pub observation: Option<ObservationId>,
 }
 
 /// What erasing a call's evidence changed.
@@ -180,7 +184,7 @@ impl Datastore {
     ) -> Result<Captured, sqlx::Error> {
         let size = offer.output.map_or(0, |o| o.to_string().len());
         let size = i64::try_from(size).unwrap_or(i64::MAX);
-        let id = Uuid::now_v7();
+        let id = EvidenceId::new();
         // The slot and the pending record are taken together; the call's scope, identity and
         // target are read from its row as the completion left it.
         let (queued, capturing): (bool, bool) = sqlx::query_as(
@@ -238,7 +242,7 @@ impl Datastore {
     /// A workspace's capture policy row, if it was ever set.
     pub async fn capture_policy_get(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
     ) -> Result<Option<CapturePolicyRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT workspace_id, capture_managed_tool_results, pending_records, pending_bytes, dropped, expired, updated_at
@@ -252,9 +256,9 @@ impl Datastore {
     /// Turns capture on or off. Evidence already pending is published either way.
     pub async fn capture_policy_set(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
         capture: bool,
-        by: Uuid,
+        by: UserId,
     ) -> Result<CapturePolicyRow, sqlx::Error> {
         sqlx::query_as(
             "INSERT INTO capture_policies (workspace_id, capture_managed_tool_results, updated_by, updated_at)
@@ -275,7 +279,7 @@ impl Datastore {
     /// that fails is retried later, at most [`MAX_RETRY_DELAY`] apart. Returns (published,
     /// failed).
     pub async fn evidence_publish_due(&self) -> Result<(u64, u64), sqlx::Error> {
-        let due: Vec<Uuid> = sqlx::query_scalar(
+        let due: Vec<EvidenceId> = sqlx::query_scalar(
             "SELECT id FROM pending_evidence WHERE next_attempt_at <= now() ORDER BY captured_at, id LIMIT $1",
         )
         .bind(PUBLISH_BATCH)
@@ -306,7 +310,7 @@ impl Datastore {
 
     /// Moves one pending record into `evidence_records` and releases its room in the queue.
     /// A record another replica took first changes nothing.
-    async fn evidence_publish_one(&self, id: Uuid) -> Result<u64, sqlx::Error> {
+    async fn evidence_publish_one(&self, id: EvidenceId) -> Result<u64, sqlx::Error> {
         sqlx::query_scalar(
             "WITH due AS (DELETE FROM pending_evidence WHERE id = $1 RETURNING *),
              published AS (
@@ -358,8 +362,8 @@ impl Datastore {
     /// An evidence record of a workspace (erased ones included).
     pub async fn evidence_get(
         &self,
-        workspace: Uuid,
-        id: Uuid,
+        workspace: WorkspaceId,
+        id: EvidenceId,
     ) -> Result<Option<EvidenceRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM evidence_records WHERE workspace_id = $1 AND id = $2")
             .bind(workspace)
@@ -369,7 +373,7 @@ impl Datastore {
     }
 
     /// Whether a call's evidence was erased: its receipts are fenced.
-    pub async fn call_is_erased(&self, call: Uuid) -> Result<bool, sqlx::Error> {
+    pub async fn call_is_erased(&self, call: CallId) -> Result<bool, sqlx::Error> {
         sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM calls WHERE id = $1 AND evidence_erased_at IS NOT NULL)",
         )
@@ -385,8 +389,8 @@ impl Datastore {
     /// changes nothing.
     pub async fn call_erase(
         &self,
-        workspace: Uuid,
-        call: Uuid,
+        workspace: WorkspaceId,
+        call: CallId,
     ) -> Result<Result<Erased, EraseRefusal>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let found: Option<(String, Option<DateTime<Utc>>)> =
@@ -411,7 +415,7 @@ impl Datastore {
         .bind(call)
         .execute(&mut *tx)
         .await?;
-        let erased: Vec<Uuid> = sqlx::query_scalar(
+        let erased: Vec<CallId> = sqlx::query_scalar(
             "UPDATE calls SET evidence_erased_at = now(), arguments = NULL, result = NULL, error_message = NULL
              WHERE id = $1 OR parent_call_id = $1 RETURNING id",
         )

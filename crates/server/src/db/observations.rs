@@ -10,24 +10,27 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
 use sqlx::types::Json;
+use switchyard_protocol::ObservationId;
+use switchyard_protocol::WorkspaceId;
 use switchyard_protocol::api::{Reported, ResolutionOutcome};
 use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{CallId, CallState, RunnerRef};
 use uuid::Uuid;
+use switchyard_protocol::{EvidenceId};
 
 /// A row of `observations`.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ObservationRow {
     /// Id.
-    pub id: Uuid,
+    pub id: ObservationId,
     /// The unknown call it is about.
-    pub call_id: Uuid,
+    pub call_id: CallId,
     /// `lookup` or `late_receipt`.
     pub source: String,
     /// The lookup call, for `lookup`.
-    pub lookup_call_id: Option<Uuid>,
+    pub lookup_call_id: Option<CallId>,
     /// The runner that answered.
-    pub runner_ref: String,
+    pub runner_ref: RunnerRef,
     /// The epoch of a late receipt (or of the lookup's lease).
     pub epoch: Option<i64>,
     /// `applied`, `not_applied`, `failed` or `unknown`.
@@ -166,8 +169,8 @@ impl Datastore {
         }
         let captured = if completion.capturable() {
             let offer = EvidenceOffer {
-                call: id.0,
-                workspace: call.workspace_id.0,
+                call: id,
+                workspace: call.workspace_id,
                 output: completion.result.as_ref(),
                 output_truncated: completion.result_truncated,
                 observation: None,
@@ -202,7 +205,7 @@ impl Datastore {
         bounds: QueueBounds,
     ) -> Result<(LateReceipt, Captured), sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        let call: Option<(Uuid, Option<DateTime<Utc>>)> = sqlx::query_as(
+        let call: Option<(WorkspaceId, Option<DateTime<Utc>>)> = sqlx::query_as(
             "SELECT workspace_id, evidence_erased_at FROM calls
              WHERE id = $1 AND runner_ref = $2 AND lease_epoch = $3 AND state = 'unknown' AND kind = 'tool'
                AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $2 AND r.epoch = $3)
@@ -228,12 +231,12 @@ impl Datastore {
             reported,
             output: completion.result.as_ref(),
         };
-        let observation_id = Uuid::now_v7();
+        let observation_id = ObservationId::new();
         let settled = observe_and_settle_as(&mut tx, observation_id, &observation).await?;
         let captured = match (settled, completion.result.as_ref()) {
             (Some(_), Some(output)) => {
                 let offer = EvidenceOffer {
-                    call: id.0,
+                    call: id,
                     workspace,
                     output: Some(output),
                     output_truncated: completion.result_truncated,
@@ -252,7 +255,7 @@ impl Datastore {
     }
 
     /// The observations of a call, oldest first.
-    pub async fn observation_list(&self, call: Uuid) -> Result<Vec<ObservationRow>, sqlx::Error> {
+    pub async fn observation_list(&self, call: CallId) -> Result<Vec<ObservationRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM observations WHERE call_id = $1 ORDER BY recorded_at, id")
             .bind(call)
             .fetch_all(&self.pool)
@@ -278,7 +281,7 @@ impl Datastore {
     /// What is recorded beside a call, in one statement: its receipt lookups, receipts and
     /// evidence records (ids, oldest first), and whether it has observations or a resolution
     /// (read separately when it does; most calls have neither).
-    pub async fn call_lineage(&self, call: Uuid) -> Result<Lineage, sqlx::Error> {
+    pub async fn call_lineage(&self, call: CallId) -> Result<Lineage, sqlx::Error> {
         static STATEMENT: std::sync::LazyLock<std::sync::Arc<str>> =
             std::sync::LazyLock::new(|| {
                 format!(
@@ -323,11 +326,11 @@ pub(super) const UNREAD_LINEAGE: &str =
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct Lineage {
     /// The receipt lookups run for the call, oldest first.
-    pub lookup_ids: Vec<Uuid>,
+    pub lookup_ids: Vec<CallId>,
     /// The receipts runners uploaded for it, oldest first.
     pub receipt_ids: Vec<Uuid>,
     /// The evidence records captured from it or its lookups, oldest first.
-    pub evidence_ids: Vec<Uuid>,
+    pub evidence_ids: Vec<EvidenceId>,
     /// Whether observations were recorded on it.
     pub has_observations: bool,
     /// Whether it was resolved.
@@ -358,7 +361,7 @@ async fn observe_and_settle(
             .fetch_optional(&mut *conn)
             .await?;
     match erased {
-        Some(None) => observe_and_settle_as(conn, Uuid::now_v7(), observation).await,
+        Some(None) => observe_and_settle_as(conn, ObservationId::new(), observation).await,
         // Erased (or gone): nothing about it is published any more.
         _ => Ok(None),
     }
@@ -367,7 +370,7 @@ async fn observe_and_settle(
 /// [`observe_and_settle`] for a call already locked and known not erased, under a chosen id.
 async fn observe_and_settle_as(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: ObservationId,
     observation: &NewObservation<'_>,
 ) -> Result<Option<ResolutionOutcome>, sqlx::Error> {
     sqlx::query(

@@ -3,25 +3,26 @@
 
 use super::Datastore;
 use chrono::{DateTime, Utc};
+use switchyard_protocol::{DeviceId, EnvironmentId, OperationId, ProfileId, UserId, WorkspaceId};
 use uuid::Uuid;
 
 /// A row of `operations`.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct OperationRow {
     /// Id.
-    pub id: Uuid,
+    pub id: OperationId,
     /// Workspace.
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     /// Environment.
-    pub environment_id: Uuid,
+    pub environment_id: EnvironmentId,
     /// Profile.
-    pub profile_id: Uuid,
+    pub profile_id: ProfileId,
     /// Task label.
     pub task: String,
     /// The device that began it, if a device did.
-    pub device_id: Option<Uuid>,
+    pub device_id: Option<DeviceId>,
     /// The user who began it, if a user did.
-    pub created_by: Option<Uuid>,
+    pub created_by: Option<UserId>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
 }
@@ -30,18 +31,18 @@ pub struct OperationRow {
 #[derive(Clone, Copy, Debug)]
 pub enum OperationOwner {
     /// A user.
-    User(Uuid),
+    User(UserId),
     /// A paired device.
-    Device(Uuid),
+    Device(DeviceId),
 }
 
 impl Datastore {
     /// Creates an operation.
     pub async fn operation_create(
         &self,
-        workspace: Uuid,
-        environment: Uuid,
-        profile: Uuid,
+        workspace: WorkspaceId,
+        environment: EnvironmentId,
+        profile: ProfileId,
         task: &str,
         owner: OperationOwner,
     ) -> Result<OperationRow, sqlx::Error> {

@@ -5,6 +5,7 @@
 use super::{Datastore, DeviceRow};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
+use switchyard_protocol::{ProfileId, UserId, WorkspaceId};
 use uuid::Uuid;
 
 /// A row of `pairings`, without its hashes.
@@ -72,9 +73,9 @@ impl Datastore {
     pub async fn pairing_approve(
         &self,
         code_hash: &[u8],
-        workspace: Uuid,
-        profile: Uuid,
-        approver: Uuid,
+        workspace: WorkspaceId,
+        profile: ProfileId,
+        approver: UserId,
     ) -> Result<Option<DeviceRow>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let pairing: Option<(Uuid, String)> = sqlx::query_as(

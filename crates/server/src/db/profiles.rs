@@ -1,17 +1,18 @@
 //! Execution profiles, their connections and the independent grants on them.
 
 use super::{Datastore, Key};
+use switchyard_protocol::{ConnectionId, EnvironmentId, ProfileId, UserId, WorkspaceId};
 use uuid::Uuid;
 
 /// A row of `profiles`.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ProfileRow {
     /// Id.
-    pub id: Uuid,
+    pub id: ProfileId,
     /// Workspace.
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     /// Environment the profile runs in.
-    pub environment_id: Uuid,
+    pub environment_id: EnvironmentId,
     /// Name, unique in the workspace.
     pub name: String,
 }
@@ -52,11 +53,11 @@ impl Datastore {
     /// Creates a profile with its connections; the creator receives `creator_grants`.
     pub async fn profile_create(
         &self,
-        workspace: Uuid,
-        environment: Uuid,
+        workspace: WorkspaceId,
+        environment: EnvironmentId,
         name: &str,
-        connections: &[Uuid],
-        creator: Uuid,
+        connections: &[ConnectionId],
+        creator: UserId,
         creator_grants: Grants,
     ) -> Result<ProfileRow, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
@@ -94,7 +95,7 @@ impl Datastore {
     /// A profile of a workspace by id or name.
     pub async fn profile_find(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
         key: &Key<'_>,
     ) -> Result<Option<ProfileRow>, sqlx::Error> {
         sqlx::query_as(
@@ -109,7 +110,7 @@ impl Datastore {
     }
 
     /// A profile by id.
-    pub async fn profile_get(&self, id: Uuid) -> Result<ProfileRow, sqlx::Error> {
+    pub async fn profile_get(&self, id: ProfileId) -> Result<ProfileRow, sqlx::Error> {
         sqlx::query_as("SELECT id, workspace_id, environment_id, name FROM profiles WHERE id = $1")
             .bind(id)
             .fetch_one(&self.pool)
@@ -117,7 +118,10 @@ impl Datastore {
     }
 
     /// The profiles of a workspace, by name.
-    pub async fn profile_list(&self, workspace: Uuid) -> Result<Vec<ProfileRow>, sqlx::Error> {
+    pub async fn profile_list(
+        &self,
+        workspace: WorkspaceId,
+    ) -> Result<Vec<ProfileRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT id, workspace_id, environment_id, name FROM profiles WHERE workspace_id = $1 ORDER BY name",
         )
@@ -127,7 +131,10 @@ impl Datastore {
     }
 
     /// The connections a profile may run.
-    pub async fn profile_connection_ids(&self, profile: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
+    pub async fn profile_connection_ids(
+        &self,
+        profile: ProfileId,
+    ) -> Result<Vec<ConnectionId>, sqlx::Error> {
         sqlx::query_scalar("SELECT connection_id FROM profile_connections WHERE profile_id = $1 ORDER BY connection_id")
             .bind(profile)
             .fetch_all(&self.pool)
@@ -137,8 +144,8 @@ impl Datastore {
     /// Whether a profile may run a connection.
     pub async fn profile_has_connection(
         &self,
-        profile: Uuid,
-        connection: Uuid,
+        profile: ProfileId,
+        connection: ConnectionId,
     ) -> Result<bool, sqlx::Error> {
         sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM profile_connections WHERE profile_id = $1 AND connection_id = $2)",
@@ -152,10 +159,10 @@ impl Datastore {
     /// Adds grants (existing ones are kept).
     pub async fn grant_add(
         &self,
-        profile: Uuid,
-        user: Uuid,
+        profile: ProfileId,
+        user: UserId,
         grants: Grants,
-        by: Uuid,
+        by: UserId,
     ) -> Result<(), sqlx::Error> {
         sqlx::query(
             "INSERT INTO profile_grants (profile_id, user_id, grant_kind, granted_by)
@@ -171,7 +178,7 @@ impl Datastore {
     }
 
     /// The grants a user holds on a profile right now.
-    pub async fn grants_of(&self, profile: Uuid, user: Uuid) -> Result<Grants, sqlx::Error> {
+    pub async fn grants_of(&self, profile: ProfileId, user: UserId) -> Result<Grants, sqlx::Error> {
         let kinds: Vec<String> = sqlx::query_scalar(
             "SELECT grant_kind FROM profile_grants WHERE profile_id = $1 AND user_id = $2",
         )
@@ -185,9 +192,9 @@ impl Datastore {
     /// Everyone's grants on a profile: (user id, user name, grants), by user name.
     pub async fn grant_list(
         &self,
-        profile: Uuid,
-    ) -> Result<Vec<(Uuid, String, Grants)>, sqlx::Error> {
-        let rows: Vec<(Uuid, String, Vec<String>)> = sqlx::query_as(
+        profile: ProfileId,
+    ) -> Result<Vec<(UserId, String, Grants)>, sqlx::Error> {
+        let rows: Vec<(UserId, String, Vec<String>)> = sqlx::query_as(
             "SELECT g.user_id, u.name, array_agg(g.grant_kind) FROM profile_grants g
              JOIN users u ON u.id = g.user_id WHERE g.profile_id = $1
              GROUP BY g.user_id, u.name ORDER BY u.name",

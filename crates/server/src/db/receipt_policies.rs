@@ -5,19 +5,19 @@ use super::{Datastore, ProfileRow};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
-use uuid::Uuid;
+use switchyard_protocol::{ConnectionId, UserId};
 
 /// A row of `receipt_policies`.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ReceiptPolicyRow {
     /// The connection.
-    pub connection_id: Uuid,
+    pub connection_id: ConnectionId,
     /// The lookup tool.
     pub tool_name: String,
     /// The argument template (an object; placeholders in string values).
     pub arguments: Json<Value>,
     /// Who approved it.
-    pub approved_by: Uuid,
+    pub approved_by: UserId,
     /// When.
     pub approved_at: DateTime<Utc>,
 }
@@ -26,10 +26,10 @@ impl Datastore {
     /// Sets (or replaces) a connection's receipt policy.
     pub async fn receipt_policy_set(
         &self,
-        connection: Uuid,
+        connection: ConnectionId,
         tool: &str,
         arguments: &Value,
-        by: Uuid,
+        by: UserId,
     ) -> Result<ReceiptPolicyRow, sqlx::Error> {
         sqlx::query_as(
             "INSERT INTO receipt_policies (connection_id, tool_name, arguments, approved_by) VALUES ($1, $2, $3, $4)
@@ -48,7 +48,7 @@ impl Datastore {
     /// A connection's receipt policy, if one was approved.
     pub async fn receipt_policy_get(
         &self,
-        connection: Uuid,
+        connection: ConnectionId,
     ) -> Result<Option<ReceiptPolicyRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM receipt_policies WHERE connection_id = $1")
             .bind(connection)
@@ -59,7 +59,7 @@ impl Datastore {
     /// The profiles that include a connection: whose calls a receipt policy on it settles.
     pub async fn receipt_policy_profiles(
         &self,
-        connection: Uuid,
+        connection: ConnectionId,
     ) -> Result<Vec<ProfileRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT p.id, p.workspace_id, p.environment_id, p.name FROM profiles p

@@ -13,6 +13,8 @@
 
 use super::Datastore;
 use chrono::{DateTime, Utc};
+use switchyard_protocol::runner::Epoch;
+use switchyard_protocol::{CallId, ConnectionId, RunnerRef, WorkspaceId};
 use uuid::Uuid;
 
 /// A row of `receipts`. No result payload: what a call retains stays on the call.
@@ -21,11 +23,11 @@ pub struct ReceiptRow {
     /// The runner's receipt id.
     pub receipt_id: Uuid,
     /// Its call.
-    pub call_id: Uuid,
+    pub call_id: CallId,
     /// The runner that uploaded it.
-    pub runner_ref: String,
+    pub runner_ref: RunnerRef,
     /// The epoch it was produced under.
-    pub epoch: i64,
+    pub epoch: Epoch,
     /// `succeeded`, `tool_error`, `failed` or `unknown`.
     pub outcome: String,
     /// What the upload was answered: `recorded`, `superseded` or `fenced`.
@@ -41,7 +43,7 @@ pub struct ReceiptRow {
 #[derive(Clone, Debug)]
 pub struct UploadRead {
     /// The runner the call is placed on; `None` when the device's workspace has no such call.
-    pub placed_on: Option<String>,
+    pub placed_on: Option<RunnerRef>,
     /// The receipt stored under the uploaded receipt id, if one is.
     pub stored: Option<ReceiptRow>,
 }
@@ -52,11 +54,11 @@ pub struct NewReceipt<'a> {
     /// The runner's receipt id.
     pub receipt_id: Uuid,
     /// Its call.
-    pub call_id: Uuid,
+    pub call_id: CallId,
     /// The uploading runner.
-    pub runner_ref: &'a str,
+    pub runner_ref: RunnerRef,
     /// The epoch it was produced under.
-    pub epoch: i64,
+    pub epoch: Epoch,
     /// The completion's outcome name.
     pub outcome: &'a str,
     /// The answer given: `recorded`, `superseded` or `fenced`.
@@ -79,8 +81,8 @@ impl Datastore {
     /// `receipt_id` if there is one.
     pub async fn receipt_upload_read(
         &self,
-        workspace: Uuid,
-        call: Uuid,
+        workspace: WorkspaceId,
+        call: CallId,
         receipt_id: Uuid,
     ) -> Result<UploadRead, sqlx::Error> {
         use sqlx::{FromRow, Row};
@@ -126,8 +128,8 @@ impl Datastore {
     /// Stores a session release for a device runner, to be taken by its next heartbeat.
     pub async fn session_release_store(
         &self,
-        runner_ref: &str,
-        connection: Uuid,
+        runner_ref: RunnerRef,
+        connection: ConnectionId,
         client_session_id: &str,
     ) -> Result<(), sqlx::Error> {
         sqlx::query("INSERT INTO session_releases (runner_ref, connection_id, client_session_id) VALUES ($1, $2, $3)")

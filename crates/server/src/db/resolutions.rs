@@ -11,6 +11,7 @@ use super::Datastore;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use switchyard_protocol::api::ResolutionOutcome;
+use switchyard_protocol::{CallId, EvidenceId, ObservationId, RequestId, UserId, WorkspaceId};
 use uuid::Uuid;
 
 /// A row of `resolutions`.
@@ -19,27 +20,27 @@ pub struct ResolutionRow {
     /// Id.
     pub id: Uuid,
     /// The call settled.
-    pub call_id: Uuid,
+    pub call_id: CallId,
     /// Its workspace.
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     /// `observation` or `caller`.
     pub source: String,
     /// `succeeded`, `not_applied` or `failed`.
     pub outcome: String,
     /// The observation that settled it.
-    pub observation_id: Option<Uuid>,
+    pub observation_id: Option<ObservationId>,
     /// The caller's idempotency key.
-    pub request_id: Option<Uuid>,
+    pub request_id: Option<RequestId>,
     /// SHA-256 of the caller's canonical request, to tell a retry from a conflicting reuse.
     pub payload_digest: Option<Vec<u8>>,
     /// The evidence record cited.
-    pub evidence_id: Option<Uuid>,
+    pub evidence_id: Option<EvidenceId>,
     /// The explanation, until removed.
     pub explanation: Option<String>,
     /// When the explanation was removed.
     pub explanation_removed_at: Option<DateTime<Utc>>,
     /// Who resolved it.
-    pub resolved_by: Option<Uuid>,
+    pub resolved_by: Option<UserId>,
     /// When.
     pub resolved_at: DateTime<Utc>,
 }
@@ -48,21 +49,21 @@ pub struct ResolutionRow {
 #[derive(Clone, Debug)]
 pub struct NewResolution<'a> {
     /// The call.
-    pub call: Uuid,
+    pub call: CallId,
     /// Its workspace.
-    pub workspace: Uuid,
+    pub workspace: WorkspaceId,
     /// The caller's idempotency key.
-    pub request_id: Uuid,
+    pub request_id: RequestId,
     /// SHA-256 of the canonical request.
     pub payload_digest: &'a [u8],
     /// The outcome.
     pub outcome: ResolutionOutcome,
     /// The evidence record cited.
-    pub evidence: Uuid,
+    pub evidence: EvidenceId,
     /// The explanation.
     pub explanation: &'a str,
     /// Who.
-    pub resolved_by: Uuid,
+    pub resolved_by: UserId,
 }
 
 impl Datastore {
@@ -106,7 +107,7 @@ impl Datastore {
     /// The resolution of a call, if it was settled.
     pub async fn resolution_of_call(
         &self,
-        call: Uuid,
+        call: CallId,
     ) -> Result<Option<ResolutionRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM resolutions WHERE call_id = $1")
             .bind(call)
@@ -117,8 +118,8 @@ impl Datastore {
     /// The caller's resolution recorded under a request_id in a workspace.
     pub async fn resolution_find_by_request(
         &self,
-        workspace: Uuid,
-        request_id: Uuid,
+        workspace: WorkspaceId,
+        request_id: RequestId,
     ) -> Result<Option<ResolutionRow>, sqlx::Error> {
         sqlx::query_as("SELECT * FROM resolutions WHERE workspace_id = $1 AND request_id = $2")
             .bind(workspace)

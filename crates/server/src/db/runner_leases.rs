@@ -18,7 +18,10 @@
 
 use super::{Committed, Datastore, DeviceRow, Wakeup};
 use std::time::Duration;
+use switchyard_protocol::RunnerRef;
+use switchyard_protocol::runner::Epoch;
 use uuid::Uuid;
+use switchyard_protocol::{CallId, ConnectionId};
 
 fn interval(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
@@ -43,12 +46,12 @@ pub struct LeaseHeartbeat {
     /// runner's current one and live.
     pub lease_left_secs: Option<f64>,
     /// Running calls of the runner whose cancellation was requested.
-    pub cancel: Vec<Uuid>,
+    pub cancel: Vec<CallId>,
     /// Whether calls leased or started under the epoch and not held by the runner are due to
     /// be settled.
     pub unheld: bool,
     /// The connections of the session releases taken, oldest first.
-    pub release_connections: Vec<Uuid>,
+    pub release_connections: Vec<ConnectionId>,
     /// Their client session ids (`None`: every session of the connection), in the same order.
     pub release_sessions: Vec<Option<String>>,
 }
@@ -69,12 +72,12 @@ impl Datastore {
     /// Returns the epoch, or `None` while another holder's lease is live.
     pub async fn runner_lease_acquire(
         &self,
-        runner_ref: &str,
+        runner_ref: RunnerRef,
         holder: Uuid,
         ttl: Duration,
-    ) -> Result<Committed<Option<i64>>, sqlx::Error> {
+    ) -> Result<Committed<Option<Epoch>>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        let epoch: Option<i64> = sqlx::query_scalar(
+        let epoch: Option<Epoch> = sqlx::query_scalar(
             "INSERT INTO runner_leases (runner_ref, epoch, holder, expires_at)
              VALUES ($1, 1, $2, now() + make_interval(secs => $3))
              ON CONFLICT (runner_ref) DO UPDATE
@@ -113,17 +116,16 @@ impl Datastore {
             .await?;
         }
         tx.commit().await?;
-        let runner = runner_ref.parse().ok();
-        Ok(Committed::new(epoch).waking_if(requeued > 0, Wakeup::Requeued(runner)))
+        Ok(Committed::new(epoch).waking_if(requeued > 0, Wakeup::Requeued(Some(runner_ref))))
     }
 
     /// Extends a live lease. Returns false when the lease expired or passed to another epoch:
     /// the holder must stop sending and drain.
     pub async fn runner_lease_renew(
         &self,
-        runner_ref: &str,
+        runner_ref: RunnerRef,
         holder: Uuid,
-        epoch: i64,
+        epoch: Epoch,
         ttl: Duration,
     ) -> Result<bool, sqlx::Error> {
         let done = sqlx::query(
@@ -142,9 +144,9 @@ impl Datastore {
     /// Gives a lease up at once (clean shutdown), so a successor need not wait for expiry.
     pub async fn runner_lease_release(
         &self,
-        runner_ref: &str,
+        runner_ref: RunnerRef,
         holder: Uuid,
-        epoch: i64,
+        epoch: Epoch,
     ) -> Result<(), sqlx::Error> {
         sqlx::query(
             "UPDATE runner_leases SET expires_at = now() WHERE runner_ref = $1 AND holder = $2 AND epoch = $3",
@@ -160,8 +162,8 @@ impl Datastore {
     /// Whether `epoch` is the runner's current epoch (live or not).
     pub async fn runner_lease_is_current(
         &self,
-        runner_ref: &str,
-        epoch: i64,
+        runner_ref: RunnerRef,
+        epoch: Epoch,
     ) -> Result<bool, sqlx::Error> {
         sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM runner_leases WHERE runner_ref = $1 AND epoch = $2)",
@@ -176,8 +178,8 @@ impl Datastore {
     /// Returns false when the lease expired or passed to another epoch.
     pub async fn runner_lease_renew_epoch(
         &self,
-        runner_ref: &str,
-        epoch: i64,
+        runner_ref: RunnerRef,
+        epoch: Epoch,
         ttl: Duration,
     ) -> Result<bool, sqlx::Error> {
         let done = sqlx::query(
@@ -199,8 +201,8 @@ impl Datastore {
     /// flushing at once cannot deadlock. Returns how many leases were extended.
     pub async fn runner_lease_renew_batch(
         &self,
-        runner_refs: &[String],
-        epochs: &[i64],
+        runner_refs: &[RunnerRef],
+        epochs: &[Epoch],
         left_secs: &[f64],
     ) -> Result<u64, sqlx::Error> {
         let done = sqlx::query(
@@ -234,8 +236,8 @@ impl Datastore {
     pub async fn runner_lease_heartbeat(
         &self,
         credential_hash: &[u8],
-        epoch: i64,
-        held: &[Uuid],
+        epoch: Epoch,
+        held: &[CallId],
         grace: Duration,
         release_ttl: Duration,
     ) -> Result<Option<DeviceHeartbeat>, sqlx::Error> {
@@ -292,8 +294,8 @@ impl Datastore {
     /// Gives up the lease of `epoch` at once (clean shutdown of a device runner).
     pub async fn runner_lease_release_epoch(
         &self,
-        runner_ref: &str,
-        epoch: i64,
+        runner_ref: RunnerRef,
+        epoch: Epoch,
     ) -> Result<(), sqlx::Error> {
         sqlx::query("UPDATE runner_leases SET expires_at = LEAST(expires_at, now()) WHERE runner_ref = $1 AND epoch = $2")
             .bind(runner_ref)
@@ -304,7 +306,10 @@ impl Datastore {
     }
 
     /// The runner's current epoch (live or not), if it ever held a lease.
-    pub async fn runner_lease_epoch(&self, runner_ref: &str) -> Result<Option<i64>, sqlx::Error> {
+    pub async fn runner_lease_epoch(
+        &self,
+        runner_ref: RunnerRef,
+    ) -> Result<Option<Epoch>, sqlx::Error> {
         sqlx::query_scalar("SELECT epoch FROM runner_leases WHERE runner_ref = $1")
             .bind(runner_ref)
             .fetch_optional(&self.pool)

@@ -145,7 +145,7 @@ pub struct SubmitContext {
 impl FromRow<'_, PgRow> for SubmitContext {
     fn from_row(row: &PgRow) -> Result<Self, sqlx::Error> {
         let workspace_id: WorkspaceId = row.try_get("r_workspace")?;
-        let token_user = match row.try_get::<Option<Uuid>, _>("r_token_user")? {
+        let token_user = match row.try_get::<Option<UserId>, _>("r_token_user")? {
             Some(id) => Some(UserRow {
                 id,
                 name: row.try_get("r_token_user_name")?,
@@ -154,10 +154,10 @@ impl FromRow<'_, PgRow> for SubmitContext {
             }),
             None => None,
         };
-        let profile = match row.try_get::<Option<Uuid>, _>("r_profile")? {
+        let profile = match row.try_get::<Option<ProfileId>, _>("r_profile")? {
             Some(id) => Some(ProfileRow {
                 id,
-                workspace_id: workspace_id.0,
+                workspace_id,
                 environment_id: row.try_get("r_profile_environment")?,
                 name: row.try_get("r_profile_name")?,
             }),

@@ -2,13 +2,14 @@
 
 use super::{Datastore, Key};
 use chrono::{DateTime, Utc};
+use switchyard_protocol::UserId;
 use uuid::Uuid;
 
 /// A row of `users`.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct UserRow {
     /// Id.
-    pub id: Uuid,
+    pub id: UserId,
     /// Unique name.
     pub name: String,
     /// Installation owner.

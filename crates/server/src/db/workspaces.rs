@@ -3,13 +3,14 @@
 use super::{Datastore, Key};
 use chrono::{DateTime, Utc};
 use switchyard_protocol::api::DEFAULT_ENVIRONMENT;
+use switchyard_protocol::{EnvironmentId, UserId, WorkspaceId};
 use uuid::Uuid;
 
 /// A row of `workspaces`.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct WorkspaceRow {
     /// Id.
-    pub id: Uuid,
+    pub id: WorkspaceId,
     /// Unique name.
     pub name: String,
     /// Creation time.
@@ -20,9 +21,9 @@ pub struct WorkspaceRow {
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct MemberRow {
     /// Workspace.
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     /// User.
-    pub user_id: Uuid,
+    pub user_id: UserId,
     /// User name.
     pub user_name: String,
     /// `member` or `admin`.
@@ -33,9 +34,9 @@ pub struct MemberRow {
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct EnvironmentRow {
     /// Id.
-    pub id: Uuid,
+    pub id: EnvironmentId,
     /// Workspace.
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     /// Name, unique in the workspace.
     pub name: String,
 }
@@ -45,7 +46,7 @@ impl Datastore {
     pub async fn workspace_create(
         &self,
         name: &str,
-        creator: Uuid,
+        creator: UserId,
     ) -> Result<WorkspaceRow, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let workspace: WorkspaceRow = sqlx::query_as(
@@ -79,9 +80,9 @@ impl Datastore {
     pub async fn workspace_find_for_member(
         &self,
         key: &Key<'_>,
-        user: Uuid,
+        user: UserId,
     ) -> Result<Option<(WorkspaceRow, String)>, sqlx::Error> {
-        let row: Option<(Uuid, String, DateTime<Utc>, String)> = sqlx::query_as(
+        let row: Option<(WorkspaceId, String, DateTime<Utc>, String)> = sqlx::query_as(
             "SELECT w.id, w.name, w.created_at, m.role FROM workspaces w
              JOIN workspace_members m ON m.workspace_id = w.id AND m.user_id = $3
              WHERE w.id = $1 OR w.name = $2",
@@ -106,7 +107,7 @@ impl Datastore {
     /// The workspaces a user belongs to, by name.
     pub async fn workspace_list_for_member(
         &self,
-        user: Uuid,
+        user: UserId,
     ) -> Result<Vec<WorkspaceRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT w.id, w.name, w.created_at FROM workspaces w
@@ -121,8 +122,8 @@ impl Datastore {
     /// Adds a member or changes an existing member's role.
     pub async fn member_upsert(
         &self,
-        workspace: Uuid,
-        user: Uuid,
+        workspace: WorkspaceId,
+        user: UserId,
         role: &str,
     ) -> Result<MemberRow, sqlx::Error> {
         sqlx::query_as(
@@ -140,7 +141,7 @@ impl Datastore {
     }
 
     /// The members of a workspace, by name.
-    pub async fn member_list(&self, workspace: Uuid) -> Result<Vec<MemberRow>, sqlx::Error> {
+    pub async fn member_list(&self, workspace: WorkspaceId) -> Result<Vec<MemberRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT m.workspace_id, m.user_id, u.name AS user_name, m.role
              FROM workspace_members m JOIN users u ON u.id = m.user_id
@@ -154,7 +155,7 @@ impl Datastore {
     /// Creates an environment.
     pub async fn environment_create(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
         name: &str,
     ) -> Result<EnvironmentRow, sqlx::Error> {
         sqlx::query_as(
@@ -171,7 +172,7 @@ impl Datastore {
     /// An environment of a workspace by id or name.
     pub async fn environment_find(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
         key: &Key<'_>,
     ) -> Result<Option<EnvironmentRow>, sqlx::Error> {
         sqlx::query_as(
@@ -188,7 +189,7 @@ impl Datastore {
     /// The environments of a workspace, by name.
     pub async fn environment_list(
         &self,
-        workspace: Uuid,
+        workspace: WorkspaceId,
     ) -> Result<Vec<EnvironmentRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT id, workspace_id, name FROM environments WHERE workspace_id = $1 ORDER BY name",

@@ -92,7 +92,7 @@ pub(super) async fn list(
                 usable: p
                     .grants
                     .iter()
-                    .any(|g| g.user_id.0 == actor.user.id && g.use_),
+                    .any(|g| g.user_id == actor.user.id && g.use_),
             })
             .collect(),
     })

@@ -59,7 +59,7 @@ async fn context(
     let can_use = profile
         .grants
         .iter()
-        .any(|g| g.user_id.0 == actor.user.id && g.use_);
+        .any(|g| g.user_id == actor.user.id && g.use_);
     Ok(Context {
         ws: workspace.name,
         profile,

@@ -206,7 +206,7 @@ pub(super) fn target_line(spec: &ConnectorSpec) -> String {
 
 async fn is_admin(s: &WebState, actor: &Actor, ws: &str) -> WebResult<bool> {
     Ok(s.app.member_list(actor, ws).await?.iter().any(|m| {
-        m.user_id.0 == actor.user.id && m.role == switchyard_protocol::api::MemberRole::Admin
+        m.user_id == actor.user.id && m.role == switchyard_protocol::api::MemberRole::Admin
     }))
 }
 
@@ -227,7 +227,7 @@ fn my_grants(profile: &ProfileView, actor: &Actor) -> String {
     profile
         .grants
         .iter()
-        .find(|g| g.user_id.0 == actor.user.id)
+        .find(|g| g.user_id == actor.user.id)
         .map(grant_words)
         .unwrap_or_else(|| "none".to_owned())
 }
@@ -418,7 +418,7 @@ pub(super) async fn profile(
         can_use: profile
             .grants
             .iter()
-            .any(|g| g.user_id.0 == actor.user.id && g.use_),
+            .any(|g| g.user_id == actor.user.id && g.use_),
         profile: profile_row(&profile, &environments, &names),
     })
 }

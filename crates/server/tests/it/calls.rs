@@ -548,7 +548,10 @@ async fn a_batch_of_submit_reads_reads_for_each_submission_what_it_reads_alone(p
         ]
     );
     let read = |i: usize| batch[i].as_ref().unwrap();
-    assert_eq!(read(0).token_user.as_ref().map(|u| u.id), Some(owner));
+    assert_eq!(
+        read(0).token_user.as_ref().map(|u| u.id),
+        Some(UserId(owner))
+    );
     assert!(read(3).token_user.is_none() && read(3).user_holds_use);
     assert_eq!(
         read(1).existing.as_ref().map(|c| c.request_id),

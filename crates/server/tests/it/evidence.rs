@@ -596,7 +596,7 @@ async fn a_late_receipt_for_an_erased_call_is_fenced_even_under_its_own_epoch(po
         )
         .await
         .ok();
-    let id: Uuid = call["id"].as_str().unwrap().parse().unwrap();
+    let id: CallId = call["id"].as_str().unwrap().parse().unwrap();
     let epoch = acquire_lease(&device, Uuid::new_v4()).await;
     device
         .client
@@ -636,12 +636,7 @@ async fn a_late_receipt_for_an_erased_call_is_fenced_even_under_its_own_epoch(po
         result: json!({"content": [{"type": "text", "text": "counted"}], "isError": false}),
     };
     let recorded = app
-        .call_record_completion(
-            device.runner.parse().unwrap(),
-            CallId(id),
-            Epoch(epoch),
-            completion,
-        )
+        .call_record_completion(device.runner.parse().unwrap(), id, Epoch(epoch), completion)
         .await
         .unwrap();
     assert_eq!(recorded, CompletionRecorded::Fenced);

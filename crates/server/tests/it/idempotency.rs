@@ -213,7 +213,11 @@ async fn a_call_handed_to_a_waiting_lease_is_inserted_leased_only_under_its_live
     let db = Datastore::new(pool.clone());
     let runner = "device:00000000-0000-0000-0000-00000000000c";
     let epoch = db
-        .runner_lease_acquire(runner, Uuid::new_v4(), Duration::from_secs(30))
+        .runner_lease_acquire(
+            runner.parse().unwrap(),
+            Uuid::new_v4(),
+            Duration::from_secs(30),
+        )
         .await
         .unwrap()
         .value
@@ -221,13 +225,13 @@ async fn a_call_handed_to_a_waiting_lease_is_inserted_leased_only_under_its_live
 
     let given = echo_call(&db, runner).await;
     let handed = db
-        .call_insert_handed(&given, Epoch(epoch), &Value::Null)
+        .call_insert_handed(&given, epoch, &Value::Null)
         .await
         .unwrap();
     let row = handed.value.expect("inserted");
     assert_eq!(
         (row.call.state, row.call.lease_epoch),
-        (CallState::Leased, Some(Epoch(epoch)))
+        (CallState::Leased, Some(epoch))
     );
     assert!(handed.wakeups.is_empty(), "a handed call wakes nobody");
     assert_eq!(row.call.leased_at, Some(row.call.created_at));
@@ -235,7 +239,7 @@ async fn a_call_handed_to_a_waiting_lease_is_inserted_leased_only_under_its_live
 
     let stale = echo_call(&db, runner).await;
     let queued = db
-        .call_insert_handed(&stale, Epoch(epoch + 1), &Value::Null)
+        .call_insert_handed(&stale, Epoch(epoch.0 + 1), &Value::Null)
         .await
         .unwrap();
     let queued_row = queued.value.as_ref().expect("inserted");
@@ -250,14 +254,14 @@ async fn a_call_handed_to_a_waiting_lease_is_inserted_leased_only_under_its_live
         ..echo_call(&db, runner).await
     };
     let again = db
-        .call_insert_handed(&taken, Epoch(epoch), &Value::Null)
+        .call_insert_handed(&taken, epoch, &Value::Null)
         .await
         .unwrap();
     assert!(again.value.is_none(), "a request_id taken inserts nothing");
 
     // The target it is recorded as dispatched to is the one a lease statement records.
     let looked: Vec<CallId> = db
-        .call_lease(runner.parse().unwrap(), Epoch(epoch), 8, None, &Value::Null)
+        .call_lease(runner.parse().unwrap(), epoch, 8, None, &Value::Null)
         .await
         .unwrap()
         .expect("a live lease")

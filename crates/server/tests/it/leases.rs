@@ -39,11 +39,10 @@ fn runner(reference: &str) -> RunnerRef {
 
 /// Takes `runner`'s lease for a new holder: its epoch.
 async fn take_lease(db: &Datastore, runner: &str) -> Epoch {
-    db.runner_lease_acquire(runner, Uuid::new_v4(), TTL)
+    db.runner_lease_acquire(self::runner(runner), Uuid::new_v4(), TTL)
         .await
         .unwrap()
         .value
-        .map(Epoch)
         .expect("the lease is free")
 }
 
@@ -65,8 +64,8 @@ fn echo_result() -> Completion {
 async fn two_processes_racing_for_one_runner_get_one_lease(pool: PgPool) {
     let db = Datastore::new(pool);
     let (a, b) = tokio::join!(
-        db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL),
-        db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+        db.runner_lease_acquire(runner(DEVICE), Uuid::new_v4(), TTL),
+        db.runner_lease_acquire(runner(DEVICE), Uuid::new_v4(), TTL)
     );
     let winners = [a.unwrap().value, b.unwrap().value]
         .into_iter()
@@ -75,7 +74,7 @@ async fn two_processes_racing_for_one_runner_get_one_lease(pool: PgPool) {
     assert_eq!(winners, 1);
     // The loser keeps waiting while the lease is live.
     assert_eq!(
-        db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+        db.runner_lease_acquire(runner(DEVICE), Uuid::new_v4(), TTL)
             .await
             .unwrap()
             .value,
@@ -83,11 +82,11 @@ async fn two_processes_racing_for_one_runner_get_one_lease(pool: PgPool) {
     );
     expire_runner_lease(db.pool(), DEVICE).await;
     assert_eq!(
-        db.runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+        db.runner_lease_acquire(runner(DEVICE), Uuid::new_v4(), TTL)
             .await
             .unwrap()
             .value,
-        Some(2)
+        Some(Epoch(2))
     );
 }
 
@@ -100,11 +99,10 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
 
     let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
     let e1 = db
-        .runner_lease_acquire(DEVICE, old, TTL)
+        .runner_lease_acquire(runner(DEVICE), old, TTL)
         .await
         .unwrap()
         .value
-        .map(Epoch)
         .unwrap();
     assert_eq!(
         db.call_lease(runner(DEVICE), e1, 10, None, &Value::Null)
@@ -121,11 +119,10 @@ async fn losing_the_lease_before_the_start_ack_requeues_and_fences_the_old_epoch
     wait_for_state(&db, call, "queued").await;
 
     let e2 = db
-        .runner_lease_acquire(DEVICE, new, TTL)
+        .runner_lease_acquire(runner(DEVICE), new, TTL)
         .await
         .unwrap()
         .value
-        .map(Epoch)
         .unwrap();
     assert!(e2 > e1);
     assert!(

@@ -203,16 +203,17 @@ async fn a_connection_keeps_its_last_200_events(pool: PgPool) {
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
     let db = switchyard_server::db::Datastore::new(pool);
-    let connection: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections")
-        .fetch_one(db.pool())
-        .await
-        .unwrap();
+    let connection: switchyard_protocol::ConnectionId =
+        sqlx::query_scalar("SELECT id FROM connections")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
     for i in 0..210 {
         db.event_record(
             connection,
             "session_closed",
             &json!({"n": i}),
-            Some("central"),
+            Some(switchyard_protocol::RunnerRef::Central),
         )
         .await
         .unwrap();

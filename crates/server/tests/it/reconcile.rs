@@ -684,11 +684,10 @@ async fn lost_device_call(server: &TestServer, db: &Datastore) -> (CallId, Epoch
         .expect("inserted")
         .id;
     let epoch = db
-        .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+        .runner_lease_acquire(DEVICE.parse().unwrap(), Uuid::new_v4(), TTL)
         .await
         .unwrap()
         .value
-        .map(Epoch)
         .expect("lease");
     assert_eq!(
         db.call_lease(device(), epoch, 10, None, &Value::Null)
@@ -844,12 +843,12 @@ async fn a_valid_late_receipt_settles_an_unknown_call_and_a_fenced_one_is_refuse
     // by the runner, recorded nowhere.
     let (fenced, stale) = lost_device_call(&server, &db).await;
     let newer = db
-        .runner_lease_acquire(DEVICE, Uuid::new_v4(), TTL)
+        .runner_lease_acquire(DEVICE.parse().unwrap(), Uuid::new_v4(), TTL)
         .await
         .unwrap()
         .value
         .expect("lease");
-    assert!(newer > stale.0);
+    assert!(newer > stale);
     let recorded = app
         .call_record_completion(device(), fenced, stale, counted("too late"))
         .await

@@ -230,17 +230,17 @@ impl Handoffs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_protocol::DeviceId;
     use switchyard_protocol::api::ConnectorSpec;
     use switchyard_protocol::runner::ConnectionTarget;
+    use switchyard_protocol::{CallId, ConnectionId, DeviceId, RequestId};
 
     fn work_item(epoch: Epoch) -> LeasedCall {
         LeasedCall {
-            call_id: uuid::Uuid::now_v7().into(),
-            request_id: uuid::Uuid::now_v7().into(),
+            call_id: CallId::new(),
+            request_id: RequestId::new(),
             epoch,
             connection: ConnectionTarget {
-                connection_id: uuid::Uuid::now_v7().into(),
+                connection_id: ConnectionId::new(),
                 revision: 1,
                 spec: ConnectorSpec::Http {
                     url: "http://127.0.0.1:1/mcp".into(),

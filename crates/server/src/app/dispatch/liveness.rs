@@ -33,9 +33,10 @@ use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
+use switchyard_protocol::runner::Epoch;
+use switchyard_protocol::{DeviceId, RunnerRef};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 /// A device's `last_seen_at` is written at most this often, so a busy device does not write
 /// on every request.
@@ -57,21 +58,21 @@ pub(crate) struct Liveness {
 #[derive(Debug, Default)]
 struct Pending {
     /// The latest renewal of each runner reference.
-    renewals: HashMap<String, Renewal>,
+    renewals: HashMap<RunnerRef, Renewal>,
     /// Devices whose `last_seen_at` is due.
-    seen: HashSet<Uuid>,
+    seen: HashSet<DeviceId>,
 }
 
 /// A heartbeat that renewed the lease of `epoch` at `at`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Renewal {
-    epoch: i64,
+    epoch: Epoch,
     at: Instant,
 }
 
 impl Pending {
     /// Keeps the newer of two renewals of one runner (a higher epoch, else a later beat).
-    fn renew(&mut self, runner_ref: String, renewal: Renewal) {
+    fn renew(&mut self, runner_ref: RunnerRef, renewal: Renewal) {
         self.renewals
             .entry(runner_ref)
             .and_modify(|kept| *kept = (*kept).max(renewal))
@@ -95,9 +96,9 @@ impl Liveness {
     }
 
     /// Records a heartbeat that renewed `runner_ref`'s lease of `epoch` now.
-    pub(crate) fn renewed(&self, runner_ref: &str, epoch: i64) {
+    pub(crate) fn renewed(&self, runner_ref: RunnerRef, epoch: Epoch) {
         self.lock().renew(
-            runner_ref.to_owned(),
+            runner_ref,
             Renewal {
                 epoch,
                 at: Instant::now(),
@@ -107,7 +108,7 @@ impl Liveness {
 
     /// Records that a device was heard from, if its `last_seen_at` (as read with its
     /// credential) is older than [`SEEN_EVERY`].
-    pub(crate) fn device_seen(&self, device: Uuid, last_seen_at: Option<DateTime<Utc>>) {
+    pub(crate) fn device_seen(&self, device: DeviceId, last_seen_at: Option<DateTime<Utc>>) {
         let due = last_seen_at.is_none_or(|seen| {
             Utc::now()
                 .signed_duration_since(seen)
@@ -141,7 +142,7 @@ impl Liveness {
         let touched = if seen.is_empty() {
             Ok(())
         } else {
-            let ids: Vec<Uuid> = seen.iter().copied().collect();
+            let ids: Vec<DeviceId> = seen.iter().copied().collect();
             db.device_touch_batch(&ids, SEEN_EVERY).await.map(drop)
         };
         if touched.is_err() {
@@ -153,7 +154,7 @@ impl Liveness {
     async fn write_renewals(
         &self,
         db: &Datastore,
-        renewals: &HashMap<String, Renewal>,
+        renewals: &HashMap<RunnerRef, Renewal>,
     ) -> Result<(), sqlx::Error> {
         let now = Instant::now();
         let mut runner_refs = Vec::with_capacity(renewals.len());
@@ -164,7 +165,7 @@ impl Liveness {
                 .ttl
                 .checked_sub(now.saturating_duration_since(renewal.at))
             {
-                runner_refs.push(runner_ref.clone());
+                runner_refs.push(*runner_ref);
                 epochs.push(renewal.epoch);
                 left.push(remaining.as_secs_f64());
             }
@@ -233,32 +234,45 @@ mod tests {
     #[test]
     fn the_newer_renewal_of_a_runner_is_kept() {
         let mut pending = Pending::default();
+        let device = RunnerRef::Device(DeviceId::new());
         let early = Instant::now();
         let late = early + Duration::from_secs(1);
-        pending.renew("device:a".into(), Renewal { epoch: 2, at: late });
         pending.renew(
-            "device:a".into(),
+            device,
             Renewal {
-                epoch: 2,
+                epoch: Epoch(2),
+                at: late,
+            },
+        );
+        pending.renew(
+            device,
+            Renewal {
+                epoch: Epoch(2),
                 at: early,
             },
         );
-        assert_eq!(pending.renewals["device:a"], Renewal { epoch: 2, at: late });
+        assert_eq!(
+            pending.renewals[&device],
+            Renewal {
+                epoch: Epoch(2),
+                at: late
+            }
+        );
         // A takeover's epoch wins over a late beat of the old one.
         pending.renew(
-            "device:a".into(),
+            device,
             Renewal {
-                epoch: 3,
+                epoch: Epoch(3),
                 at: early,
             },
         );
         pending.renew(
-            "device:a".into(),
+            device,
             Renewal {
-                epoch: 2,
+                epoch: Epoch(2),
                 at: late + Duration::from_secs(1),
             },
         );
-        assert_eq!(pending.renewals["device:a"].epoch, 3);
+        assert_eq!(pending.renewals[&device].epoch, Epoch(3));
     }
 }
