@@ -6,9 +6,8 @@ use super::{Actor, App, views};
 use crate::db::{ConnectionRow, Key};
 use crate::error::{AppError, AppResult};
 use switchyard_mcp_runner::redact::Redactor;
-use switchyard_protocol::ErrorCode;
-use switchyard_protocol::WorkspaceId;
 use switchyard_protocol::api::*;
+use switchyard_protocol::{ErrorCode, WorkspaceId};
 
 impl App {
     /// Places a connector in a workspace (workspace admins only), on the central runner or a

@@ -10,10 +10,8 @@ use super::principal::device_runner_ref;
 use super::{Actor, App, views};
 use crate::db::{ConnectionRow, DeviceRow};
 use crate::error::{AppError, AppResult};
-use switchyard_protocol::ErrorCode;
-use switchyard_protocol::WorkspaceId;
 use switchyard_protocol::api::*;
-use switchyard_protocol::{DeviceId, RunnerRef};
+use switchyard_protocol::{DeviceId, ErrorCode, RunnerRef, WorkspaceId};
 
 impl App {
     /// The devices of a workspace, revoked ones included (any member).

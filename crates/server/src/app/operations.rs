@@ -6,9 +6,8 @@ use super::principal::Principal;
 use super::{App, views};
 use crate::db::{OperationOwner, OperationScope, ProfileRow};
 use crate::error::{AppError, AppResult};
-use switchyard_protocol::EnvironmentId;
 use switchyard_protocol::api::*;
-use switchyard_protocol::{ErrorCode, OperationId};
+use switchyard_protocol::{EnvironmentId, ErrorCode, OperationId};
 
 /// Longest task label, in characters.
 const MAX_TASK: usize = 500;

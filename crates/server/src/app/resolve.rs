@@ -8,9 +8,8 @@ use super::{Actor, App};
 use crate::db::{NewResolution, ResolutionRow};
 use crate::error::{AppError, AppResult};
 use serde_json::json;
-use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::*;
-use switchyard_protocol::{CallId, WorkspaceId};
+use switchyard_protocol::{CallId, ErrorCode, WorkspaceId};
 
 impl App {
     /// Settles an unknown call with the caller's outcome, evidence and explanation, or

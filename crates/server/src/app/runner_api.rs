@@ -29,10 +29,8 @@ use crate::db::{Key, NewReceipt};
 use crate::error::{AppError, AppResult};
 use std::time::Duration;
 use switchyard_protocol::runner::*;
-use switchyard_protocol::{CallId, ErrorCode};
-use switchyard_protocol::{CallState, RunnerRef};
+use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef};
 use tokio::time::Instant;
-use uuid::Uuid;
 
 /// The longest a lease request waits for work.
 const MAX_LEASE_WAIT: Duration = Duration::from_secs(25);

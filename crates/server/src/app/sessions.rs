@@ -6,8 +6,7 @@ use crate::error::{AppError, AppResult};
 use serde_json::json;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::LifecycleEvent;
-use switchyard_protocol::{CallId, ErrorCode};
-use switchyard_protocol::{ConnectionId, RunnerRef};
+use switchyard_protocol::{CallId, ConnectionId, ErrorCode, RunnerRef};
 
 impl App {
     /// Cancels a call (Use on its profile needed): a queued or leased call is cancelled at once,

@@ -4,8 +4,7 @@
 use super::{Datastore, Key, WorkspaceRow};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
-use switchyard_protocol::RunnerRef;
-use switchyard_protocol::{DeviceId, ProfileId, UserId, WorkspaceId};
+use switchyard_protocol::{DeviceId, ProfileId, RunnerRef, UserId, WorkspaceId};
 
 /// How long an unapproved, expired pairing attempt is kept (so a late poll still reads
 /// `expired`) before the sweeper deletes it.

@@ -5,8 +5,7 @@ use super::Datastore;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
-use switchyard_protocol::ConnectionId;
-use switchyard_protocol::RunnerRef;
+use switchyard_protocol::{ConnectionId, RunnerRef};
 
 /// How many events each connection keeps.
 pub const EVENTS_KEPT: i64 = 200;

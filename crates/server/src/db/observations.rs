@@ -10,13 +10,10 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
 use sqlx::types::Json;
-use switchyard_protocol::ObservationId;
-use switchyard_protocol::WorkspaceId;
 use switchyard_protocol::api::{Reported, ResolutionOutcome};
 use switchyard_protocol::runner::Epoch;
-use switchyard_protocol::{CallId, CallState, RunnerRef};
+use switchyard_protocol::{CallId, CallState, EvidenceId, ObservationId, RunnerRef, WorkspaceId};
 use uuid::Uuid;
-use switchyard_protocol::{EvidenceId};
 
 /// A row of `observations`.
 #[derive(Clone, Debug, sqlx::FromRow)]

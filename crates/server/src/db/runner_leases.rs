@@ -18,10 +18,9 @@
 
 use super::{Committed, Datastore, DeviceRow, Wakeup};
 use std::time::Duration;
-use switchyard_protocol::RunnerRef;
 use switchyard_protocol::runner::Epoch;
+use switchyard_protocol::{CallId, ConnectionId, RunnerRef};
 use uuid::Uuid;
-use switchyard_protocol::{CallId, ConnectionId};
 
 fn interval(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
