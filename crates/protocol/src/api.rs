@@ -31,6 +31,40 @@ pub struct UserView {
     pub is_owner: bool,
 }
 
+/// `POST /api/v1/tokens`: a new personal API token for the caller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreateToken {
+    /// A name to tell the caller's tokens apart (e.g. `laptop`, `ci`).
+    pub name: String,
+    /// Seconds until the token stops working; without it the token works until revoked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in_seconds: Option<u64>,
+}
+
+/// A personal API token, without its secret (the server keeps only a hash).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenView {
+    /// The token's id: what `revoke` names.
+    pub id: TokenId,
+    /// Its name.
+    pub name: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it stops working, if it expires.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was revoked; a revoked token is refused (401) at its next request.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// The answer to `POST /api/v1/tokens`: the token and its secret, shown this once.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreatedToken {
+    /// The token.
+    pub token: TokenView,
+    /// The bearer secret (`sy_…`). The server cannot show it again.
+    pub secret: String,
+}
+
 /// `POST /api/v1/workspaces`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CreateWorkspace {
@@ -81,6 +115,15 @@ pub struct MemberView {
     pub user_name: String,
     /// The role.
     pub role: MemberRole,
+}
+
+/// The answer to `POST /api/v1/workspaces/{ws}/members/{user}/remove`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemovedMember {
+    /// The member as they were.
+    pub member: MemberView,
+    /// How many grants on the workspace's profiles they lost with it.
+    pub grants_removed: u64,
 }
 
 /// `POST /api/v1/workspaces/{ws}/environments`.

@@ -63,6 +63,12 @@ pub enum ErrorCode {
     PairingNotFound,
     /// No such device in this workspace.
     DeviceNotFound,
+    /// No such API token of this user.
+    TokenNotFound,
+    /// The user is not a member of this workspace.
+    MemberNotFound,
+    /// The change would leave the workspace without an admin.
+    LastAdmin,
     /// The device credential belongs to a revoked device.
     DeviceRevoked,
     /// The runner's lease epoch is stale: another process owns the runner now.
@@ -123,6 +129,9 @@ impl ErrorCode {
             ErrorCode::McpReplayExpired => "mcp_replay_expired",
             ErrorCode::PairingNotFound => "pairing_not_found",
             ErrorCode::DeviceNotFound => "device_not_found",
+            ErrorCode::TokenNotFound => "token_not_found",
+            ErrorCode::MemberNotFound => "member_not_found",
+            ErrorCode::LastAdmin => "last_admin",
             ErrorCode::DeviceRevoked => "device_revoked",
             ErrorCode::RunnerFenced => "runner_fenced",
             ErrorCode::OperationRequired => "operation_required",
@@ -161,11 +170,14 @@ impl ErrorCode {
             | ErrorCode::ToolNotFound
             | ErrorCode::PairingNotFound
             | ErrorCode::DeviceNotFound
+            | ErrorCode::TokenNotFound
+            | ErrorCode::MemberNotFound
             | ErrorCode::OperationNotFound
             | ErrorCode::EvidenceNotFound => 404,
             ErrorCode::AmbiguousName
             | ErrorCode::AlreadyExists
             | ErrorCode::ConnectorNotApproved
+            | ErrorCode::LastAdmin
             | ErrorCode::RunnerFenced
             | ErrorCode::McpReconcileConfigChanged
             | ErrorCode::McpReconcileNotUnknown

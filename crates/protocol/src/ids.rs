@@ -71,4 +71,6 @@ id_type! {
     EvidenceId,
     /// An observation recorded beside an unknown call (a lookup's answer or a late receipt).
     ObservationId,
+    /// A personal API token (its id, never its secret).
+    TokenId,
 }

@@ -47,7 +47,7 @@ macro_rules! column_as_inner {
 }
 
 column_as_inner!(Uuid: UserId, WorkspaceId, EnvironmentId, ConnectorId, ConnectionId, ProfileId,
-    CallId, RequestId, DeviceId, OperationId, EvidenceId, ObservationId);
+    CallId, RequestId, DeviceId, OperationId, EvidenceId, ObservationId, TokenId);
 column_as_inner!(i64: Epoch);
 
 /// Makes each type a `text` column holding its `Display` form, read back by its `FromStr`.

@@ -119,6 +119,15 @@ golden! {
         user_name: "bob".into(),
         role: MemberRole::Admin,
     };
+    removed_member: RemovedMember = RemovedMember {
+        member: MemberView {
+            workspace_id: WORKSPACE,
+            user_id: BOB,
+            user_name: "bob".into(),
+            role: MemberRole::Member,
+        },
+        grants_removed: 2,
+    };
     create_environment: CreateEnvironment = CreateEnvironment { name: "prod".into() };
     environment_view: EnvironmentView = EnvironmentView {
         id: PROD,
@@ -252,6 +261,15 @@ golden! {
     approve_device: ApproveDevice = ApproveDevice {
         code: "K7QM-3XTD".into(),
         profile: "deploy-bot".into(),
+    };
+    create_token: CreateToken = CreateToken {
+        name: "ci".into(),
+        expires_in_seconds: Some(2_592_000),
+    };
+    token_view: TokenView = token_view();
+    created_token: CreatedToken = CreatedToken {
+        token: token_view(),
+        secret: "sy_5f0c2e4b8a1d3f6e9c7b0a2d4e6f8a1c3e5b7d9f0a2c4e6b8d0f1a3c5e7b9d0f".into(),
     };
     device_view: DeviceView = DeviceView {
         id: DEVICE,
@@ -683,7 +701,18 @@ const EVIDENCE: EvidenceId = EvidenceId(uuid(0xb, 1));
 const OBSERVATION: ObservationId = ObservationId(uuid(0xc, 1));
 const PAIRING: Uuid = uuid(0xd, 1);
 const HOLDER: Uuid = uuid(0xe, 1);
+const TOKEN: TokenId = TokenId(uuid(0x10, 1));
 const RECEIPT: Uuid = uuid(0xf, 1);
+
+fn token_view() -> TokenView {
+    TokenView {
+        id: TOKEN,
+        name: "ci".into(),
+        created_at: at("2026-03-02T09:11:47.318842Z"),
+        expires_at: Some(at("2026-04-01T09:11:47.318842Z")),
+        revoked_at: None,
+    }
+}
 
 /// A fixed time.
 fn at(rfc3339: &str) -> DateTime<Utc> {
@@ -707,6 +736,7 @@ struct Ids {
     operation_id: OperationId,
     evidence_id: EvidenceId,
     observation_id: ObservationId,
+    token_id: TokenId,
 }
 
 fn ids() -> Ids {
@@ -723,6 +753,7 @@ fn ids() -> Ids {
         operation_id: OPERATION,
         evidence_id: EVIDENCE,
         observation_id: OBSERVATION,
+        token_id: TOKEN,
     }
 }
 
@@ -733,7 +764,8 @@ fn error_codes() -> Vec<ErrorCode> {
         ConnectorNotFound, ConnectionNotFound, ProfileNotFound, UserNotFound, CallNotFound,
         ToolNotFound, AmbiguousName, AlreadyExists, ConnectorNotApproved,
         ConnectionNotInProfile, EnvironmentMismatch, DiscoveryFailed, McpRequestConflict,
-        McpReplayExpired, PairingNotFound, DeviceNotFound, DeviceRevoked, RunnerFenced,
+        McpReplayExpired, PairingNotFound, DeviceNotFound, TokenNotFound, MemberNotFound,
+        LastAdmin, DeviceRevoked, RunnerFenced,
         OperationRequired, OperationNotFound, OperationMismatch, McpReconcileConfigChanged,
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
         CallErased, CallActive, Internal,

@@ -116,6 +116,21 @@ enum AdminCommand {
         #[arg(long)]
         name: String,
     },
+    /// Revoke a user's API token (a leaked one, or a departing user's): the one named by
+    /// `--token`, or with `--all` every unrevoked one. The tokens are refused at their next
+    /// request and their web sessions end. Prints one line per token revoked.
+    #[command(group = clap::ArgGroup::new("which").required(true).args(["token", "all"]))]
+    RevokeToken {
+        /// The user's id or name.
+        #[arg(long)]
+        user: String,
+        /// The token's id (`switchyard token list` shows it to its user).
+        #[arg(long, value_name = "TOKEN_ID")]
+        token: Option<String>,
+        /// Every unrevoked token of the user.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 fn init_logging() {
@@ -173,6 +188,19 @@ async fn run(cli: Cli) -> Result<(), String> {
             let (name, is_owner) = match &command {
                 AdminCommand::CreateOwner { name } => (name, true),
                 AdminCommand::CreateUser { name } => (name, false),
+                AdminCommand::RevokeToken { user, token, .. } => {
+                    let revoked = app
+                        .token_revoke_as_operator(user, token.as_deref())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if revoked.is_empty() {
+                        eprintln!("user `{user}` has no unrevoked token");
+                    }
+                    for token in revoked {
+                        println!("revoked token {} ({})", token.id, token.name);
+                    }
+                    return Ok(());
+                }
             };
             let (_, token) = app
                 .user_create(name, is_owner)

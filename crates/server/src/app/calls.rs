@@ -22,7 +22,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::{Completion, Epoch};
-use switchyard_protocol::{CallId, CallState, EnvironmentId, ErrorCode, RunnerRef};
+use switchyard_protocol::{CallId, CallState, EnvironmentId, ErrorCode, RunnerRef, UserId};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -223,7 +223,7 @@ impl App {
         payload_digest: &[u8],
         deadline: Instant,
     ) -> AppResult<(CallView, bool)> {
-        let view = replay(existing, payload_digest)?;
+        let view = replay(existing, payload_digest, principal.accountable_user())?;
         let now = Instant::now();
         if is_settled(view.state) || now >= deadline {
             return Ok((view, false));
@@ -535,10 +535,7 @@ fn decide(
         timeout_seconds: i32::try_from(timeout).unwrap_or(i32::MAX),
         runner_ref: connection.runner_ref,
         // A device's calls are accounted to the user who approved it.
-        created_by: match principal {
-            Principal::User(actor) => actor.user.id,
-            Principal::Device(device) => device.device.approved_by,
-        },
+        created_by: principal.accountable_user(),
         origin: CallOrigin {
             operation_id: operation,
             device_id: match principal {
@@ -611,14 +608,20 @@ fn check_runnable(
 }
 
 /// A replayed request_id: the same payload answers the stored call; another payload is a
-/// conflict.
-fn replay(existing: CallRow, payload_digest: &[u8]) -> AppResult<CallView> {
+/// conflict. The stored call's id is named only to the user it is accounted to: request_ids
+/// are unique per workspace, and a conflict must not reveal another user's call.
+fn replay(existing: CallRow, payload_digest: &[u8], submitter: UserId) -> AppResult<CallView> {
+    let call = if existing.created_by == submitter {
+        format!("call {}", existing.id)
+    } else {
+        "a call of another user".to_owned()
+    };
     if existing.retention_expired_at.is_some() {
         return Err(AppError::refused(
             ErrorCode::McpReplayExpired,
             format!(
-                "request_id {} belongs to call {} whose inputs and result have expired; read its disposition with `switchyard mcp status`, or use a fresh request_id",
-                existing.request_id, existing.id
+                "request_id {} belongs to {call} whose inputs and result have expired; read its disposition with `switchyard mcp status`, or use a fresh request_id",
+                existing.request_id
             ),
         ));
     }
@@ -628,8 +631,8 @@ fn replay(existing: CallRow, payload_digest: &[u8]) -> AppResult<CallView> {
         Err(AppError::refused(
             ErrorCode::McpRequestConflict,
             format!(
-                "request_id {} was already used for a different call ({}); use a fresh request_id for a new call",
-                existing.request_id, existing.id
+                "request_id {} was already used for {call} with another payload; use a fresh request_id for a new call",
+                existing.request_id
             ),
         ))
     }

@@ -19,6 +19,7 @@ mod resolve;
 mod results;
 mod runner_api;
 mod sessions;
+mod tokens;
 mod views;
 mod web_sessions;
 mod workspaces;

@@ -9,7 +9,7 @@ use super::dispatch::liveness::SEEN_EVERY;
 use super::{Actor, App};
 use crate::db::{DeviceRow, Key, ProfileRow, Submitter, WorkspaceRow};
 use crate::error::{AppError, AppResult};
-use switchyard_protocol::{DeviceId, ErrorCode, RunnerRef};
+use switchyard_protocol::{DeviceId, ErrorCode, RunnerRef, UserId};
 
 /// Prefix of every device credential, so a leaked one is easy to recognise and tell from a
 /// personal API token.
@@ -196,6 +196,14 @@ impl Principal {
         match self {
             Principal::User(actor) => Submitter::User(actor.user.id),
             Principal::Device(device) => Submitter::Device(device.device.id),
+        }
+    }
+
+    /// The user a call it submits is accounted to: the user, or the device's approver.
+    pub(crate) fn accountable_user(&self) -> UserId {
+        match self {
+            Principal::User(actor) => actor.user.id,
+            Principal::Device(device) => device.device.approved_by,
         }
     }
 

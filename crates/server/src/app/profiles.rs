@@ -6,9 +6,8 @@ use super::names::validate_name;
 use super::{Actor, App, views};
 use crate::db::{Grants, Key, ProfileRow};
 use crate::error::{AppError, AppResult};
-use switchyard_protocol::ErrorCode;
-use switchyard_protocol::WorkspaceId;
 use switchyard_protocol::api::*;
+use switchyard_protocol::{ErrorCode, WorkspaceId};
 
 impl App {
     /// Creates a profile (workspace admins only). The creator receives Manage and Share, not Use.
@@ -95,6 +94,15 @@ impl App {
             ));
         }
         let user = self.find_user(&req.user).await?;
+        if grants.use_ && user.id == actor.user.id && !actor.user.is_owner {
+            return Err(AppError::refused(
+                ErrorCode::Forbidden,
+                format!(
+                    "you cannot grant yourself Use on profile `{}`: Manage and Share never imply Use; ask another holder of Share or the installation owner",
+                    profile.name
+                ),
+            ));
+        }
         if self
             .db
             .workspace_find_for_member(&Key::Id(membership.workspace.id.0), user.id)
@@ -111,6 +119,44 @@ impl App {
         }
         self.db
             .grant_add(profile.id, user.id, grants, actor.user.id)
+            .await?;
+        self.profile_view(&profile).await
+    }
+
+    /// Takes grants on a profile from a user (holders of Share, and workspace admins). Taking
+    /// a grant the user does not hold changes nothing; taking Use stops their next call.
+    pub async fn profile_revoke(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        key: &str,
+        req: GrantRequest,
+    ) -> AppResult<ProfileView> {
+        let membership = self.membership(actor, ws).await?;
+        let profile = self.find_profile(membership.workspace.id, key).await?;
+        if !membership.is_admin && !self.db.grants_of(profile.id, actor.user.id).await?.share {
+            return Err(AppError::refused(
+                ErrorCode::Forbidden,
+                format!(
+                    "you need the Share grant on profile `{}`, or to be a workspace admin, to revoke access",
+                    profile.name
+                ),
+            ));
+        }
+        let grants = Grants {
+            use_: req.use_,
+            manage: req.manage,
+            share: req.share,
+        };
+        if grants == Grants::default() {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                "name at least one of `use`, `manage`, `share`",
+            ));
+        }
+        let user = self.find_user(&req.user).await?;
+        self.db
+            .grant_remove(&profile, user.id, grants, actor.user.id)
             .await?;
         self.profile_view(&profile).await
     }

@@ -26,7 +26,7 @@ use crate::error::{AppError, AppResult};
 use serde_json::{Value, json};
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::Epoch;
-use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef, WorkspaceId};
+use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef, UserId, WorkspaceId};
 use uuid::Uuid;
 
 /// The timeout of a receipt lookup: it is a read, and nothing waits on a slow one.
@@ -126,7 +126,7 @@ impl App {
             .await?
         {
             return self
-                .lookup_replay(&row, existing, &payload_digest)
+                .lookup_replay(&row, existing, &payload_digest, actor.user.id)
                 .await
                 .map(|answer| (answer, false));
         }
@@ -199,7 +199,7 @@ impl App {
                 .await?
             {
                 Some(existing) => self
-                    .lookup_replay(&row, existing, &payload_digest)
+                    .lookup_replay(&row, existing, &payload_digest, actor.user.id)
                     .await
                     .map(|answer| (answer, false)),
                 None => Err(AppError::Internal(
@@ -216,13 +216,20 @@ impl App {
         call: &CallRow,
         existing: CallRow,
         payload_digest: &[u8],
+        submitter: UserId,
     ) -> AppResult<ReconcileAnswer> {
         if existing.parent_call_id != Some(call.id) || existing.payload_digest != payload_digest {
+            // Another user's call is not named: request_ids are unique per workspace.
+            let other = if existing.created_by == submitter {
+                format!("call {}", existing.id)
+            } else {
+                "a call of another user".to_owned()
+            };
             return Err(AppError::refused(
                 ErrorCode::McpRequestConflict,
                 format!(
-                    "request_id {} was already used for another call ({}); use a fresh request_id for this lookup",
-                    existing.request_id, existing.id
+                    "request_id {} was already used for {other}; use a fresh request_id for this lookup",
+                    existing.request_id
                 ),
             ));
         }

@@ -5,9 +5,8 @@ use crate::db::{
     CallRow, ConnectionRow, ConnectorRow, EnvironmentRow, Grants, MemberRow, ToolRow, UserRow,
     WorkspaceRow,
 };
-use switchyard_protocol::CallState;
 use switchyard_protocol::api::*;
-use switchyard_protocol::{UserId, WorkspaceId};
+use switchyard_protocol::{CallState, UserId, WorkspaceId};
 
 pub(crate) fn user(row: &UserRow) -> UserView {
     UserView {
@@ -267,6 +266,16 @@ pub(crate) fn device(row: &crate::db::DeviceRow) -> DeviceView {
         approved_by: row.approved_by,
         created_at: row.created_at,
         last_seen_at: row.last_seen_at,
+        revoked_at: row.revoked_at,
+    }
+}
+
+pub(crate) fn token(row: &crate::db::TokenRow) -> TokenView {
+    TokenView {
+        id: row.id,
+        name: row.name.clone(),
+        created_at: row.created_at,
+        expires_at: row.expires_at,
         revoked_at: row.revoked_at,
     }
 }

@@ -3,7 +3,9 @@
 use super::auth::already_exists;
 use super::names::validate_name;
 use super::{Actor, App, views};
-use crate::error::AppResult;
+use crate::db::MemberRemoval;
+use crate::error::{AppError, AppResult};
+use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::*;
 
 impl App {
@@ -59,6 +61,46 @@ impl App {
                 .member_upsert(membership.workspace.id, user.id, role)
                 .await?,
         ))
+    }
+
+    /// Removes a member and their grants on the workspace's profiles (workspace admins only).
+    /// Their calls, and the devices they approved, stay readable; the devices submit nothing
+    /// once their approver lost Use. The only admin cannot be removed.
+    pub async fn member_remove(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        user: &str,
+    ) -> AppResult<RemovedMember> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let user = self.find_user(user).await?;
+        match self
+            .db
+            .member_remove(membership.workspace.id, user.id, actor.user.id)
+            .await?
+        {
+            Some(MemberRemoval::Removed {
+                member,
+                grants_removed,
+            }) => Ok(RemovedMember {
+                member: views::member(&member),
+                grants_removed,
+            }),
+            Some(MemberRemoval::LastAdmin) => Err(AppError::refused(
+                ErrorCode::LastAdmin,
+                format!(
+                    "`{}` is the only admin of workspace `{}`; make another member admin first (`switchyard workspace member add {} USER --admin`)",
+                    user.name, membership.workspace.name, membership.workspace.name
+                ),
+            )),
+            None => Err(AppError::refused(
+                ErrorCode::MemberNotFound,
+                format!(
+                    "`{}` is not a member of workspace `{}`",
+                    user.name, membership.workspace.name
+                ),
+            )),
+        }
     }
 
     /// The members of a workspace.

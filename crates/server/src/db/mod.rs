@@ -4,6 +4,7 @@
 //! Nothing here keeps state or runs in the background: a method runs its statements and
 //! returns what it committed, with the wake-ups that calls for ([`Committed`]).
 
+mod access_changes;
 mod call_read;
 mod calls;
 mod committed;
@@ -23,6 +24,7 @@ mod resolutions;
 mod runner_leases;
 mod sql;
 mod submit;
+mod tokens;
 mod users;
 mod web_sessions;
 mod workspaces;
@@ -51,9 +53,10 @@ pub use submit::{
     OperationScope, SubmitConnection, SubmitContext, SubmitKeys, SubmitRead, Submitter,
     SubmitterKey,
 };
+pub use tokens::TokenRow;
 pub use users::UserRow;
 pub use web_sessions::{SessionTimes, WebSessionRow};
-pub use workspaces::{EnvironmentRow, MemberRow, WorkspaceRow};
+pub use workspaces::{EnvironmentRow, MemberRemoval, MemberRow, WorkspaceRow};
 
 use sqlx::PgPool;
 use std::sync::Arc;

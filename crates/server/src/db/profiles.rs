@@ -1,6 +1,8 @@
 //! Execution profiles, their connections and the independent grants on them.
 
+use super::access_changes::{AccessAction, record};
 use super::{Datastore, Key};
+use serde_json::json;
 use switchyard_protocol::{ConnectionId, EnvironmentId, ProfileId, UserId, WorkspaceId};
 use uuid::Uuid;
 
@@ -175,6 +177,40 @@ impl Datastore {
         .execute(&self.pool)
         .await
         .map(drop)
+    }
+
+    /// Takes `grants` on a profile from a user, and records who did it, atomically. Returns
+    /// the grants taken (those the user held).
+    pub async fn grant_remove(
+        &self,
+        profile: &ProfileRow,
+        user: UserId,
+        grants: Grants,
+        by: UserId,
+    ) -> Result<Grants, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let removed: Vec<String> = sqlx::query_scalar(
+            "DELETE FROM profile_grants
+             WHERE profile_id = $1 AND user_id = $2 AND grant_kind = ANY($3::text[])
+             RETURNING grant_kind",
+        )
+        .bind(profile.id)
+        .bind(user)
+        .bind(grants.kinds())
+        .fetch_all(&mut *tx)
+        .await?;
+        if !removed.is_empty() {
+            record(
+                &mut tx,
+                Some(by),
+                AccessAction::GrantRevoked,
+                Some(profile.workspace_id),
+                json!({"profile_id": profile.id, "user_id": user, "grants": removed}),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Grants::from_kinds(&removed))
     }
 
     /// The grants a user holds on a profile right now.

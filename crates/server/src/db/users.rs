@@ -19,12 +19,13 @@ pub struct UserRow {
 }
 
 /// `SELECT u.* …`: the user holding the unrevoked API token whose hash is the placeholder
-/// `hash`. Shared by [`Datastore::user_by_token_hash`] and a submission's read, which reads it
+/// `hash` (and neither revoked nor expired). Shared by [`Datastore::user_by_token_hash`] and a submission's read, which reads it
 /// with everything else.
 pub(super) fn user_by_token(hash: &str) -> String {
     format!(
         "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
-         WHERE t.token_hash = {hash} AND t.revoked_at IS NULL"
+         WHERE t.token_hash = {hash} AND {live}",
+        live = super::tokens::token_live!(),
     )
 }
 
@@ -45,12 +46,14 @@ impl Datastore {
         .bind(is_owner)
         .fetch_one(&mut *tx)
         .await?;
-        sqlx::query("INSERT INTO api_tokens (id, user_id, token_hash) VALUES ($1, $2, $3)")
-            .bind(Uuid::now_v7())
-            .bind(user.id)
-            .bind(token_hash)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO api_tokens (id, user_id, token_hash, name) VALUES ($1, $2, $3, 'initial')",
+        )
+        .bind(Uuid::now_v7())
+        .bind(user.id)
+        .bind(token_hash)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(user)
     }

@@ -2,6 +2,7 @@
 //! itself; a session is only valid while it has not expired and the API token it was signed in
 //! with is not revoked.
 
+use super::tokens::token_live;
 use super::{Datastore, UserRow};
 use std::time::Duration;
 
@@ -34,15 +35,17 @@ impl Datastore {
         csrf_token: &str,
         times: SessionTimes,
     ) -> Result<Option<WebSessionRow>, sqlx::Error> {
-        sqlx::query_as(
+        sqlx::query_as(concat!(
             "WITH s AS (
                  INSERT INTO web_sessions (id_hash, user_id, token_id, csrf_token, expires_at)
                  SELECT $1, t.user_id, t.id, $3,
                         now() + LEAST(make_interval(secs => $4), make_interval(secs => $5))
-                 FROM api_tokens t WHERE t.token_hash = $2 AND t.revoked_at IS NULL
+                 FROM api_tokens t WHERE t.token_hash = $2 AND ",
+            token_live!(),
+            "
                  RETURNING user_id, csrf_token)
              SELECT u.*, s.csrf_token FROM users u JOIN s ON s.user_id = u.id",
-        )
+        ))
         .bind(id_hash)
         .bind(token_hash)
         .bind(csrf_token)
@@ -59,15 +62,17 @@ impl Datastore {
         id_hash: &[u8],
         times: SessionTimes,
     ) -> Result<Option<WebSessionRow>, sqlx::Error> {
-        sqlx::query_as(
+        sqlx::query_as(concat!(
             "WITH s AS (
                  UPDATE web_sessions s SET last_used_at = now(),
                      expires_at = LEAST(s.created_at + make_interval(secs => $3), now() + make_interval(secs => $2))
                  FROM api_tokens t
-                 WHERE s.id_hash = $1 AND s.expires_at > now() AND t.id = s.token_id AND t.revoked_at IS NULL
+                 WHERE s.id_hash = $1 AND s.expires_at > now() AND t.id = s.token_id AND ",
+            token_live!(),
+            "
                  RETURNING s.user_id, s.csrf_token)
              SELECT u.*, s.csrf_token FROM users u JOIN s ON s.user_id = u.id",
-        )
+        ))
         .bind(id_hash)
         .bind(times.idle.as_secs_f64())
         .bind(times.lifetime.as_secs_f64())
@@ -78,10 +83,12 @@ impl Datastore {
     /// Whether a session is still live, without touching it (for long-lived streams that ask
     /// often).
     pub async fn web_session_live(&self, id_hash: &[u8]) -> Result<bool, sqlx::Error> {
-        sqlx::query_scalar(
+        sqlx::query_scalar(concat!(
             "SELECT EXISTS (SELECT 1 FROM web_sessions s JOIN api_tokens t ON t.id = s.token_id
-                            WHERE s.id_hash = $1 AND s.expires_at > now() AND t.revoked_at IS NULL)",
-        )
+                            WHERE s.id_hash = $1 AND s.expires_at > now() AND ",
+            token_live!(),
+            ")",
+        ))
         .bind(id_hash)
         .fetch_one(&self.pool)
         .await

@@ -1,7 +1,9 @@
 //! Workspaces, their members and environments.
 
+use super::access_changes::{AccessAction, record};
 use super::{Datastore, Key};
 use chrono::{DateTime, Utc};
+use serde_json::json;
 use switchyard_protocol::api::DEFAULT_ENVIRONMENT;
 use switchyard_protocol::{EnvironmentId, UserId, WorkspaceId};
 use uuid::Uuid;
@@ -28,6 +30,20 @@ pub struct MemberRow {
     pub user_name: String,
     /// `member` or `admin`.
     pub role: String,
+}
+
+/// What [`Datastore::member_remove`] did.
+#[derive(Clone, Debug)]
+pub enum MemberRemoval {
+    /// Removed, with this many grants.
+    Removed {
+        /// The member as they were.
+        member: MemberRow,
+        /// Grants on the workspace's profiles removed with them.
+        grants_removed: u64,
+    },
+    /// Nothing: they are the workspace's only admin.
+    LastAdmin,
 }
 
 /// A row of `environments`.
@@ -117,6 +133,66 @@ impl Datastore {
         .bind(user)
         .fetch_all(&self.pool)
         .await
+    }
+
+    /// Removes a member from a workspace together with their grants on its profiles, and
+    /// records who did it, atomically. `Ok(None)` when the user is not a member; the only
+    /// admin is never removed.
+    pub async fn member_remove(
+        &self,
+        workspace: WorkspaceId,
+        user: UserId,
+        by: UserId,
+    ) -> Result<Option<MemberRemoval>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        // The workspace's admins, locked: two admins removing each other at once cannot both
+        // succeed and leave nobody.
+        let admins: Vec<UserId> = sqlx::query_scalar(
+            "SELECT user_id FROM workspace_members WHERE workspace_id = $1 AND role = 'admin'
+             ORDER BY user_id FOR UPDATE",
+        )
+        .bind(workspace)
+        .fetch_all(&mut *tx)
+        .await?;
+        if admins == [user] {
+            return Ok(Some(MemberRemoval::LastAdmin));
+        }
+        let member: Option<MemberRow> = sqlx::query_as(
+            "WITH m AS (
+                 DELETE FROM workspace_members WHERE workspace_id = $1 AND user_id = $2
+                 RETURNING workspace_id, user_id, role)
+             SELECT m.workspace_id, m.user_id, u.name AS user_name, m.role
+             FROM m JOIN users u ON u.id = m.user_id",
+        )
+        .bind(workspace)
+        .bind(user)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(member) = member else {
+            return Ok(None);
+        };
+        let grants_removed = sqlx::query(
+            "DELETE FROM profile_grants g USING profiles p
+             WHERE g.profile_id = p.id AND p.workspace_id = $1 AND g.user_id = $2",
+        )
+        .bind(workspace)
+        .bind(user)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        record(
+            &mut tx,
+            Some(by),
+            AccessAction::MemberRemoved,
+            Some(workspace),
+            json!({"user_id": user, "role": member.role, "grants_removed": grants_removed}),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(MemberRemoval::Removed {
+            member,
+            grants_removed,
+        }))
     }
 
     /// Adds a member or changes an existing member's role.

@@ -79,6 +79,14 @@ pub(super) async fn member_add(
     Ok(created(s.app.member_add(&actor, &ws, req).await?))
 }
 
+pub(super) async fn member_remove(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, user)): Path<(String, String)>,
+) -> Answer<RemovedMember> {
+    Ok(Json(s.app.member_remove(&actor, &ws, &user).await?))
+}
+
 pub(super) async fn member_list(
     State(s): State<AppState>,
     actor: Actor,
@@ -216,6 +224,15 @@ pub(super) async fn profile_grant(
     ApiJson(req): ApiJson<GrantRequest>,
 ) -> Answer<ProfileView> {
     Ok(Json(s.app.profile_grant(&actor, &ws, &p, req).await?))
+}
+
+pub(super) async fn profile_revoke(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, p)): Path<(String, String)>,
+    ApiJson(req): ApiJson<GrantRequest>,
+) -> Answer<ProfileView> {
+    Ok(Json(s.app.profile_revoke(&actor, &ws, &p, req).await?))
 }
 
 /// 201 for a new call, 200 when a retried request_id returns the existing one. A user or a

@@ -8,6 +8,7 @@ mod handlers;
 mod reconcile;
 mod runner;
 mod runner_channel;
+mod tokens;
 
 pub use error::{ApiError, ApiJson};
 
@@ -32,6 +33,10 @@ pub fn router(app: App) -> Router {
         .route(
             "/workspaces/{ws}/members",
             post(member_add).get(member_list),
+        )
+        .route(
+            "/workspaces/{ws}/members/{user}/remove",
+            post(member_remove),
         )
         .route(
             "/workspaces/{ws}/environments",
@@ -69,6 +74,10 @@ pub fn router(app: App) -> Router {
             "/workspaces/{ws}/profiles/{profile}/grants",
             post(profile_grant),
         )
+        .route(
+            "/workspaces/{ws}/profiles/{profile}/grants/revoke",
+            post(profile_revoke),
+        )
         .route("/workspaces/{ws}/calls", post(call_submit).get(call_list))
         .route("/workspaces/{ws}/calls/{call}", get(call_get))
         .route("/workspaces/{ws}/calls/{call}/cancel", post(call_cancel))
@@ -81,6 +90,7 @@ pub fn router(app: App) -> Router {
             get(connection_events),
         )
         .merge(devices::routes())
+        .merge(tokens::routes())
         .merge(runner::routes())
         .merge(reconcile::routes())
         .fallback(not_found);

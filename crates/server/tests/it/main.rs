@@ -1,6 +1,7 @@
 //! Integration tests of switchyard-server: a real server on a fresh PostgreSQL database per
 //! test, real MCP servers as child processes.
 
+mod access;
 mod bad_input;
 mod browser;
 mod calls;
@@ -19,5 +20,6 @@ mod runner_api;
 mod runner_channel;
 mod sessions;
 mod setup;
+
 mod web;
 mod web_http;

@@ -290,6 +290,11 @@ async fn sign_in_makes_a_strict_http_only_session_and_sign_out_ends_it(pool: PgP
 #[sqlx::test(migrations = "../../migrations")]
 async fn revoking_the_token_ends_its_sessions_and_cookies_can_be_secure(pool: PgPool) {
     let server = TestServer::start_with(pool.clone(), |c| c.web.secure_cookies = true).await;
+    let browser = server
+        .owner
+        .post("/api/v1/tokens", json!({"name": "browser"}))
+        .await
+        .ok();
     let mut web = WebClient::new(&server);
     let form = web.get("/sign-in").await;
     assert!(
@@ -299,7 +304,10 @@ async fn revoking_the_token_ends_its_sessions_and_cookies_can_be_secure(pool: Pg
     );
     web.post(
         "/sign-in",
-        &[("token", server.owner.token()), ("csrf", &form.csrf())],
+        &[
+            ("token", browser["secret"].as_str().unwrap()),
+            ("csrf", &form.csrf()),
+        ],
     )
     .await;
     assert!(
@@ -308,15 +316,21 @@ async fn revoking_the_token_ends_its_sessions_and_cookies_can_be_secure(pool: Pg
         web.set_cookies
     );
     assert_eq!(web.get("/workspaces").await.status, StatusCode::OK);
-    sqlx::query("UPDATE api_tokens SET revoked_at = now()")
-        .execute(&pool)
-        .await
-        .unwrap();
+    let revoke = format!(
+        "/api/v1/tokens/{}/revoke",
+        browser["token"]["id"].as_str().unwrap()
+    );
+    server.owner.post(&revoke, json!({})).await.ok();
     assert_eq!(
         web.get("/workspaces").await.status,
         StatusCode::SEE_OTHER,
         "a revoked token's session ends"
     );
+    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM web_sessions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(sessions, 0, "and is deleted with the revocation");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
