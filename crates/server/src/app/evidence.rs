@@ -138,9 +138,9 @@ impl App {
                 .map(views::resolution);
         }
         view.lineage = Some(LineageView {
-            lookup_call_ids: lineage.lookup_ids.into_iter().map(Into::into).collect(),
+            lookup_call_ids: lineage.lookup_ids,
             receipt_ids: lineage.receipt_ids,
-            evidence_ids: lineage.evidence_ids.into_iter().map(Into::into).collect(),
+            evidence_ids: lineage.evidence_ids,
         });
         Ok(view)
     }
