@@ -53,6 +53,9 @@ pub enum Command {
     /// Approve, list and revoke paired devices.
     #[command(subcommand)]
     Device(DeviceCommand),
+    /// Create, list and revoke your personal API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Begin operations: the immutable scopes a device's calls run under.
     #[command(subcommand)]
     Scope(ScopeCommand),
@@ -108,6 +111,55 @@ pub enum DeviceCommand {
         /// The device id.
         device: String,
     },
+}
+
+/// `switchyard token …`
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; prints its secret alone on stdout (the server cannot show it again).
+    Create {
+        /// A name to tell your tokens apart, e.g. `ci`.
+        name: String,
+        /// How long it works: a number with `s`, `m`, `h` or `d` (e.g. `90d`); without it the
+        /// token works until revoked.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_seconds)]
+        expires_in: Option<u64>,
+    },
+    /// List your tokens, revoked and expired ones included.
+    List,
+    /// Revoke one of your tokens: it is refused from its next request, and the inspector
+    /// sessions signed in with it end.
+    Revoke {
+        /// The token's id (`switchyard token list`).
+        token: String,
+    },
+}
+
+/// Seconds in `90d`, `12h`, `30m` or `45s` (a bare number is seconds).
+fn parse_duration_seconds(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a duration: use a number with s, m, h or d, e.g. 90d"
+            ));
+        }
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|&seconds| seconds > 0)
+        .ok_or_else(|| {
+            format!("`{text}` is not a duration: use a positive number with s, m, h or d, e.g. 90d")
+        })
 }
 
 /// `switchyard scope …`
@@ -203,6 +255,21 @@ pub enum MemberCommand {
         /// Make the user a workspace admin (admin never implies Use on profiles).
         #[arg(long)]
         admin: bool,
+    },
+    /// List a workspace's members and their roles.
+    List {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+    },
+    /// Remove a member from a workspace, with their grants on its profiles (workspace
+    /// admins). Their calls stay readable to those who may read them.
+    Remove {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// User id or name.
+        user: String,
     },
 }
 
@@ -357,9 +424,12 @@ pub enum ProfileCommand {
     },
     /// Grant a user Use, Manage and/or Share on a profile.
     Grant(ProfileGrant),
+    /// Revoke a user's Use, Manage and/or Share on a profile (holders of Share and workspace
+    /// admins). Revoked Use stops their next call.
+    Revoke(ProfileGrant),
 }
 
-/// `switchyard profile grant`.
+/// `switchyard profile grant|revoke`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("grants").required(true).multiple(true).args(["use_", "manage", "share"])))]
 pub struct ProfileGrant {
@@ -371,13 +441,13 @@ pub struct ProfileGrant {
     /// User id or name.
     #[arg(long)]
     pub user: String,
-    /// Grant Use: run tools and read results.
+    /// Use: run tools and read results.
     #[arg(long = "use", id = "use_")]
     pub use_: bool,
-    /// Grant Manage: edit the profile.
+    /// Manage: edit the profile.
     #[arg(long)]
     pub manage: bool,
-    /// Grant Share: grant the profile to others.
+    /// Share: grant the profile to others.
     #[arg(long)]
     pub share: bool,
 }

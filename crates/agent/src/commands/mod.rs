@@ -16,6 +16,7 @@ mod pair;
 mod profile;
 mod runner;
 mod scope;
+mod token;
 mod workspace;
 
 use crate::cli::{Cli, Command};
@@ -41,6 +42,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Mcp(cmd) => mcp::run(&client()?, out, cmd).await,
         Command::Device(cmd) => device::run(&client()?, out, cmd).await,
         Command::Scope(cmd) => scope::run(&client()?, out, cmd).await,
+        Command::Token(cmd) => token::run(&client()?, out, cmd).await,
         Command::Evidence(cmd) => evidence::run(&client()?, out, cmd).await,
         Command::Pair(args) => pair::run(out, args).await,
         Command::McpRunner(args) => runner::run(args),

@@ -62,45 +62,54 @@ pub async fn run(client: &Client, out: Output, cmd: ProfileCommand) -> Result<()
             print_text(&table.render_or("no profiles"));
             Ok(())
         }
-        ProfileCommand::Grant(ProfileGrant {
-            workspace,
-            profile,
-            user,
-            use_,
-            manage,
-            share,
-        }) => {
-            let body = GrantRequest {
-                user,
-                use_,
-                manage,
-                share,
-            };
-            let reply = client
-                .post(
-                    &["workspaces", &workspace, "profiles", &profile, "grants"],
-                    Body::of(&body),
-                )
-                .await?;
-            out.reply(&reply, |p: ProfileView| {
-                let mut table = Table::new(["USER", "USE", "MANAGE", "SHARE"]);
-                let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
-                for g in p.grants {
-                    table.row([
-                        g.user_name,
-                        yes_no(g.use_),
-                        yes_no(g.manage),
-                        yes_no(g.share),
-                    ]);
-                }
-                format!(
-                    "grants on profile {}:\n{}",
-                    p.name,
-                    table.render_or("(none)")
-                )
-            })
-        }
+        ProfileCommand::Grant(args) => grants(client, out, args, false).await,
+        ProfileCommand::Revoke(args) => grants(client, out, args, true).await,
     }
+}
+
+/// `profile grant`, or with `revoke` `profile revoke`: both answer the profile's grants now.
+async fn grants(
+    client: &Client,
+    out: Output,
+    args: ProfileGrant,
+    revoke: bool,
+) -> Result<(), CliError> {
+    let ProfileGrant {
+        workspace,
+        profile,
+        user,
+        use_,
+        manage,
+        share,
+    } = args;
+    let body = GrantRequest {
+        user,
+        use_,
+        manage,
+        share,
+    };
+    let mut path = vec!["workspaces", &workspace, "profiles", &profile, "grants"];
+    if revoke {
+        path.push("revoke");
+    }
+    let reply = client.post(&path, Body::of(&body)).await?;
+    out.reply(&reply, |p: ProfileView| {
+        let mut table = Table::new(["USER", "USE", "MANAGE", "SHARE"]);
+        let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
+        for g in p.grants {
+            table.row([
+                g.user_name,
+                yes_no(g.use_),
+                yes_no(g.manage),
+                yes_no(g.share),
+            ]);
+        }
+        format!(
+            "grants on profile {}:\n{}",
+            p.name,
+            table.render_or("(none)")
+        )
+    })
 }
 
 /// `alice:use+share`: one principal's grants, compactly.

@@ -5,8 +5,8 @@ use crate::client::{Body, Client};
 use crate::error::CliError;
 use crate::output::{Output, Table, time};
 use switchyard_protocol::api::{
-    AddMember, CapturePolicyView, CreateWorkspace, MemberRole, MemberView, SetCapturePolicy,
-    WorkspaceView,
+    AddMember, CapturePolicyView, CreateWorkspace, MemberRole, MemberView, RemovedMember,
+    SetCapturePolicy, WorkspaceView,
 };
 
 /// Runs a `workspace` subcommand.
@@ -52,6 +52,36 @@ pub async fn run(client: &Client, out: Output, cmd: WorkspaceCommand) -> Result<
                     "added {} to workspace {workspace} as {}",
                     m.user_name,
                     role_name(m.role)
+                )
+            })
+        }
+        WorkspaceCommand::Member(MemberCommand::List { workspace }) => {
+            let reply = client.get(&["workspaces", &workspace, "members"]).await?;
+            out.reply(&reply, |members: Vec<MemberView>| {
+                let mut table = Table::new(["USER", "ROLE", "ID"]);
+                for m in members {
+                    table.row([
+                        m.user_name,
+                        role_name(m.role).to_owned(),
+                        m.user_id.to_string(),
+                    ]);
+                }
+                table.render_or("no members")
+            })
+        }
+        WorkspaceCommand::Member(MemberCommand::Remove { workspace, user }) => {
+            let reply = client
+                .post(
+                    &["workspaces", &workspace, "members", &user, "remove"],
+                    Body::Empty,
+                )
+                .await?;
+            out.reply(&reply, |removed: RemovedMember| {
+                format!(
+                    "removed {} from workspace {workspace}, with {} grant{}",
+                    removed.member.user_name,
+                    removed.grants_removed,
+                    if removed.grants_removed == 1 { "" } else { "s" }
                 )
             })
         }

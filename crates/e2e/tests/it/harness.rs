@@ -85,10 +85,15 @@ impl Server {
 
     /// Creates another user and returns their token.
     pub async fn create_user(&self, name: &str) -> String {
-        let args = ["admin", "create-user", "--name", name];
-        server::admin(&binary(bins::SERVER), &self.database_url, &args)
+        self.admin(&["admin", "create-user", "--name", name]).await
+    }
+
+    /// Runs `switchyard-server ARGS` on the server's database, as its operator would on the
+    /// host; its trimmed stdout.
+    pub async fn admin(&self, args: &[&str]) -> String {
+        server::admin(&binary(bins::SERVER), &self.database_url, args)
             .await
-            .expect("create a user")
+            .unwrap_or_else(|e| panic!("switchyard-server {args:?}: {e}"))
     }
 
     /// The server's stderr so far, for failure messages.

@@ -1,6 +1,7 @@
 //! The `switchyard` CLI end to end: the real binary against the real `switchyard-server`, with
 //! the fixture MCP server as the tool.
 
+mod access;
 mod calls;
 mod devices;
 mod errors;
