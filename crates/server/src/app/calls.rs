@@ -425,6 +425,9 @@ fn check_request(req: &SubmitCall) -> AppResult<u32> {
             "`tool_name` must not be empty",
         ));
     }
+    if let Some(session) = &req.client_session_id {
+        super::names::validate_client_session_id(session)?;
+    }
     Ok(timeout)
 }
 

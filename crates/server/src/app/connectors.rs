@@ -136,10 +136,22 @@ pub(super) fn validate_spec(name: &str, spec: &ConnectorSpec) -> AppResult<()> {
             }
         }
         ConnectorSpec::Http { url } => {
-            if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
+            let parsed = url::Url::parse(url).ok().filter(|u| {
+                matches!(u.scheme(), "http" | "https")
+                    && u.host_str().is_some_and(|h| !h.is_empty())
+            });
+            let Some(parsed) = parsed else {
                 return Err(invalid(
                     name,
                     format!("`{url}` is not an http:// or https:// URL"),
+                ));
+            };
+            // A credential in the URL would be stored and shown with it: bind it as a header
+            // instead (docs/CREDENTIALS.md).
+            if !parsed.username().is_empty() || parsed.password().is_some() {
+                return Err(invalid(
+                    name,
+                    "the URL must not carry a user name or password; bind the credential as a header instead",
                 ));
             }
         }

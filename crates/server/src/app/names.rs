@@ -35,6 +35,30 @@ pub fn validate_name(kind: &str, name: &str) -> AppResult<()> {
     Ok(())
 }
 
+/// Longest accepted `client_session_id`.
+pub const MAX_CLIENT_SESSION_ID: usize = 128;
+
+/// Checks a `client_session_id` (a warm session's key, chosen by the client): 1–128 characters
+/// from `[A-Za-z0-9._:-]`, so that it is bounded in memory and safe in logs and pages.
+pub fn validate_client_session_id(id: &str) -> AppResult<()> {
+    let well_formed = !id.is_empty()
+        && id.len() <= MAX_CLIENT_SESSION_ID
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+    if well_formed {
+        return Ok(());
+    }
+    // Not echoed: what was sent may be long, or meant for a page.
+    Err(AppError::refused(
+        ErrorCode::InvalidRequest,
+        format!(
+            "`client_session_id` is not valid ({} characters): use 1–{MAX_CLIENT_SESSION_ID} characters from A–Z, a–z, 0–9, `.`, `_`, `:`, `-`",
+            id.chars().count()
+        ),
+    ))
+}
+
 /// Serializes JSON with object keys sorted at every level, so equal values give equal text.
 pub fn canonical_json(value: &Value) -> String {
     fn write(value: &Value, out: &mut String) {

@@ -108,6 +108,9 @@ impl App {
         call: &str,
         req: ReconcileCall,
     ) -> AppResult<(ReconcileAnswer, bool)> {
+        if let Some(session) = &req.client_session_id {
+            super::names::validate_client_session_id(session)?;
+        }
         let workspace = self.membership(actor, ws).await?.workspace.id;
         let row = self.call_row(workspace, call).await?;
         let profile = self.db.profile_get(row.profile_id).await?;

@@ -36,6 +36,7 @@ impl App {
         client_session_id: &str,
         req: ReleaseSession,
     ) -> AppResult<ReleaseAnswer> {
+        super::names::validate_client_session_id(client_session_id)?;
         let membership = self.membership(actor, ws).await?;
         let usable = self
             .db

@@ -143,3 +143,90 @@ async fn unapproved_and_unlisted_connections_are_refused_before_queueing(pool: P
     let rows = calls_stored(&pool).await;
     assert_eq!(rows, 0);
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_client_session_id_is_bounded_and_plain(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let setup = setup_workspace(&server, "acme", &[]).await;
+    let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
+    let longest = "s".repeat(128);
+    let too_long = "s".repeat(129);
+    for bad in [
+        too_long.as_str(),
+        "",
+        "<script>alert(1)</script>",
+        "a b",
+        "ünïcode",
+    ] {
+        let mut body = call_body("echo", json!({"text": "x"}));
+        body["client_session_id"] = json!(bad);
+        let message = server
+            .owner
+            .post(&calls, body)
+            .await
+            .refused(400, "invalid_request");
+        assert!(message.contains("client_session_id"), "{message}");
+        assert!(!message.contains("<script>"), "shown inert: {message}");
+    }
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0, "nothing was queued");
+
+    let mut body = call_body("echo", json!({"text": "x"}));
+    body["client_session_id"] = json!(format!("{longest}"));
+    server.owner.post(&calls, body).await.ok();
+    let release = format!("/api/v1/workspaces/acme/sessions/{too_long}/release");
+    server
+        .owner
+        .post(&release, json!({}))
+        .await
+        .refused(400, "invalid_request");
+    let release = "/api/v1/workspaces/acme/sessions/ci:job-7.run_2/release";
+    server.owner.post(release, json!({})).await.ok();
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_connector_url_with_a_password_is_refused_and_not_echoed(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    for url in [
+        "https://deploy:hunter22@mcp.example.test/mcp",
+        "http://hunter22@mcp.example.test/mcp",
+    ] {
+        let message = server
+            .owner
+            .post(
+                "/api/v1/connectors",
+                json!({"name": "remote", "transport": "http", "url": url}),
+            )
+            .await
+            .refused(400, "invalid_connector");
+        assert!(!message.contains("hunter22"), "{message}");
+        assert!(
+            message.contains("header"),
+            "says what to do instead: {message}"
+        );
+    }
+    server
+        .owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "remote", "transport": "http", "url": "ftp://mcp.example.test/"}),
+        )
+        .await
+        .refused(400, "invalid_connector");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM connectors")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0);
+    server
+        .owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "remote", "transport": "http", "url": "https://mcp.example.test/mcp"}),
+        )
+        .await
+        .ok();
+}
