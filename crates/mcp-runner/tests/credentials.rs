@@ -348,6 +348,58 @@ fn a_secrets_file_that_is_a_symbolic_link_fails_closed() {
 }
 
 #[test]
+fn a_bindings_file_behind_a_symbolic_link_or_of_another_user_fails_closed() {
+    let dir = TempDir::new();
+    let connection = ConnectionId::new();
+    let real = dir.0.join("real.json");
+    let bindings = bindings_of(
+        connection,
+        json!({}),
+        json!({ "X-Api-Key": { "provider": "environment", "name": "API_KEY" } }),
+    );
+    write(&real, &bindings.to_string(), 0o600);
+    let link = dir.0.join("dev.mcp-bindings.json");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+
+    let error = refused(
+        resolver(&link).launch_for(&call(connection, http())),
+        codes::CONFIG_INVALID,
+    );
+    assert!(error.message.contains("symbolic link"), "{}", error.message);
+    assert!(
+        matches!(
+            validate_file(&link),
+            Err(CredentialError::BindingsSymlink { .. })
+        ),
+        "the startup check refuses it as well"
+    );
+
+    // Owned by another user (only root may give a file away: elsewhere this part is moot).
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    fs::remove_file(&link).expect("remove the link");
+    let path = dir.bindings(&bindings, 0o600);
+    nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(65534)), None).expect("chown");
+    let error = refused(
+        resolver(&path).launch_for(&call(connection, http())),
+        codes::CONFIG_INVALID,
+    );
+    assert!(
+        error.message.contains("owned by uid 65534"),
+        "{}",
+        error.message
+    );
+    assert!(
+        matches!(
+            validate_file(&path),
+            Err(CredentialError::BindingsForeign { .. })
+        ),
+        "the startup check refuses it as well"
+    );
+}
+
+#[test]
 fn a_bindings_file_writable_by_group_or_others_fails_closed() {
     let Some([variable]) = in_child_with_env(
         "a_bindings_file_writable_by_group_or_others_fails_closed",

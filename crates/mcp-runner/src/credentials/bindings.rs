@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::OpenOptions;
 use std::marker::PhantomData;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use switchyard_protocol::ids::ConnectionId;
 
@@ -129,24 +129,42 @@ impl ConnectionBinding {
     }
 }
 
-/// Reads and parses the bindings file at `path`, refusing it when it is not a regular file or
-/// group or others may write it.
+/// Reads and parses the bindings file at `path`, with the secrets file's rules: refused when it
+/// is a symbolic link, not a regular file, owned by another user, or writable by group or
+/// others.
 pub(super) fn read(path: &Path) -> Result<BindingsFile, CredentialError> {
     let read_error = |source| CredentialError::BindingsRead {
         path: path.to_owned(),
         source,
     };
-    // Non-blocking, so that a FIFO put in the file's place cannot stall the runner.
-    let file = OpenOptions::new()
+    // O_NOFOLLOW: a symbolic link could point the runner at another file. O_NONBLOCK: a FIFO
+    // put in the file's place must not stall the runner.
+    let file = match OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
-        .map_err(read_error)?;
+    {
+        Ok(file) => file,
+        Err(error) if error.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(CredentialError::BindingsSymlink {
+                path: path.to_owned(),
+            });
+        }
+        Err(error) => return Err(read_error(error)),
+    };
     // Checked on the open file, so the file checked is the file read.
     let metadata = file.metadata().map_err(read_error)?;
     if !metadata.is_file() {
         return Err(CredentialError::BindingsNotRegular {
             path: path.to_owned(),
+        });
+    }
+    let runner = nix::unistd::geteuid().as_raw();
+    if metadata.uid() != runner {
+        return Err(CredentialError::BindingsForeign {
+            path: path.to_owned(),
+            owner: metadata.uid(),
+            runner,
         });
     }
     let mode = metadata.permissions().mode() & 0o7777;

@@ -62,6 +62,29 @@ pub enum CredentialError {
         /// The file.
         path: PathBuf,
     },
+    /// The bindings file is a symbolic link, which could point the runner at another file.
+    #[error(
+        "credential bindings file `{}` is a symbolic link; refusing it — put the file itself there",
+        path.display()
+    )]
+    BindingsSymlink {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Another user owns the bindings file, so they could redirect references.
+    #[error(
+        "credential bindings file `{}` is owned by uid {owner}, not by the runner's uid {runner}; \
+         refusing it — `chown` it to the user the runner runs as",
+        path.display()
+    )]
+    BindingsForeign {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The runner's effective uid.
+        runner: u32,
+    },
     /// Group or others may write the bindings file, so anyone could redirect references.
     #[error(
         "credential bindings file `{}` is writable by group or others (mode {mode:04o}); refusing \
@@ -253,6 +276,8 @@ impl CredentialError {
             | CredentialError::ReservedSource { .. } => codes::RESERVED,
             CredentialError::BindingsRead { .. }
             | CredentialError::BindingsNotRegular { .. }
+            | CredentialError::BindingsSymlink { .. }
+            | CredentialError::BindingsForeign { .. }
             | CredentialError::BindingsWritable { .. }
             | CredentialError::BindingsSyntax { .. }
             | CredentialError::InvalidHeaderName { .. }
