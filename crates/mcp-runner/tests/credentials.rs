@@ -400,6 +400,41 @@ fn a_bindings_file_behind_a_symbolic_link_or_of_another_user_fails_closed() {
 }
 
 #[test]
+fn header_credentials_are_never_sent_in_clear_to_another_machine() {
+    let dir = TempDir::new();
+    let connection = ConnectionId::new();
+    let path = dir.bindings(
+        &bindings_of(
+            connection,
+            json!({}),
+            json!({ "X-Api-Key": { "provider": "environment", "name": "PATH" } }),
+        ),
+        0o600,
+    );
+    let at = |url: &str| ConnectorSpec::Http {
+        url: url.to_owned(),
+    };
+    for url in ["http://mcp.example/mcp", "http://10.0.0.7:8080/mcp"] {
+        let error = refused(
+            resolver(&path).launch_for(&call(connection, at(url))),
+            codes::CONFIG_INVALID,
+        );
+        assert!(error.message.contains("https://"), "{}", error.message);
+    }
+    for url in [
+        "https://mcp.example/mcp",
+        "http://127.0.0.1:8080/mcp",
+        "http://localhost/mcp",
+        "http://[::1]:9/mcp",
+    ] {
+        let launch = resolver(&path)
+            .launch_for(&call(connection, at(url)))
+            .unwrap_or_else(|e| panic!("{url}: {e:?}"));
+        assert_eq!(launch.headers.len(), 1, "{url}");
+    }
+}
+
+#[test]
 fn a_bindings_file_writable_by_group_or_others_fails_closed() {
     let Some([variable]) = in_child_with_env(
         "a_bindings_file_writable_by_group_or_others_fails_closed",

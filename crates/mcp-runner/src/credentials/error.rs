@@ -172,6 +172,18 @@ pub enum CredentialError {
         /// The binding.
         site: Box<BindingSite>,
     },
+    /// Header credentials are bound to a connection whose URL is plain `http://` to another
+    /// machine: they would cross the network in clear.
+    #[error(
+        "connection {connection} binds header credentials, but its URL is http:// to `{host}`, \
+         which is not this machine; a credential is never sent in clear — use an https:// URL"
+    )]
+    CleartextHeaders {
+        /// The connection.
+        connection: ConnectionId,
+        /// The URL's host.
+        host: String,
+    },
     /// A `secrets_file` reference is used but the bindings file is not named
     /// `*.mcp-bindings.json`, so there is no sibling secrets file to read.
     #[error(
@@ -277,6 +289,7 @@ impl CredentialError {
             CredentialError::BindingsRead { .. }
             | CredentialError::BindingsNotRegular { .. }
             | CredentialError::BindingsSymlink { .. }
+            | CredentialError::CleartextHeaders { .. }
             | CredentialError::BindingsForeign { .. }
             | CredentialError::BindingsWritable { .. }
             | CredentialError::BindingsSyntax { .. }

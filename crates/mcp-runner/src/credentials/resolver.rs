@@ -93,7 +93,10 @@ impl CredentialResolver {
             ConnectorSpec::Stdio { env: declared, .. } => {
                 launch.env = stdio_env(connection, declared, &binding, path, &mut values)?;
             }
-            ConnectorSpec::Http { .. } => {
+            ConnectorSpec::Http { url } => {
+                if !binding.headers.is_empty() {
+                    refuse_cleartext(connection, url)?;
+                }
                 launch.headers = http_headers(connection, &binding, &mut values)?;
             }
         }
@@ -176,6 +179,28 @@ fn stdio_env(
         }
     }
     Ok(env)
+}
+
+/// Refuses header credentials for a plain `http://` URL to another machine; `https://` and
+/// the loopback interface (`localhost`, 127.0.0.0/8, `::1`) are fine.
+fn refuse_cleartext(connection: ConnectionId, url: &str) -> Result<(), CredentialError> {
+    let Ok(parsed) = url::Url::parse(url) else {
+        // The server checked the URL when the connector was made; the session reports it.
+        return Ok(());
+    };
+    let loopback = match parsed.host() {
+        Some(url::Host::Domain(name)) => name == "localhost" || name.ends_with(".localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    if parsed.scheme() == "http" && !loopback {
+        return Err(CredentialError::CleartextHeaders {
+            connection,
+            host: parsed.host_str().unwrap_or_default().to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// An HTTP server's headers, each with its prefix.
