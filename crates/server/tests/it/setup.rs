@@ -241,13 +241,25 @@ async fn grants_are_independent_and_workspaces_are_isolated(pool: PgPool) {
         .await
         .refused(404, "workspace_not_found");
 
-    // Share lets bob grant Use to himself; from then on he reads results.
+    // Share never lets bob grant Use to himself; the owner may, and from then on he reads
+    // results.
     bob.post(
         &format!("/api/v1/workspaces/{ws}/profiles/main/grants"),
         json!({"user": "bob", "use": true}),
     )
     .await
-    .ok();
+    .refused(403, "forbidden");
+    bob.get(&format!("/api/v1/workspaces/{ws}/calls/{id}"))
+        .await
+        .refused(403, "forbidden");
+    server
+        .owner
+        .post(
+            &format!("/api/v1/workspaces/{ws}/profiles/main/grants"),
+            json!({"user": "bob", "use": true}),
+        )
+        .await
+        .ok();
     let done = bob
         .wait_call(ws, id, std::time::Duration::from_secs(30))
         .await;
