@@ -142,6 +142,9 @@ impl Client {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
+            // Idle connections are dropped before the server's 30-second header timeout
+            // closes them, so no request goes out on a connection being closed.
+            .pool_idle_timeout(Duration::from_secs(20))
             // The API never redirects; following one could turn a POST into a GET.
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("switchyard/", env!("CARGO_PKG_VERSION")))

@@ -95,6 +95,8 @@ pub enum ErrorCode {
     CallErased,
     /// The call is still queued, leased or running: wait until it finishes or is unknown.
     CallActive,
+    /// The request body is larger than the server accepts.
+    BodyTooLarge,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -143,6 +145,7 @@ impl ErrorCode {
             ErrorCode::EvidenceNotFound => "evidence_not_found",
             ErrorCode::ExplanationTooLong => "explanation_too_long",
             ErrorCode::CallErased => "call_erased",
+            ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::CallActive => "call_active",
             ErrorCode::Internal => "internal",
         }
@@ -184,6 +187,7 @@ impl ErrorCode {
             | ErrorCode::ReceiptPolicyMissing
             | ErrorCode::CallActive => 409,
             ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
+            ErrorCode::BodyTooLarge => 413,
             ErrorCode::ConnectionNotInProfile
             | ErrorCode::EnvironmentMismatch
             | ErrorCode::McpRequestConflict

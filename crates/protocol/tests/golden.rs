@@ -768,7 +768,7 @@ fn error_codes() -> Vec<ErrorCode> {
         LastAdmin, DeviceRevoked, RunnerFenced,
         OperationRequired, OperationNotFound, OperationMismatch, McpReconcileConfigChanged,
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
-        CallErased, CallActive, Internal,
+        CallErased, CallActive, BodyTooLarge, Internal,
     )
 }
 

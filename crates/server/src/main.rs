@@ -11,7 +11,7 @@ use switchyard_mcp_runner::credentials::validate_file;
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
 use switchyard_server::db::{Datastore, MIGRATOR, PoolHealth};
-use switchyard_server::serve::{ServeConfig, serve};
+use switchyard_server::serve::{HttpLimits, ServeConfig, serve};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
 use tokio_util::sync::CancellationToken;
@@ -92,6 +92,23 @@ enum Command {
             value_parser = clap::value_parser!(u16).range(1..)
         )]
         central_max_concurrent: u16,
+        /// Seconds a connection may take to send a request's head, and may sit idle between
+        /// requests, before it is closed. Keep it above 20: the runner, the CLI and the test
+        /// kit drop their idle connections after 20 seconds.
+        #[arg(
+            long,
+            env = "SWITCHYARD_HTTP_HEADER_TIMEOUT_SECONDS",
+            default_value_t = switchyard_server::serve::DEFAULT_HEADER_READ_TIMEOUT.as_secs(),
+            value_parser = clap::value_parser!(u64).range(1..=3600)
+        )]
+        http_header_timeout_seconds: u64,
+        /// HTTP connections served at once; past it, new ones wait to be accepted.
+        #[arg(
+            long,
+            env = "SWITCHYARD_HTTP_MAX_CONNECTIONS",
+            default_value_t = switchyard_server::serve::DEFAULT_MAX_CONNECTIONS
+        )]
+        http_max_connections: usize,
     },
     /// Apply database migrations.
     Migrate,
@@ -221,6 +238,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             central_batch_max,
             submit_batch_max,
             central_max_concurrent,
+            http_header_timeout_seconds,
+            http_max_connections,
         } => {
             Datastore::new(pool.clone()).readiness().await?;
             if let Some(path) = &mcp_credentials_file {
@@ -261,6 +280,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 web: WebConfig {
                     secure_cookies,
                     ..WebConfig::default()
+                },
+                http: HttpLimits {
+                    header_read_timeout: Duration::from_secs(http_header_timeout_seconds),
+                    max_connections: http_max_connections.max(1),
                 },
             };
             let shutdown = CancellationToken::new();

@@ -23,6 +23,34 @@ pub struct ServeConfig {
     pub sweeper: SweeperConfig,
     /// Web UI settings.
     pub web: WebConfig,
+    /// Bounds of the HTTP listener.
+    pub http: HttpLimits,
+}
+
+/// Bounds of the HTTP listener, against clients that hold connections without using them.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpLimits {
+    /// How long a connection may take to send a request's head, and may sit idle between
+    /// requests; then it is closed. (An upgraded runner channel is past it.)
+    pub header_read_timeout: std::time::Duration,
+    /// HTTP connections served at once (an upgraded runner channel leaves the count); past it,
+    /// new ones wait in the listen backlog.
+    pub max_connections: usize,
+}
+
+/// Default [`HttpLimits::header_read_timeout`]: hyper's own default.
+pub const DEFAULT_HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Default [`HttpLimits::max_connections`]: room for 10,000 device runners' channels and as
+/// many requests besides.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 20_000;
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
 }
 
 /// A started server.
@@ -58,7 +86,7 @@ pub async fn start(db: Datastore, config: ServeConfig) -> std::io::Result<Runnin
     ));
     let http_shutdown = shutdown.clone();
     let done = tokio::spawn(async move {
-        serve_http(listener, router, http_shutdown).await;
+        serve_http(listener, router, config.http, http_shutdown).await;
         // Every request has been answered: write the renewals and sightings still held.
         let _ = flusher.await;
         app.flush_liveness().await;
@@ -91,13 +119,24 @@ const READ_BUFFER_BYTES: usize = 8 * 1024;
 async fn serve_http(
     listener: tokio::net::TcpListener,
     router: axum::Router,
+    limits: HttpLimits,
     shutdown: CancellationToken,
 ) {
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.max_buf_size(READ_BUFFER_BYTES);
+    http.max_buf_size(READ_BUFFER_BYTES)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    let room = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     // Every connection task holds a receiver; `closed` resolves when the last one is gone.
     let (open_tx, open_rx) = tokio::sync::watch::channel(());
     loop {
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => break,
+            permit = std::sync::Arc::clone(&room).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
         let stream = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -131,6 +170,7 @@ async fn serve_http(
                 tracing::trace!(%error, "HTTP connection ended with an error");
             }
             drop(open);
+            drop(permit);
         });
     }
     drop(listener);

@@ -70,6 +70,9 @@ impl Api {
         install_tls_provider();
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(max_idle)
+            // Idle connections are dropped before the server's 30-second header timeout
+            // closes them, so no request goes out on a connection being closed.
+            .pool_idle_timeout(Duration::from_secs(20))
             .tcp_nodelay(true)
             // A long-poll waits at most ~25 s: anything longer is a hang.
             .timeout(Duration::from_secs(60))

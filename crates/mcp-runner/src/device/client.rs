@@ -119,6 +119,9 @@ impl RunnerClient {
     pub fn new(server_url: &str, credential: Credential) -> Result<Self, ApiFailure> {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
+            // Idle connections are dropped before the server's 30-second header timeout
+            // closes them, so no request goes out on a connection being closed.
+            .pool_idle_timeout(Duration::from_secs(20))
             // The runner API never redirects; following one could send the credential to
             // another server than the identity's.
             .redirect(reqwest::redirect::Policy::none())

@@ -54,8 +54,12 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The largest request body read: axum's default limit, which every JSON body goes through.
+pub const BODY_LIMIT_BYTES: usize = 2 * 1024 * 1024;
+
 /// A JSON body whose rejections are stable API errors: `invalid_json` for bad syntax,
-/// `invalid_request` for a missing field or a wrong type.
+/// `invalid_request` for a missing field or a wrong type, `body_too_large` (413) past
+/// [`BODY_LIMIT_BYTES`].
 #[derive(Debug)]
 pub struct ApiJson<T>(pub T);
 
@@ -78,6 +82,17 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                             source_text(e)
                         ),
                     ),
+                    JsonRejection::BytesRejection(e)
+                        if e.status() == StatusCode::PAYLOAD_TOO_LARGE =>
+                    {
+                        (
+                            ErrorCode::BodyTooLarge,
+                            format!(
+                                "the body is larger than the {} MiB the server accepts",
+                                BODY_LIMIT_BYTES / (1024 * 1024)
+                            ),
+                        )
+                    }
                     JsonRejection::MissingJsonContentType(_) => (
                         ErrorCode::InvalidRequest,
                         "send the body with `Content-Type: application/json`".to_owned(),

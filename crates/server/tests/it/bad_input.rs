@@ -230,3 +230,57 @@ async fn a_connector_url_with_a_password_is_refused_and_not_echoed(pool: PgPool)
         .await
         .ok();
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_body_over_the_limit_is_refused_with_413_and_stores_nothing(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let setup = setup_workspace(&server, "acme", &[]).await;
+    let calls = format!("/api/v1/workspaces/{}/calls", setup.ws);
+    let huge = "x".repeat(3 * 1024 * 1024);
+    let message = server
+        .owner
+        .post(&calls, call_body("echo", json!({ "text": huge })))
+        .await
+        .refused(413, "body_too_large");
+    assert!(message.contains("MiB"), "{message}");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0);
+    // One MiB of arguments is within the limit.
+    let big = "x".repeat(1024 * 1024);
+    server
+        .owner
+        .post(&calls, call_body("echo", json!({ "text": big })))
+        .await
+        .ok();
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_client_that_sends_its_head_slowly_is_dropped(pool: PgPool) {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = TestServer::start_with(pool, |c| {
+        c.http.header_read_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(b"GET /healthz HT").await.unwrap();
+    let began = Instant::now();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), slow.read_to_end(&mut rest))
+        .await
+        .expect("the server closes the connection");
+    assert!(
+        began.elapsed() >= Duration::from_millis(900),
+        "not before the timeout"
+    );
+    assert!(
+        read.is_err() || !String::from_utf8_lossy(&rest).contains("200 OK"),
+        "no answer to a head never finished: {:?}",
+        String::from_utf8_lossy(&rest)
+    );
+    // Others are served meanwhile and after.
+    server.owner.get("/api/v1/me").await.ok();
+}

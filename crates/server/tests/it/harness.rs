@@ -12,7 +12,7 @@ use switchyard_protocol::{
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
 use switchyard_server::db::{CallOrigin, Datastore, NewCall};
-use switchyard_server::serve::{Running, ServeConfig, start};
+use switchyard_server::serve::{HttpLimits, Running, ServeConfig, start};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
 use switchyard_testkit::bins;
@@ -55,6 +55,7 @@ impl TestServer {
                 ..SweeperConfig::default()
             },
             web: WebConfig::default(),
+            http: HttpLimits::default(),
         };
         tweak(&mut config);
         let running = start(Datastore::new(pool.clone()), config)
@@ -91,6 +92,7 @@ impl TestServer {
                 ..SweeperConfig::default()
             },
             web: WebConfig::default(),
+            http: HttpLimits::default(),
         };
         tweak(&mut config);
         let running = start(Datastore::new(first.pool.clone()), config)
