@@ -177,6 +177,58 @@ pub struct CreateConnector {
     pub spec: ConnectorSpec,
 }
 
+/// A connector's transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// A local process over stdin/stdout.
+    Stdio,
+    /// A remote server over streamable HTTP.
+    Http,
+}
+
+impl ConnectorSpec {
+    /// Its transport.
+    pub fn transport(&self) -> Transport {
+        match self {
+            ConnectorSpec::Stdio { .. } => Transport::Stdio,
+            ConnectorSpec::Http { .. } => Transport::Http,
+        }
+    }
+}
+
+/// What a connector runs or reaches, as its reader may see it: the whole spec to those who
+/// may manage connectors (installation owners), the transport alone to everyone else.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ConnectorTarget {
+    /// Transport and target: command, arguments and variable names, or URL.
+    Shown(ConnectorSpec),
+    /// The transport only.
+    Withheld {
+        /// The transport.
+        transport: Transport,
+    },
+}
+
+impl ConnectorTarget {
+    /// The transport, shown or not.
+    pub fn transport(&self) -> Transport {
+        match self {
+            ConnectorTarget::Shown(spec) => spec.transport(),
+            ConnectorTarget::Withheld { transport } => *transport,
+        }
+    }
+
+    /// The spec, when shown.
+    pub fn spec(&self) -> Option<&ConnectorSpec> {
+        match self {
+            ConnectorTarget::Shown(spec) => Some(spec),
+            ConnectorTarget::Withheld { .. } => None,
+        }
+    }
+}
+
 /// A connector.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ConnectorView {
@@ -184,9 +236,9 @@ pub struct ConnectorView {
     pub id: ConnectorId,
     /// Unique name.
     pub name: String,
-    /// Transport and target.
+    /// Transport, and — to those who may manage connectors — the target.
     #[serde(flatten)]
-    pub spec: ConnectorSpec,
+    pub target: ConnectorTarget,
     /// Revision; bumped whenever the target changes.
     pub revision: i64,
     /// Whether the current revision is approved to run. HTTP connectors need no approval.

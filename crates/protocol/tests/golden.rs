@@ -144,7 +144,16 @@ golden! {
         name: "github".into(),
         spec: github_spec(),
     };
+    transport: Vec<Transport> = one_each!(Transport: Stdio, Http);
+    connector_target: Vec<ConnectorTarget> = one_each!(ConnectorTarget:
+        Shown => ConnectorTarget::Shown(github_spec()),
+        Withheld => ConnectorTarget::Withheld { transport: Transport::Stdio },
+    );
     connector_view: ConnectorView = connector_view();
+    connector_view_withheld: ConnectorView = ConnectorView {
+        target: ConnectorTarget::Withheld { transport: Transport::Stdio },
+        ..connector_view()
+    };
     import_report: ImportReport = ImportReport {
         created: vec![connector_view()],
         warnings: vec![
@@ -797,7 +806,7 @@ fn connector_view() -> ConnectorView {
     ConnectorView {
         id: CONNECTOR,
         name: "github".into(),
-        spec: github_spec(),
+        target: ConnectorTarget::Shown(github_spec()),
         revision: 1,
         approved: true,
         created_at: at("2026-03-02T09:02:31.005812Z"),

@@ -8,7 +8,9 @@ use crate::client::{Body, Client};
 use crate::error::CliError;
 use crate::input::read_json_object;
 use crate::output::{Output, Table};
-use switchyard_protocol::api::{ConnectorSpec, ConnectorView, CreateConnector, ImportReport};
+use switchyard_protocol::api::{
+    ConnectorSpec, ConnectorView, CreateConnector, ImportReport, Transport,
+};
 
 /// Runs a `connector` subcommand.
 pub async fn run(client: &Client, out: Output, cmd: ConnectorCommand) -> Result<(), CliError> {
@@ -17,7 +19,7 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectorCommand) -> Result<
             let body = create_request(add)?;
             let reply = client.post(&["connectors"], Body::of(&body)).await?;
             out.reply(&reply, |c: ConnectorView| {
-                let mut text = format!("created connector {} ({}): {}", c.name, c.id, target(&c.spec));
+                let mut text = format!("created connector {} ({}): {}", c.name, c.id, shown(&c));
                 if !c.approved {
                     text.push_str(&format!(
                         "\nnot approved yet: an installation owner runs `switchyard connector approve {}`",
@@ -48,7 +50,7 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectorCommand) -> Result<
                     "approved connector {} revision {}: {}",
                     c.name,
                     c.revision,
-                    target(&c.spec)
+                    shown(&c)
                 )
             })
         }
@@ -93,10 +95,11 @@ fn create_request(add: ConnectorAdd) -> Result<CreateConnector, CliError> {
 fn connector_table(list: Vec<ConnectorView>) -> Table {
     let mut table = Table::new(["NAME", "TRANSPORT", "APPROVED", "REVISION", "ID", "TARGET"]);
     for c in list {
-        let transport = match c.spec {
-            ConnectorSpec::Stdio { .. } => "stdio",
-            ConnectorSpec::Http { .. } => "http",
+        let transport = match c.target.transport() {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
         };
+        let target = shown(&c);
         let approved = if c.approved { "yes" } else { "no" };
         table.row([
             c.name,
@@ -104,10 +107,18 @@ fn connector_table(list: Vec<ConnectorView>) -> Table {
             approved.to_owned(),
             c.revision.to_string(),
             c.id.to_string(),
-            target(&c.spec),
+            target,
         ]);
     }
     table
+}
+
+/// [`target`] when the server showed it; only installation owners see commands and URLs.
+fn shown(c: &ConnectorView) -> String {
+    c.target
+        .spec()
+        .map(target)
+        .unwrap_or_else(|| "-".to_owned())
 }
 
 /// What a connector runs or reaches, for people: a quoted command line or a URL.

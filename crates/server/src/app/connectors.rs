@@ -68,20 +68,24 @@ impl App {
         })
     }
 
-    /// All connectors (metadata only; they hold no secrets).
-    pub async fn connector_list(&self, _actor: &Actor) -> AppResult<Vec<ConnectorView>> {
+    /// All connectors (they hold no secrets). Commands, arguments and URLs only to installation owners (who may manage
+    /// connectors); others see names and transports.
+    pub async fn connector_list(&self, actor: &Actor) -> AppResult<Vec<ConnectorView>> {
         Ok(self
             .db
             .connector_list()
             .await?
             .iter()
-            .map(views::connector)
+            .map(|row| views::connector_for(row, actor.user.is_owner))
             .collect())
     }
 
-    /// One connector.
-    pub async fn connector_get(&self, _actor: &Actor, key: &str) -> AppResult<ConnectorView> {
-        Ok(views::connector(&self.find_connector(key).await?))
+    /// One connector, as [`App::connector_list`] shows it.
+    pub async fn connector_get(&self, actor: &Actor, key: &str) -> AppResult<ConnectorView> {
+        Ok(views::connector_for(
+            &self.find_connector(key).await?,
+            actor.user.is_owner,
+        ))
     }
 
     /// Approves the connector's current command and arguments (owners only).

@@ -45,11 +45,25 @@ pub(crate) fn environment(row: &EnvironmentRow) -> EnvironmentView {
     }
 }
 
+/// A connector as an installation owner sees it: its whole target.
 pub(crate) fn connector(row: &ConnectorRow) -> ConnectorView {
+    connector_for(row, true)
+}
+
+/// A connector as a reader sees it: the target (command, arguments, URL) only to those who may
+/// manage connectors, the transport to everyone.
+pub(crate) fn connector_for(row: &ConnectorRow, manages: bool) -> ConnectorView {
+    let spec = row.spec();
     ConnectorView {
         id: row.id,
         name: row.name.clone(),
-        spec: row.spec(),
+        target: if manages {
+            ConnectorTarget::Shown(spec)
+        } else {
+            ConnectorTarget::Withheld {
+                transport: spec.transport(),
+            }
+        },
         revision: row.revision,
         approved: row.is_runnable(),
         created_at: row.created_at,

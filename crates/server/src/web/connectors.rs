@@ -13,7 +13,9 @@ use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use switchyard_protocol::api::{ConnectorSpec, ConnectorView, CreateConnector, ImportReport};
+use switchyard_protocol::api::{
+    ConnectorSpec, ConnectorView, CreateConnector, ImportReport, Transport,
+};
 
 struct ConnectorRow {
     name: String,
@@ -26,16 +28,27 @@ struct ConnectorRow {
     created: String,
 }
 
+/// In place of a connector's command or URL, for readers who may not manage connectors.
+pub(super) const WITHHELD_TARGET: &str = "(shown to installation owners)";
+
 fn row(c: &ConnectorView) -> ConnectorRow {
-    let (transport, env) = match &c.spec {
-        ConnectorSpec::Stdio { env, .. } => ("stdio", env.join(", ")),
-        ConnectorSpec::Http { .. } => ("http", String::new()),
+    let transport = match c.target.transport() {
+        Transport::Stdio => "stdio",
+        Transport::Http => "http",
+    };
+    let env = match c.target.spec() {
+        Some(ConnectorSpec::Stdio { env, .. }) => env.join(", "),
+        _ => String::new(),
     };
     ConnectorRow {
         name: c.name.clone(),
         path: encode_segment(&c.name),
         transport,
-        target: target_line(&c.spec),
+        target: c
+            .target
+            .spec()
+            .map(target_line)
+            .unwrap_or_else(|| WITHHELD_TARGET.to_owned()),
         env,
         revision: c.revision,
         approved: c.approved,

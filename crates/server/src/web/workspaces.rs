@@ -281,7 +281,11 @@ pub(super) async fn connection(
         is_admin: is_admin(&s, actor, &ws).await?,
         ws: workspace.name,
         row: connection_row(&connection, &approval),
-        target: target_line(&connector.spec),
+        target: connector
+            .target
+            .spec()
+            .map(target_line)
+            .unwrap_or_else(|| super::connectors::WITHHELD_TARGET.to_owned()),
         connector_revision: connector.revision,
         discovery_error: connection.last_discovery_error,
         profiles,

@@ -435,3 +435,51 @@ async fn a_request_id_conflict_does_not_name_another_users_call(pool: PgPool) {
         .refused(422, "mcp_request_conflict");
     assert!(own.contains(bobs_id), "{own}");
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn commands_and_urls_are_shown_only_to_those_who_manage_connectors(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let command = fixture_bin();
+    server
+        .owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "remote", "transport": "http", "url": "https://mcp.example.test/private-path"}),
+        )
+        .await
+        .ok();
+    let bob = member_with_use(&server, "acme", "bob").await;
+
+    let seen_by_bob = bob.get("/api/v1/connectors").await.ok();
+    let text = seen_by_bob.to_string();
+    assert!(
+        !text.contains(&command) && !text.contains("private-path"),
+        "{text}"
+    );
+    let transports: Vec<(&str, &str)> = seen_by_bob
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap(),
+                c["transport"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(transports, [("fixture-acme", "stdio"), ("remote", "http")]);
+    let one = bob.get("/api/v1/connectors/remote").await.ok();
+    assert!(one.get("url").is_none(), "{one}");
+
+    let seen_by_owner = server
+        .owner
+        .get("/api/v1/connectors")
+        .await
+        .ok()
+        .to_string();
+    assert!(
+        seen_by_owner.contains(&command) && seen_by_owner.contains("private-path"),
+        "{seen_by_owner}"
+    );
+}
