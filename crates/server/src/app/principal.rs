@@ -218,8 +218,8 @@ impl Principal {
         }
     }
 
-    /// [`App::require_use_by`] with a user's Use grant already read (`user_holds_use`, ignored
-    /// for a device).
+    /// [`App::require_use_by`] with the Use grant already read: the user's, or for a device its
+    /// approver's (`user_holds_use`), which a device needs beside being bound to the profile.
     pub(crate) fn require_use_read(
         &self,
         profile: &ProfileRow,
@@ -227,7 +227,19 @@ impl Principal {
     ) -> AppResult<()> {
         match self {
             Principal::User(_) => super::auth::require_user_use(user_holds_use, profile),
-            Principal::Device(device) => device.require_use(profile),
+            Principal::Device(device) => {
+                device.require_use(profile)?;
+                if user_holds_use {
+                    return Ok(());
+                }
+                Err(AppError::refused(
+                    ErrorCode::Forbidden,
+                    format!(
+                        "the user who approved device `{}` no longer holds Use on profile `{}`; the device submits nothing until they do",
+                        device.device.name, profile.name
+                    ),
+                ))
+            }
         }
     }
 }

@@ -19,7 +19,8 @@ use uuid::Uuid;
 pub struct CallRead {
     /// The call, with its profile.
     pub call: Option<(CallRow, ProfileRow)>,
-    /// Whether the reader, a user, holds Use on the call's profile (always false for a device).
+    /// Whether the reading user — for a device, the user who approved it — holds Use on the
+    /// call's profile right now.
     pub user_holds_use: bool,
     /// What is recorded beside the call (empty when there is no call).
     pub lineage: Lineage,
@@ -67,8 +68,11 @@ impl Datastore {
             format!(
                 "WITH {ws}
                  SELECT p.environment_id AS r_profile_environment, p.name AS r_profile_name,
+                     -- The user, or for a device the user who approved it.
                      EXISTS (SELECT 1 FROM profile_grants g
-                             WHERE g.profile_id = p.id AND g.user_id = {user} AND g.grant_kind = 'use') AS r_user_holds_use,
+                             WHERE g.profile_id = p.id AND g.grant_kind = 'use'
+                               AND g.user_id = COALESCE({user},
+                                   (SELECT d.approved_by FROM devices d WHERE d.id = {device}))) AS r_user_holds_use,
                      {lineage}, c.*
                  FROM ws
                  LEFT JOIN calls c ON c.workspace_id = ws.id AND c.id = {call}

@@ -128,7 +128,8 @@ pub struct SubmitContext {
     pub workspace_id: WorkspaceId,
     /// The profile.
     pub profile: Option<ProfileRow>,
-    /// Whether the submitter, a user, holds Use on the profile (always false for a device).
+    /// Whether the submitting user — for a device, the user who approved it — holds Use on
+    /// the profile right now.
     pub user_holds_use: bool,
     /// The connection.
     pub connection: Option<SubmitConnection>,
@@ -316,8 +317,11 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
     format!(
         "{with}{ws}, r AS (SELECT ws.id AS r_workspace, {token_user}
              p.id AS r_profile, p.environment_id AS r_profile_environment, p.name AS r_profile_name,
+             -- The user, or for a device the user who approved it.
              EXISTS (SELECT 1 FROM profile_grants g
-                     WHERE g.profile_id = p.id AND g.user_id = {user} AND g.grant_kind = 'use') AS r_user_holds_use,
+                     WHERE g.profile_id = p.id AND g.grant_kind = 'use'
+                       AND g.user_id = COALESCE({user},
+                           (SELECT d.approved_by FROM devices d WHERE d.id = {device}))) AS r_user_holds_use,
              cn.id AS r_connection, cn.name AS r_connection_name, cn.runner_ref AS r_runner_ref,
              cn.revision AS r_connection_revision, x.name AS r_connector_name,
              -- ConnectorRow::is_runnable: HTTP always, stdio while its revision is approved.

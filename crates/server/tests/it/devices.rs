@@ -694,3 +694,53 @@ async fn a_device_is_seen_when_it_calls(pool: PgPool) {
         .ok();
     assert_eq!(listed[0]["last_seen_at"].as_str(), Some(seen.as_str()));
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_device_submits_nothing_once_its_approver_lost_use(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let device = setup_device_connection(&server, &scratch_dir("approver").path("count")).await;
+    let begun = device
+        .client
+        .post(
+            "/api/v1/workspaces/acme/operations",
+            json!({"environment": "default", "profile": "main", "task": "t"}),
+        )
+        .await
+        .ok();
+    let mut body = call_body("echo", json!({"text": "while the approver holds Use"}));
+    body["operation_id"] = begun["id"].clone();
+    let submitted = device
+        .client
+        .post("/api/v1/workspaces/acme/calls", body.clone())
+        .await
+        .ok();
+
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/main/grants/revoke",
+            json!({"user": "owner", "use": true}),
+        )
+        .await
+        .ok();
+    body["request_id"] = json!(uuid::Uuid::new_v4());
+    let message = device
+        .client
+        .post("/api/v1/workspaces/acme/calls", body)
+        .await
+        .refused(403, "forbidden");
+    assert!(message.contains("approved device"), "{message}");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 1, "only the call submitted before");
+    device
+        .client
+        .get(&format!(
+            "/api/v1/workspaces/acme/calls/{}",
+            submitted["id"].as_str().unwrap()
+        ))
+        .await
+        .refused(403, "forbidden");
+}
