@@ -662,3 +662,66 @@ async fn a_started_call_the_resumed_runner_does_not_hold_becomes_unknown(pool: P
         "{lost}"
     );
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_device_cannot_touch_another_devices_calls(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let a = setup_device_connection(&server, &scratch_dir("isolation").path("count")).await;
+    let b = pair_device(&server, "acme", "main").await;
+    let call = submit(&server, "count").await;
+    let b_epoch = acquired_epoch(&b, Uuid::new_v4()).await;
+    let a_epoch = acquired_epoch(&a, Uuid::new_v4()).await;
+
+    // B's lease never holds A's call.
+    assert!(lease(&b, b_epoch, 0).await.is_empty());
+    let leased = lease(&a, a_epoch, 20_000).await;
+    assert_eq!(leased[0]["call_id"], call.as_str());
+
+    // B can neither start, complete, check nor read it; nothing changes. (Refused, or told to
+    // abandon: never told to proceed, never recorded.)
+    for epoch in [b_epoch, a_epoch] {
+        let started = b
+            .client
+            .post(&start_path(&call), json!({"epoch": epoch}))
+            .await;
+        assert!(
+            started.status.is_client_error() || started.body["decision"] == "abandon",
+            "B started A's call: {}",
+            started.body
+        );
+        let completed = b
+            .client
+            .post(
+                &complete_path(&call),
+                succeeded(Uuid::new_v4(), epoch, "forged"),
+            )
+            .await;
+        assert!(
+            completed.status.is_client_error(),
+            "B completed A's call: {}",
+            completed.body
+        );
+    }
+    assert_eq!(state(&server, &call).await["state"], "leased");
+    b.client
+        .get(&format!("{CALLS}/{call}"))
+        .await
+        .refused(403, "forbidden");
+
+    // A runs it as ever, and B's forged receipt left no trace.
+    assert_eq!(start(&a, &call, a_epoch).await["decision"], "proceed");
+    let receipt = Uuid::new_v4();
+    assert_eq!(
+        upload(&a, &call, succeeded(receipt, a_epoch, "counted x")).await["status"],
+        "recorded"
+    );
+    let done = state(&server, &call).await;
+    assert_eq!(result_text(&done), "counted x");
+    let check = json!({"receipts": [{"receipt_id": receipt, "call_id": call, "epoch": a_epoch}]});
+    let answer = b
+        .client
+        .post("/api/v1/runner/receipts/check", check)
+        .await
+        .ok();
+    assert!(!answer.to_string().contains("counted"), "{answer}");
+}
