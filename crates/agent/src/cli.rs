@@ -415,6 +415,28 @@ pub enum ProfileCommand {
         /// A connection the profile may run (repeatable).
         #[arg(long = "connection", value_name = "CONNECTION", required = true)]
         connections: Vec<String>,
+        /// Grant only these tools of the (one) connection, e.g. `--tools get_issue,list_issues`;
+        /// without it the profile grants every tool, present and future.
+        #[arg(long, value_name = "TOOL,…", value_delimiter = ',')]
+        tools: Option<Vec<String>>,
+    },
+    /// Replace the set of a connection's tools a profile grants (holders of Manage).
+    #[command(group(ArgGroup::new("which_tools").required(true).args(["tools", "all"])))]
+    SetTools {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Profile id or name.
+        profile: String,
+        /// Connection id or name.
+        #[arg(long)]
+        connection: String,
+        /// The complete set of tools granted, e.g. `--tools get_issue,list_issues`.
+        #[arg(long, value_name = "TOOL,…", value_delimiter = ',')]
+        tools: Option<Vec<String>>,
+        /// Grant the connection whole: every tool, present and future.
+        #[arg(long)]
+        all: bool,
     },
     /// List a workspace's profiles.
     List {

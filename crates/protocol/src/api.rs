@@ -8,6 +8,7 @@ use crate::state::CallState;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 pub use crate::reconcile::*;
 
@@ -329,6 +330,17 @@ pub struct CreateProfile {
     pub environment: Option<String>,
     /// Connection ids or names the profile may run.
     pub connections: Vec<String>,
+    /// The exact tools it grants of its one connection; without it, every tool of each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+}
+
+/// `PUT /api/v1/workspaces/{ws}/profiles/{p}/connections/{c}/tools`: the complete set of the
+/// connection's tools the profile grants, replacing the one before.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SetTools {
+    /// The tools by name; `null` grants the connection whole (every tool, present and future).
+    pub tools: Option<Vec<String>>,
 }
 
 /// `POST /api/v1/workspaces/{ws}/profiles/{p}/grants`: adds the named grants (independent).
@@ -376,6 +388,10 @@ pub struct ProfileView {
     pub environment_id: EnvironmentId,
     /// Connections it may run.
     pub connection_ids: Vec<ConnectionId>,
+    /// The connections it grants only some tools of, with those tools; any other of
+    /// `connection_ids` is granted whole.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<ConnectionId, Vec<String>>,
     /// Who holds which grants.
     pub grants: Vec<GrantView>,
 }

@@ -97,6 +97,8 @@ pub enum ErrorCode {
     CallActive,
     /// The request body is larger than the server accepts.
     BodyTooLarge,
+    /// The profile grants only some tools of the connection, and not this one.
+    ToolNotGranted,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -146,6 +148,7 @@ impl ErrorCode {
             ErrorCode::ExplanationTooLong => "explanation_too_long",
             ErrorCode::CallErased => "call_erased",
             ErrorCode::BodyTooLarge => "body_too_large",
+            ErrorCode::ToolNotGranted => "tool_not_granted",
             ErrorCode::CallActive => "call_active",
             ErrorCode::Internal => "internal",
         }
@@ -162,7 +165,7 @@ impl ErrorCode {
             | ErrorCode::InvalidConnector
             | ErrorCode::ExplanationTooLong => 400,
             ErrorCode::Unauthenticated | ErrorCode::DeviceRevoked => 401,
-            ErrorCode::Forbidden => 403,
+            ErrorCode::Forbidden | ErrorCode::ToolNotGranted => 403,
             ErrorCode::WorkspaceNotFound
             | ErrorCode::EnvironmentNotFound
             | ErrorCode::ConnectorNotFound

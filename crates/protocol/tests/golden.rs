@@ -198,6 +198,10 @@ golden! {
         name: "deploy-bot".into(),
         environment: Some("prod".into()),
         connections: vec!["github".into()],
+        tools: Some(vec!["create_issue".into(), "list_issues".into()]),
+    };
+    set_tools: SetTools = SetTools {
+        tools: Some(vec!["create_issue".into()]),
     };
     grant_request: GrantRequest = GrantRequest {
         user: "bob".into(),
@@ -212,6 +216,10 @@ golden! {
         name: "deploy-bot".into(),
         environment_id: PROD,
         connection_ids: vec![CONNECTION],
+        tools: std::collections::BTreeMap::from([(
+            CONNECTION,
+            vec!["create_issue".into(), "list_issues".into()],
+        )]),
         grants: vec![grant_view()],
     };
 
@@ -777,7 +785,7 @@ fn error_codes() -> Vec<ErrorCode> {
         LastAdmin, DeviceRevoked, RunnerFenced,
         OperationRequired, OperationNotFound, OperationMismatch, McpReconcileConfigChanged,
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
-        CallErased, CallActive, BodyTooLarge, Internal,
+        CallErased, CallActive, BodyTooLarge, ToolNotGranted, Internal,
     )
 }
 

@@ -94,6 +94,7 @@ pub async fn profile(
             name: name.to_owned(),
             environment: None,
             connections: connections.iter().map(|c| (*c).to_owned()).collect(),
+            tools: None,
         },
     )
     .await?;

@@ -5,7 +5,7 @@ use crate::cli::{ProfileCommand, ProfileGrant};
 use crate::client::{Body, Client};
 use crate::error::CliError;
 use crate::output::{Output, Table, print_json, print_text};
-use switchyard_protocol::api::{CreateProfile, GrantRequest, GrantView, ProfileView};
+use switchyard_protocol::api::{CreateProfile, GrantRequest, GrantView, ProfileView, SetTools};
 
 /// Runs a `profile` subcommand.
 pub async fn run(client: &Client, out: Output, cmd: ProfileCommand) -> Result<(), CliError> {
@@ -15,11 +15,13 @@ pub async fn run(client: &Client, out: Output, cmd: ProfileCommand) -> Result<()
             name,
             environment,
             connections,
+            tools,
         } => {
             let body = CreateProfile {
                 name,
                 environment,
                 connections,
+                tools,
             };
             let reply = client
                 .post(&["workspaces", &workspace, "profiles"], Body::of(&body))
@@ -60,6 +62,44 @@ pub async fn run(client: &Client, out: Output, cmd: ProfileCommand) -> Result<()
                 ]);
             }
             print_text(&table.render_or("no profiles"));
+            Ok(())
+        }
+        ProfileCommand::SetTools {
+            workspace,
+            profile,
+            connection,
+            tools,
+            all: _,
+        } => {
+            let path = [
+                "workspaces",
+                workspace.as_str(),
+                "profiles",
+                profile.as_str(),
+                "connections",
+                connection.as_str(),
+                "tools",
+            ];
+            let reply = client.put(&path, Body::of(&SetTools { tools })).await?;
+            if out.is_json() {
+                print_json(&reply);
+                return Ok(());
+            }
+            let p: ProfileView = reply.parse()?;
+            let names = connection_names(client, &workspace).await?;
+            let granted = p
+                .connection_ids
+                .iter()
+                .map(|id| {
+                    let tools = match p.tools.get(id) {
+                        Some(tools) => tools.join(", "),
+                        None => "every tool".to_owned(),
+                    };
+                    format!("  {}: {tools}", name_or_id(&names, id))
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            print_text(&format!("tools granted by profile {}:\n{granted}", p.name));
             Ok(())
         }
         ProfileCommand::Grant(args) => grants(client, out, args, false).await,

@@ -518,7 +518,7 @@ fn decide(
     check_runnable(
         profile,
         connection,
-        found.profile_has_connection,
+        (found.profile_has_connection, found.tool_granted),
         environment,
         &req.tool_name,
     )?;
@@ -552,15 +552,17 @@ fn decide(
 }
 
 /// Refuses a new call that could not run: another environment than its profile's, a connection
-/// the profile does not include, a connector not approved, a runner that is gone, or a tool
-/// the connection does not offer.
+/// the profile does not include or a tool it does not grant (`granted`: whether the profile
+/// includes the connection, and grants the tool), a connector not approved, a runner that is
+/// gone, or a tool the connection does not offer.
 fn check_runnable(
     profile: &ProfileRow,
     connection: &SubmitConnection,
-    profile_has_connection: bool,
+    granted: (bool, bool),
     environment: EnvironmentId,
     tool_name: &str,
 ) -> AppResult<()> {
+    let (profile_has_connection, tool_granted) = granted;
     if environment != profile.environment_id {
         return Err(AppError::refused(
             ErrorCode::EnvironmentMismatch,
@@ -575,6 +577,15 @@ fn check_runnable(
             ErrorCode::ConnectionNotInProfile,
             format!(
                 "profile `{}` does not include connection `{}`",
+                profile.name, connection.name
+            ),
+        ));
+    }
+    if !tool_granted {
+        return Err(AppError::refused(
+            ErrorCode::ToolNotGranted,
+            format!(
+                "profile `{}` grants only some tools of connection `{}`, and not `{tool_name}`",
                 profile.name, connection.name
             ),
         ));

@@ -4,7 +4,7 @@
 use super::auth::already_exists;
 use super::names::validate_name;
 use super::{Actor, App, views};
-use crate::db::{Grants, Key, ProfileRow};
+use crate::db::{Grants, Key, NewProfile, ProfileRow};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::api::*;
 use switchyard_protocol::{ErrorCode, WorkspaceId};
@@ -26,6 +26,15 @@ impl App {
         for key in &req.connections {
             connections.push(self.find_connection(workspace, key).await?.id);
         }
+        if let Some(tools) = &req.tools {
+            let [connection] = connections[..] else {
+                return Err(AppError::refused(
+                    ErrorCode::InvalidRequest,
+                    "`tools` names tools of one connection: give exactly one connection with it, and set the tools of others with `PUT …/connections/{connection}/tools`",
+                ));
+            };
+            self.check_tool_set(connection, tools).await?;
+        }
         let creator = Grants {
             use_: false,
             manage: true,
@@ -33,14 +42,15 @@ impl App {
         };
         let row = self
             .db
-            .profile_create(
+            .profile_create(NewProfile {
                 workspace,
-                environment.id,
-                &req.name,
-                &connections,
-                actor.user.id,
-                creator,
-            )
+                environment: environment.id,
+                name: &req.name,
+                connections: &connections,
+                tools: req.tools.as_deref(),
+                creator: actor.user.id,
+                creator_grants: creator,
+            })
             .await
             .map_err(|e| already_exists(e, "profile", &req.name))?;
         self.profile_view(&row).await
@@ -161,15 +171,99 @@ impl App {
         self.profile_view(&profile).await
     }
 
+    /// Replaces the set of a connection's tools the profile grants (holders of Manage); `None`
+    /// grants the connection whole.
+    pub async fn profile_set_tools(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        key: &str,
+        connection: &str,
+        req: SetTools,
+    ) -> AppResult<ProfileView> {
+        let membership = self.membership(actor, ws).await?;
+        let profile = self.find_profile(membership.workspace.id, key).await?;
+        if !self.db.grants_of(profile.id, actor.user.id).await?.manage {
+            return Err(AppError::refused(
+                ErrorCode::Forbidden,
+                format!(
+                    "you need the Manage grant on profile `{}` to change its tools",
+                    profile.name
+                ),
+            ));
+        }
+        let connection = self
+            .find_connection(membership.workspace.id, connection)
+            .await?;
+        if let Some(tools) = &req.tools {
+            self.check_tool_set(connection.id, tools).await?;
+        }
+        let set = self
+            .db
+            .profile_set_tools(
+                profile.id,
+                connection.id,
+                req.tools.as_deref(),
+                actor.user.id,
+            )
+            .await?;
+        if !set {
+            return Err(AppError::refused(
+                ErrorCode::ConnectionNotInProfile,
+                format!(
+                    "profile `{}` does not include connection `{}`",
+                    profile.name, connection.name
+                ),
+            ));
+        }
+        self.profile_view(&profile).await
+    }
+
+    /// Refuses a set of tools that is empty, repeats a name, or names a tool the connection's
+    /// catalog does not list (a connection with no catalog yet, as a device's, takes names).
+    async fn check_tool_set(
+        &self,
+        connection: switchyard_protocol::ConnectionId,
+        tools: &[String],
+    ) -> AppResult<()> {
+        let invalid = |message: String| AppError::refused(ErrorCode::InvalidRequest, message);
+        if tools.is_empty() {
+            return Err(invalid(
+                "`tools` is empty: name at least one tool, or send `null` to grant the connection whole".to_owned(),
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(repeated) = tools.iter().find(|tool| !seen.insert(tool.as_str())) {
+            return Err(invalid(format!("`tools` names `{repeated}` twice")));
+        }
+        let catalog = self.db.tool_list(connection).await?;
+        if catalog.is_empty() {
+            return Ok(());
+        }
+        match tools
+            .iter()
+            .find(|tool| !catalog.iter().any(|t| &t.name == *tool))
+        {
+            Some(unknown) => Err(AppError::refused(
+                ErrorCode::ToolNotFound,
+                format!(
+                    "the connection's catalog has no tool `{unknown}`; `switchyard connection tools` lists them"
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     async fn profile_view(&self, row: &ProfileRow) -> AppResult<ProfileView> {
         Ok(ProfileView {
             id: row.id,
             workspace_id: row.workspace_id,
             name: row.name.clone(),
             environment_id: row.environment_id,
-            connection_ids: self
+            connection_ids: self.db.profile_connection_ids(row.id).await?,
+            tools: self
                 .db
-                .profile_connection_ids(row.id)
+                .profile_tool_sets(row.id)
                 .await?
                 .into_iter()
                 .collect(),

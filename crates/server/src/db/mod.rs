@@ -45,7 +45,7 @@ pub use observations::{Completed, CompletionEffects, LateReceipt, Lineage, Obser
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;
 pub use pool_health::PoolHealth;
-pub use profiles::{Grants, ProfileRow};
+pub use profiles::{Grants, NewProfile, ProfileRow};
 pub use receipt_policies::ReceiptPolicyRow;
 pub use receipts::{NewReceipt, ReceiptRow, UploadRead};
 pub use resolutions::{NewResolution, ResolutionRow};

@@ -51,17 +51,37 @@ impl Grants {
     }
 }
 
+/// A profile to create ([`Datastore::profile_create`]).
+#[derive(Clone, Copy, Debug)]
+pub struct NewProfile<'a> {
+    /// Its workspace.
+    pub workspace: WorkspaceId,
+    /// The environment it runs in.
+    pub environment: EnvironmentId,
+    /// Its name.
+    pub name: &'a str,
+    /// The connections it may run.
+    pub connections: &'a [ConnectionId],
+    /// The exact tools it grants of each connection; `None`: each whole.
+    pub tools: Option<&'a [String]>,
+    /// Who creates it.
+    pub creator: UserId,
+    /// What the creator receives.
+    pub creator_grants: Grants,
+}
+
 impl Datastore {
-    /// Creates a profile with its connections; the creator receives `creator_grants`.
-    pub async fn profile_create(
-        &self,
-        workspace: WorkspaceId,
-        environment: EnvironmentId,
-        name: &str,
-        connections: &[ConnectionId],
-        creator: UserId,
-        creator_grants: Grants,
-    ) -> Result<ProfileRow, sqlx::Error> {
+    /// Creates a profile with its connections and its creator's grants, atomically.
+    pub async fn profile_create(&self, new: NewProfile<'_>) -> Result<ProfileRow, sqlx::Error> {
+        let NewProfile {
+            workspace,
+            environment,
+            name,
+            connections,
+            tools,
+            creator,
+            creator_grants,
+        } = new;
         let mut tx = self.pool.begin().await?;
         let profile: ProfileRow = sqlx::query_as(
             "INSERT INTO profiles (id, workspace_id, environment_id, name) VALUES ($1, $2, $3, $4)
@@ -74,11 +94,13 @@ impl Datastore {
         .fetch_one(&mut *tx)
         .await?;
         sqlx::query(
-            "INSERT INTO profile_connections (profile_id, connection_id)
-             SELECT $1, unnest($2::uuid[]) ON CONFLICT DO NOTHING",
+            "INSERT INTO profile_connections (profile_id, connection_id, tools, changed_by, changed_at)
+             SELECT $1, unnest($2::uuid[]), $3, $4, now() ON CONFLICT DO NOTHING",
         )
         .bind(profile.id)
         .bind(connections)
+        .bind(tools)
+        .bind(creator)
         .execute(&mut *tx)
         .await?;
         sqlx::query(
@@ -141,6 +163,42 @@ impl Datastore {
             .bind(profile)
             .fetch_all(&self.pool)
             .await
+    }
+
+    /// The connections of a profile that it grants only some tools of, with those tools.
+    pub async fn profile_tool_sets(
+        &self,
+        profile: ProfileId,
+    ) -> Result<Vec<(ConnectionId, Vec<String>)>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT connection_id, tools FROM profile_connections
+             WHERE profile_id = $1 AND tools IS NOT NULL ORDER BY connection_id",
+        )
+        .bind(profile)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// Replaces the set of `connection`'s tools that a profile grants (`None`: the connection
+    /// whole), recording who did it. False when the profile does not include the connection.
+    pub async fn profile_set_tools(
+        &self,
+        profile: ProfileId,
+        connection: ConnectionId,
+        tools: Option<&[String]>,
+        by: UserId,
+    ) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE profile_connections SET tools = $3, changed_by = $4, changed_at = now()
+             WHERE profile_id = $1 AND connection_id = $2",
+        )
+        .bind(profile)
+        .bind(connection)
+        .bind(tools)
+        .bind(by)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Whether a profile may run a connection.

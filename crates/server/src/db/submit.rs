@@ -135,6 +135,8 @@ pub struct SubmitContext {
     pub connection: Option<SubmitConnection>,
     /// Whether the profile includes the connection.
     pub profile_has_connection: bool,
+    /// Whether the profile grants the tool: the connection whole, or the tool in its set.
+    pub tool_granted: bool,
     /// The environment the request names.
     pub environment_id: Option<EnvironmentId>,
     /// The operation the request names, if it is one of the workspace.
@@ -197,6 +199,7 @@ impl FromRow<'_, PgRow> for SubmitContext {
             user_holds_use: row.try_get("r_user_holds_use")?,
             connection,
             profile_has_connection: row.try_get("r_profile_has_connection")?,
+            tool_granted: row.try_get("r_tool_granted")?,
             environment_id: row.try_get("r_environment")?,
             operation,
             existing,
@@ -334,6 +337,10 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
              t.available AS r_tool_available,
              EXISTS (SELECT 1 FROM profile_connections pc
                      WHERE pc.profile_id = p.id AND pc.connection_id = cn.id) AS r_profile_has_connection,
+             -- Granted whole, or the tool is in the profile's set of the connection's tools.
+             NOT EXISTS (SELECT 1 FROM profile_connections pc
+                         WHERE pc.profile_id = p.id AND pc.connection_id = cn.id
+                           AND pc.tools IS NOT NULL AND NOT ({tool_name} = ANY (pc.tools))) AS r_tool_granted,
              e.id AS r_environment,
              o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment
          {from}

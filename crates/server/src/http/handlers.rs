@@ -226,6 +226,19 @@ pub(super) async fn profile_grant(
     Ok(Json(s.app.profile_grant(&actor, &ws, &p, req).await?))
 }
 
+pub(super) async fn profile_set_tools(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, p, connection)): Path<(String, String, String)>,
+    ApiJson(req): ApiJson<SetTools>,
+) -> Answer<ProfileView> {
+    Ok(Json(
+        s.app
+            .profile_set_tools(&actor, &ws, &p, &connection, req)
+            .await?,
+    ))
+}
+
 pub(super) async fn profile_revoke(
     State(s): State<AppState>,
     actor: Actor,

@@ -14,7 +14,7 @@ pub use error::{ApiError, ApiJson};
 
 use crate::app::App;
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]
@@ -77,6 +77,10 @@ pub fn router(app: App) -> Router {
         .route(
             "/workspaces/{ws}/profiles/{profile}/grants/revoke",
             post(profile_revoke),
+        )
+        .route(
+            "/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools",
+            put(profile_set_tools),
         )
         .route("/workspaces/{ws}/calls", post(call_submit).get(call_list))
         .route("/workspaces/{ws}/calls/{call}", get(call_get))

@@ -483,3 +483,103 @@ async fn commands_and_urls_are_shown_only_to_those_who_manage_connectors(pool: P
         "{seen_by_owner}"
     );
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_profile_that_lists_tools_runs_those_tools_only(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let bob = member_with_use(&server, "acme", "bob").await;
+    let created = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/profiles",
+            json!({"name": "narrow", "connections": ["fixture"], "tools": ["echo"]}),
+        )
+        .await
+        .ok();
+    let connection = created["connection_ids"][0].as_str().unwrap().to_owned();
+    assert_eq!(created["tools"][&connection], json!(["echo"]), "{created}");
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/narrow/grants",
+            json!({"user": "bob", "use": true}),
+        )
+        .await
+        .ok();
+    let call = |tool: &str, arguments: Value| {
+        json!({
+            "request_id": uuid::Uuid::new_v4(),
+            "profile_id": "narrow",
+            "connection_id": "fixture",
+            "tool_name": tool,
+            "arguments": arguments,
+        })
+    };
+    let calls = "/api/v1/workspaces/acme/calls";
+    bob.post(calls, call("echo", json!({"text": "granted"})))
+        .await
+        .ok();
+    let message = bob
+        .post(calls, call("fail", json!({"message": "not granted"})))
+        .await
+        .refused(403, "tool_not_granted");
+    assert!(message.contains("`fail`"), "{message}");
+    let stored = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM calls")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(stored().await, 1, "nothing queued for the refused tool");
+
+    // The set is replaced whole, by a holder of Manage only.
+    let tools = "/api/v1/workspaces/acme/profiles/narrow/connections/fixture/tools";
+    let put = |client: &Client, body: Value| {
+        let client = client.clone();
+        async move { client.send(reqwest::Method::PUT, tools, Some(body)).await }
+    };
+    put(&bob, json!({"tools": ["echo", "fail"]}))
+        .await
+        .refused(403, "forbidden");
+    let set = put(&server.owner, json!({"tools": ["fail"]})).await.ok();
+    assert_eq!(set["tools"][&connection], json!(["fail"]), "{set}");
+    bob.post(calls, call("fail", json!({"message": "now granted"})))
+        .await
+        .ok();
+    bob.post(calls, call("echo", json!({"text": "no longer"})))
+        .await
+        .refused(403, "tool_not_granted");
+
+    // Bad sets change nothing.
+    put(&server.owner, json!({"tools": []}))
+        .await
+        .refused(400, "invalid_request");
+    put(&server.owner, json!({"tools": ["fail", "fail"]}))
+        .await
+        .refused(400, "invalid_request");
+    put(&server.owner, json!({"tools": ["no_such_tool"]}))
+        .await
+        .refused(404, "tool_not_found");
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/profiles",
+            json!({"name": "two", "connections": ["fixture", "fixture"], "tools": ["echo"]}),
+        )
+        .await
+        .refused(400, "invalid_request");
+    let profile = server
+        .owner
+        .get("/api/v1/workspaces/acme/profiles/narrow")
+        .await
+        .ok();
+    assert_eq!(profile["tools"][&connection], json!(["fail"]), "{profile}");
+
+    // `null` grants the connection whole again.
+    let whole = put(&server.owner, json!({"tools": null})).await.ok();
+    assert!(whole.get("tools").is_none(), "{whole}");
+    bob.post(calls, call("echo", json!({"text": "whole again"})))
+        .await
+        .ok();
+}

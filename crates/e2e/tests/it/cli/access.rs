@@ -162,3 +162,75 @@ async fn an_admin_revokes_use_and_removes_a_member(_: PgPoolOptions, db: PgConne
         .code(4);
     assert!(last.stderr.contains("last_admin"), "{}", last.stderr);
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_profile_grants_exact_tools_from_the_cli(_: PgPoolOptions, db: PgConnectOptions) {
+    let server = Server::start(&db).await;
+    let alice = server.cli();
+    set_up_demo(&alice);
+    alice
+        .run(&[
+            "profile",
+            "create",
+            "demo",
+            "narrow",
+            "--connection",
+            "fx",
+            "--tools",
+            "echo",
+        ])
+        .success();
+    let set = alice
+        .run(&[
+            "profile",
+            "set-tools",
+            "demo",
+            "narrow",
+            "--connection",
+            "fx",
+            "--tools",
+            "echo,fail",
+        ])
+        .success();
+    assert!(set.stdout.contains("fx: echo, fail"), "{}", set.stdout);
+    let whole = alice
+        .run(&[
+            "profile",
+            "set-tools",
+            "demo",
+            "narrow",
+            "--connection",
+            "fx",
+            "--all",
+        ])
+        .success();
+    assert!(whole.stdout.contains("fx: every tool"), "{}", whole.stdout);
+    let unknown = alice
+        .run(&[
+            "profile",
+            "set-tools",
+            "demo",
+            "narrow",
+            "--connection",
+            "fx",
+            "--tools",
+            "nope",
+        ])
+        .code(4);
+    assert!(
+        unknown.stderr.contains("tool_not_found"),
+        "{}",
+        unknown.stderr
+    );
+    // Neither or both of --tools and --all is a usage error.
+    alice
+        .run(&[
+            "profile",
+            "set-tools",
+            "demo",
+            "narrow",
+            "--connection",
+            "fx",
+        ])
+        .code(2);
+}
