@@ -99,6 +99,8 @@ pub enum ErrorCode {
     BodyTooLarge,
     /// The profile grants only some tools of the connection, and not this one.
     ToolNotGranted,
+    /// The web session holds as many call inspector streams open as it may.
+    TooManyStreams,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -149,6 +151,7 @@ impl ErrorCode {
             ErrorCode::CallErased => "call_erased",
             ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::ToolNotGranted => "tool_not_granted",
+            ErrorCode::TooManyStreams => "too_many_streams",
             ErrorCode::CallActive => "call_active",
             ErrorCode::Internal => "internal",
         }
@@ -191,6 +194,7 @@ impl ErrorCode {
             | ErrorCode::CallActive => 409,
             ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
             ErrorCode::BodyTooLarge => 413,
+            ErrorCode::TooManyStreams => 429,
             ErrorCode::ConnectionNotInProfile
             | ErrorCode::EnvironmentMismatch
             | ErrorCode::McpRequestConflict

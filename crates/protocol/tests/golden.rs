@@ -785,7 +785,8 @@ fn error_codes() -> Vec<ErrorCode> {
         LastAdmin, DeviceRevoked, RunnerFenced,
         OperationRequired, OperationNotFound, OperationMismatch, McpReconcileConfigChanged,
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
-        CallErased, CallActive, BodyTooLarge, ToolNotGranted, Internal,
+        CallErased, CallActive, BodyTooLarge, ToolNotGranted, TooManyStreams,
+        Internal,
     )
 }
 

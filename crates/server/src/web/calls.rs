@@ -7,8 +7,10 @@ use super::error::{WebError, WebResult};
 use super::output::{self, LaterSection, OutputItem};
 use super::page::{Chrome, NoticeQuery, encode_segment, html, took, when, when_precise};
 use super::session::{CsrfOnly, Protected, SignedIn, encode_query};
-use crate::app::{Actor, CallQuery};
+use super::streams::StreamSlot;
+use crate::app::{Actor, CallQuery, Principal};
 use crate::db::PageFrom;
+use crate::error::AppError;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -264,6 +266,8 @@ struct Watch {
     /// A view read but not sent yet (the first one).
     pending: Option<CallView>,
     finished: bool,
+    /// This stream's place among its session's; given back when the stream ends.
+    _slot: StreamSlot,
 }
 
 /// One `call` event: the state and the two live regions, rendered by the same templates as the
@@ -281,8 +285,9 @@ fn call_event(watch: &Watch, view: &CallView) -> Result<Event, askama::Error> {
     Ok(Event::default().event("call").data(data.to_string()))
 }
 
-/// The next event: the call whenever it changed, polled at the configured interval, until it
-/// is settled, the session ends, the reader loses Use, or the server shuts down.
+/// The next event: the call whenever it changed — at once when it settles (its completion's
+/// wake-up), else read again at least every `stream_look` — until it is settled, the session
+/// ends, the reader loses Use, or the server shuts down.
 async fn next_event(mut watch: Watch) -> Option<(Result<Event, Infallible>, Watch)> {
     if watch.finished {
         return None;
@@ -291,22 +296,14 @@ async fn next_event(mut watch: Watch) -> Option<(Result<Event, Infallible>, Watc
         let view = match watch.pending.take() {
             Some(view) => view,
             None => {
-                tokio::select! {
+                let reader = Principal::User(watch.actor.clone());
+                let app = &watch.s.app;
+                let view = tokio::select! {
                     _ = watch.s.shutdown.cancelled() => return None,
-                    _ = tokio::time::sleep(watch.s.config.stream_poll) => {}
-                }
-                watch
-                    .s
-                    .app
-                    .web_session_require_live(&watch.session_id)
-                    .await
-                    .ok()?;
-                watch
-                    .s
-                    .app
-                    .call_get(&watch.actor, &watch.ws, &watch.call)
-                    .await
-                    .ok()?
+                    view = app.call_wait_as(&reader, &watch.ws, &watch.call, watch.s.config.stream_look) => view.ok()?,
+                };
+                app.web_session_require_live(&watch.session_id).await.ok()?;
+                view
             }
         };
         let serialized = serde_json::to_string(&view).ok()?;
@@ -331,6 +328,12 @@ pub(super) async fn events(
     signed_in: SignedIn,
     Path((ws, call)): Path<(String, String)>,
 ) -> WebResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let slot = s.streams.take(&signed_in.session_id).ok_or_else(|| {
+        AppError::refused(
+            ErrorCode::TooManyStreams,
+            "this session has as many live call views open as it may; close one and reload",
+        )
+    })?;
     let actor = signed_in.session.actor.clone();
     let first = s.app.call_get(&actor, &ws, &call).await?;
     let names = Names::load(&s, &actor, &ws, &first).await?;
@@ -345,6 +348,7 @@ pub(super) async fn events(
         last: None,
         pending: Some(first),
         finished: false,
+        _slot: slot,
     };
     Ok(Sse::new(futures::stream::unfold(watch, next_event)).keep_alive(KeepAlive::default()))
 }

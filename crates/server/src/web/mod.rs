@@ -20,6 +20,7 @@ mod page;
 mod schema_form;
 mod session;
 mod sign_in;
+mod streams;
 mod tools;
 mod workspaces;
 
@@ -45,8 +46,11 @@ pub struct WebConfig {
     pub session_idle: Duration,
     /// No session lives longer than this.
     pub session_lifetime: Duration,
-    /// How often an open call inspector stream looks for changes.
-    pub stream_poll: Duration,
+    /// The longest an open call inspector stream waits before it reads its call again; a
+    /// call that settles is sent at once, on its completion's wake-up.
+    pub stream_look: Duration,
+    /// Call inspector streams one session may hold open at once.
+    pub streams_per_session: usize,
 }
 
 impl Default for WebConfig {
@@ -55,7 +59,8 @@ impl Default for WebConfig {
             secure_cookies: false,
             session_idle: Duration::from_secs(8 * 3600),
             session_lifetime: Duration::from_secs(24 * 3600),
-            stream_poll: Duration::from_millis(250),
+            stream_look: Duration::from_secs(2),
+            streams_per_session: 8,
         }
     }
 }
@@ -76,12 +81,15 @@ pub struct WebState {
     config: WebConfig,
     /// Cancelled at server shutdown: open event streams end, so shutdown does not wait on them.
     shutdown: CancellationToken,
+    /// The event streams open per session.
+    streams: std::sync::Arc<streams::OpenStreams>,
 }
 
 /// The web UI's routes, to be merged with the API router.
 pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Router {
     let state = WebState {
         app,
+        streams: std::sync::Arc::new(streams::OpenStreams::new(config.streams_per_session)),
         config,
         shutdown,
     };

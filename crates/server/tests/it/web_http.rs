@@ -8,8 +8,10 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use std::collections::BTreeMap;
+use std::time::Duration;
 use switchyard_server::app::{App, AppConfig, CallQuery};
 use switchyard_server::db::{Datastore, PageFrom};
+use switchyard_testkit::poll::{Bound, Check};
 
 /// A browser-like client: follows no redirects, keeps cookies by hand.
 struct WebClient {
@@ -597,7 +599,7 @@ async fn the_run_form_reads_typed_and_raw_arguments_and_returns_errors(pool: PgP
         .wait_call(
             "acme",
             submitted.location.unwrap().rsplit('/').next().unwrap(),
-            std::time::Duration::from_secs(60),
+            Duration::from_secs(60),
         )
         .await;
     assert_eq!(
@@ -666,4 +668,58 @@ async fn connectors_import_from_yaml_in_the_web_form(pool: PgPool) {
         )
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_session_holds_a_bounded_number_of_live_call_views(pool: PgPool) {
+    let server = TestServer::start_with(pool.clone(), |c| c.web.streams_per_session = 2).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let call = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            call_body("slow", json!({"seconds": 30})),
+        )
+        .await
+        .ok();
+    let mut web = WebClient::new(&server);
+    web.sign_in(server.owner.token()).await;
+    let cookie = web
+        .cookies
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let url = format!(
+        "{}/workspaces/acme/calls/{}/events",
+        web.base,
+        call["id"].as_str().unwrap()
+    );
+    let open = || web.http.get(&url).header(COOKIE, &cookie).send();
+    // Two live views stay open (their bodies unread); a third is refused.
+    let first = open().await.unwrap();
+    let second = open().await.unwrap();
+    assert_eq!(
+        (first.status(), second.status()),
+        (StatusCode::OK, StatusCode::OK)
+    );
+    let third = open().await.unwrap();
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(third.text().await.unwrap().contains("too_many_streams"));
+    // One closed gives its place back, once the server notices (at its next write: the
+    // stream's keep-alive comes at least every 15 s).
+    drop(first);
+    let again = Bound::new(Duration::from_secs(40), Duration::from_millis(250))
+        .until(async || {
+            let answer = open().await.unwrap();
+            Ok(if answer.status() == StatusCode::OK {
+                Check::Done(answer)
+            } else {
+                Check::NotYet(format!("a new live view answers {}", answer.status()))
+            })
+        })
+        .await
+        .expect("a place came back");
+    assert_eq!(again.status(), StatusCode::OK);
+    drop(second);
 }
