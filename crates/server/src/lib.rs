@@ -12,6 +12,7 @@ pub mod central;
 pub mod db;
 pub mod error;
 pub mod http;
+pub mod private_file;
 pub mod serve;
 pub mod sweeper;
 pub mod web;

@@ -23,6 +23,15 @@ struct Cli {
     /// PostgreSQL connection URL.
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
     database_url: Option<String>,
+    /// A file holding the PostgreSQL connection URL (mode 0600, owned by the server's user),
+    /// so that its password is on no command line and in no environment.
+    #[arg(
+        long,
+        env = "DATABASE_URL_FILE",
+        global = true,
+        conflicts_with = "database_url"
+    )]
+    database_url_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -180,9 +189,14 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
-    let url = cli
-        .database_url
-        .ok_or("set DATABASE_URL (or --database-url) to a PostgreSQL URL, e.g. postgres://app@127.0.0.1:5432/switchyard")?;
+    let url = match (cli.database_url, &cli.database_url_file) {
+        (Some(url), _) => url,
+        (None, Some(path)) => switchyard_server::private_file::read_private_file(path)
+            .map_err(|e| format!("DATABASE_URL_FILE: {e}"))?,
+        (None, None) => {
+            return Err("set DATABASE_URL_FILE (a 0600 file) or DATABASE_URL to a PostgreSQL URL, e.g. postgres://app@127.0.0.1:5432/switchyard".to_owned());
+        }
+    };
     let health = Arc::new(PoolHealth::default());
     let pool = health
         .pool_options()

@@ -234,3 +234,38 @@ async fn a_profile_grants_exact_tools_from_the_cli(_: PgPoolOptions, db: PgConne
         ])
         .code(2);
 }
+
+#[sqlx::test(migrations = false)]
+async fn the_server_reads_its_database_url_from_a_private_file(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    use sqlx::ConnectOptions;
+    use std::os::unix::fs::PermissionsExt;
+    let url = db.to_url_lossy().to_string();
+    let dir = crate::harness::scratch("cli", "database_url_file");
+    let file = dir.join("database-url");
+    std::fs::write(&file, format!("{url}\n")).unwrap();
+    let server = crate::harness::binary(switchyard_testkit::bins::SERVER);
+    let migrate = || {
+        std::process::Command::new(&server)
+            .arg("migrate")
+            .env_remove("DATABASE_URL")
+            .env("DATABASE_URL_FILE", &file)
+            .output()
+            .expect("switchyard-server runs")
+    };
+
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refused = migrate();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("chmod 600"), "{stderr}");
+    assert!(!stderr.contains(&url), "the URL is never echoed: {stderr}");
+
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let applied = migrate();
+    let stderr = String::from_utf8_lossy(&applied.stderr);
+    assert!(applied.status.success(), "{stderr}");
+    assert!(stderr.contains("migrations applied"), "{stderr}");
+}
