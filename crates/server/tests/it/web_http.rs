@@ -723,3 +723,69 @@ async fn a_session_holds_a_bounded_number_of_live_call_views(pool: PgPool) {
     assert_eq!(again.status(), StatusCode::OK);
     drop(second);
 }
+
+/// Markup an attacker would plant, as a device name, a tool's result and its error.
+const CANARY: &str = r#"<script>alert(1)</script>"><img src=x onerror=alert(2)>"#;
+
+/// No page or stream fragment carries the canary as markup.
+#[track_caller]
+fn assert_inert(what: &str, body: &str) {
+    assert!(
+        !body.contains("<script>alert(1)") && !body.contains("<img src=x"),
+        "{what} renders the canary as markup:\n{body}"
+    );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn planted_markup_renders_inert_on_every_page_and_stream(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let mut ids = Vec::new();
+    for (tool, arguments) in [
+        ("echo", json!({ "text": CANARY })),
+        ("fail", json!({ "message": CANARY })),
+    ] {
+        let call = server
+            .owner
+            .post("/api/v1/workspaces/acme/calls", call_body(tool, arguments))
+            .await
+            .ok();
+        let id = call["id"].as_str().unwrap().to_owned();
+        server
+            .owner
+            .wait_call("acme", &id, Duration::from_secs(30))
+            .await;
+        ids.push(id);
+    }
+    let started = crate::devices::start_pairing(&server, CANARY).await;
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/devices/approve",
+            json!({"code": started["code"], "profile": "main"}),
+        )
+        .await
+        .ok();
+
+    let mut web = WebClient::new(&server);
+    web.sign_in(server.owner.token()).await;
+    let mut pages = vec![
+        "/workspaces/acme/calls".to_owned(),
+        "/workspaces/acme/devices".to_owned(),
+    ];
+    for id in &ids {
+        pages.push(format!("/workspaces/acme/calls/{id}"));
+        pages.push(format!("/workspaces/acme/calls/{id}/events"));
+    }
+    let mut escaped = 0;
+    for path in &pages {
+        let page = web.get(path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}");
+        assert_inert(path, &page.body);
+        escaped += usize::from(page.body.contains("&#60;script&#62;alert(1)"));
+    }
+    assert!(
+        escaped >= 3,
+        "the canary is shown, escaped, where it belongs ({escaped} pages)"
+    );
+}
