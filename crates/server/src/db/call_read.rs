@@ -6,7 +6,7 @@
 
 use super::observations::lineage_columns;
 use super::sql::{Params, text};
-use super::submit::submitter_workspace;
+use super::submit::{holds_use, submitter_workspace};
 use super::{CallRow, Datastore, Key, Lineage, ProfileRow, Submitter};
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Row};
@@ -68,16 +68,13 @@ impl Datastore {
             format!(
                 "WITH {ws}
                  SELECT p.environment_id AS r_profile_environment, p.name AS r_profile_name,
-                     -- The user, or for a device the user who approved it.
-                     EXISTS (SELECT 1 FROM profile_grants g
-                             WHERE g.profile_id = p.id AND g.grant_kind = 'use'
-                               AND g.user_id = COALESCE({user},
-                                   (SELECT d.approved_by FROM devices d WHERE d.id = {device}))) AS r_user_holds_use,
+                     {holds_use} AS r_user_holds_use,
                      {lineage}, c.*
                  FROM ws
                  LEFT JOIN calls c ON c.workspace_id = ws.id AND c.id = {call}
                  LEFT JOIN profiles p ON p.id = c.profile_id",
                 ws = submitter_workspace(&id, &name, &user, &device),
+                holds_use = holds_use(&user, &device),
                 lineage = lineage_columns(""),
             )
             .into()

@@ -50,6 +50,19 @@ impl Submitter {
     }
 }
 
+/// Whether the user `user` — or, when it is null, the user who approved the device `device`
+/// (a device acts for its approver) — holds Use on the profile `p` right now (SQL
+/// expressions, as for [`submitter_workspace`]). Shared by a submission's read and a reader's
+/// [`Datastore::call_read`]; `COALESCE` reads the device only for a device.
+pub(super) fn holds_use(user: &str, device: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM profile_grants g
+                 WHERE g.profile_id = p.id AND g.grant_kind = 'use'
+                   AND g.user_id = COALESCE({user},
+                       (SELECT d.approved_by FROM devices d WHERE d.id = {device})))"
+    )
+}
+
 /// `ws AS (…)`: the workspace `id` or `name` names, when it is the submitter's — one the
 /// user `user` is a member of, or the device `device`'s own (SQL expressions: placeholders,
 /// or the columns of a batch's row). Shared by a submission's read and a reader's
@@ -320,11 +333,7 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
     format!(
         "{with}{ws}, r AS (SELECT ws.id AS r_workspace, {token_user}
              p.id AS r_profile, p.environment_id AS r_profile_environment, p.name AS r_profile_name,
-             -- The user, or for a device the user who approved it.
-             EXISTS (SELECT 1 FROM profile_grants g
-                     WHERE g.profile_id = p.id AND g.grant_kind = 'use'
-                       AND g.user_id = COALESCE({user},
-                           (SELECT d.approved_by FROM devices d WHERE d.id = {device}))) AS r_user_holds_use,
+             {holds_use} AS r_user_holds_use,
              cn.id AS r_connection, cn.name AS r_connection_name, cn.runner_ref AS r_runner_ref,
              cn.revision AS r_connection_revision, x.name AS r_connector_name,
              -- ConnectorRow::is_runnable: HTTP always, stdio while its revision is approved.
@@ -351,6 +360,7 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
          LEFT JOIN environments e ON e.workspace_id = ws.id AND (e.id = {environment_id} OR e.name = {environment_name})
          LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = {operation_id}) ",
         ws = submitter_workspace(workspace_id, workspace_name, user, device),
+        holds_use = holds_use(user, device),
     )
 }
 
