@@ -92,17 +92,7 @@ impl App {
                 ),
             ));
         }
-        let grants = Grants {
-            use_: req.use_,
-            manage: req.manage,
-            share: req.share,
-        };
-        if grants == Grants::default() {
-            return Err(AppError::refused(
-                ErrorCode::InvalidRequest,
-                "name at least one of `use`, `manage`, `share`",
-            ));
-        }
+        let grants = named_grants(&req)?;
         let user = self.find_user(&req.user).await?;
         if grants.use_ && user.id == actor.user.id && !actor.user.is_owner {
             return Err(AppError::refused(
@@ -153,17 +143,7 @@ impl App {
                 ),
             ));
         }
-        let grants = Grants {
-            use_: req.use_,
-            manage: req.manage,
-            share: req.share,
-        };
-        if grants == Grants::default() {
-            return Err(AppError::refused(
-                ErrorCode::InvalidRequest,
-                "name at least one of `use`, `manage`, `share`",
-            ));
-        }
+        let grants = named_grants(&req)?;
         let user = self.find_user(&req.user).await?;
         self.db
             .grant_remove(&profile, user.id, grants, actor.user.id)
@@ -314,4 +294,20 @@ pub(crate) fn environment_not_found(key: &str) -> AppError {
         ErrorCode::EnvironmentNotFound,
         format!("no environment `{key}` in this workspace"),
     )
+}
+
+/// The grants a grant or revoke request names: at least one.
+fn named_grants(req: &GrantRequest) -> AppResult<Grants> {
+    let grants = Grants {
+        use_: req.use_,
+        manage: req.manage,
+        share: req.share,
+    };
+    if grants == Grants::default() {
+        return Err(AppError::refused(
+            ErrorCode::InvalidRequest,
+            "name at least one of `use`, `manage`, `share`",
+        ));
+    }
+    Ok(grants)
 }
