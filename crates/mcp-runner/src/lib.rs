@@ -14,6 +14,7 @@ pub mod identity;
 pub mod launch;
 pub mod meta;
 pub mod outbox;
+pub mod owned_file;
 mod pool;
 mod process_group;
 pub mod redact;

@@ -1,44 +1,28 @@
 //! Reading a secret the server is given as a file (`DATABASE_URL_FILE`), so that it is never
 //! on a command line: the file must be the operator's own — a regular file, not a symbolic
-//! link, owned by the server's user, readable by nobody else (mode 0600).
+//! link, owned by the server's user, readable by nobody else (mode 0600; the checks are
+//! [`switchyard_mcp_runner::owned_file`]'s).
 
-use std::fs::OpenOptions;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use switchyard_mcp_runner::owned_file::{self, ModeRule, Refusal};
 
-/// The file's text without its trailing newline, or what is wrong with it, naming the file.
+/// The file's text without its trailing newline, or what is wrong with it, naming the file
+/// (never its content).
 pub fn read_private_file(path: &Path) -> Result<String, String> {
     let refuse = |problem: &str| format!("`{}` {problem}", path.display());
-    // O_NOFOLLOW: a link could point at a file that is not the operator's; O_NONBLOCK: a FIFO
-    // in its place must not stall the start.
-    let mut file = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(nix::libc::ELOOP) => refuse("is a symbolic link; give the file itself"),
-            _ => refuse(&format!("cannot be read: {e}")),
+    let mut file =
+        owned_file::open(path, ModeRule::OwnerOnly).map_err(|refusal| match refusal {
+            Refusal::Symlink => refuse("is a symbolic link; give the file itself"),
+            Refusal::NotRegular => refuse("is not a regular file"),
+            Refusal::Foreign { owner, me } => refuse(&format!(
+                "is owned by uid {owner}, not by the server's uid {me}; `chown` it"
+            )),
+            Refusal::Mode(mode) => refuse(&format!(
+                "has mode {mode:04o}; it holds a secret: `chmod 600` it"
+            )),
+            Refusal::Io(e) => refuse(&format!("cannot be read: {e}")),
         })?;
-    let metadata = file
-        .metadata()
-        .map_err(|e| refuse(&format!("cannot be read: {e}")))?;
-    if !metadata.is_file() {
-        return Err(refuse("is not a regular file"));
-    }
-    let me = nix::unistd::geteuid().as_raw();
-    if metadata.uid() != me {
-        return Err(refuse(&format!(
-            "is owned by uid {}, not by the server's uid {me}; `chown` it",
-            metadata.uid()
-        )));
-    }
-    let mode = metadata.permissions().mode() & 0o7777;
-    if mode != 0o600 {
-        return Err(refuse(&format!(
-            "has mode {mode:04o}; it holds a secret: `chmod 600` it"
-        )));
-    }
     let mut text = String::new();
     file.read_to_string(&mut text)
         .map_err(|e| refuse(&format!("cannot be read: {e}")))?;
@@ -49,6 +33,7 @@ pub fn read_private_file(path: &Path) -> Result<String, String> {
 mod tests {
     use super::*;
     use std::fs;
+    use std::os::unix::fs::PermissionsExt;
     use switchyard_testkit::scratch::Scratch;
 
     fn write(path: &Path, text: &str, mode: u32) {

@@ -5,12 +5,11 @@ use super::error::{BindingSite, CredentialError};
 use super::reference::{Destination, Reference, Source};
 use super::rules;
 use crate::launch::is_reserved_env_name;
+use crate::owned_file::{self, ModeRule, Refusal};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::OpenOptions;
 use std::marker::PhantomData;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use switchyard_protocol::ids::ConnectionId;
 
@@ -129,51 +128,32 @@ impl ConnectionBinding {
     }
 }
 
-/// Reads and parses the bindings file at `path`, with the secrets file's rules: refused when it
-/// is a symbolic link, not a regular file, owned by another user, or writable by group or
-/// others.
+/// Reads and parses the bindings file at `path` ([`crate::owned_file`]): refused when it is a
+/// symbolic link, not a regular file, owned by another user, or writable by group or others.
 pub(super) fn read(path: &Path) -> Result<BindingsFile, CredentialError> {
     let read_error = |source| CredentialError::BindingsRead {
         path: path.to_owned(),
         source,
     };
-    // O_NOFOLLOW: a symbolic link could point the runner at another file. O_NONBLOCK: a FIFO
-    // put in the file's place must not stall the runner.
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(error) if error.raw_os_error() == Some(nix::libc::ELOOP) => {
-            return Err(CredentialError::BindingsSymlink {
-                path: path.to_owned(),
-            });
-        }
-        Err(error) => return Err(read_error(error)),
-    };
-    // Checked on the open file, so the file checked is the file read.
-    let metadata = file.metadata().map_err(read_error)?;
-    if !metadata.is_file() {
-        return Err(CredentialError::BindingsNotRegular {
+    let refused = |refusal| match refusal {
+        Refusal::Symlink => CredentialError::BindingsSymlink {
             path: path.to_owned(),
-        });
-    }
-    let runner = nix::unistd::geteuid().as_raw();
-    if metadata.uid() != runner {
-        return Err(CredentialError::BindingsForeign {
+        },
+        Refusal::NotRegular => CredentialError::BindingsNotRegular {
             path: path.to_owned(),
-            owner: metadata.uid(),
-            runner,
-        });
-    }
-    let mode = metadata.permissions().mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(CredentialError::BindingsWritable {
+        },
+        Refusal::Foreign { owner, me } => CredentialError::BindingsForeign {
+            path: path.to_owned(),
+            owner,
+            runner: me,
+        },
+        Refusal::Mode(mode) => CredentialError::BindingsWritable {
             path: path.to_owned(),
             mode,
-        });
-    }
+        },
+        Refusal::Io(error) => read_error(error),
+    };
+    let file = owned_file::open(path, ModeRule::NotWritableByOthers).map_err(refused)?;
     let text = std::io::read_to_string(file).map_err(read_error)?;
     serde_json::from_str(&text).map_err(|error| CredentialError::BindingsSyntax {
         path: path.to_owned(),

@@ -2,16 +2,14 @@
 //! object of key → value that only the runner's user may read.
 //!
 //! The file is refused unless it is a regular file (not a link, FIFO or directory) owned by the
-//! runner's effective user with mode 0600 exactly, checked on the opened file. Parse errors
+//! runner's effective user with mode 0600 exactly ([`crate::owned_file`]). Parse errors
 //! report the position only: the parser's message could quote a value.
 
 use super::bindings::unique_map;
 use super::error::CredentialError;
-use nix::unistd::geteuid;
+use crate::owned_file::{self, ModeRule, Refusal};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::OpenOptions;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// The values of a secrets file. `Debug` prints the keys only.
@@ -49,34 +47,15 @@ pub(super) fn load(path: &Path) -> Result<Secrets, CredentialError> {
         path: path.to_owned(),
         source,
     };
-    // O_NOFOLLOW: a symbolic link could point the runner at a file that is not the secrets
-    // file. O_NONBLOCK: a FIFO in its place must not stall the runner.
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(error) if error.raw_os_error() == Some(nix::libc::ELOOP) => {
-            return Err(unsafe_file("it is a symbolic link".to_owned()));
-        }
-        Err(error) => return Err(read_error(error)),
-    };
-    let metadata = file.metadata().map_err(read_error)?;
-    if !metadata.is_file() {
-        return Err(unsafe_file("it is not a regular file".to_owned()));
-    }
-    let owner = geteuid().as_raw();
-    if metadata.uid() != owner {
-        return Err(unsafe_file(format!(
-            "it is owned by uid {}, not by the runner's uid {owner}",
-            metadata.uid()
-        )));
-    }
-    let mode = metadata.permissions().mode() & 0o7777;
-    if mode != 0o600 {
-        return Err(unsafe_file(format!("its mode is {mode:04o}")));
-    }
+    let file = owned_file::open(path, ModeRule::OwnerOnly).map_err(|refusal| match refusal {
+        Refusal::Symlink => unsafe_file("it is a symbolic link".to_owned()),
+        Refusal::NotRegular => unsafe_file("it is not a regular file".to_owned()),
+        Refusal::Foreign { owner, me } => unsafe_file(format!(
+            "it is owned by uid {owner}, not by the runner's uid {me}"
+        )),
+        Refusal::Mode(mode) => unsafe_file(format!("its mode is {mode:04o}")),
+        Refusal::Io(error) => read_error(error),
+    })?;
     let text = std::io::read_to_string(file).map_err(read_error)?;
     let SecretsObject(values) =
         serde_json::from_str(&text).map_err(|error| CredentialError::SecretsSyntax {
