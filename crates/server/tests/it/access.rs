@@ -187,6 +187,13 @@ async fn access_changes(pool: &PgPool) -> Vec<(String, String, Value)> {
     .collect()
 }
 
+/// `call_body` under profile `profile` instead of `main`.
+fn call_in(profile: &str, tool: &str, arguments: Value) -> Value {
+    let mut body = call_body(tool, arguments);
+    body["profile_id"] = json!(profile);
+    body
+}
+
 /// Adds `name` to workspace `ws` as a member and grants them Use on `main`, as the owner.
 async fn member_with_use(server: &TestServer, ws: &str, name: &str) -> Client {
     let user = server.user(name).await;
@@ -345,13 +352,7 @@ async fn revoked_use_stops_the_next_call_and_use_is_never_self_granted(pool: PgP
         )
         .await
         .refused(403, "forbidden");
-    let body = json!({
-        "request_id": uuid::Uuid::new_v4(),
-        "profile_id": "bobs",
-        "connection_id": "fixture",
-        "tool_name": "echo",
-        "arguments": {"text": "while granted"},
-    });
+    let body = call_in("bobs", "echo", json!({"text": "while granted"}));
     carol.post("/api/v1/workspaces/acme/calls", body).await.ok();
     let after = bob
         .post(
@@ -368,13 +369,7 @@ async fn revoked_use_stops_the_next_call_and_use_is_never_self_granted(pool: PgP
             .all(|g| g["user_name"] != "carol"),
         "{after}"
     );
-    let body = json!({
-        "request_id": uuid::Uuid::new_v4(),
-        "profile_id": "bobs",
-        "connection_id": "fixture",
-        "tool_name": "echo",
-        "arguments": {"text": "after the revocation"},
-    });
+    let body = call_in("bobs", "echo", json!({"text": "after the revocation"}));
     carol
         .post("/api/v1/workspaces/acme/calls", body)
         .await
@@ -507,15 +502,7 @@ async fn a_profile_that_lists_tools_runs_those_tools_only(pool: PgPool) {
         )
         .await
         .ok();
-    let call = |tool: &str, arguments: Value| {
-        json!({
-            "request_id": uuid::Uuid::new_v4(),
-            "profile_id": "narrow",
-            "connection_id": "fixture",
-            "tool_name": tool,
-            "arguments": arguments,
-        })
-    };
+    let call = |tool: &str, arguments: Value| call_in("narrow", tool, arguments);
     let calls = "/api/v1/workspaces/acme/calls";
     bob.post(calls, call("echo", json!({"text": "granted"})))
         .await
