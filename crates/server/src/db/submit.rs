@@ -344,18 +344,16 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
                  WHERE rd.id = cn.runner_device_id AND rd.workspace_id = cn.workspace_id
                    AND rd.revoked_at IS NULL)) AS r_runner_available,
              t.available AS r_tool_available,
-             EXISTS (SELECT 1 FROM profile_connections pc
-                     WHERE pc.profile_id = p.id AND pc.connection_id = cn.id) AS r_profile_has_connection,
+             pc.profile_id IS NOT NULL AS r_profile_has_connection,
              -- Granted whole, or the tool is in the profile's set of the connection's tools.
-             NOT EXISTS (SELECT 1 FROM profile_connections pc
-                         WHERE pc.profile_id = p.id AND pc.connection_id = cn.id
-                           AND pc.tools IS NOT NULL AND NOT ({tool_name} = ANY (pc.tools))) AS r_tool_granted,
+             (pc.tools IS NULL OR {tool_name} = ANY (pc.tools)) AS r_tool_granted,
              e.id AS r_environment,
              o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment
          {from}
          LEFT JOIN profiles p ON p.workspace_id = ws.id AND (p.id = {profile_id} OR p.name = {profile_name})
          LEFT JOIN connections cn ON cn.workspace_id = ws.id AND (cn.id = {connection_id} OR cn.name = {connection_name})
          LEFT JOIN connectors x ON x.id = cn.connector_id
+         LEFT JOIN profile_connections pc ON pc.profile_id = p.id AND pc.connection_id = cn.id
          LEFT JOIN tools t ON t.connection_id = cn.id AND t.name = {tool_name}
          LEFT JOIN environments e ON e.workspace_id = ws.id AND (e.id = {environment_id} OR e.name = {environment_name})
          LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = {operation_id}) ",
