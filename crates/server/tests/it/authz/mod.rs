@@ -1,0 +1,410 @@
+//! The authorization matrix: every route of `/api/v1` and of the inspector, asked by every kind
+//! of principal, with the status each must get — and, whenever a request is refused (or only
+//! reads), proof that it wrote nothing. A route the server serves without a row here fails the
+//! test, by name.
+//!
+//! The world (`world.rs`) is one workspace, `acme`, seen by: anonymous, `nora` (no member),
+//! `bob` (member, no grant), `alice` (workspace admin: created `acme` and profile `main`, so
+//! Manage and Share but not Use), `uma`/`mia`/`sam` (members holding exactly Use/Manage/Share on
+//! `main`), the installation `owner` (a plain member of `acme`, no grant), the device `laptop`
+//! (paired to `main`, approved by `uma`), `old-laptop` (revoked) and `desktop` (a device of the
+//! other workspace, `globex`).
+//!
+//! Rows run in order; within a row, refusals and reads come first, then the requests expected
+//! to write. Rows whose successes use something up (revocations, removals, erasure, sign-out)
+//! come last and name spare objects, so that earlier rows still find theirs.
+//!
+//! Path parameters are filled from the world (`{ws}` is `acme`, `{call}` a settled call of
+//! `uma`'s, …); `{name=other}` fills `{name}` with the world's `other` instead. In bodies,
+//! `{me}` is the asking principal's name and `{uuid}` a fresh UUID.
+
+mod principal;
+mod routes;
+mod snapshot;
+mod world;
+
+use crate::harness::*;
+use principal::{Principal, Who, form_body, http, sign_in, sign_in_form};
+use reqwest::Method;
+use reqwest::header::{AUTHORIZATION, CONNECTION, CONTENT_TYPE, COOKIE, LOCATION, UPGRADE};
+use serde_json::Value;
+use sqlx::PgPool;
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+/// What a request carries.
+enum Body {
+    None,
+    Json(Value),
+    Form(Vec<(&'static str, &'static str)>),
+}
+
+/// One route and what each principal gets, in [`Principal::ALL`] order.
+struct Row {
+    method: &'static str,
+    /// The path as the router spells it, with `{name=other}` where a row fills a parameter from
+    /// another of the world's values.
+    path: &'static str,
+    body: Body,
+    expect: [u16; 11],
+}
+
+impl Row {
+    /// `METHOD /path` as the source routes it.
+    fn route(&self) -> String {
+        let mut path = String::new();
+        let mut rest = self.path;
+        while let Some(open) = rest.find('{') {
+            let close = open + rest[open..].find('}').unwrap();
+            let name = &rest[open + 1..close];
+            path.push_str(&rest[..open]);
+            write!(path, "{{{}}}", name.split('=').next().unwrap()).unwrap();
+            rest = &rest[close + 1..];
+        }
+        format!("{} {path}{rest}", self.method)
+    }
+
+    fn is_web(&self) -> bool {
+        !(self.path.starts_with("/api/") || self.path == "/healthz" || self.path == "/readyz")
+    }
+}
+
+macro_rules! body {
+    () => { Body::None };
+    (json $($b:tt)*) => { Body::Json(serde_json::json!($($b)*)) };
+    (form $($k:literal = $v:literal),*) => { Body::Form(vec![$(($k, $v)),*]) };
+}
+
+/// `METHOD "path" [json(…) | form(k = v, …)] => eleven statuses;`
+macro_rules! matrix {
+    ($($method:ident $path:literal $($kind:ident ($($body:tt)*))? => $($s:literal)+ ;)*) => {
+        vec![$(Row {
+            method: stringify!($method),
+            path: $path,
+            body: body!($($kind $($body)*)?),
+            expect: [$($s),+],
+        }),*]
+    };
+}
+
+/// The specification. Columns: anonymous, non-member, member, workspace admin, Use-only,
+/// Manage-only, Share-only, installation owner, device, revoked device, device of another
+/// workspace.
+fn matrix() -> Vec<Row> {
+    matrix! {
+    //                                                                  anon non  mem  adm  use  mng  shr  own  dev  rdev odev
+    // Health: anyone.
+    GET  "/healthz"                                                  => 200  200  200  200  200  200  200  200  200  200  200;
+    GET  "/readyz"                                                   => 200  200  200  200  200  200  200  200  200  200  200;
+    // Users and their own tokens: any user, never a device.
+    GET  "/api/v1/me"                                                => 401  200  200  200  200  200  200  200  401  401  401;
+    GET  "/api/v1/tokens"                                            => 401  200  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/tokens" json({"name": "t-{me}"})                   => 401  201  201  201  201  201  201  201  401  401  401;
+    // Workspaces, members, environments.
+    GET  "/api/v1/workspaces"                                        => 401  200  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces" json({"name": "ws-{me}"})              => 401  201  201  201  201  201  201  201  401  401  401;
+    GET  "/api/v1/workspaces/{ws}"                                   => 401  404  200  200  200  200  200  200  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/members"                           => 401  404  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces/{ws}/members" json({"user": "newcomer"}) => 401  404  403  201  403  403  403  403  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/environments"                      => 401  404  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces/{ws}/environments" json({"name": "env-{me}"}) => 401  404  403  201  403  403  403  403  401  401  401;
+    // Connectors: installation-wide; the owner manages them.
+    GET  "/api/v1/connectors"                                        => 401  200  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/connectors" json({"name": "new-{me}", "transport": "stdio", "command": "/bin/true", "args": []})
+                                                                     => 401  403  403  403  403  403  403  201  401  401  401;
+    POST "/api/v1/connectors/import" json({"mcpServers": {"imported-api": {"command": "/bin/true", "args": []}}})
+                                                                     => 401  403  403  403  403  403  403  201  401  401  401;
+    GET  "/api/v1/connectors/{connector}"                            => 401  200  200  200  200  200  200  200  401  401  401;
+    PATCH "/api/v1/connectors/{connector}" json({"transport": "stdio", "command": "{fixture_bin}", "args": ["stdio"], "env": []})
+                                                                     => 401  403  403  403  403  403  403  200  401  401  401;
+    POST "/api/v1/connectors/{connector}/approve" json({})           => 401  403  403  403  403  403  403  200  401  401  401;
+    // Connections and tools.
+    GET  "/api/v1/workspaces/{ws}/connections"                       => 401  404  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces/{ws}/connections" json({"name": "conn-{me}", "connector": "fixture-conn"})
+                                                                     => 401  404  403  201  403  403  403  403  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/connections/{connection}"          => 401  404  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces/{ws}/connections/{connection}/discover" json({})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/connections/{connection}/tools"    => 401  404  200  200  200  200  200  200  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/connections/{connection}/events"   => 401  404  200  200  200  200  200  200  401  401  401;
+    PUT  "/api/v1/workspaces/{ws}/connections/{connection}/receipt-policy" json({"tool": "echo", "arguments": {"text": "{{request_id}}"}})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/connections/{connection}/receipt-policy" => 401  404  200  200  200  200  200  200  401  401  401;
+    // Profiles and grants.
+    GET  "/api/v1/workspaces/{ws}/profiles"                          => 401  404  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces/{ws}/profiles" json({"name": "p-{me}", "connections": ["fixture"]})
+                                                                     => 401  404  403  201  403  403  403  403  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/profiles/{profile}"                => 401  404  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces/{ws}/profiles/{profile}/grants" json({"user": "victim", "use": true})
+                                                                     => 401  404  403  200  403  403  200  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/profiles/{profile}/grants/revoke" json({"user": "victim", "use": true})
+                                                                     => 401  404  403  200  403  403  200  403  401  401  401;
+    PUT  "/api/v1/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools" json({"tools": null})
+                                                                     => 401  404  403  200  403  200  403  403  401  401  401;
+    // Calls, sessions, operations.
+    GET  "/api/v1/workspaces/{ws}/calls"                             => 401  404  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces/{ws}/calls" json({"request_id": "{uuid}", "profile_id": "main", "connection_id": "fixture", "tool_name": "echo", "arguments": {"text": "x"}, "operation_id": "{operation}"})
+                                                                     => 401  404  403  403  201  403  403  403  201  401  404;
+    GET  "/api/v1/workspaces/{ws}/calls/{call}"                      => 401  404  403  403  200  403  403  403  200  401  404;
+    POST "/api/v1/workspaces/{ws}/calls/{call}/cancel" json({})      => 401  404  403  403  200  403  403  403  401  401  401;
+    // Reconcile and resolve are for unknown calls: Use holders get 409 for a settled one.
+    POST "/api/v1/workspaces/{ws}/calls/{call}/reconcile" json({"request_id": "{uuid}"})
+                                                                     => 401  404  403  403  409  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/calls/{call}/resolve" json({"request_id": "{uuid}", "outcome": "not_applied", "source_version_id": "{evidence}", "explanation": "the matrix"})
+                                                                     => 401  404  403  403  409  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/sessions/{session}/release" json({"connection_id": "fixture"})
+                                                                     => 401  404  403  403  200  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/operations" json({"environment": "default", "profile": "main", "task": "task of {me}"})
+                                                                     => 401  404  403  403  201  403  403  403  201  401  404;
+    // Evidence and capture.
+    GET  "/api/v1/workspaces/{ws}/capture-policy"                    => 401  404  200  200  200  200  200  200  401  401  401;
+    PUT  "/api/v1/workspaces/{ws}/capture-policy" json({"capture_managed_tool_results": false})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/evidence/{evidence}"               => 401  404  200  200  200  200  200  200  401  401  401;
+    // Pairing (no authentication: the poll secret proves the device) and devices.
+    POST "/api/v1/pairing" json({"device_name": "dev-{me}"})         => 201  201  201  201  201  201  201  201  201  201  201;
+    POST "/api/v1/pairing/{pairing}/poll" json({"poll_secret": "{poll_secret}"})
+                                                                     => 200  200  200  200  200  200  200  200  200  200  200;
+    GET  "/api/v1/workspaces/{ws}/devices"                           => 401  404  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces/{ws}/devices/approve" json({"code": "{code}", "profile": "main"})
+                                                                     => 401  404  403  403  201  403  403  403  401  401  401;
+    // The runner API: devices only, each its own.
+    POST "/api/v1/runner/lease/acquire" json({"holder": "{holder}"}) => 401  401  401  401  401  401  401  401  200  401  200;
+    POST "/api/v1/runner/heartbeat" json({"epoch": "{epoch}", "active": []})
+                                                                     => 401  401  401  401  401  401  401  401  200  401  200;
+    POST "/api/v1/runner/lease" json({"epoch": "{epoch}", "max": 1, "wait_ms": 0})
+                                                                     => 401  401  401  401  401  401  401  401  200  401  200;
+    GET  "/api/v1/runner/channel"                                    => 401  401  401  401  401  401  401  401  101  101  101;
+    // A central call: a device's start is told to abandon it, its completion finds no such call.
+    POST "/api/v1/runner/calls/{call}/start" json({"epoch": "{epoch}"}) => 401  401  401  401  401  401  401  401  200  401  200;
+    POST "/api/v1/runner/calls/{call}/complete" json({"receipt_id": "{uuid}", "epoch": "{epoch}", "completion": {"outcome": "succeeded", "result": {"content": []}}})
+                                                                     => 401  401  401  401  401  401  401  401  404  401  404;
+    POST "/api/v1/runner/receipts/check" json({"receipts": []})      => 401  401  401  401  401  401  401  401  200  401  200;
+    POST "/api/v1/runner/starts/check" json({"starts": []})          => 401  401  401  401  401  401  401  401  200  401  200;
+    POST "/api/v1/runner/events" json({"kind": "session_closed", "connection_id": "{local}", "client_session_id": null, "reason": "idle"})
+                                                                     => 401  401  401  401  401  401  401  401  204  401  404;
+    POST "/api/v1/runner/lease/release" json({"epoch": "{epoch}"})   => 401  401  401  401  401  401  401  401  204  401  204;
+    // What uses something up, last: each names a spare.
+    POST "/api/v1/workspaces/{ws}/calls/{call=spare_call}/erase" json({})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/devices/{device}/revoke" json({})  => 401  404  403  200  200  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/members/{user}/remove" json({})    => 401  404  403  200  403  403  403  403  401  401  401;
+    POST "/api/v1/tokens/{token}/revoke" json({})                    => 401  404  200  404  404  404  404  404  401  401  401;
+
+    // The inspector: users with a session; devices (their credential as a bearer) and anonymous
+    // requests are signed out. Pages send the signed-out to the sign-in form (303).
+    GET  "/"                                                         => 303  303  303  303  303  303  303  303  303  303  303;
+    GET  "/sign-in"                                                  => 200  200  200  200  200  200  200  200  200  200  200;
+    GET  "/static/{file}"                                            => 200  200  200  200  200  200  200  200  200  200  200;
+    GET  "/workspaces"                                               => 303  200  200  200  200  200  200  200  303  303  303;
+    GET  "/workspaces/{ws}"                                          => 303  404  200  200  200  200  200  200  303  303  303;
+    GET  "/workspaces/{ws}/connections/{connection}"                 => 303  404  200  200  200  200  200  200  303  303  303;
+    POST "/workspaces/{ws}/connections/{connection}/discover" form() => 401  404  403  303  403  403  403  403  401  401  401;
+    GET  "/workspaces/{ws}/profiles"                                 => 303  404  200  200  200  200  200  200  303  303  303;
+    GET  "/workspaces/{ws}/profiles/{profile}"                       => 303  404  200  200  200  200  200  200  303  303  303;
+    // Any member sees a profile's tools and their forms (as `…/connections/{connection}/tools`
+    // in the API); running one takes Use.
+    GET  "/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools" => 303  404  200  200  200  200  200  200  303  303  303;
+    GET  "/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools/{tool}/run"
+                                                                     => 303  404  200  200  200  200  200  200  303  303  303;
+    POST "/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools/{tool}/run" form("mode" = "raw", "raw" = r#"{"text": "web"}"#, "timeout" = "30", "session" = "web-matrix", "request_id" = "{uuid}", "environment_id" = "{environment}")
+                                                                     => 401  404  403  403  303  403  403  403  401  401  401;
+    GET  "/workspaces/{ws}/calls"                                    => 303  404  200  200  200  200  200  200  303  303  303;
+    GET  "/workspaces/{ws}/calls/{call}"                             => 303  404  403  403  200  403  403  403  303  303  303;
+    GET  "/workspaces/{ws}/calls/{call}/events"                      => 303  404  403  403  200  403  403  403  303  303  303;
+    POST "/workspaces/{ws}/calls/{call}/cancel" form()               => 401  404  403  403  303  403  403  403  401  401  401;
+    POST "/workspaces/{ws}/calls/{call}/release" form()              => 401  404  403  403  303  403  403  403  401  401  401;
+    GET  "/workspaces/{ws}/devices"                                  => 303  404  200  200  200  200  200  200  303  303  303;
+    POST "/workspaces/{ws}/devices/approve" form("code" = "{web_code}", "profile" = "main")
+                                                                     => 401  404  403  403  303  403  403  403  401  401  401;
+    POST "/workspaces/{ws}/devices/{device=web_device}/revoke" form() => 401  404  403  303  303  403  403  403  401  401  401;
+    GET  "/connectors"                                               => 303  200  200  200  200  200  200  200  303  303  303;
+    POST "/connectors" form("name" = "web-{me}", "transport" = "stdio", "command" = "/bin/true", "args" = "", "env" = "", "url" = "")
+                                                                     => 401  403  403  403  403  403  403  303  401  401  401;
+    POST "/connectors/import" form("format" = "json", "document" = r#"{"mcpServers": {"imported-web": {"command": "/bin/true"}}}"#)
+                                                                     => 401  403  403  403  403  403  403  200  401  401  401;
+    GET  "/connectors/{connector}"                                   => 303  200  200  200  200  200  200  200  303  303  303;
+    POST "/connectors/{connector}/approve" form()                    => 401  403  403  403  403  403  403  303  401  401  401;
+    // Inspecting looks at an HTTP connector's server: the owner is told a stdio one has none.
+    POST "/connectors/{connector}/inspect" form()                    => 401  403  403  403  403  403  403  400  401  401  401;
+    POST "/sign-in" form()                                           => 401  303  303  303  303  303  303  303  401  401  401;
+    // Last: it ends the sessions.
+    POST "/sign-out" form()                                          => 401  303  303  303  303  303  303  303  401  401  401;
+    }
+}
+
+/// The matrix's request for one principal.
+async fn send(
+    http: &reqwest::Client,
+    base: &str,
+    world: &world::World,
+    row: &Row,
+    who: &Who,
+) -> (u16, String) {
+    let fill = |text: &str| world.fill(text, &who.name);
+    let method = Method::from_bytes(row.method.as_bytes()).unwrap();
+    let mut request = http.request(method, format!("{base}{}", world.fill_path(row.path)));
+    let session = who.web.as_ref().filter(|_| row.is_web());
+    if let Some(session) = session {
+        request = request.header(COOKIE, format!("switchyard_session={}", session.cookie));
+    } else if let Some(bearer) = &who.bearer {
+        request = request.header(AUTHORIZATION, format!("Bearer {bearer}"));
+    }
+    if row.path.ends_with("/runner/channel") {
+        request = request
+            .header(CONNECTION, "Upgrade")
+            .header(UPGRADE, "switchyard-runner-channel/1");
+    }
+    match &row.body {
+        Body::None => {}
+        Body::Json(body) => request = request.json(&world.fill_json(body, &who.name)),
+        Body::Form(fields) => {
+            let mut fields: Vec<(String, String)> = fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), fill(v)))
+                .collect();
+            if row.path == "/sign-in" {
+                // The form as the sign-in page hands it out, with the principal's own secret.
+                let (cookie, csrf) = sign_in_form(http, base).await;
+                request = request.header(COOKIE, format!("switchyard_signin={cookie}"));
+                let token = who.bearer.clone().unwrap_or_else(|| "sy_none".into());
+                fields.push(("token".into(), token));
+                fields.push(("csrf".into(), csrf));
+            } else {
+                let csrf = session.map_or("no-session".into(), |s| s.csrf.clone());
+                fields.push(("csrf".into(), csrf));
+            }
+            let fields: Vec<(&str, &str)> = fields
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            request = request
+                .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(form_body(&fields));
+        }
+    }
+    let response = request.send().await.expect("request sent");
+    let status = response.status().as_u16();
+    let location = response
+        .headers()
+        .get(LOCATION)
+        .map(|l| l.to_str().unwrap().to_owned());
+    let streams = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+    let detail = if let Some(location) = location {
+        format!("-> {location}")
+    } else if status == 101 || streams {
+        String::new()
+    } else {
+        let text = response.text().await.unwrap_or_default();
+        serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["error"]["code"].as_str().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    (status, detail)
+}
+
+/// Whether a request must leave the database as it was: every refusal, every read, and every
+/// inspector request of a principal with no session.
+fn writes_nothing(row: &Row, who: &Who, status: u16) -> bool {
+    status >= 400 || row.method == "GET" || (row.is_web() && who.web.is_none())
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn every_route_answers_every_principal_as_the_matrix_says(pool: PgPool) {
+    let rows = matrix();
+
+    // A route without a row (or a row without a route) fails first, by name.
+    let served = routes::served();
+    let specified: BTreeSet<String> = rows.iter().map(Row::route).collect();
+    let missing: Vec<_> = served.difference(&specified).collect();
+    let stale: Vec<_> = specified.difference(&served).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "the matrix in tests/it/authz/mod.rs must have one row per route\n\
+         routes without a row (add one): {missing:#?}\nrows without a route (remove): {stale:#?}"
+    );
+    assert_eq!(specified.len(), rows.len(), "one row per route");
+
+    let started = Instant::now();
+    let server = TestServer::start(pool.clone()).await;
+    let mut world = world::build(&server).await;
+    for who in &mut world.who {
+        let session = sign_in(&server, who.bearer.as_deref().unwrap_or("sy_none")).await;
+        assert_eq!(
+            session.is_some(),
+            who.is_user,
+            "{}: only users sign in to the inspector",
+            who.name
+        );
+        who.web = session;
+    }
+    // Calls the matrix submits stay queued: nothing runs behind its back.
+    hold_central_runner(&pool).await;
+    let fingerprint = snapshot::query(&pool).await;
+    let mut before = snapshot::take(&pool, &fingerprint).await;
+
+    let http = http();
+    let base = format!("http://{}", server.addr);
+    let mut wrong = String::new();
+    let mut actual = String::new();
+    for row in &rows {
+        let mut got = [0u16; 11];
+        let mut details: Vec<String> = vec![String::new(); 11];
+        let (reads, writes): (Vec<Principal>, Vec<Principal>) =
+            Principal::ALL.into_iter().partition(|p| {
+                let who = &world.who[p.index()];
+                writes_nothing(row, who, row.expect[p.index()])
+            });
+        for principal in reads.into_iter().chain(writes) {
+            let i = principal.index();
+            let who = &world.who[i];
+            let (status, detail) = send(&http, &base, &world, row, who).await;
+            got[i] = status;
+            details[i] = detail;
+            let after = snapshot::take(&pool, &fingerprint).await;
+            let changed = snapshot::changed(&before, &after);
+            if writes_nothing(row, who, status) && !changed.is_empty() {
+                writeln!(
+                    wrong,
+                    "{} as {principal:?} ({}): answered {status} but wrote {changed:?}",
+                    row.route(),
+                    who.name
+                )
+                .unwrap();
+            }
+            before = after;
+        }
+        let cells: String = got.iter().map(|s| format!("  {s}")).collect();
+        writeln!(
+            actual,
+            "{:4} {:60} =>{cells};",
+            row.method,
+            format!("\"{}\"", row.path)
+        )
+        .unwrap();
+        if got != row.expect {
+            writeln!(wrong, "{}:", row.route()).unwrap();
+            for p in Principal::ALL {
+                let i = p.index();
+                if got[i] != row.expect[i] {
+                    writeln!(
+                        wrong,
+                        "    {p:?}: expected {}, got {} {}",
+                        row.expect[i], got[i], details[i]
+                    )
+                    .unwrap();
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the server does not answer as the matrix says:\n{wrong}\nwhat it answered:\n{actual}"
+    );
+    eprintln!("the matrix ran in {:?}", started.elapsed());
+}
