@@ -14,6 +14,10 @@
 //! to write. Rows whose successes use something up (revocations, removals, erasure, sign-out)
 //! come last and name spare objects, so that earlier rows still find theirs.
 //!
+//! Before the matrix, every workspace route that names an object is asked in `globex`, where
+//! the owner is admin and holds Use, with the id of an `acme` object: each must answer 404 and
+//! write nothing.
+//!
 //! Path parameters are filled from the world (`{ws}` is `acme`, `{call}` a settled call of
 //! `uma`'s, …); `{name=other}` fills `{name}` with the world's `other` instead. In bodies,
 //! `{me}` is the asking principal's name and `{uuid}` a fresh UUID.
@@ -34,6 +38,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 /// What a request carries.
+#[derive(Clone)]
 enum Body {
     None,
     Json(Value),
@@ -175,6 +180,8 @@ fn matrix() -> Vec<Row> {
                                                                      => 401  401  401  401  401  401  401  401  200  401  200;
     POST "/api/v1/runner/lease" json({"epoch": "{epoch}", "max": 1, "wait_ms": 0})
                                                                      => 401  401  401  401  401  401  401  401  200  401  200;
+    // The upgrade refuses only what is not shaped like a device credential; every request on
+    // the channel then checks it (a revoked device's first one answers `device_revoked`).
     GET  "/api/v1/runner/channel"                                    => 401  401  401  401  401  401  401  401  101  101  101;
     // A central call: a device's start is told to abandon it, its completion finds no such call.
     POST "/api/v1/runner/calls/{call}/start" json({"epoch": "{epoch}"}) => 401  401  401  401  401  401  401  401  200  401  200;
@@ -314,6 +321,63 @@ fn writes_nothing(row: &Row, who: &Who, status: u16) -> bool {
     status >= 400 || row.method == "GET" || (row.is_web() && who.web.is_none())
 }
 
+/// The parameters naming one workspace's objects, and the world's values (by id) that name
+/// `acme`'s.
+const OBJECTS: [(&str, &str); 7] = [
+    ("connection", "connection_id"),
+    ("profile", "profile_id"),
+    ("call", "call"),
+    ("device", "device_id"),
+    ("evidence", "evidence"),
+    ("call=spare_call", "spare_call"),
+    ("device=web_device", "web_device"),
+];
+
+/// Every workspace route that names an object, asked in `globex` — where the owner is admin
+/// and holds Use on `main` — with the id of an `acme` object: each must look unknown (404)
+/// and write nothing. Returns what did not.
+async fn foreign_objects(
+    http: &reqwest::Client,
+    base: &str,
+    pool: &PgPool,
+    fingerprint: &str,
+    world: &world::World,
+    rows: &[Row],
+) -> String {
+    let owner = &world.who[Principal::Owner.index()];
+    let mut wrong = String::new();
+    for row in rows.iter().filter(|r| r.path.contains("/workspaces/{ws}/")) {
+        for (param, key) in OBJECTS {
+            let param = format!("{{{param}}}");
+            if !row.path.contains(&param) {
+                continue;
+            }
+            let path = row
+                .path
+                .replace("{ws}", "globex")
+                .replace(&param, &world.params[key]);
+            let foreign = Row {
+                method: row.method,
+                path: Box::leak(path.into_boxed_str()),
+                body: row.body.clone(),
+                expect: row.expect,
+            };
+            let before = snapshot::take(pool, fingerprint).await;
+            let (status, detail) = send(http, base, world, &foreign, owner).await;
+            let changed = snapshot::changed(&before, &snapshot::take(pool, fingerprint).await);
+            if status != 404 || !changed.is_empty() {
+                writeln!(
+                    wrong,
+                    "{} with acme's {param} in globex: expected 404 writing nothing, got {status} {detail}, wrote {changed:?}",
+                    row.route()
+                )
+                .unwrap();
+            }
+        }
+    }
+    wrong
+}
+
 #[sqlx::test(migrations = "../../migrations")]
 async fn every_route_answers_every_principal_as_the_matrix_says(pool: PgPool) {
     let rows = matrix();
@@ -346,11 +410,11 @@ async fn every_route_answers_every_principal_as_the_matrix_says(pool: PgPool) {
     // Calls the matrix submits stay queued: nothing runs behind its back.
     hold_central_runner(&pool).await;
     let fingerprint = snapshot::query(&pool).await;
-    let mut before = snapshot::take(&pool, &fingerprint).await;
 
     let http = http();
     let base = format!("http://{}", server.addr);
-    let mut wrong = String::new();
+    let mut wrong = foreign_objects(&http, &base, &pool, &fingerprint, &world, &rows).await;
+    let mut before = snapshot::take(&pool, &fingerprint).await;
     let mut actual = String::new();
     for row in &rows {
         let mut got = [0u16; 11];

@@ -304,6 +304,14 @@ pub async fn build(server: &TestServer) -> World {
         .ok();
 
     let text = |v: &Value| v.as_str().expect("a string").to_owned();
+    let connection = alice
+        .get("/api/v1/workspaces/acme/connections/fixture")
+        .await
+        .ok();
+    let profile = alice
+        .get("/api/v1/workspaces/acme/profiles/main")
+        .await
+        .ok();
     let params: BTreeMap<&'static str, String> = [
         ("ws", "acme".to_owned()),
         ("connector", "fixture-conn".to_owned()),
@@ -321,6 +329,8 @@ pub async fn build(server: &TestServer) -> World {
         ("device", text(&spare_device["id"])),
         ("web_device", text(&web_spare_device["id"])),
         ("device_id", device_id),
+        ("connection_id", text(&connection["id"])),
+        ("profile_id", text(&profile["id"])),
         ("local", text(&local["id"])),
         ("operation", text(&operation["id"])),
         ("holder", holder.to_string()),
