@@ -1,4 +1,4 @@
-//! `switchyard evidence show WS ID`: one evidence record, readable by any workspace member.
+//! `switchyard evidence show WS ID`: one evidence record, readable under Use on its call's profile.
 
 use crate::cli::EvidenceCommand;
 use crate::client::Client;

@@ -22,7 +22,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::{Completion, Epoch};
-use switchyard_protocol::{CallId, CallState, EnvironmentId, ErrorCode, RunnerRef, UserId};
+use switchyard_protocol::{CallId, CallState, EnvironmentId, ErrorCode, RunnerRef};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -223,7 +223,7 @@ impl App {
         payload_digest: &[u8],
         deadline: Instant,
     ) -> AppResult<(CallView, bool)> {
-        let view = replay(existing, payload_digest, principal.accountable_user())?;
+        let view = replay(existing, payload_digest, principal)?;
         let now = Instant::now();
         if is_settled(view.state) || now >= deadline {
             return Ok((view, false));
@@ -240,7 +240,7 @@ impl App {
             .await
     }
 
-    /// [`App::call_get`] for a user or a device (which may read the calls of its profile).
+    /// [`App::call_get`] for a user or a device (which reads only the calls it submitted).
     pub async fn call_get_as(
         &self,
         principal: &Principal,
@@ -261,6 +261,16 @@ impl App {
             )
         })?;
         principal.require_use_read(&profile, read.user_holds_use)?;
+        // A device reads only what it submitted: another device's calls, even on the same
+        // profile, look unknown to it.
+        if let Principal::Device(device) = principal
+            && row.submitted_by_device != Some(device.device.id)
+        {
+            return Err(AppError::refused(
+                ErrorCode::CallNotFound,
+                format!("no call `{call}` submitted by this device"),
+            ));
+        }
         self.call_view_with(&row, read.lineage).await
     }
 
@@ -624,17 +634,31 @@ fn check_runnable(
 /// A replayed request_id: the same payload answers the stored call; another payload is a
 /// conflict. The stored call's id is named only to the user it is accounted to: request_ids
 /// are unique per workspace, and a conflict must not reveal another user's call.
-fn replay(existing: CallRow, payload_digest: &[u8], submitter: UserId) -> AppResult<CallView> {
-    let call = if existing.created_by == submitter {
+fn replay(existing: CallRow, payload_digest: &[u8], principal: &Principal) -> AppResult<CallView> {
+    // A user's own calls include those their devices submitted; a device's, only its own.
+    let mine = match principal {
+        Principal::User(actor) => existing.created_by == actor.user.id,
+        Principal::Device(device) => existing.submitted_by_device == Some(device.device.id),
+    };
+    let call = if mine {
         format!("call {}", existing.id)
     } else {
-        "a call of another user".to_owned()
+        "a call of another submitter".to_owned()
     };
     if existing.retention_expired_at.is_some() {
         return Err(AppError::refused(
             ErrorCode::McpReplayExpired,
             format!(
                 "request_id {} belongs to {call} whose inputs and result have expired; read its disposition with `switchyard mcp status`, or use a fresh request_id",
+                existing.request_id
+            ),
+        ));
+    }
+    if !mine {
+        return Err(AppError::refused(
+            ErrorCode::McpRequestConflict,
+            format!(
+                "request_id {} was already used by another submitter; use a fresh request_id for a new call",
                 existing.request_id
             ),
         ));

@@ -52,8 +52,8 @@ impl App {
         Ok(views::capture_policy(workspace, Some(&row)))
     }
 
-    /// An evidence record (any member of its workspace); an erased one shows only its
-    /// minimal disposition.
+    /// An evidence record, for a member holding Use on its call's profile; an erased one shows
+    /// only its minimal disposition.
     pub async fn evidence_get(&self, actor: &Actor, ws: &str, id: &str) -> AppResult<EvidenceView> {
         let workspace = self.membership(actor, ws).await?.workspace.id;
         let not_found = || {
@@ -63,10 +63,20 @@ impl App {
             )
         };
         let id: EvidenceId = id.parse().map_err(|_| not_found())?;
-        match self.db.evidence_get(workspace, id).await? {
-            Some(row) => Ok(views::evidence(&row)),
-            None => Err(not_found()),
-        }
+        let row = self
+            .db
+            .evidence_get(workspace, id)
+            .await?
+            .ok_or_else(not_found)?;
+        // Evidence is the call's output: read under the same Use as the call itself.
+        let call = self
+            .db
+            .call_get(workspace, row.call_id)
+            .await?
+            .ok_or_else(not_found)?;
+        let profile = self.db.profile_get(call.profile_id).await?;
+        self.require_use(actor, &profile).await?;
+        Ok(views::evidence(&row))
     }
 
     /// Erases a finished or unknown call's evidence (workspace admins): see

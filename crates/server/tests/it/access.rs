@@ -422,7 +422,15 @@ async fn a_request_id_conflict_does_not_name_another_users_call(pool: PgPool) {
         .await
         .refused(422, "mcp_request_conflict");
     assert!(!message.contains(bobs_id), "{message}");
-    assert!(message.contains("another user"), "{message}");
+    assert!(message.contains("another submitter"), "{message}");
+    // The same body again is no replay of bob's call for carol either.
+    let mut same = body.clone();
+    same["arguments"] = json!({"text": "bob's"});
+    let same = carol
+        .post("/api/v1/workspaces/acme/calls", same)
+        .await
+        .refused(422, "mcp_request_conflict");
+    assert!(!same.contains(bobs_id), "{same}");
     // To bob himself the conflict names his call.
     let own = bob
         .post("/api/v1/workspaces/acme/calls", body)

@@ -608,6 +608,13 @@ async fn device_calls_run_under_an_operation_of_the_devices_profile(pool: PgPool
     );
     // A retry with the same request_id is the same call.
     assert_eq!(device.client.post(calls, body).await.ok()["id"], id);
+    // Another device on the same profile, approved by the same user, cannot read it.
+    let other = pair_device(&server, "acme", "main").await;
+    other
+        .client
+        .get(&format!("{calls}/{id}"))
+        .await
+        .refused(404, "call_not_found");
 
     // An operation of another profile is not the device's to use.
     let theirs = server

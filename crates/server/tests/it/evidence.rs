@@ -60,7 +60,7 @@ fn evidence_ids(call: &Value) -> Vec<String> {
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn captured_results_are_readable_by_members_without_granting_use(pool: PgPool) {
+async fn captured_results_are_read_under_use_as_their_calls_are(pool: PgPool) {
     let server = TestServer::start(pool).await;
     let ws = &setup_workspace(&server, "acme", &[]).await.ws;
     let policy = server
@@ -94,8 +94,13 @@ async fn captured_results_are_readable_by_members_without_granting_use(pool: PgP
     let id = after["id"].as_str().unwrap();
     let after = wait_for(&server.owner, ws, id, |c| !evidence_ids(c).is_empty()).await;
     let evidence_id = &evidence_ids(&after)[0];
-    // Bob may read the evidence as a workspace member, but not the call: no Use was granted.
-    let evidence = bob
+    // Bob, a member without Use, reads neither the evidence nor the call; the owner, with
+    // Use, reads both.
+    bob.get(&format!("/api/v1/workspaces/{ws}/evidence/{evidence_id}"))
+        .await
+        .refused(403, "forbidden");
+    let evidence = server
+        .owner
         .get(&format!("/api/v1/workspaces/{ws}/evidence/{evidence_id}"))
         .await
         .ok();

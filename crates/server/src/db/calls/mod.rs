@@ -85,6 +85,8 @@ pub struct CallRow {
     pub error_message: Option<String>,
     /// Submitter (for a device's call, the user who approved the device).
     pub created_by: UserId,
+    /// The device that submitted it, when a device did (`created_by` is then its approver).
+    pub submitted_by_device: Option<DeviceId>,
     /// Submission time.
     pub created_at: DateTime<Utc>,
     /// Lease time.

@@ -151,7 +151,7 @@ fn matrix() -> Vec<Row> {
     GET  "/api/v1/workspaces/{ws}/calls"                             => 401  404  200  200  200  200  200  200  401  401  401;
     POST "/api/v1/workspaces/{ws}/calls" json({"request_id": "{uuid}", "profile_id": "main", "connection_id": "fixture", "tool_name": "echo", "arguments": {"text": "x"}, "operation_id": "{operation}"})
                                                                      => 401  404  403  403  201  403  403  403  201  401  404;
-    GET  "/api/v1/workspaces/{ws}/calls/{call}"                      => 401  404  403  403  200  403  403  403  200  401  404;
+    GET  "/api/v1/workspaces/{ws}/calls/{call}"                      => 401  404  403  403  200  403  403  403  404  401  404;
     POST "/api/v1/workspaces/{ws}/calls/{call}/cancel" json({})      => 401  404  403  403  200  403  403  403  401  401  401;
     // Reconcile and resolve are for unknown calls: Use holders get 409 for a settled one.
     POST "/api/v1/workspaces/{ws}/calls/{call}/reconcile" json({"request_id": "{uuid}"})
@@ -166,7 +166,7 @@ fn matrix() -> Vec<Row> {
     GET  "/api/v1/workspaces/{ws}/capture-policy"                    => 401  404  200  200  200  200  200  200  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/capture-policy" json({"capture_managed_tool_results": false})
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;
-    GET  "/api/v1/workspaces/{ws}/evidence/{evidence}"               => 401  404  200  200  200  200  200  200  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/evidence/{evidence}"               => 401  404  403  403  200  403  403  403  401  401  401;
     // Pairing (no authentication: the poll secret proves the device) and devices.
     POST "/api/v1/pairing" json({"device_name": "dev-{me}"})         => 201  201  201  201  201  201  201  201  201  201  201;
     POST "/api/v1/pairing/{pairing}/poll" json({"poll_secret": "{poll_secret}"})
