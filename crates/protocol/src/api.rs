@@ -246,6 +246,19 @@ pub struct ConnectorView {
     pub approved: bool,
     /// When it was created.
     pub created_at: DateTime<Utc>,
+    /// Set while it is retired: none of its connections runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired: Option<RetiredView>,
+}
+
+/// When a connector, connection or profile was retired, and by whom. A retired object runs
+/// nothing and accepts nothing new, and stays readable with everything that names it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetiredView {
+    /// Since when.
+    pub at: DateTime<Utc>,
+    /// Who retired it (`None`: the user is gone).
+    pub by: Option<UserId>,
 }
 
 /// `POST /api/v1/connectors/import` answer: what was created and what was left out.
@@ -292,6 +305,9 @@ pub struct ConnectionView {
     pub last_discovery_error: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
+    /// Set while it is retired: it runs nothing, and its tools are retired with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired: Option<RetiredView>,
 }
 
 /// A discovered tool in a connection's catalog.
@@ -309,6 +325,9 @@ pub struct ToolView {
     pub available: bool,
     /// When the tool was last seen by discovery.
     pub discovered_at: DateTime<Utc>,
+    /// True while its connection is retired: it stays in the catalog and runs nothing.
+    #[serde(default)]
+    pub retired: bool,
 }
 
 /// `POST /api/v1/workspaces/{ws}/connections/{c}/discover` answer.
@@ -394,6 +413,9 @@ pub struct ProfileView {
     pub tools: BTreeMap<ConnectionId, Vec<String>>,
     /// Who holds which grants.
     pub grants: Vec<GrantView>,
+    /// Set while it is retired: nothing is submitted through it, its grants are inert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired: Option<RetiredView>,
 }
 
 /// `POST /api/v1/workspaces/{ws}/calls`: run one tool.

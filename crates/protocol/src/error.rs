@@ -101,6 +101,12 @@ pub enum ErrorCode {
     ToolNotGranted,
     /// The web session holds as many call inspector streams open as it may.
     TooManyStreams,
+    /// The connection is retired: it runs nothing until restored.
+    ConnectionRetired,
+    /// The connector is retired: none of its connections runs until it is restored.
+    ConnectorRetired,
+    /// The profile is retired: nothing is submitted through it until it is restored.
+    ProfileRetired,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -153,6 +159,9 @@ impl ErrorCode {
             ErrorCode::ToolNotGranted => "tool_not_granted",
             ErrorCode::TooManyStreams => "too_many_streams",
             ErrorCode::CallActive => "call_active",
+            ErrorCode::ConnectionRetired => "connection_retired",
+            ErrorCode::ConnectorRetired => "connector_retired",
+            ErrorCode::ProfileRetired => "profile_retired",
             ErrorCode::Internal => "internal",
         }
     }
@@ -191,7 +200,10 @@ impl ErrorCode {
             | ErrorCode::McpReconcileConfigChanged
             | ErrorCode::McpReconcileNotUnknown
             | ErrorCode::ReceiptPolicyMissing
-            | ErrorCode::CallActive => 409,
+            | ErrorCode::CallActive
+            | ErrorCode::ConnectionRetired
+            | ErrorCode::ConnectorRetired
+            | ErrorCode::ProfileRetired => 409,
             ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
             ErrorCode::BodyTooLarge => 413,
             ErrorCode::TooManyStreams => 429,

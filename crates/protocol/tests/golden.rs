@@ -178,7 +178,9 @@ golden! {
         last_discovery_at: Some(at("2026-03-02T09:05:12.402118Z")),
         last_discovery_error: None,
         created_at: at("2026-03-02T09:04:58.771020Z"),
+        retired: Some(retired_view()),
     };
+    retired_view: RetiredView = retired_view();
     tool_view: ToolView = tool_view();
     discovery_view: DiscoveryView = DiscoveryView {
         connection_id: CONNECTION,
@@ -221,6 +223,7 @@ golden! {
             vec!["create_issue".into(), "list_issues".into()],
         )]),
         grants: vec![grant_view()],
+        retired: None,
     };
 
     // api.rs: calls
@@ -786,7 +789,7 @@ fn error_codes() -> Vec<ErrorCode> {
         OperationRequired, OperationNotFound, OperationMismatch, McpReconcileConfigChanged,
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
         CallErased, CallActive, BodyTooLarge, ToolNotGranted, TooManyStreams,
-        Internal,
+        ConnectionRetired, ConnectorRetired, ProfileRetired, Internal,
     )
 }
 
@@ -819,6 +822,14 @@ fn connector_view() -> ConnectorView {
         revision: 1,
         approved: true,
         created_at: at("2026-03-02T09:02:31.005812Z"),
+        retired: None,
+    }
+}
+
+fn retired_view() -> RetiredView {
+    RetiredView {
+        at: at("2026-03-09T16:40:02.118204Z"),
+        by: Some(ALICE),
     }
 }
 
@@ -839,6 +850,7 @@ fn tool_view() -> ToolView {
         annotations: Some(json!({"destructiveHint": false, "openWorldHint": true})),
         available: true,
         discovered_at: at("2026-03-02T09:05:12.402118Z"),
+        retired: false,
     }
 }
 
