@@ -551,6 +551,14 @@ impl ControlPlane for CentralControl {
         // the same, started by an earlier ack whose answer was lost (retried until now).
         self.held.remove(call_id);
         self.held.doubt();
+        if let Some(reason) = self
+            .app
+            .call_fail_retired(call_id, RunnerRef::Central, epoch)
+            .await
+            .map_err(unavailable)?
+        {
+            return Ok(StartDecision::Abandon { reason });
+        }
         if db
             .runner_lease_is_current(RunnerRef::Central, epoch)
             .await

@@ -561,7 +561,8 @@ fn decide(
     Ok(Decision::New(call))
 }
 
-/// Refuses a new call that could not run: another environment than its profile's, a connection
+/// Refuses a new call that could not run: a retired connection, connector or profile (in that
+/// order, as the start ack names them), another environment than its profile's, a connection
 /// the profile does not include or a tool it does not grant (`granted`: whether the profile
 /// includes the connection, and grants the tool), a connector not approved, a runner that is
 /// gone, or a tool the connection does not offer.
@@ -573,6 +574,26 @@ fn check_runnable(
     tool_name: &str,
 ) -> AppResult<()> {
     let (profile_has_connection, tool_granted) = granted;
+    let retired = [
+        (
+            connection.connection_retired,
+            ErrorCode::ConnectionRetired,
+            &connection.name,
+        ),
+        (
+            connection.connector_retired,
+            ErrorCode::ConnectorRetired,
+            &connection.connector_name,
+        ),
+        (
+            profile.retired_at.is_some(),
+            ErrorCode::ProfileRetired,
+            &profile.name,
+        ),
+    ];
+    if let Some((_, code, name)) = retired.into_iter().find(|(retired, ..)| *retired) {
+        return Err(super::retire::refused_retired(code, name));
+    }
     if environment != profile.environment_id {
         return Err(AppError::refused(
             ErrorCode::EnvironmentMismatch,

@@ -24,6 +24,7 @@ impl App {
             .connection_runner(membership.workspace.id, req.runner.as_deref())
             .await?;
         let connector = self.find_connector(&req.connector).await?;
+        super::retire::require_in_service(None, &connector, None)?;
         let row = self
             .db
             .connection_create(membership.workspace.id, &req.name, connector.id, runner)
@@ -92,6 +93,7 @@ impl App {
             ));
         }
         let connector = self.db.connector_get(connection.connector_id).await?;
+        super::retire::require_in_service(Some(&connection), &connector, None)?;
         if !connector.is_runnable() {
             return Err(not_approved(&connector.name));
         }

@@ -17,6 +17,7 @@ mod profiles;
 mod reconcile;
 mod resolve;
 mod results;
+mod retire;
 mod runner_api;
 mod sessions;
 mod tokens;

@@ -24,7 +24,14 @@ impl App {
         let environment = self.find_environment(workspace, environment_key).await?;
         let mut connections = Vec::with_capacity(req.connections.len());
         for key in &req.connections {
-            connections.push(self.find_connection(workspace, key).await?.id);
+            let connection = self.find_connection(workspace, key).await?;
+            if connection.retired_at.is_some() {
+                return Err(super::retire::refused_retired(
+                    ErrorCode::ConnectionRetired,
+                    &connection.name,
+                ));
+            }
+            connections.push(connection.id);
         }
         if let Some(tools) = &req.tools {
             let [connection] = connections[..] else {
@@ -234,7 +241,7 @@ impl App {
         }
     }
 
-    async fn profile_view(&self, row: &ProfileRow) -> AppResult<ProfileView> {
+    pub(super) async fn profile_view(&self, row: &ProfileRow) -> AppResult<ProfileView> {
         Ok(ProfileView {
             id: row.id,
             workspace_id: row.workspace_id,
@@ -254,6 +261,7 @@ impl App {
                 .into_iter()
                 .map(|(id, name, grants)| views::grant(id, &name, grants))
                 .collect(),
+            retired: views::retired(row.retired_at, row.retired_by),
         })
     }
 

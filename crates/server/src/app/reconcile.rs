@@ -146,6 +146,7 @@ impl App {
         {
             return Err(config_changed(&connection.name));
         }
+        super::retire::require_in_service(Some(&connection), &connector, Some(&profile))?;
         if !connector.is_runnable() {
             return Err(super::connections::not_approved(&connector.name));
         }
@@ -605,6 +606,8 @@ mod tests {
             revision: 1,
             approved_revision: Some(1),
             created_at: chrono::Utc::now(),
+            retired_at: None,
+            retired_by: None,
         };
         LeasedRow {
             id: CallId::new(),

@@ -192,6 +192,9 @@ impl App {
             return Ok(StartAnswer::Proceed);
         }
         let runner = device.runner_ref();
+        if let Some(reason) = self.call_fail_retired(id, runner, req.epoch).await? {
+            return Ok(StartAnswer::Abandon { reason });
+        }
         if self.db.runner_lease_is_current(runner, req.epoch).await? {
             Ok(StartAnswer::Abandon {
                 reason:

@@ -5,8 +5,14 @@ use crate::db::{
     CallRow, ConnectionRow, ConnectorRow, EnvironmentRow, Grants, MemberRow, ToolRow, UserRow,
     WorkspaceRow,
 };
+use chrono::{DateTime, Utc};
 use switchyard_protocol::api::*;
 use switchyard_protocol::{CallState, UserId, WorkspaceId};
+
+/// When and by whom an object was retired, if it is.
+pub(crate) fn retired(at: Option<DateTime<Utc>>, by: Option<UserId>) -> Option<RetiredView> {
+    at.map(|at| RetiredView { at, by })
+}
 
 pub(crate) fn user(row: &UserRow) -> UserView {
     UserView {
@@ -67,6 +73,7 @@ pub(crate) fn connector_for(row: &ConnectorRow, manages: bool) -> ConnectorView 
         revision: row.revision,
         approved: row.is_runnable(),
         created_at: row.created_at,
+        retired: retired(row.retired_at, row.retired_by),
     }
 }
 
@@ -82,6 +89,7 @@ pub(crate) fn connection(row: &ConnectionRow) -> ConnectionView {
         last_discovery_at: row.last_discovery_at,
         last_discovery_error: row.last_discovery_error.clone(),
         created_at: row.created_at,
+        retired: retired(row.retired_at, row.retired_by),
     }
 }
 
@@ -93,6 +101,7 @@ pub(crate) fn tool(row: &ToolRow) -> ToolView {
         annotations: row.annotations.as_ref().map(|a| a.0.clone()),
         available: row.available,
         discovered_at: row.discovered_at,
+        retired: row.retired,
     }
 }
 

@@ -1,5 +1,6 @@
 //! The record of access taken away: who revoked a token, removed a member or revoked a grant,
-//! and when. Written in the transaction that made the change, never updated.
+//! who retired or restored a connector, connection or profile, and when. Written in the
+//! transaction that made the change, never updated.
 
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -16,6 +17,18 @@ pub enum AccessAction {
     MemberRemoved,
     /// Grants on a profile were revoked.
     GrantRevoked,
+    /// A connector was retired.
+    ConnectorRetired,
+    /// A retired connector was restored.
+    ConnectorRestored,
+    /// A connection was retired, with its tools.
+    ConnectionRetired,
+    /// A retired connection was restored.
+    ConnectionRestored,
+    /// A profile was retired.
+    ProfileRetired,
+    /// A retired profile was restored.
+    ProfileRestored,
 }
 
 impl AccessAction {
@@ -25,6 +38,12 @@ impl AccessAction {
             AccessAction::TokenRevoked => "token_revoked",
             AccessAction::MemberRemoved => "member_removed",
             AccessAction::GrantRevoked => "grant_revoked",
+            AccessAction::ConnectorRetired => "connector_retired",
+            AccessAction::ConnectorRestored => "connector_restored",
+            AccessAction::ConnectionRetired => "connection_retired",
+            AccessAction::ConnectionRestored => "connection_restored",
+            AccessAction::ProfileRetired => "profile_retired",
+            AccessAction::ProfileRestored => "profile_restored",
         }
     }
 }

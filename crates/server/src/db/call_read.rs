@@ -37,6 +37,8 @@ impl FromRow<'_, PgRow> for CallRead {
                     workspace_id: call.workspace_id,
                     environment_id: row.try_get("r_profile_environment")?,
                     name: row.try_get("r_profile_name")?,
+                    retired_at: row.try_get("r_profile_retired_at")?,
+                    retired_by: row.try_get("r_profile_retired_by")?,
                 };
                 Some((call, profile))
             }
@@ -68,6 +70,7 @@ impl Datastore {
             format!(
                 "WITH {ws}
                  SELECT p.environment_id AS r_profile_environment, p.name AS r_profile_name,
+                     p.retired_at AS r_profile_retired_at, p.retired_by AS r_profile_retired_by,
                      {holds_use} AS r_user_holds_use,
                      {lineage}, c.*
                  FROM ws

@@ -29,6 +29,10 @@ pub struct ConnectionRow {
     pub last_discovery_error: Option<String>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
+    /// When it was retired (`None`: in service).
+    pub retired_at: Option<DateTime<Utc>>,
+    /// Who retired it.
+    pub retired_by: Option<UserId>,
 }
 
 /// A row of `tools`.
@@ -46,6 +50,8 @@ pub struct ToolRow {
     pub available: bool,
     /// Last seen.
     pub discovered_at: DateTime<Utc>,
+    /// Retired with its connection.
+    pub retired: bool,
 }
 
 /// `SELECT` of a connection with its connector's name, followed by the given clauses.
@@ -53,7 +59,8 @@ macro_rules! select_connection {
     ($clauses:literal) => {
         concat!(
             "SELECT c.id, c.workspace_id, c.name, c.connector_id, k.name AS connector_name,
-                 c.runner_ref, c.revision, c.last_discovery_at, c.last_discovery_error, c.created_at
+                 c.runner_ref, c.revision, c.last_discovery_at, c.last_discovery_error, c.created_at,
+                 c.retired_at, c.retired_by
              FROM connections c JOIN connectors k ON k.id = c.connector_id ",
             $clauses
         )
@@ -178,7 +185,8 @@ impl Datastore {
     /// The cached catalog of a connection, by tool name.
     pub async fn tool_list(&self, connection: ConnectionId) -> Result<Vec<ToolRow>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT name, description, input_schema, annotations, available, discovered_at
+            "SELECT name, description, input_schema, annotations, available, discovered_at,
+                 retired_at IS NOT NULL AS retired
              FROM tools WHERE connection_id = $1 ORDER BY name",
         )
         .bind(connection)
@@ -193,7 +201,8 @@ impl Datastore {
         name: &str,
     ) -> Result<Option<ToolRow>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT name, description, input_schema, annotations, available, discovered_at
+            "SELECT name, description, input_schema, annotations, available, discovered_at,
+                 retired_at IS NOT NULL AS retired
              FROM tools WHERE connection_id = $1 AND name = $2",
         )
         .bind(connection)

@@ -30,6 +30,10 @@ pub struct ConnectorRow {
     pub approved_revision: Option<i64>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
+    /// When it was retired (`None`: in service).
+    pub retired_at: Option<DateTime<Utc>>,
+    /// Who retired it.
+    pub retired_by: Option<UserId>,
 }
 
 impl ConnectorRow {

@@ -21,6 +21,7 @@ mod profiles;
 mod receipt_policies;
 mod receipts;
 mod resolutions;
+mod retire;
 mod runner_leases;
 mod sql;
 mod submit;
@@ -49,6 +50,7 @@ pub use profiles::{Grants, NewProfile, ProfileRow};
 pub use receipt_policies::ReceiptPolicyRow;
 pub use receipts::{NewReceipt, ReceiptRow, UploadRead};
 pub use resolutions::{NewResolution, ResolutionRow};
+pub use retire::{Retirable, Retired};
 pub use submit::{
     OperationScope, SubmitConnection, SubmitContext, SubmitKeys, SubmitRead, Submitter,
     SubmitterKey,

@@ -2,6 +2,7 @@
 
 use super::access_changes::{AccessAction, record};
 use super::{Datastore, Key};
+use chrono::{DateTime, Utc};
 use serde_json::json;
 use switchyard_protocol::{ConnectionId, EnvironmentId, ProfileId, UserId, WorkspaceId};
 use uuid::Uuid;
@@ -17,6 +18,10 @@ pub struct ProfileRow {
     pub environment_id: EnvironmentId,
     /// Name, unique in the workspace.
     pub name: String,
+    /// When it was retired (`None`: in service).
+    pub retired_at: Option<DateTime<Utc>>,
+    /// Who retired it.
+    pub retired_by: Option<UserId>,
 }
 
 /// The grants one user holds on one profile. Independent: none implies another.
@@ -85,7 +90,7 @@ impl Datastore {
         let mut tx = self.pool.begin().await?;
         let profile: ProfileRow = sqlx::query_as(
             "INSERT INTO profiles (id, workspace_id, environment_id, name) VALUES ($1, $2, $3, $4)
-             RETURNING id, workspace_id, environment_id, name",
+             RETURNING id, workspace_id, environment_id, name, retired_at, retired_by",
         )
         .bind(Uuid::now_v7())
         .bind(workspace)
@@ -123,7 +128,7 @@ impl Datastore {
         key: &Key<'_>,
     ) -> Result<Option<ProfileRow>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT id, workspace_id, environment_id, name FROM profiles
+            "SELECT id, workspace_id, environment_id, name, retired_at, retired_by FROM profiles
              WHERE workspace_id = $1 AND (id = $2 OR name = $3)",
         )
         .bind(workspace)
@@ -135,7 +140,7 @@ impl Datastore {
 
     /// A profile by id.
     pub async fn profile_get(&self, id: ProfileId) -> Result<ProfileRow, sqlx::Error> {
-        sqlx::query_as("SELECT id, workspace_id, environment_id, name FROM profiles WHERE id = $1")
+        sqlx::query_as("SELECT id, workspace_id, environment_id, name, retired_at, retired_by FROM profiles WHERE id = $1")
             .bind(id)
             .fetch_one(&self.pool)
             .await
@@ -147,7 +152,7 @@ impl Datastore {
         workspace: WorkspaceId,
     ) -> Result<Vec<ProfileRow>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT id, workspace_id, environment_id, name FROM profiles WHERE workspace_id = $1 ORDER BY name",
+            "SELECT id, workspace_id, environment_id, name, retired_at, retired_by FROM profiles WHERE workspace_id = $1 ORDER BY name",
         )
         .bind(workspace)
         .fetch_all(&self.pool)

@@ -62,7 +62,7 @@ impl Datastore {
         connection: ConnectionId,
     ) -> Result<Vec<ProfileRow>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT p.id, p.workspace_id, p.environment_id, p.name FROM profiles p
+            "SELECT p.id, p.workspace_id, p.environment_id, p.name, p.retired_at, p.retired_by FROM profiles p
              JOIN profile_connections pc ON pc.profile_id = p.id WHERE pc.connection_id = $1 ORDER BY p.name",
         )
         .bind(connection)

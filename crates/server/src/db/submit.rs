@@ -2,7 +2,7 @@
 //! on — for a user's submission the API token it presented, the workspace and the submitter's
 //! place in it, the profile, connection and environment it names (by id or name), the
 //! submitter's Use grant, the operation, whether the profile includes the connection, whether
-//! the connector may run, whether the connection's runner is still there, the cached tool, and
+//! the connector may run, whether any of them is retired, whether the connection's runner is still there, the cached tool, and
 //! a call already stored under the same request_id — comes back from one statement as
 //! nullable columns. The app layer turns them into the same answers, in the same order, that
 //! separate lookups gave (`app/calls.rs`), and a replayed request_id is answered from this
@@ -115,6 +115,10 @@ pub struct SubmitConnection {
     pub connector_runnable: bool,
     /// `central`, or a device of the workspace that is not revoked.
     pub runner_available: bool,
+    /// Whether the connection is retired.
+    pub connection_retired: bool,
+    /// Whether its connector is retired.
+    pub connector_retired: bool,
     /// The cached tool: `None` when discovery never listed it, `Some(false)` when the latest
     /// discovery no longer does.
     pub tool_available: Option<bool>,
@@ -176,6 +180,8 @@ impl FromRow<'_, PgRow> for SubmitContext {
                 workspace_id,
                 environment_id: row.try_get("r_profile_environment")?,
                 name: row.try_get("r_profile_name")?,
+                retired_at: row.try_get("r_profile_retired_at")?,
+                retired_by: row.try_get("r_profile_retired_by")?,
             }),
             None => None,
         };
@@ -188,6 +194,8 @@ impl FromRow<'_, PgRow> for SubmitContext {
                 connector_name: row.try_get("r_connector_name")?,
                 connector_runnable: row.try_get("r_connector_runnable")?,
                 runner_available: row.try_get("r_runner_available")?,
+                connection_retired: row.try_get("r_connection_retired")?,
+                connector_retired: row.try_get("r_connector_retired")?,
                 tool_available: row.try_get("r_tool_available")?,
             }),
             None => None,
@@ -333,9 +341,11 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
     format!(
         "{with}{ws}, r AS (SELECT ws.id AS r_workspace, {token_user}
              p.id AS r_profile, p.environment_id AS r_profile_environment, p.name AS r_profile_name,
+             p.retired_at AS r_profile_retired_at, p.retired_by AS r_profile_retired_by,
              {holds_use} AS r_user_holds_use,
              cn.id AS r_connection, cn.name AS r_connection_name, cn.runner_ref AS r_runner_ref,
              cn.revision AS r_connection_revision, x.name AS r_connector_name,
+             cn.retired_at IS NOT NULL AS r_connection_retired, x.retired_at IS NOT NULL AS r_connector_retired,
              -- ConnectorRow::is_runnable: HTTP always, stdio while its revision is approved.
              (x.transport = 'http' OR x.approved_revision IS NOT DISTINCT FROM x.revision) AS r_connector_runnable,
              -- A device runner must be an unrevoked device of the workspace.

@@ -6,6 +6,7 @@ mod devices;
 mod error;
 mod handlers;
 mod reconcile;
+mod retire;
 mod runner;
 mod runner_channel;
 mod tokens;
@@ -97,6 +98,7 @@ pub fn router(app: App) -> Router {
         .merge(tokens::routes())
         .merge(runner::routes())
         .merge(reconcile::routes())
+        .merge(retire::routes())
         .fallback(not_found);
     Router::new()
         .route("/healthz", get(healthz))

@@ -17,6 +17,7 @@ mod interop;
 mod leases;
 mod lifecycle;
 mod reconcile;
+mod retire;
 mod runner_api;
 mod runner_channel;
 mod sessions;

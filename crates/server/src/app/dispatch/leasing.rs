@@ -214,6 +214,12 @@ impl App {
 
 /// Why a just-leased call must not run (error code and message), if it must not.
 pub(crate) fn lease_refusal(row: &LeasedRow) -> Option<(&'static str, &'static str)> {
+    if row.connector.retired_at.is_some() {
+        return Some((
+            "connector_retired",
+            "not run: its connector was retired before it was sent",
+        ));
+    }
     if !row.connector.is_runnable() {
         return Some((
             "connector_not_approved",

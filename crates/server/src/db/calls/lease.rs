@@ -88,6 +88,8 @@ impl<'r> sqlx::FromRow<'r, PgRow> for LeasedRow {
                 revision: row.try_get("connector_revision")?,
                 approved_revision: row.try_get("connector_approved_revision")?,
                 created_at: row.try_get("connector_created_at")?,
+                retired_at: row.try_get("connector_retired_at")?,
+                retired_by: row.try_get("connector_retired_by")?,
             },
             tool_name: row.try_get("tool_name")?,
             arguments: row.try_get("arguments")?,
@@ -131,7 +133,8 @@ pub(super) fn handed_target(connection: &str, runner: &str, epoch: &str, binding
                  x.transport AS connector_transport, x.command AS connector_command,
                  x.args AS connector_args, x.env_names AS connector_env_names,
                  x.url AS connector_url, x.approved_revision AS connector_approved_revision,
-                 x.created_at AS connector_created_at,
+                 x.created_at AS connector_created_at, x.retired_at AS connector_retired_at,
+                 x.retired_by AS connector_retired_by,
                  {digest} AS target_digest
              FROM connections k JOIN connectors x ON x.id = k.connector_id
              WHERE k.id = {connection} AND EXISTS (
@@ -178,6 +181,7 @@ fn lease_statement() -> Text {
                      x.command AS connector_command, x.args AS connector_args, x.env_names AS connector_env_names,
                      x.url AS connector_url, x.revision AS connector_revision,
                      x.approved_revision AS connector_approved_revision, x.created_at AS connector_created_at,
+                     x.retired_at AS connector_retired_at, x.retired_by AS connector_retired_by,
                      p.state AS parent_state, p.target_digest AS parent_target_digest,
                      p.evidence_erased_at AS parent_erased_at)
              SELECT live.live AS runner_live, leased.* FROM live LEFT JOIN leased ON true",

@@ -1,11 +1,16 @@
 //! The start ack: `leased` → `running`, only under the runner's live lease epoch. Only after
 //! it does a runner send the call to its MCP server.
 //!
+//! A call whose connection, connector or profile is retired is never started: the ack leaves
+//! it leased, and the app layer fails it with the retirement's code
+//! (`Datastore::call_fail_retired`) before answering `abandon`.
+//!
 //! A device's start ack (`call_start_by_device`) finds the device by its credential's hash in the
 //! same statement and updates nothing for a revoked device: a revoked device's start changes
 //! nothing, and revocation needs no cache to reach it.
 
 use crate::db::devices::device_by_credential;
+use crate::db::retire::retired_code;
 use crate::db::sql::{Params, text};
 use crate::db::{Datastore, DeviceRow};
 use std::sync::{Arc, LazyLock};
@@ -23,14 +28,17 @@ pub struct DeviceStart {
 }
 
 /// The start ack's update of call `id` under `epoch`, for the runner `runner` names (a
-/// placeholder, or a subquery).
+/// placeholder, or a subquery). A call already running is answered again whatever was retired
+/// since: it may have been sent.
 fn start_update(id: &str, runner: &str, epoch: &str) -> String {
     format!(
         "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
          WHERE id = {id} AND state IN ('leased', 'running') AND runner_ref = {runner}
            AND lease_epoch = {epoch}
            AND EXISTS (SELECT 1 FROM runner_leases r
-                       WHERE r.runner_ref = {runner} AND r.epoch = {epoch} AND r.expires_at > now())"
+                       WHERE r.runner_ref = {runner} AND r.epoch = {epoch} AND r.expires_at > now())
+           AND (state = 'running' OR {retired} IS NULL)",
+        retired = retired_code("calls"),
     )
 }
 
@@ -112,21 +120,27 @@ impl Datastore {
         }
         // `leased`, or `running` again for a runner that lost the first answer.
         let from = vec!["leased,running"; ids.len()];
-        sqlx::query_scalar(
-            "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
-             FROM unnest($1::uuid[], $4::text[]) AS i(id, from_states)
-             WHERE calls.id = ANY($1) AND calls.id = i.id
-               AND calls.state = ANY(string_to_array(i.from_states, ','))
-               AND calls.runner_ref = $2 AND calls.lease_epoch = $3
-               AND EXISTS (SELECT 1 FROM runner_leases r
-                           WHERE r.runner_ref = $2 AND r.epoch = $3 AND r.expires_at > now())
-             RETURNING calls.id",
-        )
-        .bind(ids)
-        .bind(runner)
-        .bind(epoch)
-        .bind(from)
-        .fetch_all(&self.pool)
-        .await
+        static STATEMENT: LazyLock<Arc<str>> = LazyLock::new(|| {
+            format!(
+                "UPDATE calls SET state = 'running', started_at = COALESCE(started_at, now())
+                 FROM unnest($1::uuid[], $4::text[]) AS i(id, from_states)
+                 WHERE calls.id = ANY($1) AND calls.id = i.id
+                   AND calls.state = ANY(string_to_array(i.from_states, ','))
+                   AND calls.runner_ref = $2 AND calls.lease_epoch = $3
+                   AND EXISTS (SELECT 1 FROM runner_leases r
+                               WHERE r.runner_ref = $2 AND r.epoch = $3 AND r.expires_at > now())
+                   AND (calls.state = 'running' OR {retired} IS NULL)
+                 RETURNING calls.id",
+                retired = retired_code("calls"),
+            )
+            .into()
+        });
+        sqlx::query_scalar(text(&STATEMENT))
+            .bind(ids)
+            .bind(runner)
+            .bind(epoch)
+            .bind(from)
+            .fetch_all(&self.pool)
+            .await
     }
 }
