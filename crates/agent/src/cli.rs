@@ -308,8 +308,19 @@ pub enum ConnectorCommand {
         /// Connector id or name.
         name: String,
     },
-    /// List connectors.
+    /// List connectors, retired ones included.
     List,
+    /// Retire a connector (installation owners): none of its connections runs anything, their
+    /// queued calls fail `connector_retired`; it stays listed with its history.
+    Retire {
+        /// Connector id or name.
+        name: String,
+    },
+    /// Put a retired connector back in service (installation owners).
+    Restore {
+        /// Connector id or name.
+        name: String,
+    },
 }
 
 /// `switchyard connector add`.
@@ -350,11 +361,29 @@ pub enum ConnectionCommand {
         #[arg(long)]
         runner: Option<String>,
     },
-    /// List a workspace's connections.
+    /// List a workspace's connections, retired ones included.
     List {
         /// Workspace id or name.
         #[arg(value_name = "WS")]
         workspace: String,
+    },
+    /// Retire a connection and its tools (workspace admins): it runs nothing, its queued calls
+    /// fail `connection_retired`; its calls, events and results stay readable.
+    Retire {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        connection: String,
+    },
+    /// Put a retired connection back in service (workspace admins). Its tools come back
+    /// ungranted: every profile that includes it needs `profile set-tools` again.
+    Restore {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        connection: String,
     },
     /// Start or contact the connection's MCP server and cache its tool catalog.
     Discover {
@@ -438,11 +467,28 @@ pub enum ProfileCommand {
         #[arg(long)]
         all: bool,
     },
-    /// List a workspace's profiles.
+    /// List a workspace's profiles, retired ones included.
     List {
         /// Workspace id or name.
         #[arg(value_name = "WS")]
         workspace: String,
+    },
+    /// Retire a profile (workspace admins): nothing is submitted through it, its queued calls
+    /// fail `profile_retired`; its grants stay, inert.
+    Retire {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Profile id or name.
+        profile: String,
+    },
+    /// Put a retired profile back in service (workspace admins).
+    Restore {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Profile id or name.
+        profile: String,
     },
     /// Grant a user Use, Manage and/or Share on a profile.
     Grant(ProfileGrant),

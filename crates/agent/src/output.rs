@@ -188,6 +188,15 @@ pub fn time(at: &DateTime<Utc>) -> String {
     at.format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// Whether an object is in service (`active`) or retired (`retired <time>`), for a table's
+/// STATE column.
+pub fn retired_state(retired: Option<&switchyard_protocol::api::RetiredView>) -> String {
+    match retired {
+        Some(retired) => format!("retired {}", time(&retired.at)),
+        None => "active".to_owned(),
+    }
+}
+
 /// An optional timestamp; `-` when absent.
 pub fn opt_time(at: Option<&DateTime<Utc>>) -> String {
     at.map(time).unwrap_or_else(|| "-".to_owned())

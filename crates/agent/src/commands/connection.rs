@@ -1,10 +1,10 @@
-//! `switchyard connection create|list|discover|tools|events|receipt-policy`: connectors placed in
+//! `switchyard connection create|list|retire|restore|discover|tools|events|receipt-policy`: connectors placed in
 //! a workspace.
 
 use crate::cli::ConnectionCommand;
 use crate::client::{Body, Client};
 use crate::error::CliError;
-use crate::output::{Output, Table, time};
+use crate::output::{Output, Table, retired_state, time};
 use serde_json::Value;
 use switchyard_protocol::api::{
     ConnectionEventView, ConnectionView, CreateConnection, DiscoveryView, ReceiptPolicyView,
@@ -40,7 +40,8 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
                 .get(&["workspaces", &workspace, "connections"])
                 .await?;
             out.reply(&reply, |list: Vec<ConnectionView>| {
-                let mut table = Table::new(["NAME", "CONNECTOR", "RUNNER", "ID", "DISCOVERY"]);
+                let mut table =
+                    Table::new(["NAME", "CONNECTOR", "RUNNER", "STATE", "ID", "DISCOVERY"]);
                 for c in list {
                     let discovery = match (c.last_discovery_error, c.last_discovery_at) {
                         (Some(error), _) => format!("failed: {error}"),
@@ -51,6 +52,7 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
                         c.name,
                         c.connector_name,
                         c.runner,
+                        retired_state(c.retired.as_ref()),
                         c.id.to_string(),
                         discovery,
                     ]);
@@ -58,6 +60,14 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
                 table.render_or("no connections")
             })
         }
+        ConnectionCommand::Retire {
+            workspace,
+            connection,
+        } => retire(client, out, &workspace, &connection, "retire").await,
+        ConnectionCommand::Restore {
+            workspace,
+            connection,
+        } => retire(client, out, &workspace, &connection, "restore").await,
         ConnectionCommand::Discover {
             workspace,
             connection,
@@ -89,7 +99,11 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
             out.reply(&reply, |tools: Vec<ToolView>| {
                 let mut table = Table::new(["NAME", "AVAILABLE", "DESCRIPTION"]);
                 for t in tools {
-                    let available = if t.available { "yes" } else { "no" };
+                    let available = match (t.retired, t.available) {
+                        (true, _) => "retired",
+                        (false, true) => "yes",
+                        (false, false) => "no",
+                    };
                     let summary = t
                         .description
                         .as_deref()
@@ -153,6 +167,30 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
             })
         }
     }
+}
+
+/// `connection retire` or `connection restore` (`action`): answers the connection as it is now.
+async fn retire(
+    client: &Client,
+    out: Output,
+    workspace: &str,
+    connection: &str,
+    action: &str,
+) -> Result<(), CliError> {
+    let reply = client
+        .post(&connection_path(workspace, connection, action), Body::Empty)
+        .await?;
+    out.reply(&reply, |c: ConnectionView| {
+        let state = retired_state(c.retired.as_ref());
+        if action == "restore" {
+            format!(
+                "connection {}: {state}; its tools are granted by no profile until `switchyard profile set-tools`",
+                c.name
+            )
+        } else {
+            format!("connection {}: {state}", c.name)
+        }
+    })
 }
 
 /// The path of one of a connection's resources: `workspaces/{workspace}/connections/{connection}/{leaf}`.

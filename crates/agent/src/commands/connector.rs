@@ -1,4 +1,4 @@
-//! `switchyard connector add|import|approve|list`: installation-wide connector definitions.
+//! `switchyard connector add|import|approve|list|retire|restore`: installation-wide connector definitions.
 //!
 //! Connectors carry environment variable *names* only. `--env NAME=value` is refused locally
 //! without echoing the value, because secrets never belong in a connector or on a command line.
@@ -7,7 +7,7 @@ use crate::cli::{ConnectorAdd, ConnectorCommand};
 use crate::client::{Body, Client};
 use crate::error::CliError;
 use crate::input::read_json_object;
-use crate::output::{Output, Table};
+use crate::output::{Output, Table, retired_state};
 use switchyard_protocol::api::{
     ConnectorSpec, ConnectorView, CreateConnector, ImportReport, Transport,
 };
@@ -54,6 +54,8 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectorCommand) -> Result<
                 )
             })
         }
+        ConnectorCommand::Retire { name } => retire(client, out, &name, "retire").await,
+        ConnectorCommand::Restore { name } => retire(client, out, &name, "restore").await,
         ConnectorCommand::List => {
             let reply = client.get(&["connectors"]).await?;
             out.reply(&reply, |list: Vec<ConnectorView>| {
@@ -61,6 +63,20 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectorCommand) -> Result<
             })
         }
     }
+}
+
+/// `connector retire` or `connector restore` (`action`): answers the connector as it is now.
+async fn retire(client: &Client, out: Output, name: &str, action: &str) -> Result<(), CliError> {
+    let reply = client
+        .post(&["connectors", name, action], Body::Empty)
+        .await?;
+    out.reply(&reply, |c: ConnectorView| {
+        format!(
+            "connector {}: {}",
+            c.name,
+            retired_state(c.retired.as_ref())
+        )
+    })
 }
 
 /// The request for `connector add`, refusing environment values.
@@ -93,7 +109,15 @@ fn create_request(add: ConnectorAdd) -> Result<CreateConnector, CliError> {
 
 /// Connectors as an aligned table.
 fn connector_table(list: Vec<ConnectorView>) -> Table {
-    let mut table = Table::new(["NAME", "TRANSPORT", "APPROVED", "REVISION", "ID", "TARGET"]);
+    let mut table = Table::new([
+        "NAME",
+        "TRANSPORT",
+        "APPROVED",
+        "REVISION",
+        "STATE",
+        "ID",
+        "TARGET",
+    ]);
     for c in list {
         let transport = match c.target.transport() {
             Transport::Stdio => "stdio",
@@ -106,6 +130,7 @@ fn connector_table(list: Vec<ConnectorView>) -> Table {
             transport.to_owned(),
             approved.to_owned(),
             c.revision.to_string(),
+            retired_state(c.retired.as_ref()),
             c.id.to_string(),
             target,
         ]);

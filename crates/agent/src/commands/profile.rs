@@ -1,10 +1,10 @@
-//! `switchyard profile create|list|grant`: execution profiles and their grants.
+//! `switchyard profile create|list|set-tools|grant|revoke|retire|restore`: execution profiles and their grants.
 
 use super::lookup::{connection_names, environment_names, name_or_id};
 use crate::cli::{ProfileCommand, ProfileGrant};
 use crate::client::{Body, Client};
 use crate::error::CliError;
-use crate::output::{Output, Table, print_json, print_text};
+use crate::output::{Output, Table, print_json, print_text, retired_state};
 use switchyard_protocol::api::{CreateProfile, GrantRequest, GrantView, ProfileView, SetTools};
 
 /// Runs a `profile` subcommand.
@@ -45,7 +45,14 @@ pub async fn run(client: &Client, out: Output, cmd: ProfileCommand) -> Result<()
             let profiles: Vec<ProfileView> = reply.parse()?;
             let environments = environment_names(client, &workspace).await?;
             let connections = connection_names(client, &workspace).await?;
-            let mut table = Table::new(["NAME", "ENVIRONMENT", "CONNECTIONS", "GRANTS", "ID"]);
+            let mut table = Table::new([
+                "NAME",
+                "ENVIRONMENT",
+                "CONNECTIONS",
+                "GRANTS",
+                "STATE",
+                "ID",
+            ]);
             for p in profiles {
                 let names: Vec<String> = p
                     .connection_ids
@@ -58,6 +65,7 @@ pub async fn run(client: &Client, out: Output, cmd: ProfileCommand) -> Result<()
                     name_or_id(&environments, &p.environment_id),
                     names.join(","),
                     grants.join(" "),
+                    retired_state(p.retired.as_ref()),
                     p.id.to_string(),
                 ]);
             }
@@ -102,9 +110,34 @@ pub async fn run(client: &Client, out: Output, cmd: ProfileCommand) -> Result<()
             print_text(&format!("tools granted by profile {}:\n{granted}", p.name));
             Ok(())
         }
+        ProfileCommand::Retire { workspace, profile } => {
+            retire(client, out, &workspace, &profile, "retire").await
+        }
+        ProfileCommand::Restore { workspace, profile } => {
+            retire(client, out, &workspace, &profile, "restore").await
+        }
         ProfileCommand::Grant(args) => grants(client, out, args, false).await,
         ProfileCommand::Revoke(args) => grants(client, out, args, true).await,
     }
+}
+
+/// `profile retire` or `profile restore` (`action`): answers the profile as it is now.
+async fn retire(
+    client: &Client,
+    out: Output,
+    workspace: &str,
+    profile: &str,
+    action: &str,
+) -> Result<(), CliError> {
+    let reply = client
+        .post(
+            &["workspaces", workspace, "profiles", profile, action],
+            Body::Empty,
+        )
+        .await?;
+    out.reply(&reply, |p: ProfileView| {
+        format!("profile {}: {}", p.name, retired_state(p.retired.as_ref()))
+    })
 }
 
 /// `profile grant`, or with `revoke` `profile revoke`: both answer the profile's grants now.
