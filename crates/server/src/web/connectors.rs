@@ -25,6 +25,7 @@ struct ConnectorRow {
     env: String,
     revision: i64,
     approved: bool,
+    retired: bool,
     created: String,
 }
 
@@ -52,6 +53,7 @@ fn row(c: &ConnectorView) -> ConnectorRow {
         env,
         revision: c.revision,
         approved: c.approved,
+        retired: c.retired.is_some(),
         created: when(&c.created_at),
     }
 }

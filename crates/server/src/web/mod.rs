@@ -17,6 +17,7 @@ mod devices;
 mod error;
 mod output;
 mod page;
+mod retire;
 mod schema_form;
 mod session;
 mod sign_in;
@@ -143,6 +144,30 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
         .route("/connectors/{connector}", get(connectors::detail))
         .route("/connectors/{connector}/approve", post(connectors::approve))
         .route("/connectors/{connector}/inspect", post(connectors::inspect))
+        .route(
+            "/connectors/{connector}/retire",
+            post(retire::connector_retire),
+        )
+        .route(
+            "/connectors/{connector}/restore",
+            post(retire::connector_restore),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/retire",
+            post(retire::connection_retire),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/restore",
+            post(retire::connection_restore),
+        )
+        .route(
+            "/workspaces/{ws}/profiles/{profile}/retire",
+            post(retire::profile_retire),
+        )
+        .route(
+            "/workspaces/{ws}/profiles/{profile}/restore",
+            post(retire::profile_restore),
+        )
         .fallback(page::not_found)
         .layer(axum::middleware::map_response(security_headers))
         .with_state(state)

@@ -85,6 +85,10 @@ fn notice_text(code: &str) -> Option<&'static str> {
         "approved" => "Approved.",
         "revoked" => "The device was revoked; it is refused from its next request on.",
         "created" => "Created.",
+        "retired" => "Retired: it runs nothing, and its queued calls failed. Its history stays.",
+        "restored" => {
+            "Restored. A restored connection's tools are granted again only by `profile set-tools`."
+        }
         _ => return None,
     })
 }

@@ -64,7 +64,12 @@ struct Status {
 }
 
 fn status(connection: &ConnectionView, connector_approved: bool) -> Status {
-    if !connector_approved {
+    if connection.retired.is_some() {
+        Status {
+            label: "retired",
+            tone: "muted",
+        }
+    } else if !connector_approved {
         Status {
             label: "connector not approved",
             tone: "warn",
@@ -315,6 +320,7 @@ pub(super) async fn discover(
 
 struct ProfileRow {
     name: String,
+    retired: bool,
     environment: String,
     connections: String,
     grants: Vec<GrantRow>,
@@ -348,6 +354,7 @@ fn profile_row(
 ) -> ProfileRow {
     ProfileRow {
         name: p.name.clone(),
+        retired: p.retired.is_some(),
         environment: environments
             .get(&p.environment_id.to_string())
             .cloned()
@@ -398,6 +405,7 @@ struct ProfilePage {
     profile: ProfileRow,
     connections: Vec<String>,
     can_use: bool,
+    is_admin: bool,
 }
 
 /// `GET /workspaces/{ws}/profiles/{profile}`.
@@ -419,6 +427,7 @@ pub(super) async fn profile(
             .iter()
             .filter_map(|id| names.get(&id.to_string()).cloned())
             .collect(),
+        is_admin: is_admin(&s, actor, &ws).await?,
         can_use: profile
             .grants
             .iter()
