@@ -7,5 +7,6 @@ mod devices;
 mod errors;
 mod harness;
 mod reconcile;
+mod retire;
 mod sessions;
 mod tour;
