@@ -789,3 +789,70 @@ async fn planted_markup_renders_inert_on_every_page_and_stream(pool: PgPool) {
         "the canary is shown, escaped, where it belongs ({escaped} pages)"
     );
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn an_admin_retires_and_restores_a_connection_from_its_page(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let bob = server.user("bob").await;
+    server
+        .owner
+        .post("/api/v1/workspaces/acme/members", json!({"user": "bob"}))
+        .await
+        .ok();
+    let page = "/workspaces/acme/connections/fixture";
+
+    // A member sees no button, and is refused if they post anyway.
+    let mut bob_web = WebClient::new(&server);
+    let bob_csrf = bob_web.sign_in(bob.token()).await;
+    let shown = bob_web.get(page).await;
+    assert!(!shown.body.contains("/retire\""), "{}", shown.body);
+    let refused = bob_web
+        .post(&format!("{page}/retire"), &[("csrf", &bob_csrf)])
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+
+    let mut web = WebClient::new(&server);
+    let csrf = web.sign_in(server.owner.token()).await;
+    let without = web
+        .post(&format!("{page}/retire"), &[("csrf", "f00d")])
+        .await;
+    assert_eq!(without.status, StatusCode::FORBIDDEN);
+    assert!(
+        server
+            .owner
+            .get("/api/v1/workspaces/acme/connections/fixture")
+            .await
+            .ok()
+            .get("retired")
+            .is_none()
+    );
+    let retired = web
+        .post(&format!("{page}/retire"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(
+        (retired.status, retired.location.as_deref()),
+        (
+            StatusCode::SEE_OTHER,
+            Some("/workspaces/acme/connections/fixture?notice=retired")
+        )
+    );
+    let list = web.get("/workspaces/acme").await;
+    assert!(list.body.contains("badge muted\">retired"), "{}", list.body);
+    let shown = web.get(page).await;
+    assert!(
+        shown.body.contains(&format!("action=\"{page}/restore\"")),
+        "{}",
+        shown.body
+    );
+    let restored = web
+        .post(&format!("{page}/restore"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(restored.status, StatusCode::SEE_OTHER);
+    let list = web.get("/workspaces/acme").await;
+    assert!(
+        !list.body.contains("badge muted\">retired"),
+        "{}",
+        list.body
+    );
+}
