@@ -235,6 +235,20 @@ fn matrix() -> Vec<Row> {
     POST "/connectors/{connector}/approve" form()                    => 401  403  403  403  403  403  403  303  401  401  401;
     // Inspecting looks at an HTTP connector's server: the owner is told a stdio one has none.
     POST "/connectors/{connector}/inspect" form()                    => 401  403  403  403  403  403  403  400  401  401  401;
+    // Retirement, late: a retired object runs nothing, and restoring leaves the connection's
+    // tools ungranted. Each is retired, then restored (both idempotent).
+    POST "/api/v1/workspaces/{ws}/profiles/{profile}/retire" json({})    => 401  404  403  200  403  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/profiles/{profile}/restore" json({})   => 401  404  403  200  403  403  403  403  401  401  401;
+    POST "/workspaces/{ws}/profiles/{profile}/retire" form()             => 401  404  403  303  403  403  403  403  401  401  401;
+    POST "/workspaces/{ws}/profiles/{profile}/restore" form()            => 401  404  403  303  403  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/connections/{connection}/retire" json({})  => 401  404  403  200  403  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/connections/{connection}/restore" json({}) => 401  404  403  200  403  403  403  403  401  401  401;
+    POST "/workspaces/{ws}/connections/{connection}/retire" form()       => 401  404  403  303  403  403  403  403  401  401  401;
+    POST "/workspaces/{ws}/connections/{connection}/restore" form()      => 401  404  403  303  403  403  403  403  401  401  401;
+    POST "/api/v1/connectors/{connector}/retire" json({})                => 401  403  403  403  403  403  403  200  401  401  401;
+    POST "/api/v1/connectors/{connector}/restore" json({})               => 401  403  403  403  403  403  403  200  401  401  401;
+    POST "/connectors/{connector}/retire" form()                         => 401  403  403  403  403  403  403  303  401  401  401;
+    POST "/connectors/{connector}/restore" form()                        => 401  403  403  403  403  403  403  303  401  401  401;
     POST "/sign-in" form()                                           => 401  303  303  303  303  303  303  303  401  401  401;
     // Last: it ends the sessions.
     POST "/sign-out" form()                                          => 401  303  303  303  303  303  303  303  401  401  401;
