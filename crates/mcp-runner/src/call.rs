@@ -324,7 +324,7 @@ fn verdict_for(dispatch: &Dispatch) -> Verdict {
         // The server may still be busy with the call: end it with its session.
         Dispatch::TimedOut => Verdict::Evict(CloseReason::Timeout),
         Dispatch::Cancelled => Verdict::Evict(CloseReason::Cancelled),
-        Dispatch::Lost { .. } | Dispatch::NotSent { .. } => {
+        Dispatch::Lost { .. } | Dispatch::NotSent { .. } | Dispatch::Oversized { .. } => {
             Verdict::Evict(CloseReason::TransportClosed)
         }
     }
@@ -368,6 +368,11 @@ fn completion_for(dispatch: Dispatch, timeout_seconds: u32) -> Completion {
         },
         Dispatch::NotSent { message } => Completion::Failed {
             error: call_error("not_sent", message),
+        },
+        // The server ran the call and answered, but whether it succeeded is in the answer
+        // that was not read: uncertain, never retried (a receipt lookup can settle it).
+        Dispatch::Oversized { message } => Completion::Unknown {
+            error: call_error("answer_too_large", message),
         },
     }
 }

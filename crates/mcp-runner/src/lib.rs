@@ -12,6 +12,7 @@ pub mod executor;
 pub mod handle;
 pub mod identity;
 pub mod launch;
+pub mod message_bound;
 pub mod meta;
 pub mod outbox;
 pub mod owned_file;

@@ -15,8 +15,16 @@
 //!
 //! The session owns its stdio child (rmcp only gets the pipes), so closing it can report how
 //! the process ended.
+//!
+//! No message from the server is read past [`MAX_MCP_MESSAGE_BYTES`] (see [`message_bound`]):
+//! a longer one ends the session, and the calls waiting on it are [`Dispatch::Oversized`].
+//!
+//! [`message_bound`]: crate::message_bound
 
 use crate::launch::{SessionLaunch, child_environment, is_reserved_env_name};
+use crate::message_bound::{
+    BoundedLines, MAX_MCP_MESSAGE_BYTES, Overflow, WatchedHttp, overflow_message,
+};
 use crate::process_group::ProcessGroup;
 use crate::tail::PipeTail;
 use reqwest::header::{HeaderName, HeaderValue};
@@ -114,6 +122,13 @@ pub enum Dispatch {
     /// The request certainly never reached the server: the session was already dead, or the
     /// server refused it before processing (HTTP authentication).
     NotSent {
+        /// What happened.
+        message: String,
+    },
+    /// The server sent a message longer than [`MAX_MCP_MESSAGE_BYTES`] (the answer, as a
+    /// rule): the runner stopped reading it and the session ended without an answer read. The
+    /// request reached the server, which answered; what it answered is not known.
+    Oversized {
         /// What happened.
         message: String,
     },
@@ -246,6 +261,8 @@ enum Transport {
 pub struct McpSession {
     client: RunningService<RoleClient, ClientConfig>,
     transport: Transport,
+    /// Set when the server sent a message longer than the bound.
+    overflow: Overflow,
 }
 
 impl McpSession {
@@ -408,6 +425,9 @@ impl McpSession {
                 code: i64::from(error.code.0),
                 message: error.message.into_owned(),
             },
+            Err(_) if self.overflow.happened() => Dispatch::Oversized {
+                message: overflow_message(),
+            },
             Err(error) if self.refused_before_processing(&error) => Dispatch::NotSent {
                 message: error.to_string(),
             },
@@ -461,6 +481,7 @@ impl McpSession {
         let Self {
             mut client,
             transport,
+            ..
         } = self;
         match transport {
             Transport::Http => {
@@ -585,6 +606,8 @@ async fn open_stdio(
     };
     tracing::debug!(pgid = group.id(), command, "started stdio MCP server");
 
+    let overflow = Overflow::default();
+    let stdout = BoundedLines::new(stdout, MAX_MCP_MESSAGE_BYTES, overflow.clone());
     let initialized = tokio::time::timeout(deadline, client_config().serve((stdout, stdin))).await;
     match initialized {
         Ok(Ok(client)) => Ok(McpSession {
@@ -594,6 +617,7 @@ async fn open_stdio(
                 child: Box::new(child),
                 stderr,
             },
+            overflow,
         }),
         Ok(Err(error)) => {
             group.kill();
@@ -634,13 +658,22 @@ async fn open_http(
         header_value.set_sensitive(true);
         custom_headers.insert(header_name, header_value);
     }
-    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom_headers);
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(custom_headers)
+        .max_json_response_size(MAX_MCP_MESSAGE_BYTES)
+        .max_sse_event_size(MAX_MCP_MESSAGE_BYTES);
+    let overflow = Overflow::default();
+    let http = WatchedHttp::new(overflow.clone()).map_err(|error| SessionError::Initialize {
+        reason: format!("cannot build the HTTP client: {error}"),
+        stderr_tail: None,
+    })?;
+    let transport = StreamableHttpClientTransport::with_client(http, config);
 
     match tokio::time::timeout(deadline, client_config().serve(transport)).await {
         Ok(Ok(client)) => Ok(McpSession {
             client,
             transport: Transport::Http,
+            overflow,
         }),
         Ok(Err(error)) => Err(initialize_error(error)),
         Err(_) => Err(SessionError::Timeout {

@@ -10,7 +10,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// A fixture serving MCP over HTTP; killed when dropped.
-struct HttpFixture {
+pub(super) struct HttpFixture {
     url: String,
     token: String,
     _child: Child,
@@ -19,7 +19,7 @@ struct HttpFixture {
 impl HttpFixture {
     /// Starts the fixture on a free loopback port, requiring a fresh bearer token (passed
     /// through the environment, never argv).
-    async fn start() -> Self {
+    pub(super) async fn start() -> Self {
         let token = format!("tok-{}", uuid::Uuid::new_v4());
         let mut child = Command::new(fixture_binary())
             .args([
@@ -63,7 +63,7 @@ impl HttpFixture {
         }
     }
 
-    fn authorized(&self) -> SessionLaunch {
+    pub(super) fn authorized(&self) -> SessionLaunch {
         self.launch(vec![(
             "Authorization".to_owned(),
             format!("Bearer {}", self.token),
