@@ -107,6 +107,9 @@ pub enum ErrorCode {
     ConnectorRetired,
     /// The profile is retired: nothing is submitted through it until it is restored.
     ProfileRetired,
+    /// On a runner channel: the answer would be longer than a channel line; ask again over the
+    /// request's HTTP route (nothing was handed out by the request answered this way).
+    AnswerTooLong,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -158,6 +161,7 @@ impl ErrorCode {
             ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::ToolNotGranted => "tool_not_granted",
             ErrorCode::TooManyStreams => "too_many_streams",
+            ErrorCode::AnswerTooLong => "answer_too_long",
             ErrorCode::CallActive => "call_active",
             ErrorCode::ConnectionRetired => "connection_retired",
             ErrorCode::ConnectorRetired => "connector_retired",
@@ -207,6 +211,7 @@ impl ErrorCode {
             ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
             ErrorCode::BodyTooLarge => 413,
             ErrorCode::TooManyStreams => 429,
+            ErrorCode::AnswerTooLong => 413,
             ErrorCode::ConnectionNotInProfile
             | ErrorCode::EnvironmentMismatch
             | ErrorCode::McpRequestConflict

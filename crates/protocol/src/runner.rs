@@ -297,6 +297,9 @@ pub struct StartCheckAnswer {
 pub const CHANNEL_PROTOCOL: &str = "switchyard-runner-channel/1";
 
 /// The longest line either side of a runner channel sends; a longer one ends the channel.
+/// A request that would be longer goes over its HTTP route instead; an answer that would be
+/// longer is replaced by an `answer_too_long` error, and the runner asks again over the HTTP
+/// route (a lease's calls are queued again first, so the HTTP lease takes them).
 pub const CHANNEL_MAX_LINE: usize = 64 * 1024;
 
 /// One request on a runner channel: a JSON object on one line. Answers carry its `id`; they

@@ -789,7 +789,7 @@ fn error_codes() -> Vec<ErrorCode> {
         OperationRequired, OperationNotFound, OperationMismatch, McpReconcileConfigChanged,
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
         CallErased, CallActive, BodyTooLarge, ToolNotGranted, TooManyStreams,
-        ConnectionRetired, ConnectorRetired, ProfileRetired, Internal,
+        ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, Internal,
     )
 }
 
