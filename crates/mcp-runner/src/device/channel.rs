@@ -12,7 +12,9 @@
 //! drops the `Upgrade` header makes it 400) is remembered, and the caller sends its requests
 //! as plain HTTP; so is a channel that refuses starts and uploads (an older server's knows
 //! only leases and heartbeats), until it is opened again. A request longer than a channel line
-//! (a large receipt) is sent as plain HTTP too.
+//! (a large receipt) is sent as plain HTTP too, and so is one whose answer would be (the server
+//! answers `answer_too_long` instead: a lease of calls with large arguments); the channel stays
+//! open.
 
 use super::client::{ApiFailure, sorted_failure};
 use super::lines::{push_line, read_line, write_lines};
@@ -186,6 +188,7 @@ impl Channel {
             closed: CancellationToken::new(),
         };
         self.takes_reports.store(true, Ordering::Relaxed);
+        tracing::info!("opened the runner channel");
         tokio::spawn(read_answers(read, open.clone()));
         *slot = Slot::Open(open.clone());
         Ok(Some(open))

@@ -29,6 +29,9 @@ const RUNNER_FENCED: &str = "runner_fenced";
 /// The error code of a request the server cannot read (HTTP 400): on the runner channel, what
 /// an older server answers a start or an upload with.
 const INVALID_REQUEST: &str = "invalid_request";
+/// The error code of a runner channel answer that would be longer than a line: the request is
+/// to be sent again over its HTTP route.
+const ANSWER_TOO_LONG: &str = "answer_too_long";
 
 /// Installs the process-wide TLS crypto provider (ring). reqwest is built without one, so this
 /// must run before the first HTTP client is built; calling it again is harmless.
@@ -170,7 +173,9 @@ impl RunnerClient {
         }
     }
 
-    /// Sends `call` on the runner channel; `None` when the server has no channel.
+    /// Sends `call` on the runner channel; `None` when it is to go over its HTTP route: the
+    /// server has no channel, the request is longer than a channel line, or its answer would
+    /// be (the server answered `answer_too_long`, having handed nothing out).
     async fn on_channel(
         &self,
         call: ChannelCall,
@@ -183,7 +188,13 @@ impl RunnerClient {
                 .bearer_auth(&self.credential.0);
             channel::upgrade(request, REQUEST_TIMEOUT)
         };
-        self.channel.call(call, timeout, open).await
+        match self.channel.call(call, timeout, open).await? {
+            Ok(ChannelReply::Error(ChannelError { code, .. })) if code == ANSWER_TOO_LONG => {
+                tracing::debug!("an answer too long for the runner channel; asking over HTTP");
+                None
+            }
+            answered => Some(answered),
+        }
     }
 
     /// Asks to start a leased call.

@@ -171,6 +171,33 @@ impl App {
         }
     }
 
+    /// Queues again `calls`, leased to the device but never handed to it (their lease answer
+    /// was too long for the runner channel), so that its next lease takes them. A call that
+    /// moved on meanwhile stays as it is; one that cannot be queued now is found unheld by the
+    /// runner's next heartbeat.
+    pub(crate) async fn runner_lease_withdraw(&self, device: &DeviceActor, calls: &[LeasedCall]) {
+        let runner = device.runner_ref();
+        for call in calls {
+            match self
+                .db
+                .call_requeue_handed(call.call_id, runner, call.epoch)
+                .await
+            {
+                Ok(requeued) => drop(self.sent(requeued)),
+                Err(error) => tracing::warn!(
+                    %error,
+                    call = %call.call_id,
+                    "a leased call its runner never received could not be queued again; the runner's heartbeat will"
+                ),
+            }
+        }
+        tracing::info!(
+            %runner,
+            calls = calls.len(),
+            "a lease answer too long for the runner channel: its calls are queued again for an HTTP lease"
+        );
+    }
+
     /// The start ack: `proceed` when the call moved to running under this epoch, `abandon`
     /// when it is no longer leased to this runner, 409 `runner_fenced` for a stale epoch.
     ///

@@ -6,13 +6,14 @@ use super::auth::DeviceCredential;
 use super::error::{ApiError, ApiJson};
 use super::runner_channel;
 use crate::app::DeviceActor;
-use axum::extract::Request;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
+use switchyard_mcp_runner::message_bound::MAX_MCP_MESSAGE_BYTES;
 use switchyard_protocol::runner::*;
 
 /// The runner routes (relative to `/api/v1`).
@@ -24,11 +25,19 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/runner/lease", post(lease))
         .route("/runner/channel", get(channel))
         .route("/runner/calls/{call}/start", post(start))
-        .route("/runner/calls/{call}/complete", post(complete))
+        .route(
+            "/runner/calls/{call}/complete",
+            post(complete).layer(DefaultBodyLimit::max(RECEIPT_BODY_LIMIT_BYTES)),
+        )
         .route("/runner/receipts/check", post(check_receipts))
         .route("/runner/starts/check", post(check_starts))
         .route("/runner/events", post(event))
 }
+
+/// The largest receipt upload: a receipt carries the result as the device runner read it, up
+/// to [`MAX_MCP_MESSAGE_BYTES`] from the MCP server, and re-encoded it may be longer; the
+/// server bounds it to 1 MiB when it records it, as it does a central result.
+const RECEIPT_BODY_LIMIT_BYTES: usize = 2 * MAX_MCP_MESSAGE_BYTES;
 
 type Answer<T> = Result<Json<T>, ApiError>;
 

@@ -18,6 +18,12 @@
 //! channel on which nothing arrives for [`IDLE_LIMIT`] (a live runner heartbeats every few
 //! seconds) is closed, and so is every channel when the server shuts down: it stops reading,
 //! answers what it was asked and closes.
+//!
+//! No answer is written longer than [`CHANNEL_MAX_LINE`] (the runner would close the channel
+//! on it): a longer one is replaced by `answer_too_long`, and the runner asks again over the
+//! HTTP route. A lease answer is checked before it is given: its calls (large arguments, or
+//! many of them) are queued again first, so nothing is leased that the runner never saw, and
+//! the HTTP lease takes them. A heartbeat, start or upload asked again answers the same.
 
 use crate::app::{App, LeaseFeed};
 use crate::http::ApiError;
@@ -33,8 +39,8 @@ use std::time::Duration;
 use switchyard_mcp_runner::device::lines::{push_line, read_line};
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::runner::{
-    CHANNEL_PROTOCOL, ChannelAnswer, ChannelCall, ChannelComplete, ChannelError, ChannelReply,
-    ChannelRequest, ChannelStart, Heartbeat, LeaseAnswer, LeaseRequest,
+    CHANNEL_MAX_LINE, CHANNEL_PROTOCOL, ChannelAnswer, ChannelCall, ChannelComplete, ChannelError,
+    ChannelReply, ChannelRequest, ChannelStart, Heartbeat, LeaseAnswer, LeaseRequest,
 };
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
@@ -183,9 +189,50 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(app: App, credential: String, 
                 }
             }
         };
-        // Serializing these types cannot fail (string keys, no maps of other keys).
-        let _ = push_line(&mut unsent, &answer);
+        push_answer(&mut unsent, &answer);
     }
+}
+
+/// Appends `answer` to `unsent` as one line, or `answer_too_long` under its id when its line
+/// would be longer than [`CHANNEL_MAX_LINE`].
+fn push_answer(unsent: &mut Vec<u8>, answer: &ChannelAnswer) {
+    let start = unsent.len();
+    // Serializing these types cannot fail (string keys, no maps of other keys).
+    let _ = push_line(unsent, answer);
+    if unsent.len() - start > CHANNEL_MAX_LINE {
+        unsent.truncate(start);
+        let _ = push_line(unsent, &too_long(answer.id));
+    }
+}
+
+/// The answer to a request whose answer does not fit on a line.
+fn too_long(id: u64) -> ChannelAnswer {
+    refused(
+        id,
+        ErrorCode::AnswerTooLong,
+        format!(
+            "the answer is longer than a runner channel line ({} KiB); ask over the HTTP route",
+            CHANNEL_MAX_LINE / 1024
+        ),
+    )
+}
+
+/// The length of `answer`'s line, counted without building it.
+fn line_length(answer: &ChannelAnswer) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(1);
+    // Serializing these types cannot fail (string keys, no maps of other keys).
+    let _ = serde_json::to_writer(&mut count, answer);
+    count.0
 }
 
 /// Reads one request line; what cannot be read is answered `invalid_request` (under the id,
@@ -214,11 +261,28 @@ async fn leased(
     req: LeaseRequest,
     mut feed: Option<LeaseFeed>,
 ) -> (ChannelAnswer, Option<LeaseFeed>) {
-    let answer = async {
+    let leased = async {
         let device = Box::pin(app.authenticate_device(&credential)).await?;
-        app.runner_lease_fed(&device, req, &mut feed).await
+        let leased = app.runner_lease_fed(&device, req, &mut feed).await?;
+        Ok((device, leased))
     };
-    let answer = reply(id, answer.await.map(ChannelReply::Lease));
+    let answer = match leased.await {
+        Ok((device, leased)) => {
+            let answer = ChannelAnswer {
+                id,
+                reply: ChannelReply::Lease(leased),
+            };
+            if line_length(&answer) <= CHANNEL_MAX_LINE {
+                answer
+            } else {
+                if let ChannelReply::Lease(leased) = answer.reply {
+                    app.runner_lease_withdraw(&device, &leased.calls).await;
+                }
+                too_long(id)
+            }
+        }
+        Err(error) => reply(id, Err(error)),
+    };
     (answer, feed)
 }
 

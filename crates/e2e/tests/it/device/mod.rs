@@ -2,5 +2,6 @@
 //! `switchyard-server`, with the fixture MCP server as the tool.
 
 mod harness;
+mod large;
 mod proxy;
 mod runner;

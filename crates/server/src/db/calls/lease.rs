@@ -286,8 +286,9 @@ impl Datastore {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Puts a call handed to a lease that never took it back in the queue, unless it moved on
-    /// meanwhile. Returns whether it did, with the wake-up that calls for.
+    /// Puts a leased call its runner never received back in the queue (handed to a lease that
+    /// never took it, or in a lease answer too long for the runner channel), unless it moved
+    /// on meanwhile. Returns whether it did, with the wake-up that calls for.
     pub async fn call_requeue_handed(
         &self,
         id: CallId,
