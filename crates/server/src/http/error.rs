@@ -88,7 +88,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                         (
                             ErrorCode::BodyTooLarge,
                             format!(
-                                "the body is larger than the {} MiB the server accepts",
+                                "the body is larger than this route accepts ({} MiB; a runner's completion may be larger)",
                                 BODY_LIMIT_BYTES / (1024 * 1024)
                             ),
                         )
