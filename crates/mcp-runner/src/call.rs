@@ -145,6 +145,8 @@ pub(crate) async fn run_call<C: ControlPlane>(
     let redactor = Arc::new(Redactor::for_launch(&launch));
     let key = SessionKey {
         connection_id: call.connection.connection_id,
+        profile_id: call.profile_id,
+        submitter: call.submitter,
         client_session_id: call.client_session_id.clone(),
     };
     let mut lease = match context

@@ -24,7 +24,10 @@ use crate::control::{ControlError, ControlPlane};
 use crate::events::{EventSink, process_exited, spawn_reporter};
 use crate::handle::{CancelOutcome, Command, ExecutorHandle};
 use crate::launch::SessionLaunch;
-use crate::pool::{Checkout, CloseReason, SessionKey, SessionPool, SessionSlot, ToClose, Verdict};
+use crate::pool::{
+    Checkout, CloseReason, ReleaseKey, SessionCaps, SessionKey, SessionPool, SessionSlot, ToClose,
+    Verdict,
+};
 use crate::redact::{Redactor, stderr_excerpt};
 use crate::session::{McpSession, SessionError};
 use crate::tasks::KeyedTasks;
@@ -67,6 +70,9 @@ pub struct ExecutorConfig {
     pub idle_timeout: Duration,
     /// How long a call cancelled after dispatch may still be answered by the server.
     pub cancel_grace: Duration,
+    /// Most warm sessions kept, in all, per connection and per submitter; the least recently
+    /// used idle session makes room (see [`SessionCaps`]).
+    pub session_caps: SessionCaps,
 }
 
 impl Default for ExecutorConfig {
@@ -77,6 +83,7 @@ impl Default for ExecutorConfig {
             open_deadline: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(5 * 60),
             cancel_grace: Duration::from_secs(2),
+            session_caps: SessionCaps::default(),
         }
     }
 }
@@ -346,11 +353,13 @@ impl<C: ControlPlane> Runner<C> {
             Command::Release {
                 connection_id,
                 client_session_id,
+                submitter,
                 reply,
             } => {
-                let key = SessionKey {
+                let key = ReleaseKey {
                     connection_id,
                     client_session_id,
+                    submitter,
                 };
                 let released = self.pool.release(&key);
                 tracing::info!(%connection_id, released, "sessions released");
@@ -438,9 +447,14 @@ impl<C: ControlPlane> Runner<C> {
                 }
             },
             Checkout::Absent => {
+                let room = self.pool.make_room(&key, self.config.session_caps);
                 let slot = self
                     .pool
                     .start_opening(key, fingerprint, redactor, call_id, reply);
+                if !room {
+                    // Every session in a full scope is busy: this one serves and closes.
+                    self.pool.close_after_use(slot);
+                }
                 let deadline = self.config.open_deadline;
                 self.openers.spawn(
                     slot,
@@ -511,6 +525,7 @@ impl<C: ControlPlane> Runner<C> {
         self.events.send(LifecycleEvent::SessionStarted {
             connection_id: opened.key.connection_id,
             client_session_id: opened.key.client_session_id.clone(),
+            profile_id: Some(opened.key.profile_id),
             pid,
         });
         for (call_id, waiter) in opened.waiters {
@@ -586,6 +601,7 @@ async fn close_session(close: ToClose<McpSession>, events: EventSink) {
     let closed_event = LifecycleEvent::SessionClosed {
         connection_id: key.connection_id,
         client_session_id: key.client_session_id.clone(),
+        profile_id: Some(key.profile_id),
         reason: reason.as_str().to_owned(),
     };
     let session = match Arc::try_unwrap(session) {

@@ -4,6 +4,7 @@
 //! applies commands in order with everything else it does, and answers once the command has
 //! taken effect. A handle outliving its executor gets the "nothing there" answer.
 
+use switchyard_protocol::runner::Submitter;
 use switchyard_protocol::{CallId, ConnectionId};
 use tokio::sync::{mpsc, oneshot};
 
@@ -31,10 +32,12 @@ pub(crate) enum Command {
         call_id: CallId,
         reply: oneshot::Sender<CancelOutcome>,
     },
-    /// Drain the sessions with this key; answers how many were affected.
+    /// Drain the sessions with this key (of this submitter, or everyone's); answers how
+    /// many were affected.
     Release {
         connection_id: ConnectionId,
         client_session_id: Option<String>,
+        submitter: Option<Submitter>,
         reply: oneshot::Sender<usize>,
     },
 }
@@ -67,18 +70,21 @@ impl ExecutorHandle {
     }
 
     /// Releases the warm sessions of `connection_id` for `client_session_id` (`None`: the
-    /// connection's shared default session): they take no new calls, their active calls
-    /// finish, then they close (`released`). The next call with that key opens a new session.
-    /// Returns how many sessions were released, once the executor has applied it.
+    /// default session) of `submitter` under any profile (`None`: of every submitter): they
+    /// take no new calls, their active calls finish, then they close (`released`). The next
+    /// call with that key opens a new session. Returns how many sessions were released, once
+    /// the executor has applied it.
     pub async fn release(
         &self,
         connection_id: ConnectionId,
         client_session_id: Option<String>,
+        submitter: Option<Submitter>,
     ) -> usize {
         let (reply, answer) = oneshot::channel();
         let command = Command::Release {
             connection_id,
             client_session_id,
+            submitter,
             reply,
         };
         if self.commands.send(command).is_err() {

@@ -27,5 +27,6 @@ pub use control::{ControlError, ControlPlane, StartDecision};
 pub use executor::{Executor, ExecutorConfig, LaunchResolver};
 pub use handle::{CancelOutcome, ExecutorHandle};
 pub use launch::SessionLaunch;
+pub use pool::{SessionCapFlags, SessionCaps};
 pub use redact::Redactor;
 pub use session::{CallCancellation, DiscoveredTool, Dispatch, McpSession, SessionError, discover};

@@ -25,6 +25,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use switchyard_mcp_runner::SessionCapFlags;
 use switchyard_mcp_runner::credentials::{CredentialResolver, NoKeyring, OsKeyring, SecretStore};
 use switchyard_mcp_runner::device::{self, Credential, DeviceConfig, RunError};
 use switchyard_mcp_runner::executor::{ExecutorConfig, LaunchResolver};
@@ -54,6 +55,9 @@ struct Args {
     /// names another.
     #[arg(long, value_name = "URL", env = "SWITCHYARD_URL")]
     server: Option<String>,
+    /// Caps on warm sessions.
+    #[command(flatten)]
+    session_caps: SessionCapFlags,
 }
 
 /// Why the runner exits with a failure.
@@ -145,7 +149,10 @@ async fn run(args: Args) -> Result<(), Failure> {
         device_id: identity.device_id,
         credential: Credential::new(identity.credential),
         resolver: launch_resolver(),
-        executor: ExecutorConfig::default(),
+        executor: ExecutorConfig {
+            session_caps: args.session_caps.into(),
+            ..ExecutorConfig::default()
+        },
     };
     device::run(config, outbox, shutdown).await?;
     Ok(())

@@ -58,6 +58,10 @@ mod tests {
             arguments: json!({}),
             timeout_seconds: 1,
             client_session_id: None,
+            profile_id: switchyard_protocol::ProfileId::new(),
+            submitter: switchyard_protocol::runner::Submitter::User(
+                switchyard_protocol::UserId::new(),
+            ),
         }
     }
 

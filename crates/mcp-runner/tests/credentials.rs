@@ -96,6 +96,8 @@ fn call(connection: ConnectionId, spec: ConnectorSpec) -> LeasedCall {
         arguments: json!({}),
         timeout_seconds: 30,
         client_session_id: None,
+        profile_id: switchyard_protocol::ProfileId::new(),
+        submitter: switchyard_protocol::runner::Submitter::User(switchyard_protocol::UserId::new()),
     }
 }
 

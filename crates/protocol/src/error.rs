@@ -110,6 +110,9 @@ pub enum ErrorCode {
     /// On a runner channel: the answer would be longer than a channel line; ask again over the
     /// request's HTTP route (nothing was handed out by the request answered this way).
     AnswerTooLong,
+    /// The workspace holds as many queued, or running, calls as the server allows; nothing
+    /// was queued. Submit again once some have finished.
+    QuotaExceeded,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -162,6 +165,7 @@ impl ErrorCode {
             ErrorCode::ToolNotGranted => "tool_not_granted",
             ErrorCode::TooManyStreams => "too_many_streams",
             ErrorCode::AnswerTooLong => "answer_too_long",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::CallActive => "call_active",
             ErrorCode::ConnectionRetired => "connection_retired",
             ErrorCode::ConnectorRetired => "connector_retired",
@@ -212,6 +216,7 @@ impl ErrorCode {
             ErrorCode::BodyTooLarge => 413,
             ErrorCode::TooManyStreams => 429,
             ErrorCode::AnswerTooLong => 413,
+            ErrorCode::TooManyStreams | ErrorCode::QuotaExceeded => 429,
             ErrorCode::ConnectionNotInProfile
             | ErrorCode::EnvironmentMismatch
             | ErrorCode::McpRequestConflict

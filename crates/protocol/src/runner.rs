@@ -31,6 +31,21 @@ pub struct LeasedCall {
     pub timeout_seconds: u32,
     /// Warm-session key, if any.
     pub client_session_id: Option<String>,
+    /// The profile the call runs under: warm sessions are never shared across profiles.
+    pub profile_id: ProfileId,
+    /// Who submitted the call: warm sessions are never shared across submitters.
+    pub submitter: Submitter,
+}
+
+/// Who submitted a call: a user, or a paired device (written `{"user": id}` or
+/// `{"device": id}`). Warm sessions are keyed by it, so that two submitters never share one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Submitter {
+    /// A user, through the API or the inspector.
+    User(UserId),
+    /// A paired device, with its own credential.
+    Device(DeviceId),
 }
 
 /// The connection a leased call runs on, at the revision it was leased.
@@ -81,6 +96,9 @@ pub enum LifecycleEvent {
         connection_id: ConnectionId,
         /// The client's warm-session key, if any.
         client_session_id: Option<String>,
+        /// The profile the session serves (absent from runners that predate it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile_id: Option<ProfileId>,
         /// The process id (= process group id) of a stdio server.
         pid: Option<u32>,
     },
@@ -90,7 +108,11 @@ pub enum LifecycleEvent {
         connection_id: ConnectionId,
         /// The client's warm-session key, if any.
         client_session_id: Option<String>,
-        /// Why: `idle`, `released`, `timeout`, `credential_changed`, `shutdown`, `transport_closed`, …
+        /// The profile the session served (absent from runners that predate it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile_id: Option<ProfileId>,
+        /// Why: `idle`, `released`, `capacity`, `timeout`, `credential_changed`, `shutdown`,
+        /// `transport_closed`, …
         reason: String,
     },
     /// A stdio server process exited.
@@ -164,6 +186,10 @@ pub struct SessionRelease {
     pub connection_id: ConnectionId,
     /// The warm-session key.
     pub client_session_id: Option<String>,
+    /// Whose sessions: the releasing user's. Absent (a release recorded before submitters
+    /// keyed sessions): every submitter's sessions with this key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter: Option<Submitter>,
 }
 
 /// Answer to [`Heartbeat`] (a stale epoch answers 409 `runner_fenced` instead).

@@ -422,17 +422,23 @@ golden! {
     // runner.rs: the work a runner leases and what it reports
     epoch: Epoch = Epoch(4);
     leased_call: LeasedCall = leased_call();
+    submitter: Vec<Submitter> = one_each!(Submitter:
+        User => Submitter::User(ALICE),
+        Device => Submitter::Device(DEVICE),
+    );
     connection_target: ConnectionTarget = connection_target();
     completion: Vec<Completion> = completions();
     lifecycle_event: Vec<LifecycleEvent> = one_each!(LifecycleEvent:
         SessionStarted => LifecycleEvent::SessionStarted {
             connection_id: CONNECTION,
             client_session_id: Some("triage-7".into()),
+            profile_id: Some(PROFILE),
             pid: Some(48213),
         },
         SessionClosed => LifecycleEvent::SessionClosed {
             connection_id: CONNECTION,
             client_session_id: Some("triage-7".into()),
+            profile_id: Some(PROFILE),
             reason: "idle".into(),
         },
         ProcessExited => LifecycleEvent::ProcessExited {
@@ -789,7 +795,8 @@ fn error_codes() -> Vec<ErrorCode> {
         OperationRequired, OperationNotFound, OperationMismatch, McpReconcileConfigChanged,
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
         CallErased, CallActive, BodyTooLarge, ToolNotGranted, TooManyStreams,
-        ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, Internal,
+        ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, QuotaExceeded,
+        Internal,
     )
 }
 
@@ -1030,6 +1037,8 @@ fn leased_call() -> LeasedCall {
         arguments: issue_arguments(),
         timeout_seconds: 120,
         client_session_id: Some("triage-7".into()),
+        profile_id: PROFILE,
+        submitter: Submitter::User(ALICE),
     }
 }
 
@@ -1067,6 +1076,7 @@ fn session_release() -> SessionRelease {
     SessionRelease {
         connection_id: CONNECTION,
         client_session_id: Some("triage-7".into()),
+        submitter: Some(Submitter::User(ALICE)),
     }
 }
 

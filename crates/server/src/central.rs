@@ -26,8 +26,8 @@ use switchyard_mcp_runner::control::{ControlError, ControlPlane, StartDecision};
 use switchyard_mcp_runner::executor::{Executor, ExecutorConfig};
 use switchyard_mcp_runner::handle::ExecutorHandle;
 use switchyard_protocol::api::CENTRAL_RUNNER;
-use switchyard_protocol::runner::{Completion, Epoch, LeasedCall, LifecycleEvent};
-use switchyard_protocol::{CallId, ConnectionId, RunnerRef};
+use switchyard_protocol::runner::{Completion, Epoch, LeasedCall, LifecycleEvent, Submitter};
+use switchyard_protocol::{CallId, ConnectionId, RunnerRef, UserId};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -143,6 +143,8 @@ struct RunnerCommand {
     call_id: Option<CallId>,
     connection_id: Option<ConnectionId>,
     client_session_id: Option<String>,
+    /// Whose sessions a release drains (absent from replicas that predate it: everyone's).
+    user_id: Option<UserId>,
 }
 
 /// A listener on the cancel and release channels, once it listens; `None` if `stop` came
@@ -218,7 +220,10 @@ async fn forward_commands(
                 tracing::info!(%call, ?outcome, "cancellation forwarded to the executor");
             }
             (RELEASE_CHANNEL, _, Some(connection)) => {
-                let released = handle.release(connection, command.client_session_id).await;
+                let submitter = command.user_id.map(Submitter::User);
+                let released = handle
+                    .release(connection, command.client_session_id, submitter)
+                    .await;
                 tracing::info!(%connection, released, "session release forwarded to the executor");
             }
             _ => tracing::warn!(

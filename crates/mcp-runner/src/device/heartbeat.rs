@@ -112,7 +112,11 @@ impl HeartbeatTask {
             let executor = self.executor.clone();
             tokio::spawn(async move {
                 let released = executor
-                    .release(release.connection_id, release.client_session_id)
+                    .release(
+                        release.connection_id,
+                        release.client_session_id,
+                        release.submitter,
+                    )
                     .await;
                 tracing::info!(
                     connection_id = %release.connection_id,

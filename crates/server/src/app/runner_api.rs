@@ -127,10 +127,14 @@ impl App {
             .release_connections
             .into_iter()
             .zip(beat.release_sessions)
-            .map(|(connection_id, client_session_id)| SessionRelease {
-                connection_id,
-                client_session_id,
-            })
+            .zip(beat.release_users)
+            .map(
+                |((connection_id, client_session_id), user)| SessionRelease {
+                    connection_id,
+                    client_session_id,
+                    submitter: user.map(Submitter::User),
+                },
+            )
             .collect();
         Ok(HeartbeatAnswer { cancel, release })
     }

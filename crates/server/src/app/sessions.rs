@@ -27,8 +27,9 @@ impl App {
         Ok(CancelAnswer { outcome, call })
     }
 
-    /// Drains the warm sessions with this key on one connection, or on every connection the
-    /// actor may use: active calls finish, then the sessions close.
+    /// Drains the actor's own warm sessions with this key (under any profile) on one
+    /// connection, or on every connection the actor may use: active calls finish, then the
+    /// sessions close. Other users' sessions with the same key are theirs, and stay.
     pub async fn session_release(
         &self,
         actor: &Actor,
@@ -60,7 +61,7 @@ impl App {
         };
         for (connection, runner) in &targets {
             self.db
-                .session_release_notify(*runner, *connection, client_session_id)
+                .session_release_notify(*runner, *connection, client_session_id, actor.user.id)
                 .await?;
         }
         Ok(ReleaseAnswer {
@@ -69,7 +70,8 @@ impl App {
         })
     }
 
-    /// The last lifecycle events of a connection, newest first.
+    /// The last lifecycle events of a connection, newest first. A session's
+    /// `client_session_id` is shown only to a reader with Use on the profile it served.
     pub async fn connection_events(
         &self,
         actor: &Actor,
@@ -80,7 +82,7 @@ impl App {
         let connection = self.find_connection(membership.workspace.id, key).await?;
         Ok(self
             .db
-            .event_list(connection.id)
+            .event_list(connection.id, actor.user.id)
             .await?
             .iter()
             .map(views::event)
@@ -90,21 +92,24 @@ impl App {
     /// Records a runner's lifecycle event. The event types carry no secret by construction.
     pub async fn event_record(&self, runner: RunnerRef, event: &LifecycleEvent) -> AppResult<()> {
         let (kind, detail) = match event {
+            // The profile decides who may see the session id (`Datastore::event_list`).
             LifecycleEvent::SessionStarted {
                 client_session_id,
+                profile_id,
                 pid,
                 ..
             } => (
                 "session_started",
-                json!({"client_session_id": client_session_id, "pid": pid}),
+                json!({"client_session_id": client_session_id, "profile_id": profile_id, "pid": pid}),
             ),
             LifecycleEvent::SessionClosed {
                 client_session_id,
+                profile_id,
                 reason,
                 ..
             } => (
                 "session_closed",
-                json!({"client_session_id": client_session_id, "reason": reason}),
+                json!({"client_session_id": client_session_id, "profile_id": profile_id, "reason": reason}),
             ),
             LifecycleEvent::ProcessExited {
                 pid,

@@ -233,7 +233,7 @@ impl Datastore {
         .await
     }
 
-    /// Tells the runner of a connection to drain its sessions with this key. The central
+    /// Tells the runner of a connection to drain `user`'s sessions with this key. The central
     /// runner hears it through `NOTIFY`; a device runner takes it from `session_releases` with
     /// its next heartbeat.
     pub async fn session_release_notify(
@@ -241,12 +241,16 @@ impl Datastore {
         runner: RunnerRef,
         connection: ConnectionId,
         client_session_id: &str,
+        user: UserId,
     ) -> Result<(), sqlx::Error> {
         if !runner.is_central() {
-            self.session_release_store(runner, connection, client_session_id)
+            self.session_release_store(runner, connection, client_session_id, user)
                 .await?;
         }
-        let payload = serde_json::json!({"runner": runner, "connection_id": connection, "client_session_id": client_session_id});
+        let payload = serde_json::json!({
+            "runner": runner, "connection_id": connection,
+            "client_session_id": client_session_id, "user_id": user,
+        });
         sqlx::query("SELECT pg_notify('switchyard_release', $1)")
             .bind(payload.to_string())
             .execute(&self.pool)

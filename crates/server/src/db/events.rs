@@ -5,7 +5,7 @@ use super::Datastore;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
-use switchyard_protocol::{ConnectionId, RunnerRef};
+use switchyard_protocol::{ConnectionId, RunnerRef, UserId};
 
 /// How many events each connection keeps.
 pub const EVENTS_KEPT: i64 = 200;
@@ -56,13 +56,27 @@ impl Datastore {
         tx.commit().await
     }
 
-    /// The connection's events, newest first.
-    pub async fn event_list(&self, connection: ConnectionId) -> Result<Vec<EventRow>, sqlx::Error> {
+    /// The connection's events, newest first, as `reader` may see them: a session's
+    /// `client_session_id` is null unless the reader holds Use on the profile the session
+    /// served (recorded as `profile_id` beside it; an event without one shows it to nobody).
+    pub async fn event_list(
+        &self,
+        connection: ConnectionId,
+        reader: UserId,
+    ) -> Result<Vec<EventRow>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT * FROM connection_events WHERE connection_id = $1 ORDER BY id DESC LIMIT $2",
+            "SELECT e.id, e.connection_id, e.kind, e.runner_ref, e.at,
+                 CASE WHEN e.detail->>'client_session_id' IS NULL OR EXISTS (
+                          SELECT 1 FROM profile_grants g
+                          WHERE g.user_id = $3 AND g.grant_kind = 'use'
+                            AND g.profile_id::text = e.detail->>'profile_id')
+                      THEN e.detail
+                      ELSE jsonb_set(e.detail, '{client_session_id}', 'null') END AS detail
+             FROM connection_events e WHERE e.connection_id = $1 ORDER BY e.id DESC LIMIT $2",
         )
         .bind(connection)
         .bind(EVENTS_KEPT)
+        .bind(reader)
         .fetch_all(&self.pool)
         .await
     }

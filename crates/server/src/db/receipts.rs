@@ -14,7 +14,7 @@
 use super::Datastore;
 use chrono::{DateTime, Utc};
 use switchyard_protocol::runner::Epoch;
-use switchyard_protocol::{CallId, ConnectionId, RunnerRef, WorkspaceId};
+use switchyard_protocol::{CallId, ConnectionId, RunnerRef, UserId, WorkspaceId};
 use uuid::Uuid;
 
 /// A row of `receipts`. No result payload: what a call retains stays on the call.
@@ -125,17 +125,20 @@ impl Datastore {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Stores a session release for a device runner, to be taken by its next heartbeat.
+    /// Stores a session release of `user`'s sessions for a device runner, to be taken by its
+    /// next heartbeat.
     pub async fn session_release_store(
         &self,
         runner_ref: RunnerRef,
         connection: ConnectionId,
         client_session_id: &str,
+        user: UserId,
     ) -> Result<(), sqlx::Error> {
-        sqlx::query("INSERT INTO session_releases (runner_ref, connection_id, client_session_id) VALUES ($1, $2, $3)")
+        sqlx::query("INSERT INTO session_releases (runner_ref, connection_id, client_session_id, user_id) VALUES ($1, $2, $3, $4)")
             .bind(runner_ref)
             .bind(connection)
             .bind(client_session_id)
+            .bind(user)
             .execute(&self.pool)
             .await
             .map(drop)

@@ -19,7 +19,7 @@
 use super::{Committed, Datastore, DeviceRow, Wakeup};
 use std::time::Duration;
 use switchyard_protocol::runner::Epoch;
-use switchyard_protocol::{CallId, ConnectionId, RunnerRef};
+use switchyard_protocol::{CallId, ConnectionId, RunnerRef, UserId};
 use uuid::Uuid;
 
 fn interval(ttl: Duration) -> f64 {
@@ -53,6 +53,9 @@ pub struct LeaseHeartbeat {
     pub release_connections: Vec<ConnectionId>,
     /// Their client session ids (`None`: every session of the connection), in the same order.
     pub release_sessions: Vec<Option<String>>,
+    /// The users who released them (`None`: a release recorded before releases named one), in
+    /// the same order.
+    pub release_users: Vec<Option<UserId>>,
 }
 
 impl Datastore {
@@ -254,10 +257,10 @@ impl Datastore {
              taken AS (
                  DELETE FROM session_releases
                  WHERE runner_ref = (SELECT runner_ref FROM device) AND EXISTS (SELECT 1 FROM lease)
-                 RETURNING id, connection_id, client_session_id, requested_at
+                 RETURNING id, connection_id, client_session_id, user_id, requested_at
              ),
              delivered AS (
-                 SELECT id, connection_id, client_session_id FROM taken
+                 SELECT id, connection_id, client_session_id, user_id FROM taken
                  WHERE requested_at >= now() - make_interval(secs => {release})
              ),
              in_flight AS (
@@ -273,7 +276,8 @@ impl Datastore {
                            AND ((state = 'leased' AND leased_at < now() - make_interval(secs => {grace}))
                              OR (state = 'running' AND started_at < now() - make_interval(secs => {grace})))) AS unheld,
                  ARRAY(SELECT connection_id FROM delivered ORDER BY id) AS release_connections,
-                 ARRAY(SELECT client_session_id FROM delivered ORDER BY id) AS release_sessions
+                 ARRAY(SELECT client_session_id FROM delivered ORDER BY id) AS release_sessions,
+                 ARRAY(SELECT user_id FROM delivered ORDER BY id) AS release_users
              FROM device d",
                 device = super::devices::device_by_credential(&hash),
             )

@@ -34,7 +34,13 @@ async fn a_call_cancelled_before_its_start_is_never_started() {
         running.handle.cancel(CallId::new()).await,
         CancelOutcome::NotFound
     );
-    assert_eq!(running.handle.release(ConnectionId::new(), None).await, 0);
+    assert_eq!(
+        running
+            .handle
+            .release(ConnectionId::new(), None, None)
+            .await,
+        0
+    );
     wait_until(SOON, "the server process is spawned", || started.exists()).await;
 
     let outcome = running.handle.cancel(call_id).await;

@@ -17,14 +17,20 @@ use switchyard_mcp_runner::{
 };
 use switchyard_protocol::api::ConnectorSpec;
 use switchyard_protocol::runner::{
-    Completion, ConnectionTarget, Epoch, LeasedCall, LifecycleEvent,
+    Completion, ConnectionTarget, Epoch, LeasedCall, LifecycleEvent, Submitter,
 };
-use switchyard_protocol::{CallId, ConnectionId, RequestId};
+use switchyard_protocol::{CallId, ConnectionId, ProfileId, RequestId, UserId};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// The lease epoch of every test call.
 pub const EPOCH: Epoch = Epoch(7);
+
+/// The profile of every test call.
+pub const PROFILE: ProfileId = ProfileId(uuid::Uuid::from_u128(1));
+
+/// The submitter of every test call.
+pub const SUBMITTER: Submitter = Submitter::User(UserId(uuid::Uuid::from_u128(1)));
 
 /// How long tests wait for something the executor should do soon.
 pub const SOON: Duration = Duration::from_secs(30);
@@ -223,6 +229,8 @@ pub fn call_on(
         arguments,
         timeout_seconds,
         client_session_id: client_session_id.map(str::to_owned),
+        profile_id: PROFILE,
+        submitter: SUBMITTER,
     }
 }
 

@@ -111,7 +111,11 @@ async fn a_release_lets_the_active_call_finish_then_closes_the_session() {
 
     let released = running
         .handle
-        .release(connection.connection_id, Some("r".to_owned()))
+        .release(
+            connection.connection_id,
+            Some("r".to_owned()),
+            Some(SUBMITTER),
+        )
         .await;
 
     assert_eq!(released, 1);

@@ -250,6 +250,10 @@ mod tests {
             arguments: serde_json::json!({}),
             timeout_seconds: 30,
             client_session_id: None,
+            profile_id: switchyard_protocol::ProfileId::new(),
+            submitter: switchyard_protocol::runner::Submitter::User(
+                switchyard_protocol::UserId::new(),
+            ),
         }
     }
 

@@ -18,7 +18,7 @@ use crate::app::reconcile::lookup_refusal;
 use crate::db::LeasedRow;
 use serde_json::Value;
 use switchyard_protocol::RunnerRef;
-use switchyard_protocol::runner::{ConnectionTarget, Epoch, LeasedCall};
+use switchyard_protocol::runner::{ConnectionTarget, Epoch, LeasedCall, Submitter};
 use tokio::time::Instant;
 
 /// What one lease attempt took.
@@ -247,5 +247,11 @@ pub(crate) fn work_item(row: LeasedRow, epoch: Epoch) -> LeasedCall {
             .unwrap_or_else(|| serde_json::json!({})),
         timeout_seconds: u32::try_from(row.timeout_seconds).unwrap_or(1),
         client_session_id: row.client_session_id,
+        profile_id: row.profile_id,
+        // A device's call is its own, not its approver's: they never share a session.
+        submitter: match row.submitted_by_device {
+            Some(device) => Submitter::Device(device),
+            None => Submitter::User(row.created_by),
+        },
     }
 }

@@ -13,7 +13,9 @@ use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use std::sync::{Arc, LazyLock};
 use switchyard_protocol::runner::Epoch;
-use switchyard_protocol::{CallId, CallState, ConnectionId, RequestId, RunnerRef};
+use switchyard_protocol::{
+    CallId, CallState, ConnectionId, DeviceId, ProfileId, RequestId, RunnerRef, UserId,
+};
 
 /// A call just leased, with everything the runner and the lease's own checks need, read by
 /// the statement that leased it: the connection's revision and its connector as they are now,
@@ -41,6 +43,12 @@ pub struct LeasedRow {
     pub timeout_seconds: i32,
     /// Warm-session key.
     pub client_session_id: Option<String>,
+    /// The profile it runs under.
+    pub profile_id: ProfileId,
+    /// Its submitter (for a device's call, the user who approved the device).
+    pub created_by: UserId,
+    /// The device that submitted it, if one did.
+    pub submitted_by_device: Option<DeviceId>,
     /// The digest of the target the call is recorded as dispatched to (see [`target_digest`]).
     pub target_digest: Vec<u8>,
     /// For a receipt lookup: the unknown call it looks up.
@@ -95,6 +103,9 @@ impl<'r> sqlx::FromRow<'r, PgRow> for LeasedRow {
             arguments: row.try_get("arguments")?,
             timeout_seconds: row.try_get("timeout_seconds")?,
             client_session_id: row.try_get("client_session_id")?,
+            profile_id: row.try_get("profile_id")?,
+            created_by: row.try_get("created_by")?,
+            submitted_by_device: row.try_get("submitted_by_device")?,
             target_digest: row.try_get("target_digest")?,
             parent_call_id: row.try_get("parent_call_id")?,
             parent,
@@ -176,7 +187,8 @@ fn lease_statement() -> Text {
                  LEFT JOIN calls p ON p.id = picked.parent_call_id
                  WHERE c.id = picked.id
                  RETURNING c.id, c.created_at, c.request_id, c.connection_id, c.tool_name, c.arguments, c.timeout_seconds,
-                     c.client_session_id, c.target_digest, c.parent_call_id, k.revision AS connection_revision,
+                     c.client_session_id, c.profile_id, c.created_by, c.submitted_by_device,
+                     c.target_digest, c.parent_call_id, k.revision AS connection_revision,
                      x.id AS connector_id, x.name AS connector_name, x.transport AS connector_transport,
                      x.command AS connector_command, x.args AS connector_args, x.env_names AS connector_env_names,
                      x.url AS connector_url, x.revision AS connector_revision,

@@ -1,9 +1,11 @@
 //! Warm MCP sessions: which open session a call may use, and when a session must close.
 //!
-//! Sessions are keyed by connection, launch fingerprint and the client's session id (`None` is
-//! a key of its own: the connection's shared default session). Calls with the same key share
-//! one session; MCP allows concurrent requests on it. Each entry has an explicit
-//! [`SessionState`] and a count of active calls:
+//! Sessions are keyed by connection, profile, submitter (a user or a device), launch
+//! fingerprint and the client's session id (`None` is a key of its own: the submitter's
+//! default session on the connection under that profile). Calls with the same key share one
+//! session; MCP allows concurrent requests on it. Two submitters never share a session, even
+//! with the same client session id, nor does one submitter under two profiles. Each entry has
+//! an explicit [`SessionState`] and a count of active calls:
 //!
 //! ```text
 //! Starting ──opened──▶ Ready ──drain──▶ Draining ──no active calls──▶ Closing ──closed──▶ (gone)
@@ -14,14 +16,19 @@
 //! A Draining session takes no new calls; it closes once its active calls have finished. A
 //! drain requested while a session is still Starting takes effect once it has opened (the calls
 //! already waiting for it are served first). Reasons: a new launch fingerprint for the
-//! connection (`credential_changed`), a release, idleness, an evicting call outcome
-//! (`timeout`, `cancelled`, `transport_closed`), shutdown.
+//! connection (`credential_changed`), a release, idleness, a cap on warm sessions
+//! (`capacity`, see [`caps`]), an evicting call outcome (`timeout`, `cancelled`,
+//! `transport_closed`), shutdown.
 //!
 //! The pool is plain bookkeeping owned by the executor loop: it does no I/O. Sessions it wants
 //! closed are queued and collected with [`SessionPool::take_closable`].
 //!
 //! The fingerprint is a keyed hash of the launch (spec, environment and header values) under a
 //! random key made per pool: it stays in this process and is never logged.
+
+mod caps;
+
+pub use caps::{SessionCapFlags, SessionCaps};
 
 use crate::launch::SessionLaunch;
 use crate::redact::Redactor;
@@ -33,7 +40,8 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_protocol::api::ConnectorSpec;
-use switchyard_protocol::{CallId, ConnectionId};
+use switchyard_protocol::runner::Submitter;
+use switchyard_protocol::{CallId, ConnectionId, ProfileId};
 use tokio::time::Instant;
 
 /// What the pool needs to know about a live session.
@@ -53,8 +61,35 @@ impl PooledSession for McpSession {
 pub(crate) struct SessionKey {
     /// The connection.
     pub(crate) connection_id: ConnectionId,
-    /// The client's warm-session key; `None` is the connection's shared default session.
+    /// The profile the calls run under.
+    pub(crate) profile_id: ProfileId,
+    /// Who submitted the calls.
+    pub(crate) submitter: Submitter,
+    /// The client's warm-session key; `None` is the submitter's default session.
     pub(crate) client_session_id: Option<String>,
+}
+
+/// Which sessions a release drains: a connection's sessions with one client session id, under
+/// any profile, of one submitter (of every submitter when `None`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ReleaseKey {
+    /// The connection.
+    pub(crate) connection_id: ConnectionId,
+    /// The client's warm-session key.
+    pub(crate) client_session_id: Option<String>,
+    /// Whose sessions; `None`: everyone's.
+    pub(crate) submitter: Option<Submitter>,
+}
+
+impl ReleaseKey {
+    /// Whether the release drains a session with `key`.
+    fn matches(&self, key: &SessionKey) -> bool {
+        self.connection_id == key.connection_id
+            && self.client_session_id == key.client_session_id
+            && self
+                .submitter
+                .is_none_or(|submitter| submitter == key.submitter)
+    }
 }
 
 /// A keyed hash of a launch: equal launches have equal fingerprints within one pool.
@@ -79,6 +114,9 @@ pub(crate) enum CloseReason {
     Idle,
     /// Released by the user.
     Released,
+    /// A cap on warm sessions: the least recently used idle one made room, or a session
+    /// opened past a cap (every session in its scope busy) served its calls and closed.
+    Capacity,
     /// A call on it timed out.
     Timeout,
     /// A call on it was cancelled and the server did not answer.
@@ -99,6 +137,7 @@ impl CloseReason {
         match self {
             Self::Idle => "idle",
             Self::Released => "released",
+            Self::Capacity => "capacity",
             Self::Timeout => "timeout",
             Self::Cancelled => "cancelled",
             Self::CredentialChanged => "credential_changed",
@@ -425,13 +464,13 @@ impl<S: PooledSession, W> SessionPool<S, W> {
         }
     }
 
-    /// Drains the sessions with `key` (a user's release). Returns how many were affected.
-    pub(crate) fn release(&mut self, key: &SessionKey) -> usize {
+    /// Drains the sessions `release` names (a user's release). Returns how many were affected.
+    pub(crate) fn release(&mut self, release: &ReleaseKey) -> usize {
         let matching: Vec<SessionSlot> = self
             .entries
             .iter()
             .filter(|(_, entry)| {
-                entry.key == *key
+                release.matches(&entry.key)
                     && matches!(entry.state(), SessionState::Starting | SessionState::Ready)
             })
             .map(|(slot, _)| *slot)
@@ -548,311 +587,4 @@ impl<S: PooledSession, W> SessionPool<S, W> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    /// A stand-in session that can be made to look dead.
-    #[derive(Default)]
-    struct FakeSession {
-        closed: AtomicBool,
-    }
-
-    impl PooledSession for FakeSession {
-        fn is_closed(&self) -> bool {
-            self.closed.load(Ordering::SeqCst)
-        }
-    }
-
-    type Pool = SessionPool<FakeSession, &'static str>;
-
-    fn key(client_session_id: Option<&str>) -> SessionKey {
-        SessionKey {
-            connection_id: ConnectionId::new(),
-            client_session_id: client_session_id.map(str::to_owned),
-        }
-    }
-
-    fn launch(env_value: &str) -> SessionLaunch {
-        SessionLaunch {
-            spec: ConnectorSpec::Stdio {
-                command: "server".to_owned(),
-                args: Vec::new(),
-                env: vec!["TOKEN".to_owned()],
-            },
-            env: vec![("TOKEN".to_owned(), env_value.to_owned())],
-            headers: Vec::new(),
-        }
-    }
-
-    /// Opens a session for `key` with one waiting call; returns its slot.
-    fn open(pool: &mut Pool, key: &SessionKey, fingerprint: Fingerprint) -> SessionSlot {
-        assert!(matches!(pool.checkout(key, fingerprint), Checkout::Absent));
-        let slot = pool.start_opening(
-            key.clone(),
-            fingerprint,
-            Arc::default(),
-            CallId::new(),
-            "first",
-        );
-        let opened = pool
-            .opened(slot, FakeSession::default(), Instant::now())
-            .expect("a starting entry opens");
-        assert_eq!(opened.waiters.len(), 1);
-        slot
-    }
-
-    fn closing_reasons(pool: &mut Pool) -> Vec<(SessionSlot, &'static str)> {
-        pool.take_closable()
-            .into_iter()
-            .map(|close| (close.slot, close.reason.as_str()))
-            .collect()
-    }
-
-    #[test]
-    fn equal_launches_share_a_fingerprint_and_other_values_do_not() {
-        let pool = Pool::new();
-        assert_eq!(
-            pool.fingerprint(&launch("a-1")),
-            pool.fingerprint(&launch("a-1"))
-        );
-        assert_ne!(
-            pool.fingerprint(&launch("a-1")),
-            pool.fingerprint(&launch("a-2"))
-        );
-        assert_eq!(
-            format!("{:?}", pool.fingerprint(&launch("a-1"))),
-            "Fingerprint(..)"
-        );
-    }
-
-    #[test]
-    fn calls_with_the_same_key_share_one_session_and_other_keys_do_not() {
-        let mut pool = Pool::new();
-        let fingerprint = pool.fingerprint(&launch("v"));
-        let shared = key(Some("s1"));
-        let slot = open(&mut pool, &shared, fingerprint);
-
-        let Checkout::Ready { slot: again, .. } = pool.checkout(&shared, fingerprint) else {
-            panic!("the open session is reused");
-        };
-        assert_eq!(again, slot);
-        let other = SessionKey {
-            client_session_id: Some("s2".to_owned()),
-            ..shared.clone()
-        };
-        assert!(matches!(
-            pool.checkout(&other, fingerprint),
-            Checkout::Absent
-        ));
-        let default = SessionKey {
-            client_session_id: None,
-            ..shared
-        };
-        assert!(matches!(
-            pool.checkout(&default, fingerprint),
-            Checkout::Absent
-        ));
-    }
-
-    #[test]
-    fn calls_arriving_while_a_session_opens_wait_for_it() {
-        let mut pool = Pool::new();
-        let fingerprint = pool.fingerprint(&launch("v"));
-        let shared = key(None);
-        let slot = pool.start_opening(
-            shared.clone(),
-            fingerprint,
-            Arc::default(),
-            CallId::new(),
-            "first",
-        );
-        let Checkout::Opening(waiting) = pool.checkout(&shared, fingerprint) else {
-            panic!("the second call waits");
-        };
-        let second = CallId::new();
-        assert!(pool.wait(waiting, second, "second").is_ok());
-        let third = CallId::new();
-        assert!(pool.wait(waiting, third, "third").is_ok());
-        assert_eq!(pool.remove_waiter(slot, third), Some("third"));
-
-        let opened = pool
-            .opened(slot, FakeSession::default(), Instant::now())
-            .expect("opened");
-
-        let served: Vec<&str> = opened.waiters.iter().map(|(_, waiter)| *waiter).collect();
-        assert_eq!(served, ["first", "second"]);
-        assert_eq!(pool.state(slot), Some(SessionState::Ready));
-    }
-
-    #[test]
-    fn a_release_drains_until_the_active_calls_finish() {
-        let mut pool = Pool::new();
-        let fingerprint = pool.fingerprint(&launch("v"));
-        let released = key(Some("r"));
-        let slot = open(&mut pool, &released, fingerprint);
-
-        assert_eq!(pool.release(&released), 1);
-        assert_eq!(pool.state(slot), Some(SessionState::Draining));
-        assert!(pool.take_closable().is_empty(), "one call is still active");
-        assert!(
-            matches!(pool.checkout(&released, fingerprint), Checkout::Absent),
-            "a draining session takes no new calls"
-        );
-
-        pool.checkin(slot, Verdict::Keep, Instant::now());
-
-        assert_eq!(closing_reasons(&mut pool), [(slot, "released")]);
-        assert_eq!(pool.state(slot), Some(SessionState::Closing));
-        pool.closed(slot);
-        assert!(pool.is_empty());
-    }
-
-    #[test]
-    fn a_new_fingerprint_drains_the_connections_older_sessions() {
-        let mut pool = Pool::new();
-        let old = pool.fingerprint(&launch("old-token"));
-        let new = pool.fingerprint(&launch("new-token"));
-        let first = key(Some("a"));
-        let other_session = SessionKey {
-            client_session_id: Some("b".to_owned()),
-            ..first.clone()
-        };
-        let unrelated = key(Some("a"));
-        let slot_a = open(&mut pool, &first, old);
-        let slot_b = open(&mut pool, &other_session, old);
-        let slot_unrelated = open(&mut pool, &unrelated, old);
-        pool.checkin(slot_b, Verdict::Keep, Instant::now());
-        pool.checkin(slot_unrelated, Verdict::Keep, Instant::now());
-
-        pool.supersede(first.connection_id, new);
-
-        assert_eq!(closing_reasons(&mut pool), [(slot_b, "credential_changed")]);
-        assert_eq!(pool.state(slot_a), Some(SessionState::Draining));
-        assert_eq!(pool.state(slot_unrelated), Some(SessionState::Ready));
-        assert!(matches!(pool.checkout(&first, new), Checkout::Absent));
-    }
-
-    #[test]
-    fn a_drain_while_starting_applies_once_opened() {
-        let mut pool = Pool::new();
-        let fingerprint = pool.fingerprint(&launch("v"));
-        let released = key(None);
-        let slot = pool.start_opening(
-            released.clone(),
-            fingerprint,
-            Arc::default(),
-            CallId::new(),
-            "first",
-        );
-        assert_eq!(pool.release(&released), 1);
-
-        let opened = pool
-            .opened(slot, FakeSession::default(), Instant::now())
-            .expect("opened");
-
-        assert_eq!(opened.waiters.len(), 1, "the waiting call is still served");
-        assert_eq!(pool.state(slot), Some(SessionState::Draining));
-        pool.checkin(slot, Verdict::Keep, Instant::now());
-        assert_eq!(closing_reasons(&mut pool), [(slot, "released")]);
-    }
-
-    #[test]
-    fn idle_sessions_close_after_the_timeout() {
-        let mut pool = Pool::new();
-        let fingerprint = pool.fingerprint(&launch("v"));
-        let idle = key(None);
-        let slot = open(&mut pool, &idle, fingerprint);
-        assert_eq!(
-            pool.next_idle_deadline(Duration::from_secs(60)),
-            None,
-            "a session with an active call is not idle"
-        );
-        let finished = Instant::now();
-        pool.checkin(slot, Verdict::Keep, finished);
-        let timeout = Duration::from_secs(60);
-        assert_eq!(pool.next_idle_deadline(timeout), Some(finished + timeout));
-
-        pool.close_idle(finished + timeout - Duration::from_millis(1), timeout);
-        assert!(pool.take_closable().is_empty());
-        pool.close_idle(finished + timeout, timeout);
-        assert_eq!(closing_reasons(&mut pool), [(slot, "idle")]);
-        assert_eq!(pool.next_idle_deadline(timeout), None);
-    }
-
-    #[test]
-    fn an_evicting_verdict_closes_the_session_after_its_other_calls() {
-        let mut pool = Pool::new();
-        let fingerprint = pool.fingerprint(&launch("v"));
-        let shared = key(None);
-        let slot = open(&mut pool, &shared, fingerprint);
-        assert!(matches!(
-            pool.checkout(&shared, fingerprint),
-            Checkout::Ready { .. }
-        ));
-
-        pool.checkin(slot, Verdict::Evict(CloseReason::Timeout), Instant::now());
-        assert!(pool.take_closable().is_empty(), "another call is active");
-        assert!(matches!(
-            pool.checkout(&shared, fingerprint),
-            Checkout::Absent
-        ));
-        pool.checkin(slot, Verdict::Keep, Instant::now());
-
-        assert_eq!(closing_reasons(&mut pool), [(slot, "timeout")]);
-    }
-
-    #[test]
-    fn a_dead_ready_session_is_evicted_instead_of_handed_out() {
-        let mut pool = Pool::new();
-        let fingerprint = pool.fingerprint(&launch("v"));
-        let shared = key(None);
-        let slot = open(&mut pool, &shared, fingerprint);
-        pool.checkin(slot, Verdict::Keep, Instant::now());
-        let Checkout::Ready { session, .. } = pool.checkout(&shared, fingerprint) else {
-            panic!("ready");
-        };
-        pool.checkin(slot, Verdict::Keep, Instant::now());
-        session.closed.store(true, Ordering::SeqCst);
-        drop(session);
-
-        assert!(matches!(
-            pool.checkout(&shared, fingerprint),
-            Checkout::Absent
-        ));
-        assert_eq!(closing_reasons(&mut pool), [(slot, "transport_closed")]);
-    }
-
-    #[test]
-    fn a_failed_open_returns_its_waiters() {
-        let mut pool = Pool::new();
-        let fingerprint = pool.fingerprint(&launch("v"));
-        let slot = pool.start_opening(
-            key(None),
-            fingerprint,
-            Arc::default(),
-            CallId::new(),
-            "first",
-        );
-
-        let (waiters, _) = pool.open_failed(slot).expect("a starting entry");
-
-        assert_eq!(waiters.len(), 1);
-        assert!(pool.is_empty());
-    }
-
-    #[test]
-    fn shutdown_drains_everything() {
-        let mut pool = Pool::new();
-        let fingerprint = pool.fingerprint(&launch("v"));
-        let busy = open(&mut pool, &key(None), fingerprint);
-        let idle = open(&mut pool, &key(None), fingerprint);
-        pool.checkin(idle, Verdict::Keep, Instant::now());
-
-        pool.drain_all(CloseReason::Shutdown);
-
-        assert_eq!(closing_reasons(&mut pool), [(idle, "shutdown")]);
-        pool.checkin(busy, Verdict::Keep, Instant::now());
-        assert_eq!(closing_reasons(&mut pool), [(busy, "shutdown")]);
-    }
-}
+mod tests;
