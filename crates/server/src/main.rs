@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_mcp_runner::ExecutorConfig;
+use switchyard_mcp_runner::{ExecutorConfig, SessionCapFlags};
 use switchyard_mcp_runner::credentials::validate_file;
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
-use switchyard_server::db::{Datastore, MIGRATOR, PoolHealth};
+use switchyard_server::db::{CallQuotas, Datastore, MIGRATOR, PoolHealth};
 use switchyard_server::serve::{HttpLimits, ServeConfig, serve};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
@@ -118,6 +118,27 @@ enum Command {
             default_value_t = switchyard_server::serve::DEFAULT_MAX_CONNECTIONS
         )]
         http_max_connections: usize,
+        /// Most calls a workspace may have queued; a submission past it is refused (429
+        /// `quota_exceeded`) and nothing is queued.
+        #[arg(
+            long,
+            env = "SWITCHYARD_MAX_QUEUED_PER_WORKSPACE",
+            default_value_t = switchyard_server::db::CallQuotas::DEFAULT_MAX_QUEUED,
+            value_parser = clap::value_parser!(u32).range(1..)
+        )]
+        max_queued_per_workspace: u32,
+        /// Most calls a workspace may have leased or running; while it has that many, its
+        /// submissions are refused (429 `quota_exceeded`).
+        #[arg(
+            long,
+            env = "SWITCHYARD_MAX_RUNNING_PER_WORKSPACE",
+            default_value_t = switchyard_server::db::CallQuotas::DEFAULT_MAX_RUNNING,
+            value_parser = clap::value_parser!(u32).range(1..)
+        )]
+        max_running_per_workspace: u32,
+        /// Caps on the central runner's warm sessions.
+        #[command(flatten)]
+        session_caps: SessionCapFlags,
     },
     /// Apply database migrations.
     Migrate,
@@ -254,6 +275,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             central_max_concurrent,
             http_header_timeout_seconds,
             http_max_connections,
+            max_queued_per_workspace,
+            max_running_per_workspace,
+            session_caps,
         } => {
             Datastore::new(pool.clone()).readiness().await?;
             if let Some(path) = &mcp_credentials_file {
@@ -275,6 +299,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                     credentials_file: mcp_credentials_file,
                     runner_lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)),
                     submit_batch_max: usize::from(submit_batch_max),
+                    quotas: CallQuotas {
+                        max_queued: max_queued_per_workspace,
+                        max_running: max_running_per_workspace,
+                    },
                     ..AppConfig::default()
                 },
                 central: CentralConfig {
@@ -282,6 +310,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     executor: ExecutorConfig {
                         idle_timeout: Duration::from_secs(session_idle_seconds),
                         max_concurrent: usize::from(central_max_concurrent),
+                        session_caps: session_caps.into(),
                         ..ExecutorConfig::default()
                     },
                     batch_max: usize::from(central_batch_max),

@@ -12,7 +12,7 @@ use super::profiles::{environment_not_found, profile_not_found};
 use super::results::{RESULT_LIMIT, bound_result};
 use super::{Actor, App, views};
 use crate::db::{
-    CallOrigin, CallRow, Key, NewCall, PlainCompletion, ProfileRow, StoredCompletion,
+    CallOrigin, CallQuotas, CallRow, Key, NewCall, PlainCompletion, ProfileRow, StoredCompletion,
     SubmitConnection, SubmitContext, SubmitKeys, SubmitRead, SubmitterKey,
 };
 use crate::error::{AppError, AppResult};
@@ -144,7 +144,7 @@ impl App {
         let found = self
             .dispatch
             .submissions
-            .read(SubmitRead::new(&keys))
+            .read(SubmitRead::new(&keys).with_quotas(self.config.quotas))
             .await?;
         let Some(mut found) = found else {
             return Err(match by {
@@ -159,7 +159,7 @@ impl App {
         };
         let existing = found.existing.take();
         let principal = submitter_principal(by, &found)?;
-        match decide(&principal, &req, &found, existing)? {
+        match decide(&principal, &req, &found, existing, self.config.quotas)? {
             Decision::Replay {
                 existing,
                 payload_digest,
@@ -474,12 +474,14 @@ fn submitter_principal<'a>(
 
 /// Decides a submission by `principal` on what its submit read found (`found`, and `existing`, the
 /// call stored under its request_id), refusing in the order the answers have always had:
-/// request shape, names, Use, operation, replay, then whether the call can run.
+/// request shape, names, Use, operation, replay, whether the call can run, then the
+/// workspace's `quotas`.
 fn decide(
     principal: &Principal,
     req: &SubmitCall,
     found: &SubmitContext,
     existing: Option<CallRow>,
+    quotas: CallQuotas,
 ) -> AppResult<Decision> {
     let timeout = check_request(req)?;
     let profile = found
@@ -532,6 +534,7 @@ fn decide(
         environment,
         &req.tool_name,
     )?;
+    check_quotas(found, quotas)?;
     let call = NewCall {
         id: CallId::new(),
         workspace_id: found.workspace_id,
@@ -559,6 +562,33 @@ fn decide(
         },
     };
     Ok(Decision::New(call))
+}
+
+/// Refuses a new call while its workspace holds as many queued calls, or leased and running
+/// calls, as `quotas` allow. The running quota is checked here, at submission, by counting the
+/// workspace's calls in flight: a workspace at it queues nothing more until some finish (the
+/// calls it queued before are leased as usual).
+fn check_quotas(found: &SubmitContext, quotas: CallQuotas) -> AppResult<()> {
+    let over = |count: i64, max: u32| count >= i64::from(max);
+    if over(found.queued_calls, quotas.max_queued) {
+        return Err(AppError::refused(
+            ErrorCode::QuotaExceeded,
+            format!(
+                "workspace quota reached: at most {} queued calls (--max-queued-per-workspace); nothing was queued, submit again once some have started",
+                quotas.max_queued
+            ),
+        ));
+    }
+    if over(found.running_calls, quotas.max_running) {
+        return Err(AppError::refused(
+            ErrorCode::QuotaExceeded,
+            format!(
+                "workspace quota reached: at most {} leased or running calls (--max-running-per-workspace); nothing was queued, submit again once some have finished",
+                quotas.max_running
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses a new call that could not run: a retired connection, connector or profile (in that

@@ -65,6 +65,8 @@ pub struct AppConfig {
     /// Most submitted calls inserted together (one statement, one commit) when several wait
     /// at once; 1 inserts each on its own. (Their submit reads are made together regardless.)
     pub submit_batch_max: usize,
+    /// Most calls a workspace may have queued, and leased or running, when it submits more.
+    pub quotas: crate::db::CallQuotas,
 }
 
 /// [`AppConfig::submit_batch_max`] unless configured.
@@ -78,6 +80,7 @@ impl Default for AppConfig {
             runner_lease_ttl: Duration::from_secs(30),
             evidence_queue: crate::db::QueueBounds::default(),
             submit_batch_max: usize::from(DEFAULT_SUBMIT_BATCH_MAX),
+            quotas: crate::db::CallQuotas::default(),
         }
     }
 }

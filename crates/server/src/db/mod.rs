@@ -52,7 +52,7 @@ pub use receipts::{NewReceipt, ReceiptRow, UploadRead};
 pub use resolutions::{NewResolution, ResolutionRow};
 pub use retire::{Retirable, Retired};
 pub use submit::{
-    OperationScope, SubmitConnection, SubmitContext, SubmitKeys, SubmitRead, Submitter,
+    CallQuotas, OperationScope, SubmitConnection, SubmitContext, SubmitKeys, SubmitRead, Submitter,
     SubmitterKey,
 };
 pub use tokens::TokenRow;

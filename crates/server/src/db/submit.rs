@@ -2,7 +2,9 @@
 //! on — for a user's submission the API token it presented, the workspace and the submitter's
 //! place in it, the profile, connection and environment it names (by id or name), the
 //! submitter's Use grant, the operation, whether the profile includes the connection, whether
-//! the connector may run, whether any of them is retired, whether the connection's runner is still there, the cached tool, and
+//! the connector may run, whether any of them is retired, whether the connection's runner is
+//! still there, the cached tool, the workspace's queued and in-flight calls counted up to their
+//! quotas ([`CallQuotas`]), and
 //! a call already stored under the same request_id — comes back from one statement as
 //! nullable columns. The app layer turns them into the same answers, in the same order, that
 //! separate lookups gave (`app/calls.rs`), and a replayed request_id is answered from this
@@ -75,6 +77,35 @@ pub(super) fn submitter_workspace(id: &str, name: &str, user: &str, device: &str
                AND (EXISTS (SELECT 1 FROM workspace_members m WHERE m.workspace_id = w.id AND m.user_id = {user})
                     OR EXISTS (SELECT 1 FROM devices d WHERE d.workspace_id = w.id AND d.id = {device}))) "
     )
+}
+
+/// Per-workspace quotas a submission is checked against: most calls queued, and most leased
+/// or running. Its read counts each up to its quota and no further, on the queue's partial
+/// indexes (`calls_queued`, `calls_in_flight`), so the count costs at most the quota's rows
+/// and usually the few that are waiting. Reads made at the same moment count the same rows,
+/// so concurrent submissions may overshoot a quota by as many as submit at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallQuotas {
+    /// Most calls queued in a workspace.
+    pub max_queued: u32,
+    /// Most calls leased or running in a workspace.
+    pub max_running: u32,
+}
+
+impl CallQuotas {
+    /// [`CallQuotas::max_queued`] unless configured.
+    pub const DEFAULT_MAX_QUEUED: u32 = 10_000;
+    /// [`CallQuotas::max_running`] unless configured.
+    pub const DEFAULT_MAX_RUNNING: u32 = 1_000;
+}
+
+impl Default for CallQuotas {
+    fn default() -> Self {
+        Self {
+            max_queued: Self::DEFAULT_MAX_QUEUED,
+            max_running: Self::DEFAULT_MAX_RUNNING,
+        }
+    }
 }
 
 /// What a submission names.
@@ -158,6 +189,10 @@ pub struct SubmitContext {
     pub environment_id: Option<EnvironmentId>,
     /// The operation the request names, if it is one of the workspace.
     pub operation: Option<OperationScope>,
+    /// The workspace's queued calls, counted up to [`CallQuotas::max_queued`].
+    pub queued_calls: i64,
+    /// The workspace's leased and running calls, counted up to [`CallQuotas::max_running`].
+    pub running_calls: i64,
     /// The call already stored under the request_id.
     pub existing: Option<CallRow>,
 }
@@ -223,6 +258,8 @@ impl FromRow<'_, PgRow> for SubmitContext {
             tool_granted: row.try_get("r_tool_granted")?,
             environment_id: row.try_get("r_environment")?,
             operation,
+            queued_calls: row.try_get("r_queued_calls")?,
+            running_calls: row.try_get("r_running_calls")?,
             existing,
         })
     }
@@ -241,6 +278,8 @@ struct Named {
     environment_id: String,
     environment_name: String,
     operation_id: String,
+    max_queued: String,
+    max_running: String,
 }
 
 impl Named {
@@ -258,6 +297,8 @@ impl Named {
             environment_id: k("environment_id"),
             environment_name: k("environment_name"),
             operation_id: k("operation_id"),
+            max_queued: k("max_queued"),
+            max_running: k("max_running"),
         }
     }
 }
@@ -330,6 +371,8 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
         environment_id,
         environment_name,
         operation_id,
+        max_queued,
+        max_running,
     } = named;
     let SubmitterSql {
         with,
@@ -358,7 +401,13 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
              -- Granted whole, or the tool is in the profile's set of the connection's tools.
              (pc.tools IS NULL OR {tool_name} = ANY (pc.tools)) AS r_tool_granted,
              e.id AS r_environment,
-             o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment
+             o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment,
+             -- The workspace's queued and in-flight calls, each counted up to its quota: bounded
+             -- scans of calls_queued and calls_in_flight, whose predicates these repeat.
+             (SELECT count(*) FROM (SELECT 1 FROM calls qc WHERE qc.workspace_id = ws.id
+                  AND qc.lease_epoch IS NULL AND qc.finished_at IS NULL LIMIT {max_queued}) q) AS r_queued_calls,
+             (SELECT count(*) FROM (SELECT 1 FROM calls rc WHERE rc.workspace_id = ws.id
+                  AND rc.lease_epoch IS NOT NULL AND rc.finished_at IS NULL LIMIT {max_running}) q) AS r_running_calls
          {from}
          LEFT JOIN profiles p ON p.workspace_id = ws.id AND (p.id = {profile_id} OR p.name = {profile_name})
          LEFT JOIN connections cn ON cn.workspace_id = ws.id AND (cn.id = {connection_id} OR cn.name = {connection_name})
@@ -388,6 +437,7 @@ fn lone_statement(by_token: bool) -> &'static Arc<str> {
         ] = std::array::from_fn(|_| params.next());
         let [environment_id, environment_name, operation_id, request_id] =
             std::array::from_fn(|_| params.next());
+        let [max_queued, max_running] = std::array::from_fn(|_| params.next());
         let named = Named {
             workspace_id,
             workspace_name,
@@ -399,6 +449,8 @@ fn lone_statement(by_token: bool) -> &'static Arc<str> {
             environment_id,
             environment_name,
             operation_id,
+            max_queued,
+            max_running,
         };
         let submitter = if by_token {
             SubmitterSql::by_token(&user_or_token, &device)
@@ -431,11 +483,13 @@ static MANY_STATEMENT: LazyLock<Arc<str>> = LazyLock::new(|| {
         "WITH k AS (
              SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::bytea[],
                                   $6::uuid[], $7::text[], $8::uuid[], $9::text[], $10::text[],
-                                  $11::uuid[], $12::text[], $13::uuid[], $14::uuid[])
+                                  $11::uuid[], $12::text[], $13::uuid[], $14::uuid[],
+                                  $15::int8[], $16::int8[])
                   WITH ORDINALITY
                   AS k(workspace_id, workspace_name, user_id, device_id, token_hash,
                        profile_id, profile_name, connection_id, connection_name, tool_name,
-                       environment_id, environment_name, operation_id, request_id, position))
+                       environment_id, environment_name, operation_id, request_id,
+                       max_queued, max_running, position))
          SELECT k.position AS r_position, s.* FROM k CROSS JOIN LATERAL (
              {read}SELECT r.*, c.* FROM r
              LEFT JOIN calls c ON c.workspace_id = r.r_workspace AND c.request_id = k.request_id) s",
@@ -463,10 +517,12 @@ pub struct SubmitRead {
     environment_name: String,
     operation: Option<OperationId>,
     request_id: RequestId,
+    quotas: CallQuotas,
 }
 
 impl SubmitRead {
-    /// The read of `keys`.
+    /// The read of `keys`, counting up to the default [`CallQuotas`] (see
+    /// [`SubmitRead::with_quotas`]).
     pub fn new(keys: &SubmitKeys<'_>) -> Self {
         let (user, device, token_hash) = match keys.submitter {
             SubmitterKey::Known(submitter) => {
@@ -495,7 +551,13 @@ impl SubmitRead {
             environment_name: environment_name.to_owned(),
             operation: keys.operation,
             request_id: keys.request_id,
+            quotas: CallQuotas::default(),
         }
+    }
+
+    /// The same read, counting the workspace's calls up to `quotas`.
+    pub fn with_quotas(self, quotas: CallQuotas) -> Self {
+        Self { quotas, ..self }
     }
 }
 
@@ -525,6 +587,8 @@ impl Datastore {
             .bind(&read.environment_name)
             .bind(read.operation)
             .bind(read.request_id)
+            .bind(i64::from(read.quotas.max_queued))
+            .bind(i64::from(read.quotas.max_running))
             .fetch_optional(&self.pool)
             .await
     }
@@ -556,6 +620,8 @@ impl Datastore {
             .bind(column(reads, |r| r.environment_name.as_str()))
             .bind(column(reads, |r| r.operation))
             .bind(column(reads, |r| r.request_id))
+            .bind(column(reads, |r| i64::from(r.quotas.max_queued)))
+            .bind(column(reads, |r| i64::from(r.quotas.max_running)))
             .fetch_all(&self.pool)
             .await?;
         let mut found: Vec<Option<SubmitContext>> = reads.iter().map(|_| None).collect();

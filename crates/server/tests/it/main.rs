@@ -16,12 +16,14 @@ mod idempotency;
 mod interop;
 mod leases;
 mod lifecycle;
+mod quotas;
 mod reconcile;
 mod retire;
 mod runner_api;
 mod runner_channel;
 mod sessions;
 mod setup;
+mod warm_sessions;
 
 mod web;
 mod web_http;
