@@ -40,7 +40,9 @@ pub(crate) struct CallContext<C> {
     pub(crate) fenced: CancellationToken,
 }
 
-/// A call task's request to the executor loop.
+/// A call task's request to the executor loop. (Sent and matched at once, never stored: its
+/// variants are not boxed.)
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum ToLoop {
     /// A session for `key`, opened from `launch` if none is ready.
     Acquire {

@@ -97,7 +97,11 @@ async fn a_submission_past_the_queued_quota_is_refused_and_stores_nothing(pool: 
     }
     // Once the queue drains, the same request is accepted.
     let accepted = server.owner.post(&path, third.clone()).await.ok();
-    assert_eq!(calls_stored(&pool, &third["request_id"]).await, 1, "{accepted}");
+    assert_eq!(
+        calls_stored(&pool, &third["request_id"]).await,
+        1,
+        "{accepted}"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]

@@ -498,9 +498,11 @@ async fn heartbeats_carry_cancellations_and_releases_and_requeue_forgotten_lease
         .get("/api/v1/workspaces/acme/connections/local")
         .await
         .ok();
+    let owner = server.owner.get("/api/v1/me").await.ok();
     assert_eq!(
         answer["release"],
-        json!([{"connection_id": local["id"], "client_session_id": "s1"}])
+        json!([{"connection_id": local["id"], "client_session_id": "s1", "submitter": {"user": owner["id"]}}]),
+        "the release drains the releasing user's sessions only"
     );
     // A release is delivered once; the cancellation stands until the call ends.
     let again = device

@@ -107,7 +107,11 @@ async fn one_client_session_id_is_a_session_per_user_and_per_profile(pool: PgPoo
 
     echo(owner, ws, "main", "s1").await;
     echo(owner, ws, "main", "s1").await;
-    assert_eq!(started(&server, ws, "s1").await.len(), 1, "the owner's calls share one");
+    assert_eq!(
+        started(&server, ws, "s1").await.len(),
+        1,
+        "the owner's calls share one"
+    );
     echo(&bob, ws, "main", "s1").await;
     echo(owner, ws, "other", "s1").await;
 
@@ -163,7 +167,10 @@ async fn a_session_id_is_shown_only_to_readers_with_use_on_its_profile(pool: PgP
         .iter()
         .find(|e| e["kind"] == "session_started")
         .expect("carol sees the event");
-    assert!(session["detail"]["client_session_id"].is_null(), "{session}");
+    assert!(
+        session["detail"]["client_session_id"].is_null(),
+        "{session}"
+    );
     assert!(!Value::Array(seen).to_string().contains("private-key-7"));
     // Nor through the calls: the list holds none of them, and the call is refused.
     let list = carol
