@@ -4,6 +4,7 @@
 
 mod backoff;
 mod call;
+pub mod contain;
 pub mod control;
 pub mod credentials;
 pub mod device;

@@ -87,6 +87,17 @@ impl Failure {
 }
 
 fn main() -> ExitCode {
+    // A stdio MCP server is started through this executable in a hidden mode.
+    if let Some(code) = switchyard_mcp_runner::contain::run_helper_if_asked() {
+        return code;
+    }
+    // Nothing it starts may read its environment or memory (credentials) through /proc.
+    if let Err(error) = switchyard_mcp_runner::contain::make_process_unreadable() {
+        eprintln!(
+            "switchyard-mcp-runner: cannot make the process unreadable (PR_SET_DUMPABLE): {error}"
+        );
+        return ExitCode::from(1);
+    }
     let args = Args::parse();
     init_logging();
     // reqwest is built without a TLS provider: install ring before any client exists.

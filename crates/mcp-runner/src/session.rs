@@ -1,7 +1,9 @@
 //! One MCP client session: open it (spawn or connect, then `initialize`), list tools, call a
 //! tool, close it.
 //!
-//! A stdio server runs in its own process group ([`ProcessGroup`]); closing the session closes
+//! A stdio server is started contained ([`crate::contain`]: no capabilities, a scratch `HOME`
+//! and working directory, killed with the runner) in its own process group
+//! ([`ProcessGroup`]); closing the session closes
 //! stdin, allows a short grace, sends SIGTERM to the group, waits up to a second for the server
 //! to exit and then sends SIGKILL to whatever is left. A session dropped without
 //! [`McpSession::close`] kills its group at once. The server's stderr is kept as a bounded tail
@@ -21,6 +23,7 @@
 //!
 //! [`message_bound`]: crate::message_bound
 
+use crate::contain::{self, ScratchDir};
 use crate::launch::{SessionLaunch, child_environment, is_reserved_env_name};
 use crate::message_bound::{
     BoundedLines, MAX_MCP_MESSAGE_BYTES, Overflow, WatchedHttp, overflow_message,
@@ -251,6 +254,9 @@ enum Transport {
         group: ProcessGroup,
         child: Box<Child>,
         stderr: Option<PipeTail>,
+        /// Its `HOME` and working directory. Declared after `group`, so that a dropped session
+        /// kills the group before removing it.
+        scratch: ScratchDir,
     },
     /// A remote server over streamable HTTP.
     Http,
@@ -497,6 +503,7 @@ impl McpSession {
                 mut group,
                 mut child,
                 stderr,
+                scratch,
             } => {
                 // Stopping the client's I/O loop drops the child's stdin: a well-behaved server
                 // exits on EOF. The group signals below make sure it does, and reach anything it
@@ -532,6 +539,8 @@ impl McpSession {
                     );
                 }
                 drop(stderr);
+                // The group was killed: nothing uses the scratch directory any more.
+                drop(scratch);
                 status
             }
         }
@@ -577,18 +586,16 @@ async fn open_stdio(
     if let Some((name, _)) = env.iter().find(|(name, _)| is_reserved_env_name(name)) {
         return Err(SessionError::ReservedEnv { name: name.clone() });
     }
-    let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args)
-        .env_clear()
-        .envs(child_environment(std::env::vars_os(), env))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
     let spawn_error = |source| SessionError::Spawn {
         command: command.to_owned(),
         source,
     };
+    let scratch = ScratchDir::create().map_err(spawn_error)?;
+    let env = child_environment(std::env::vars_os(), env);
+    let mut cmd = contain::stdio_command(command, args, env, &scratch).map_err(spawn_error)?;
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(spawn_error)?;
     let Some(mut group) = child.id().and_then(ProcessGroup::adopt) else {
         // Not a group we may signal: stop the child itself.
@@ -616,6 +623,7 @@ async fn open_stdio(
                 group,
                 child: Box::new(child),
                 stderr,
+                scratch,
             },
             overflow,
         }),

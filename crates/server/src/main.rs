@@ -194,8 +194,21 @@ fn init_logging() {
     }
 }
 
+fn main() -> ExitCode {
+    // A stdio MCP server is started through this executable in a hidden mode.
+    if let Some(code) = switchyard_mcp_runner::contain::run_helper_if_asked() {
+        return code;
+    }
+    // Nothing it starts may read its environment (DATABASE_URL) or memory through /proc.
+    if let Err(error) = switchyard_mcp_runner::contain::make_process_unreadable() {
+        eprintln!("switchyard-server: cannot make the process unreadable (PR_SET_DUMPABLE): {error}");
+        return ExitCode::FAILURE;
+    }
+    server_main()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn server_main() -> ExitCode {
     init_logging();
     // reqwest is built without a default TLS provider; install ring before any client exists.
     let _ = rustls::crypto::ring::default_provider().install_default();

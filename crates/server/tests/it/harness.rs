@@ -26,6 +26,14 @@ pub fn fixture_bin() -> String {
     fixture.display().to_string()
 }
 
+/// Starts the in-process server's stdio MCP servers through `switchyard-server`'s containment
+/// helper mode (a test executable cannot serve as the helper itself).
+#[track_caller]
+fn use_server_as_helper() {
+    let server = bins::workspace_binary(bins::SERVER).unwrap_or_else(|e| panic!("{e}"));
+    switchyard_mcp_runner::contain::use_helper_program(server);
+}
+
 /// A running server and its owner.
 pub struct TestServer {
     pub addr: SocketAddr,
@@ -43,6 +51,7 @@ impl TestServer {
     /// Like [`TestServer::start`], with settings changed by `tweak`.
     pub async fn start_with(pool: PgPool, tweak: impl FnOnce(&mut ServeConfig)) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
+        use_server_as_helper();
         let mut config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             app: AppConfig::default(),

@@ -17,7 +17,15 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// The fixture binary built with the workspace (`target/debug/switchyard-fixture`).
 #[track_caller]
 pub fn fixture_binary() -> PathBuf {
+    use_runner_as_helper();
     crate::harness::binary(bins::FIXTURE)
+}
+
+/// Starts this process's stdio servers through `switchyard-mcp-runner`'s containment helper
+/// mode (a test executable cannot serve as the helper itself).
+#[track_caller]
+pub fn use_runner_as_helper() {
+    switchyard_mcp_runner::contain::use_helper_program(crate::harness::binary(bins::RUNNER));
 }
 
 /// The connector spec running the fixture over stdio with `args` after `stdio`.
@@ -43,6 +51,7 @@ pub fn stdio_launch(args: &[&str]) -> SessionLaunch {
 /// `sh -c script` with `args` as `$1`, `$2`, …: the fixture behind a wrapper that lets a test
 /// see what the server sees.
 pub fn shell_spec(script: &str, args: &[&Path]) -> ConnectorSpec {
+    use_runner_as_helper();
     let mut all = vec!["-c".to_owned(), script.to_owned(), "sh".to_owned()];
     all.extend(args.iter().map(|arg| arg.to_string_lossy().into_owned()));
     ConnectorSpec::Stdio {

@@ -322,6 +322,7 @@ async fn a_missing_program_is_a_spawn_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_dies_at_start_reports_its_stderr() {
+    use_runner_as_helper();
     let launch = SessionLaunch {
         spec: ConnectorSpec::Stdio {
             command: "sh".to_owned(),
@@ -354,6 +355,7 @@ async fn a_server_that_dies_at_start_reports_its_stderr() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_never_answers_initialize_times_out_and_is_killed() {
+    use_runner_as_helper();
     let marker = temp_path("hung-server");
     let launch = SessionLaunch {
         spec: ConnectorSpec::Stdio {
