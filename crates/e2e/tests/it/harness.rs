@@ -68,6 +68,11 @@ impl Server {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid().expect("the server runs")
+    }
+
     /// The server's base URL.
     pub fn url(&self) -> &str {
         &self.process.url

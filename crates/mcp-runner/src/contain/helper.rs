@@ -3,17 +3,20 @@
 //! the [module documentation](super) for how they fit together.
 
 use super::{SELF_EXE, WATCH_MODE, privileges, scratch};
+use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
-use nix::sys::signal::{Signal, killpg};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal, killpg};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::{Pid, getppid};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
-use std::io::Read;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
 
 /// Exit code of the start mode when the server could not be `exec`ed (as a shell reports a
 /// command it cannot run).
@@ -92,9 +95,10 @@ fn reopen_pipe(fd: RawFd) -> Result<File, String> {
     Ok(file)
 }
 
-/// The watch mode: `GROUP DIR`, with the liveness pipe as stdin. Returns when the server is
-/// gone (this process is then killed with it) or after killing group `GROUP` and removing
-/// scratch directory `DIR` because the runner is gone.
+/// The watch mode: `GROUP DIR`, with the liveness pipe as stdin. Waits until either the
+/// runner is gone (end-of-file on the pipe: then it kills group `GROUP` and removes scratch
+/// directory `DIR`) or the server, its parent, is gone while the runner lives (then it only
+/// exits: the runner closes the session and kills what is left of the group).
 pub(super) fn watch(mut args: impl Iterator<Item = OsString>) -> ExitCode {
     let group = args
         .next()
@@ -104,36 +108,85 @@ pub(super) fn watch(mut args: impl Iterator<Item = OsString>) -> ExitCode {
         eprintln!("switchyard containment: usage: {WATCH_MODE} GROUP DIR");
         return ExitCode::FAILURE;
     };
-    // Die with the server, the parent: its group's fate is then the runner's to decide.
-    if let Err(error) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
-        eprintln!("switchyard containment: cannot tie the watch to the MCP server: {error}");
-        return ExitCode::FAILURE;
-    }
-    if getppid().as_raw() != group {
-        // The server ended before the tie was made.
-        return ExitCode::SUCCESS;
-    }
+    let server_gone = match parent_death_signal() {
+        Ok(server_gone) => server_gone,
+        Err(error) => {
+            eprintln!("switchyard containment: cannot watch the MCP server: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     // Out of the group, so that killing it spares this process until the directory is gone.
     // A failure leaves the watch in the group, which still kills the group.
     let _ = nix::unistd::setsid();
     let _ = nix::sys::prctl::set_dumpable(false);
-    wait_for_end_of_file(std::io::stdin().lock());
-    // The runner is gone. Killing the server must not kill this process before it is done.
-    let _ = nix::sys::prctl::set_pdeathsig(None);
-    let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
-    scratch::remove(&scratch);
+    let pipe = std::io::stdin();
+    let runner_gone = if getppid().as_raw() == group {
+        match wait_for_either(pipe.as_fd(), server_gone.as_fd()) {
+            Ended::Runner => true,
+            Ended::Server => runner_gone_within(pipe.as_fd(), SERVER_END_GRACE),
+        }
+    } else {
+        // The server ended before the tie to it was made.
+        runner_gone_within(pipe.as_fd(), SERVER_END_GRACE)
+    };
+    if runner_gone {
+        let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+        scratch::remove(&scratch);
+    }
     ExitCode::SUCCESS
 }
 
-/// Reads `pipe` until its last writer has closed it (or it fails).
-fn wait_for_end_of_file(mut pipe: impl Read) {
-    let mut buffer = [0_u8; 64];
+/// How long the watch of a server that has ended still looks for the runner's end. A runner
+/// that dies ends its server too (its stdin closes), and the kernel closes the runner's pipes
+/// one after the other: the liveness pipe's end-of-file may trail a moment behind.
+const SERVER_END_GRACE: Duration = Duration::from_millis(500);
+
+/// Which side ended first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// The runner: end-of-file (or an error) on the liveness pipe.
+    Runner,
+    /// The server, this process's parent (its death signal arrived).
+    Server,
+}
+
+/// Blocks SIGHUP and asks for it when the parent (the server) dies; the returned descriptor
+/// becomes readable then.
+fn parent_death_signal() -> nix::Result<SignalFd> {
+    let mut hangup = SigSet::empty();
+    hangup.add(Signal::SIGHUP);
+    hangup.thread_block()?;
+    let server_gone = SignalFd::with_flags(&hangup, SfdFlags::SFD_CLOEXEC)?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGHUP)?;
+    Ok(server_gone)
+}
+
+/// Waits until the liveness `pipe` ends or `server_gone` is readable.
+fn wait_for_either(pipe: BorrowedFd<'_>, server_gone: BorrowedFd<'_>) -> Ended {
     loop {
-        match pipe.read(&mut buffer) {
-            Ok(0) => return,
+        let mut fds = [
+            PollFd::new(pipe, PollFlags::POLLIN),
+            PollFd::new(server_gone, PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
+            Err(Errno::EINTR) => continue,
+            // Unable to watch: the runner may be gone, and a group left running is worse.
+            Err(_) => return Ended::Runner,
+        }
+        // Nothing is ever written to the pipe: ready means its writer is gone.
+        if fds[0].any().unwrap_or(false) {
+            return Ended::Runner;
+        }
+        if fds[1].any().unwrap_or(false) {
+            return Ended::Server;
         }
     }
+}
+
+/// Whether the liveness `pipe` ends within `grace`.
+fn runner_gone_within(pipe: BorrowedFd<'_>, grace: Duration) -> bool {
+    let timeout = PollTimeout::try_from(grace).unwrap_or(PollTimeout::MAX);
+    let mut fds = [PollFd::new(pipe, PollFlags::POLLIN)];
+    matches!(poll(&mut fds, timeout), Ok(ready) if ready > 0)
 }

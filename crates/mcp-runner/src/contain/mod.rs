@@ -21,10 +21,14 @@
 //!   [`crate::process_group::ProcessGroup`]). Next to it runs a *watch*, a process of the same
 //!   helper binary that holds the read end of a pipe whose write end only this process holds
 //!   (close-on-exec, so no child ever has it). The kernel closes that write end however this
-//!   process ends, SIGKILL included; the watch then reads end-of-file and SIGKILLs the whole
+//!   process ends, SIGKILL included; the watch then sees end-of-file and SIGKILLs the whole
 //!   group — the server and everything it started in the group — and removes the scratch
 //!   directory. No thread of this process is involved (`PR_SET_PDEATHSIG` on the server itself
 //!   would fire when the spawning *thread* exits, and reach the server only, not its group).
+//!   The watch lasts as long as the server: when the server ends (its death signal reaches the
+//!   watch, its child) while the runner lives, the watch exits and the session's close kills
+//!   what is left of the group. A runner that dies also ends its server (stdin closes), so the
+//!   watch then still looks for the pipe's end-of-file for a moment before deciding.
 //!
 //! ## The helper
 //!
@@ -37,10 +41,13 @@
 //!    reopens the inherited pipe end `FD` through `/proc/self/fd` and closes `FD`, drops its
 //!    privileges, starts the watch with that pipe as its stdin, and `exec`s `PROGRAM`. A failed
 //!    `exec` is reported on stderr (so it appears in the session's error) with exit code 127.
-//! 2. `HELPER --switchyard-contain-watch GROUP DIR` (the *watch* mode, [`helper::watch`]): sets
-//!    `PR_SET_PDEATHSIG(SIGKILL)` (its parent is the server, so it goes when the server goes),
-//!    leaves the group for a session of its own (so that it survives the group kill long enough
-//!    to remove `DIR`), and waits for end-of-file.
+//! 2. `HELPER --switchyard-contain-watch GROUP DIR` (the *watch* mode, [`helper::watch`]): asks
+//!    for SIGHUP when its parent (the server) dies (`PR_SET_PDEATHSIG`, read through a
+//!    signalfd), leaves the group for a session of its own (so that it survives the group kill
+//!    long enough to remove `DIR`), and polls the pipe and the signal.
+//!
+//! The modes are flags (`--switchyard-contain…`), so a test executable named as the helper by
+//! mistake fails on an unknown option instead of running its tests.
 //!
 //! The server is thus the direct child of this process and the group leader, as if it had been
 //! spawned directly; it has one extra child, the watch, which it never waits for.

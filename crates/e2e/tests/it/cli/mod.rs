@@ -3,6 +3,7 @@
 
 mod access;
 mod calls;
+mod contain;
 mod devices;
 mod errors;
 mod harness;

@@ -3,9 +3,10 @@
 
 mod bounds;
 mod cancel;
+mod contain;
 mod control;
 mod executor;
-mod fixture;
+pub(crate) mod fixture;
 mod http;
 mod session;
 mod warm;
