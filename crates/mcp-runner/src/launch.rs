@@ -12,6 +12,7 @@ use switchyard_protocol::api::ConnectorSpec;
 
 /// Variables copied from the runner's environment into every stdio child, when set: what an
 /// ordinary program needs to find executables, its home, its locale and a temp directory.
+/// (`HOME` is then replaced by the session's scratch directory: see [`crate::contain`].)
 const INHERITED_ENV: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR",
 ];
