@@ -201,7 +201,9 @@ fn main() -> ExitCode {
     }
     // Nothing it starts may read its environment (DATABASE_URL) or memory through /proc.
     if let Err(error) = switchyard_mcp_runner::contain::make_process_unreadable() {
-        eprintln!("switchyard-server: cannot make the process unreadable (PR_SET_DUMPABLE): {error}");
+        eprintln!(
+            "switchyard-server: cannot make the process unreadable (PR_SET_DUMPABLE): {error}"
+        );
         return ExitCode::FAILURE;
     }
     server_main()

@@ -28,7 +28,10 @@ const CANNOT_CONTAIN: u8 = 126;
 /// only on failure, after saying why on stderr (which the runner keeps as the server's).
 pub(super) fn start(mut args: impl Iterator<Item = OsString>) -> ExitCode {
     let (Some(fd), Some(program)) = (args.next(), args.next()) else {
-        eprintln!("switchyard containment: usage: {} FD PROGRAM [ARGS…]", super::START_MODE);
+        eprintln!(
+            "switchyard containment: usage: {} FD PROGRAM [ARGS…]",
+            super::START_MODE
+        );
         return ExitCode::from(CANNOT_CONTAIN);
     };
     if let Err(message) = contain(&fd) {

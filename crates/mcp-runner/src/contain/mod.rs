@@ -201,7 +201,10 @@ fn liveness_fd() -> io::Result<RawFd> {
 /// `path_var`.
 fn resolve_program(command: &str, path_var: Option<&OsStr>) -> io::Result<PathBuf> {
     if command.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::NotFound, "the command is empty"));
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "the command is empty",
+        ));
     }
     if command.contains('/') {
         let path = std::path::absolute(command)?;

@@ -28,10 +28,7 @@ fn stat_fields(stat: &str) -> Vec<&str> {
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_stdio_server_cannot_read_the_server_environment(
-    _: PgPoolOptions,
-    db: PgConnectOptions,
-) {
+async fn a_stdio_server_cannot_read_the_server_environment(_: PgPoolOptions, db: PgConnectOptions) {
     let marker = format!("marker-{}", uuid::Uuid::new_v4());
     let server = Server::start_with_env(&db, &[("CONTAINMENT_MARKER", &marker)]).await;
     let cli = server.cli();
@@ -70,7 +67,9 @@ async fn a_killed_server_leaves_no_process_of_a_warm_session(
     let cli = server.cli();
     set_up_demo_with(&cli, &["--grandchild"]);
     let stat = call_and_wait(&cli, "read_file", json!({ "path": "/proc/self/stat" }), 0);
-    let pgid: u32 = stat_fields(text(&stat))[2].parse().expect("a process group id");
+    let pgid: u32 = stat_fields(text(&stat))[2]
+        .parse()
+        .expect("a process group id");
     let home = text(&call_and_wait(&cli, "cwd", json!({}), 0)).to_owned();
     let members = live_group_members(pgid);
     assert!(

@@ -49,8 +49,12 @@ async fn a_stdio_server_has_no_capabilities_and_no_new_privileges() {
     let ours = std::fs::read_to_string("/proc/self/status").expect("our status");
     let session = open(&[]).await;
 
-    let (status, is_error) =
-        text_of(&session, "read_file", json!({ "path": "/proc/self/status" })).await;
+    let (status, is_error) = text_of(
+        &session,
+        "read_file",
+        json!({ "path": "/proc/self/status" }),
+    )
+    .await;
 
     assert!(!is_error, "{status}");
     for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
