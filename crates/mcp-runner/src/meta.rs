@@ -53,6 +53,7 @@ mod tests {
                 spec: ConnectorSpec::Http {
                     url: "http://127.0.0.1:1/mcp".into(),
                 },
+                accepted_spec_digest: None,
             },
             tool_name: "echo".into(),
             arguments: json!({}),

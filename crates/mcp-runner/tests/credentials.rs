@@ -91,6 +91,7 @@ fn call(connection: ConnectionId, spec: ConnectorSpec) -> LeasedCall {
             connection_id: connection,
             revision: 1,
             spec,
+            accepted_spec_digest: None,
         },
         tool_name: "echo".to_owned(),
         arguments: json!({}),

@@ -113,6 +113,12 @@ pub enum ErrorCode {
     /// The workspace holds as many queued, or running, calls as the server allows; nothing
     /// was queued. Submit again once some have finished.
     QuotaExceeded,
+    /// The connection is placed on a device whose owner has not accepted the placement (or
+    /// declined it): `switchyard device accept` on the owner's side.
+    PlacementPending,
+    /// The connector's launch spec is not the one the device's owner accepted: they must
+    /// accept the new spec first.
+    SpecChanged,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -170,6 +176,8 @@ impl ErrorCode {
             ErrorCode::ConnectionRetired => "connection_retired",
             ErrorCode::ConnectorRetired => "connector_retired",
             ErrorCode::ProfileRetired => "profile_retired",
+            ErrorCode::PlacementPending => "placement_pending",
+            ErrorCode::SpecChanged => "spec_changed",
             ErrorCode::Internal => "internal",
         }
     }
@@ -212,6 +220,8 @@ impl ErrorCode {
             | ErrorCode::ConnectionRetired
             | ErrorCode::ConnectorRetired
             | ErrorCode::ProfileRetired => 409,
+            | ErrorCode::PlacementPending
+            | ErrorCode::SpecChanged => 409,
             ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
             ErrorCode::BodyTooLarge => 413,
             ErrorCode::TooManyStreams => 429,

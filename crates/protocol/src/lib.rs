@@ -9,6 +9,7 @@
 pub mod api;
 pub mod error;
 pub mod ids;
+pub mod placement;
 pub mod reconcile;
 pub mod runner;
 pub mod runner_ref;

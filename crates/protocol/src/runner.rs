@@ -3,6 +3,7 @@
 //! sends them over HTTP.
 
 use crate::api::{CallError, ConnectorSpec};
+use crate::placement::SpecDigest;
 use crate::ids::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -57,6 +58,11 @@ pub struct ConnectionTarget {
     pub revision: i64,
     /// The connector's transport and target.
     pub spec: ConnectorSpec,
+    /// For a connection placed on a device: the digest of the spec its owner accepted
+    /// ([`ConnectorSpec::digest`]), `None` while they have not. A device runner runs the call
+    /// only when it equals the digest of `spec`; the central runner ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_spec_digest: Option<SpecDigest>,
 }
 
 /// How a call ended, as the runner saw it.

@@ -4,6 +4,7 @@
 //! names, so a row reads as typed values and never as strings compared by hand.
 
 use crate::ids::*;
+use crate::placement::SpecDigest;
 use crate::reconcile::{CallKind, ResolutionOutcome};
 use crate::runner::Epoch;
 use crate::runner_ref::RunnerRef;
@@ -49,6 +50,7 @@ macro_rules! column_as_inner {
 column_as_inner!(Uuid: UserId, WorkspaceId, EnvironmentId, ConnectorId, ConnectionId, ProfileId,
     CallId, RequestId, DeviceId, OperationId, EvidenceId, ObservationId, TokenId);
 column_as_inner!(i64: Epoch);
+column_as_inner!(String: SpecDigest);
 
 /// Makes each type a `text` column holding its `Display` form, read back by its `FromStr`.
 macro_rules! column_as_text {

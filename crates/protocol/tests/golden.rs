@@ -302,6 +302,26 @@ golden! {
         last_seen_at: Some(at("2026-03-02T09:14:05.901223Z")),
         revoked_at: None,
     };
+
+    // placement.rs
+    spec_digest: SpecDigest = github_spec().digest();
+    placement_state: Vec<PlacementState> = one_each!(PlacementState:
+        Pending, Accepted, SpecChanged, Declined,
+    );
+    placement_view: PlacementView = PlacementView {
+        device_id: DEVICE,
+        device_name: "alice-laptop".into(),
+        connection_id: CONNECTION,
+        connection_name: "github".into(),
+        connector_name: "github".into(),
+        spec: github_spec(),
+        spec_digest: github_spec().digest(),
+        state: PlacementState::SpecChanged,
+        accepted_digest: Some(ConnectorSpec::Http { url: "https://mcp.linear.app/mcp".into() }.digest()),
+        decided_by: Some(ALICE),
+        decided_at: Some(at("2026-03-02T09:15:12.004417Z")),
+    };
+    accept_placement: AcceptPlacement = AcceptPlacement { spec_digest: github_spec().digest() };
     begin_operation: BeginOperation = BeginOperation {
         environment: "prod".into(),
         profile: "deploy-bot".into(),
@@ -796,7 +816,7 @@ fn error_codes() -> Vec<ErrorCode> {
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
         CallErased, CallActive, BodyTooLarge, ToolNotGranted, TooManyStreams,
         ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, QuotaExceeded,
-        Internal,
+        PlacementPending, SpecChanged, Internal,
     )
 }
 
@@ -1024,6 +1044,7 @@ fn connection_target() -> ConnectionTarget {
         connection_id: CONNECTION,
         revision: 2,
         spec: github_spec(),
+        accepted_spec_digest: Some(github_spec().digest()),
     }
 }
 

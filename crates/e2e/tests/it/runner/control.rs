@@ -209,6 +209,7 @@ pub fn connection(spec: ConnectorSpec) -> ConnectionTarget {
         connection_id: ConnectionId::new(),
         revision: 1,
         spec,
+        accepted_spec_digest: None,
     }
 }
 

@@ -245,6 +245,7 @@ mod tests {
                 spec: ConnectorSpec::Http {
                     url: "http://127.0.0.1:1/mcp".into(),
                 },
+                accepted_spec_digest: None,
             },
             tool_name: "echo".into(),
             arguments: serde_json::json!({}),
