@@ -595,7 +595,8 @@ fn check_quotas(found: &SubmitContext, quotas: CallQuotas) -> AppResult<()> {
 /// order, as the start ack names them), another environment than its profile's, a connection
 /// the profile does not include or a tool it does not grant (`granted`: whether the profile
 /// includes the connection, and grants the tool), a connector not approved, a runner that is
-/// gone, or a tool the connection does not offer.
+/// gone, a device placement its owner has not accepted for the current spec, or a tool the
+/// connection does not offer.
 fn check_runnable(
     profile: &ProfileRow,
     connection: &SubmitConnection,
@@ -660,6 +661,7 @@ fn check_runnable(
             connection.runner_ref,
         ));
     }
+    super::placements::require_consent(connection)?;
     match connection.tool_available {
         Some(true) => Ok(()),
         // The server cannot discover a device's connections (their servers run there), so

@@ -12,6 +12,7 @@ mod evidence;
 mod names;
 mod operations;
 mod pairing;
+mod placements;
 mod principal;
 mod profiles;
 mod reconcile;

@@ -626,6 +626,7 @@ mod tests {
             target_digest: vec![1; 32],
             parent_call_id: Some(CallId::new()),
             parent,
+            accepted_spec_digest: None,
         }
     }
 

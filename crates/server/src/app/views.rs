@@ -279,6 +279,23 @@ pub(crate) fn event(row: &crate::db::EventRow) -> ConnectionEventView {
     }
 }
 
+pub(crate) fn placement(row: &crate::db::PlacementRow) -> PlacementView {
+    let spec = row.spec.0.spec();
+    PlacementView {
+        device_id: row.device_id,
+        device_name: row.device_name.clone(),
+        connection_id: row.connection_id,
+        connection_name: row.connection_name.clone(),
+        connector_name: row.connector_name.clone(),
+        spec_digest: spec.digest(),
+        spec,
+        state: row.state(),
+        accepted_digest: row.spec_digest.clone(),
+        decided_by: row.decided_by,
+        decided_at: row.decided_at,
+    }
+}
+
 pub(crate) fn device(row: &crate::db::DeviceRow) -> DeviceView {
     DeviceView {
         id: row.id,

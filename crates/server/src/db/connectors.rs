@@ -39,14 +39,13 @@ pub struct ConnectorRow {
 impl ConnectorRow {
     /// The transport and target as a protocol value.
     pub fn spec(&self) -> ConnectorSpec {
-        match (self.transport.as_str(), &self.command, &self.url) {
-            ("http", _, Some(url)) => ConnectorSpec::Http { url: url.clone() },
-            (_, command, _) => ConnectorSpec::Stdio {
-                command: command.clone().unwrap_or_default(),
-                args: self.args.0.clone(),
-                env: self.env_names.0.clone(),
-            },
-        }
+        spec_of(
+            &self.transport,
+            self.command.as_deref(),
+            &self.args.0,
+            &self.env_names.0,
+            self.url.as_deref(),
+        )
     }
 
     /// Whether the connector may run: HTTP connectors always, stdio ones while their current
@@ -54,6 +53,26 @@ impl ConnectorRow {
     /// rule in SQL: change both together.
     pub fn is_runnable(&self) -> bool {
         self.transport == "http" || self.approved_revision == Some(self.revision)
+    }
+}
+
+/// A connector's spec from its columns `transport`, `command`, `args`, `env_names`, `url`.
+pub(super) fn spec_of(
+    transport: &str,
+    command: Option<&str>,
+    args: &[String],
+    env: &[String],
+    url: Option<&str>,
+) -> ConnectorSpec {
+    match (transport, command, url) {
+        ("http", _, Some(url)) => ConnectorSpec::Http {
+            url: url.to_owned(),
+        },
+        (_, command, _) => ConnectorSpec::Stdio {
+            command: command.unwrap_or_default().to_owned(),
+            args: args.to_vec(),
+            env: env.to_vec(),
+        },
     }
 }
 

@@ -16,6 +16,7 @@ mod evidence;
 mod observations;
 mod operations;
 mod pairings;
+mod placements;
 mod pool_health;
 mod profiles;
 mod receipt_policies;
@@ -45,6 +46,7 @@ pub use evidence::{CapturePolicyRow, Captured, EraseRefusal, Erased, EvidenceRow
 pub use observations::{Completed, CompletionEffects, LateReceipt, Lineage, ObservationRow};
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;
+pub use placements::{Consent, Decision, PlacementRow, SpecColumns};
 pub use pool_health::PoolHealth;
 pub use profiles::{Grants, NewProfile, ProfileRow};
 pub use receipt_policies::ReceiptPolicyRow;

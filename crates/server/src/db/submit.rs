@@ -3,20 +3,23 @@
 //! place in it, the profile, connection and environment it names (by id or name), the
 //! submitter's Use grant, the operation, whether the profile includes the connection, whether
 //! the connector may run, whether any of them is retired, whether the connection's runner is
-//! still there, the cached tool, the workspace's queued and in-flight calls counted up to their
-//! quotas ([`CallQuotas`]), and
+//! still there, its device owner's consent to the connector's current spec, the cached tool,
+//! the workspace's queued and in-flight calls counted up to their quotas ([`CallQuotas`]), and
 //! a call already stored under the same request_id — comes back from one statement as
 //! nullable columns. The app layer turns them into the same answers, in the same order, that
 //! separate lookups gave (`app/calls.rs`), and a replayed request_id is answered from this
 //! read alone. The reads of submissions that wait at the same moment share one statement
 //! ([`Datastore::call_submit_read_many`]).
 
+use super::placements::{Consent, SpecColumns, spec_array};
 use super::sql::{Params, text};
 use super::users::user_by_token;
 use super::{CallRow, Datastore, Key, ProfileRow, UserRow};
 use sqlx::postgres::PgRow;
+use sqlx::types::Json;
 use sqlx::{FromRow, Row};
 use std::sync::{Arc, LazyLock};
+use switchyard_protocol::api::SpecDigest;
 use switchyard_protocol::{
     ConnectionId, DeviceId, EnvironmentId, OperationId, ProfileId, RequestId, RunnerRef, UserId,
     WorkspaceId,
@@ -150,6 +153,9 @@ pub struct SubmitConnection {
     pub connection_retired: bool,
     /// Whether its connector is retired.
     pub connector_retired: bool,
+    /// For a connection placed on a device: its owner's consent to the connector's current
+    /// spec (`None` for the central runner, which needs none).
+    pub consent: Option<Consent>,
     /// The cached tool: `None` when discovery never listed it, `Some(false)` when the latest
     /// discovery no longer does.
     pub tool_available: Option<bool>,
@@ -231,6 +237,7 @@ impl FromRow<'_, PgRow> for SubmitContext {
                 runner_available: row.try_get("r_runner_available")?,
                 connection_retired: row.try_get("r_connection_retired")?,
                 connector_retired: row.try_get("r_connector_retired")?,
+                consent: consent(row)?,
                 tool_available: row.try_get("r_tool_available")?,
             }),
             None => None,
@@ -263,6 +270,14 @@ impl FromRow<'_, PgRow> for SubmitContext {
             existing,
         })
     }
+}
+
+/// The consent of a device placement to the connector's current spec, as a submit read found
+/// it; `None` for a connection on the central runner.
+fn consent(row: &PgRow) -> Result<Option<Consent>, sqlx::Error> {
+    let spec: Option<Json<SpecColumns>> = row.try_get("r_device_spec")?;
+    let accepted: Option<SpecDigest> = row.try_get("r_accepted_digest")?;
+    Ok(spec.map(|spec| Consent::of(&spec.0.spec(), accepted.as_ref())))
 }
 
 /// Where a submit read finds what a submission names: SQL expressions, the placeholders of a
@@ -396,6 +411,10 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
                  SELECT 1 FROM devices rd
                  WHERE rd.id = cn.runner_device_id AND rd.workspace_id = cn.workspace_id
                    AND rd.revoked_at IS NULL)) AS r_runner_available,
+             -- A device placement: the spec its owner's consent is checked against, and the
+             -- digest they accepted (`db/placements.rs`).
+             CASE WHEN cn.runner_device_id IS NOT NULL THEN {spec} END AS r_device_spec,
+             pl.spec_digest AS r_accepted_digest,
              t.available AS r_tool_available,
              pc.profile_id IS NOT NULL AS r_profile_has_connection,
              -- Granted whole, or the tool is in the profile's set of the connection's tools.
@@ -412,12 +431,14 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
          LEFT JOIN profiles p ON p.workspace_id = ws.id AND (p.id = {profile_id} OR p.name = {profile_name})
          LEFT JOIN connections cn ON cn.workspace_id = ws.id AND (cn.id = {connection_id} OR cn.name = {connection_name})
          LEFT JOIN connectors x ON x.id = cn.connector_id
+         LEFT JOIN placements pl ON pl.connection_id = cn.id AND pl.device_id = cn.runner_device_id
          LEFT JOIN profile_connections pc ON pc.profile_id = p.id AND pc.connection_id = cn.id
          LEFT JOIN tools t ON t.connection_id = cn.id AND t.name = {tool_name}
          LEFT JOIN environments e ON e.workspace_id = ws.id AND (e.id = {environment_id} OR e.name = {environment_name})
          LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = {operation_id}) ",
         ws = submitter_workspace(workspace_id, workspace_name, user, device),
         holds_use = holds_use(user, device),
+        spec = spec_array!(),
     )
 }
 

@@ -20,6 +20,15 @@ pub(super) fn routes() -> Router<AppState> {
             "/workspaces/{ws}/devices/{device}/revoke",
             post(device_revoke),
         )
+        .route("/workspaces/{ws}/devices/placements", get(placement_list))
+        .route(
+            "/workspaces/{ws}/devices/{device}/placements/{connection}/accept",
+            post(placement_accept),
+        )
+        .route(
+            "/workspaces/{ws}/devices/{device}/placements/{connection}/decline",
+            post(placement_decline),
+        )
         .route("/workspaces/{ws}/operations", post(operation_begin))
 }
 
@@ -66,6 +75,38 @@ async fn device_revoke(
     Path((ws, device)): Path<(String, String)>,
 ) -> Result<Json<DeviceView>, ApiError> {
     Ok(Json(s.app.device_revoke(&actor, &ws, &device).await?))
+}
+
+/// Any member: the placements on their own devices.
+async fn placement_list(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path(ws): Path<String>,
+) -> Result<Json<Vec<PlacementView>>, ApiError> {
+    Ok(Json(s.app.placement_list(&actor, &ws).await?))
+}
+
+/// The device's owner only.
+async fn placement_accept(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, device, connection)): Path<(String, String, String)>,
+    ApiJson(req): ApiJson<AcceptPlacement>,
+) -> Result<Json<PlacementView>, ApiError> {
+    let placement = (device.as_str(), connection.as_str());
+    Ok(Json(
+        s.app.placement_accept(&actor, &ws, placement, req).await?,
+    ))
+}
+
+/// The device's owner only.
+async fn placement_decline(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, device, connection)): Path<(String, String, String)>,
+) -> Result<Json<PlacementView>, ApiError> {
+    let placement = (device.as_str(), connection.as_str());
+    Ok(Json(s.app.placement_decline(&actor, &ws, placement).await?))
 }
 
 /// A user with Use on the profile, or a device bound to it.

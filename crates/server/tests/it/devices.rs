@@ -105,6 +105,7 @@ pub async fn setup_device_connection(server: &TestServer, counter: &str) -> Devi
         .await
         .ok();
     assert_eq!(connection["runner"], device.runner.as_str());
+    accept_placement(owner, "acme", &device.id, "local").await;
     owner
         .post(
             "/api/v1/workspaces/acme/profiles",
@@ -120,6 +121,29 @@ pub async fn setup_device_connection(server: &TestServer, counter: &str) -> Devi
         .await
         .ok();
     device
+}
+
+/// The device's owner (`owner`) accepts connection `connection` placed on device `device` (its
+/// id), for the spec their list of placements shows; the accepted placement.
+pub async fn accept_placement(owner: &Client, ws: &str, device: &str, connection: &str) -> Value {
+    let list = owner
+        .get(&format!("/api/v1/workspaces/{ws}/devices/placements"))
+        .await
+        .ok();
+    let placement = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["device_id"] == device && p["connection_name"] == connection)
+        .unwrap_or_else(|| panic!("no placement of {connection} on {device}: {list}"))
+        .clone();
+    owner
+        .post(
+            &format!("/api/v1/workspaces/{ws}/devices/{device}/placements/{connection}/accept"),
+            json!({"spec_digest": placement["spec_digest"]}),
+        )
+        .await
+        .ok()
 }
 
 /// A call body on the device connection `local` under profile `dev`.

@@ -16,6 +16,7 @@ mod idempotency;
 mod interop;
 mod leases;
 mod lifecycle;
+mod placements;
 mod quotas;
 mod reconcile;
 mod retire;

@@ -476,6 +476,7 @@ async fn a_lease_whose_handed_call_is_on_its_way_takes_a_call_queued_meanwhile_b
         )
         .await
         .ok();
+    accept_placement(owner, "acme", &device.id, "second").await;
     owner
         .post(
             "/api/v1/workspaces/acme/profiles",

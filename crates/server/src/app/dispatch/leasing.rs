@@ -239,6 +239,7 @@ pub(crate) fn work_item(row: LeasedRow, epoch: Epoch) -> LeasedCall {
             connection_id: row.connection_id,
             revision: row.connection_revision,
             spec: row.connector.spec(),
+            accepted_spec_digest: row.accepted_spec_digest,
         },
         tool_name: row.tool_name,
         arguments: row

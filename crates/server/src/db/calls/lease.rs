@@ -12,6 +12,7 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use std::sync::{Arc, LazyLock};
+use switchyard_protocol::api::SpecDigest;
 use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{
     CallId, CallState, ConnectionId, DeviceId, ProfileId, RequestId, RunnerRef, UserId,
@@ -55,6 +56,9 @@ pub struct LeasedRow {
     pub parent_call_id: Option<CallId>,
     /// For a receipt lookup: that call as it is now (`None` if it is gone).
     pub parent: Option<LookedUpCall>,
+    /// For a connection placed on a device: the spec digest its owner accepted, if they did
+    /// (`db/placements.rs`). The device runner compares it with the spec it receives.
+    pub accepted_spec_digest: Option<SpecDigest>,
 }
 
 /// The unknown call a leased receipt lookup looks up, as the lease read it.
@@ -109,6 +113,7 @@ impl<'r> sqlx::FromRow<'r, PgRow> for LeasedRow {
             target_digest: row.try_get("target_digest")?,
             parent_call_id: row.try_get("parent_call_id")?,
             parent,
+            accepted_spec_digest: row.try_get("accepted_spec_digest")?,
         })
     }
 }
@@ -146,14 +151,20 @@ pub(super) fn handed_target(connection: &str, runner: &str, epoch: &str, binding
                  x.url AS connector_url, x.approved_revision AS connector_approved_revision,
                  x.created_at AS connector_created_at, x.retired_at AS connector_retired_at,
                  x.retired_by AS connector_retired_by,
-                 {digest} AS target_digest
+                 {digest} AS target_digest, {accepted} AS accepted_spec_digest
              FROM connections k JOIN connectors x ON x.id = k.connector_id
              WHERE k.id = {connection} AND EXISTS (
                  SELECT 1 FROM runner_leases l
                  WHERE l.runner_ref = {runner} AND l.epoch = {epoch} AND l.expires_at > now()))",
         digest = target_digest(bindings),
+        accepted = ACCEPTED_SPEC_DIGEST,
     )
 }
+
+/// SQL: the spec digest the owner of the device that connection `k` is placed on accepted
+/// for it (null for the central runner, or while they have not).
+const ACCEPTED_SPEC_DIGEST: &str = "(SELECT pl.spec_digest FROM placements pl
+     WHERE pl.connection_id = k.id AND pl.device_id = k.runner_device_id)";
 
 /// [`Datastore::call_lease`]'s statement.
 fn lease_statement() -> Text {
@@ -195,9 +206,10 @@ fn lease_statement() -> Text {
                      x.approved_revision AS connector_approved_revision, x.created_at AS connector_created_at,
                      x.retired_at AS connector_retired_at, x.retired_by AS connector_retired_by,
                      p.state AS parent_state, p.target_digest AS parent_target_digest,
-                     p.evidence_erased_at AS parent_erased_at)
+                     p.evidence_erased_at AS parent_erased_at, {accepted} AS accepted_spec_digest)
              SELECT live.live AS runner_live, leased.* FROM live LEFT JOIN leased ON true",
             digest = target_digest(&bindings),
+            accepted = ACCEPTED_SPEC_DIGEST,
         )
         .into()
     });
