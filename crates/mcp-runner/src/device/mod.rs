@@ -17,12 +17,15 @@
 //! - A call cut off by a crash after the server acknowledged its start is reported `unknown`,
 //!   never run again; one cut off before was never sent, and is leased again.
 //! - The credential is sent only to the identity's server and never logged.
+//! - A call runs only when the spec it was leased with is the one the device's owner accepted
+//!   (`pins`); otherwise it fails before its credentials are resolved or anything starts.
 
 mod channel;
 mod client;
 mod control;
 mod heartbeat;
 pub mod lines;
+mod pins;
 mod recovery;
 mod retry;
 mod runner;

@@ -5,6 +5,7 @@
 use super::client::{ApiFailure, Credential, RunnerClient};
 use super::control::DeviceControl;
 use super::heartbeat::HeartbeatTask;
+use super::pins::SpecPins;
 use super::recovery::recover;
 use super::state::{ActiveCalls, Admission, Halt, Stop};
 use crate::backoff::Backoff;
@@ -28,7 +29,8 @@ pub struct DeviceConfig {
     pub device_id: DeviceId,
     /// The device credential.
     pub credential: Credential,
-    /// Turns a leased call into a session launch (credentials resolved).
+    /// Turns a leased call into a session launch (credentials resolved); run only for calls
+    /// whose spec the device's owner accepted.
     pub resolver: LaunchResolver,
     /// Executor settings.
     pub executor: ExecutorConfig,
@@ -82,6 +84,11 @@ pub async fn run(
     let outbox = Arc::new(outbox);
     let client = RunnerClient::new(&config.server_url, config.credential.clone())
         .map_err(RunError::Client)?;
+    let pins = Arc::new(SpecPins::load(Arc::clone(&outbox))?);
+    let config = DeviceConfig {
+        resolver: pins.guard(Arc::clone(&config.resolver)),
+        ..config
+    };
     loop {
         let Some((epoch, ttl)) = acquire(&client, &config, outbox.holder(), &shutdown).await?
         else {

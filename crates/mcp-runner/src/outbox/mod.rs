@@ -27,6 +27,7 @@
 
 mod dir;
 mod error;
+mod pins;
 mod schema;
 
 pub use error::OutboxError;

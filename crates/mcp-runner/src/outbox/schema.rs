@@ -15,7 +15,8 @@ use uuid::Uuid;
 const SCHEMA_VERSION: i64 = 1;
 
 /// Tables. `entries` holds one row per call, moving `started` → `recorded` → `acknowledged`
-/// (or `quarantined`); a call failed before its start enters as `recorded`.
+/// (or `quarantined`); a call failed before its start enters as `recorded`. `spec_pins` holds,
+/// per connection, the digest of the launch spec this device last ran (`outbox::pins`).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS binding (
     singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
@@ -37,6 +38,11 @@ CREATE TABLE IF NOT EXISTS entries (
     settled_at_ms INTEGER,
     CHECK ((state = 'started') = (receipt_id IS NULL)),
     CHECK ((receipt_id IS NULL) = (completion IS NULL))
+);
+CREATE TABLE IF NOT EXISTS spec_pins (
+    connection_id TEXT PRIMARY KEY,
+    digest TEXT NOT NULL,
+    pinned_at_ms INTEGER NOT NULL
 );
 ";
 
