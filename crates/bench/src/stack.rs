@@ -279,7 +279,7 @@ impl Stack {
 
     /// Pairs a device named `name` through the API: a bound profile `<name>-bound`, the
     /// pairing (start, approve, collect), a connection `<name>-fx` on the device (the same
-    /// fixture connector) and a profile `<name>` with it. The identity is saved under
+    /// fixture connector, accepted by the device's owner) and a profile `<name>` with it. The identity is saved under
     /// `<dir>/<name>/config` with `server_url` (e.g. a proxy in front of the server).
     pub async fn pair_device(&self, name: &str, server_url: &str) -> Result<Device> {
         self.pair_device_on(name, server_url, "fixture").await
@@ -304,6 +304,7 @@ impl Stack {
         let connection = format!("{name}-fx");
         let device = Some(paired.device_id);
         setup::connection(&self.api, WORKSPACE, &connection, connector, device).await?;
+        setup::accept_placement(&self.api, WORKSPACE, paired.device_id, &connection).await?;
         self.profile(name, &[&connection]).await?;
         let config_dir = self.dir.join(name).join("config");
         pairing::save_identity(&config_dir, server_url, &paired)?;

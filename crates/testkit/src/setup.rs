@@ -3,12 +3,13 @@
 //! profiles on which a user holds Use. Each function is one or two requests and returns what
 //! the server answered.
 
-use crate::api::Api;
+use crate::api::{Api, from_json};
 use crate::error::{Error, Result};
 use serde_json::{Value, json};
 use switchyard_protocol::DeviceId;
 use switchyard_protocol::api::{
-    ConnectorSpec, CreateConnection, CreateConnector, CreateProfile, CreateWorkspace, GrantRequest,
+    AcceptPlacement, ConnectorSpec, CreateConnection, CreateConnector, CreateProfile,
+    CreateWorkspace, GrantRequest, PlacementView,
 };
 
 /// Creates workspace `name`.
@@ -52,7 +53,8 @@ pub fn stdio(command: &str, args: &[String]) -> ConnectorSpec {
 }
 
 /// Creates connection `name` in `workspace` on `connector`, placed on `device` (`None`: the
-/// central runner).
+/// central runner). A device's placement is pending until its owner accepts it
+/// ([`accept_placement`]).
 pub async fn connection(
     api: &Api,
     workspace: &str,
@@ -69,6 +71,42 @@ pub async fn connection(
         },
     )
     .await
+}
+
+/// Accepts connection `connection` (its name) placed on `device`, as the device's owner: `api`
+/// must be the user who approved its pairing. Accepts the spec the owner's list of placements
+/// shows now; the accepted placement.
+pub async fn accept_placement(
+    api: &Api,
+    workspace: &str,
+    device: DeviceId,
+    connection: &str,
+) -> Result<PlacementView> {
+    let list: Vec<PlacementView> = from_json(
+        api.get(&format!("/workspaces/{workspace}/devices/placements"))
+            .await?,
+        "placements",
+    )?;
+    let placement = list
+        .into_iter()
+        .find(|p| p.device_id == device && p.connection_name == connection)
+        .ok_or_else(|| {
+            Error::Setup(format!(
+                "no placement of connection {connection} on device {device} for this user"
+            ))
+        })?;
+    let accepted = api
+        .post(
+            &format!(
+                "/workspaces/{workspace}/devices/{device}/placements/{}/accept",
+                placement.connection_id
+            ),
+            &AcceptPlacement {
+                spec_digest: placement.spec_digest,
+            },
+        )
+        .await?;
+    from_json(accepted, "accepted placement")
 }
 
 /// Discovers the tools of connection `name` in `workspace` (central connections only).

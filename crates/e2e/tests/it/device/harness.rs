@@ -44,7 +44,8 @@ pub fn fixture_spec(stdin_copy: &Path, env: &[&str]) -> ConnectorSpec {
 }
 
 /// A workspace with a device paired to it, its identity saved, and connection `dfx` (the
-/// given connector) placed on the device, in profile `dev` on which alice holds Use.
+/// given connector) placed on the device and accepted by its owner alice, in profile `dev` on
+/// which alice holds Use.
 pub struct Paired {
     /// The API as alice.
     pub api: Api,
@@ -85,6 +86,9 @@ impl Paired {
                 .await
                 .expect("create the device connection");
         let connection_id = connection["id"].as_str().expect("connection id").to_owned();
+        setup::accept_placement(&api, WORKSPACE, paired.device_id, "dfx")
+            .await
+            .expect("accept the placement as the device's owner");
         setup::profile(&api, WORKSPACE, "dev", &["dfx"], "alice")
             .await
             .expect("create profile dev");
