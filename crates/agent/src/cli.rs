@@ -50,7 +50,7 @@ pub enum Command {
     /// stores the device identity under a local profile. With `--json`, prints one JSON object
     /// per line: the code first, the stored identity last.
     Pair(PairArgs),
-    /// Approve, list and revoke paired devices.
+    /// Approve, list and revoke paired devices; accept what runs on yours.
     #[command(subcommand)]
     Device(DeviceCommand),
     /// Create, list and revoke your personal API tokens.
@@ -110,6 +110,34 @@ pub enum DeviceCommand {
         workspace: String,
         /// The device id.
         device: String,
+    },
+    /// List the connections placed on your devices (those you approved), pending and accepted,
+    /// with the command or URL each would run there.
+    Placements {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+    },
+    /// Accept a connection placed on one of your devices, for the spec `device placements`
+    /// shows now; its calls then run there, until the connector's spec changes.
+    Accept {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Your device's name or id.
+        device: String,
+        /// The connection's name or id.
+        connection: String,
+    },
+    /// Decline a connection placed on one of your devices: its calls are refused.
+    Decline {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Your device's name or id.
+        device: String,
+        /// The connection's name or id.
+        connection: String,
     },
 }
 

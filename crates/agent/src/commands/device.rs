@@ -1,6 +1,8 @@
-//! `switchyard device approve|list|revoke`: the user side of pairing, and managing devices.
+//! `switchyard device approve|list|revoke`: the user side of pairing, and managing devices;
+//! `device placements|accept|decline` are an owner's decisions (`placements`).
 
 use super::lookup::{name_or_id, profile_names};
+use super::placements::{self, Decide};
 use crate::cli::DeviceCommand;
 use crate::client::{Body, Client};
 use crate::error::CliError;
@@ -59,6 +61,23 @@ pub async fn run(client: &Client, out: Output, cmd: DeviceCommand) -> Result<(),
                 &table.render_or("no devices (pair one with `switchyard pair --server URL`)"),
             );
             Ok(())
+        }
+        DeviceCommand::Placements { workspace } => placements::list(client, out, &workspace).await,
+        DeviceCommand::Accept {
+            workspace,
+            device,
+            connection,
+        } => {
+            let named = (workspace.as_str(), device.as_str(), connection.as_str());
+            placements::decide(client, out, named, Decide::Accept).await
+        }
+        DeviceCommand::Decline {
+            workspace,
+            device,
+            connection,
+        } => {
+            let named = (workspace.as_str(), device.as_str(), connection.as_str());
+            placements::decide(client, out, named, Decide::Decline).await
         }
         DeviceCommand::Revoke { workspace, device } => {
             let reply = client

@@ -13,6 +13,7 @@ mod evidence;
 mod lookup;
 mod mcp;
 mod pair;
+mod placements;
 mod profile;
 mod runner;
 mod scope;
