@@ -137,6 +137,14 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
             post(devices::revoke),
         )
         .route(
+            "/workspaces/{ws}/devices/{device}/placements/{connection}/accept",
+            post(devices::accept),
+        )
+        .route(
+            "/workspaces/{ws}/devices/{device}/placements/{connection}/decline",
+            post(devices::decline),
+        )
+        .route(
             "/connectors",
             get(connectors::list).post(connectors::create),
         )

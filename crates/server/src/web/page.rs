@@ -89,6 +89,8 @@ fn notice_text(code: &str) -> Option<&'static str> {
         "restored" => {
             "Restored. A restored connection's tools are granted again only by `profile set-tools`."
         }
+        "placement-accepted" => "Accepted: the connection's calls run on your device.",
+        "placement-declined" => "Declined: the connection's calls are refused on your device.",
         _ => return None,
     })
 }

@@ -10,7 +10,7 @@ use sqlx::PgPool;
 /// `setup_workspace`, member `bob` with Use on `main` who pairs and approves device `laptop`,
 /// and — placed by the owner, a workspace admin and installation owner who is not the device's
 /// owner — connection `local` on bob's device, in profile `dev` the owner may use.
-async fn admin_places_on_bobs_device(server: &TestServer) -> (Client, Device) {
+pub async fn admin_places_on_bobs_device(server: &TestServer) -> (Client, Device) {
     setup_workspace(server, "acme", &[]).await;
     let owner = &server.owner;
     let bob = server.user("bob").await;

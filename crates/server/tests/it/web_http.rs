@@ -856,3 +856,52 @@ async fn an_admin_retires_and_restores_a_connection_from_its_page(pool: PgPool) 
         list.body
     );
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn the_devices_owner_accepts_a_placement_on_the_devices_page(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let (bob, device) = crate::placements::admin_places_on_bobs_device(&server).await;
+    let accept = format!(
+        "/workspaces/acme/devices/{}/placements/local/accept",
+        device.id
+    );
+
+    // The admin who placed it sees no Accept button: it is not their device.
+    let mut admin = WebClient::new(&server);
+    let admin_csrf = admin.sign_in(server.owner.token()).await;
+    let page = admin.get("/workspaces/acme/devices").await;
+    assert!(!page.body.contains(&accept), "{}", page.body);
+    assert!(page.body.contains("Nothing is placed on your devices"));
+
+    let mut web = WebClient::new(&server);
+    let csrf = web.sign_in(bob.token()).await;
+    let page = web.get("/workspaces/acme/devices").await;
+    assert!(page.body.contains(&accept), "{}", page.body);
+    assert!(page.body.contains(&fixture_bin()), "the owner sees what would run");
+    let digest = hidden(&page.body, "spec_digest").expect("the digest shown");
+
+    // Without the CSRF token, or as the admin: nothing is written.
+    let form = |csrf: &str| vec![("csrf", csrf.to_owned()), ("spec_digest", digest.clone())];
+    assert_eq!(
+        web.post_fields(&accept, form("f00d")).await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        admin.post_fields(&accept, form(&admin_csrf)).await.status,
+        StatusCode::FORBIDDEN
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM placements")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0);
+
+    let done = web.post_fields(&accept, form(&csrf)).await;
+    assert_eq!(
+        done.location.as_deref(),
+        Some("/workspaces/acme/devices?notice=placement-accepted")
+    );
+    let page = web.get(done.location.as_deref().unwrap()).await;
+    assert!(page.body.contains("accepted"), "{}", page.body);
+    assert!(!page.body.contains(&accept), "no Accept button once accepted");
+}
