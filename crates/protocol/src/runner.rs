@@ -3,8 +3,8 @@
 //! sends them over HTTP.
 
 use crate::api::{CallError, ConnectorSpec};
-use crate::placement::SpecDigest;
 use crate::ids::*;
+use crate::placement::SpecDigest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

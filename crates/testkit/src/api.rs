@@ -128,6 +128,16 @@ impl Api {
         Ok(answer.successful(&format!("POST {path}"))?.body)
     }
 
+    /// `PATCH path` with a JSON body, expecting a 2xx answer; its body.
+    pub async fn patch(&self, path: &str, body: &impl Serialize) -> Result<Value> {
+        let mut request = self.http.patch(format!("{}{path}", self.base)).json(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let answer = answer(format!("PATCH {path}"), request.send().await).await?;
+        Ok(answer.successful(&format!("PATCH {path}"))?.body)
+    }
+
     /// `GET path`, expecting a 2xx answer; its body.
     pub async fn get(&self, path: &str) -> Result<Value> {
         let answer = self.try_get(path).await?;

@@ -43,6 +43,15 @@ pub async fn approved_connector(api: &Api, name: &str, spec: ConnectorSpec) -> R
     Ok(id)
 }
 
+/// Replaces connector `name`'s transport and target with `spec` and approves the new command,
+/// as an installation owner repointing it would.
+pub async fn edit_connector(api: &Api, name: &str, spec: ConnectorSpec) -> Result<()> {
+    api.patch(&format!("/connectors/{name}"), &spec).await?;
+    api.post(&format!("/connectors/{name}/approve"), &json!({}))
+        .await?;
+    Ok(())
+}
+
 /// A stdio connector spec running `command args` with no declared environment.
 pub fn stdio(command: &str, args: &[String]) -> ConnectorSpec {
     ConnectorSpec::Stdio {

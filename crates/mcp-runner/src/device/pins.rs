@@ -72,12 +72,18 @@ impl SpecPins {
         if let Err(error) = self.outbox.pin_spec(target.connection_id, &received) {
             return Err(refusal(
                 "outbox_failed",
-                format!("cannot pin the connection's spec in the outbox: {error}; nothing was started"),
+                format!(
+                    "cannot pin the connection's spec in the outbox: {error}; nothing was started"
+                ),
             ));
         }
         match previous {
-            Some(previous) => tracing::warn!(connection = %target.connection_id, %previous, now = %received, "running a new spec for this connection, accepted by the device's owner"),
-            None => tracing::info!(connection = %target.connection_id, digest = %received, "pinned the spec this device runs for the connection"),
+            Some(previous) => {
+                tracing::warn!(connection = %target.connection_id, %previous, now = %received, "running a new spec for this connection, accepted by the device's owner")
+            }
+            None => {
+                tracing::info!(connection = %target.connection_id, digest = %received, "pinned the spec this device runs for the connection")
+            }
         }
         pinned.insert(target.connection_id, received);
         Ok(())

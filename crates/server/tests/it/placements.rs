@@ -150,9 +150,12 @@ async fn only_the_devices_owner_accepts_a_placement_and_calls_wait_for_it(pool: 
         .await
         .refused(404, "workspace_not_found");
     // A digest of another spec than the one now placed is refused.
-    bob.post(&accept_path(&device), json!({"spec_digest": "0".repeat(64)}))
-        .await
-        .refused(409, "spec_changed");
+    bob.post(
+        &accept_path(&device),
+        json!({"spec_digest": "0".repeat(64)}),
+    )
+    .await
+    .refused(409, "spec_changed");
     assert_eq!(placements_stored(&pool).await, 0);
 
     // The owner accepts what they were shown: calls are taken.

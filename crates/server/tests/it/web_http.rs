@@ -877,7 +877,10 @@ async fn the_devices_owner_accepts_a_placement_on_the_devices_page(pool: PgPool)
     let csrf = web.sign_in(bob.token()).await;
     let page = web.get("/workspaces/acme/devices").await;
     assert!(page.body.contains(&accept), "{}", page.body);
-    assert!(page.body.contains(&fixture_bin()), "the owner sees what would run");
+    assert!(
+        page.body.contains(&fixture_bin()),
+        "the owner sees what would run"
+    );
     let digest = hidden(&page.body, "spec_digest").expect("the digest shown");
 
     // Without the CSRF token, or as the admin: nothing is written.
@@ -903,5 +906,8 @@ async fn the_devices_owner_accepts_a_placement_on_the_devices_page(pool: PgPool)
     );
     let page = web.get(done.location.as_deref().unwrap()).await;
     assert!(page.body.contains("accepted"), "{}", page.body);
-    assert!(!page.body.contains(&accept), "no Accept button once accepted");
+    assert!(
+        !page.body.contains(&accept),
+        "no Accept button once accepted"
+    );
 }

@@ -3,5 +3,6 @@
 
 mod harness;
 mod large;
+mod placements;
 mod proxy;
 mod runner;
