@@ -79,10 +79,10 @@ impl SpecPins {
         }
         match previous {
             Some(previous) => {
-                tracing::warn!(connection = %target.connection_id, %previous, now = %received, "running a new spec for this connection, accepted by the device's owner")
+                tracing::warn!(connection = %target.connection_id, %previous, now = %received, "running a new spec for this connection, accepted by the device's owner");
             }
             None => {
-                tracing::info!(connection = %target.connection_id, digest = %received, "pinned the spec this device runs for the connection")
+                tracing::info!(connection = %target.connection_id, digest = %received, "pinned the spec this device runs for the connection");
             }
         }
         pinned.insert(target.connection_id, received);
