@@ -219,13 +219,11 @@ impl ErrorCode {
             | ErrorCode::CallActive
             | ErrorCode::ConnectionRetired
             | ErrorCode::ConnectorRetired
-            | ErrorCode::ProfileRetired => 409,
+            | ErrorCode::ProfileRetired
             | ErrorCode::PlacementPending
             | ErrorCode::SpecChanged => 409,
             ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
-            ErrorCode::BodyTooLarge => 413,
-            ErrorCode::TooManyStreams => 429,
-            ErrorCode::AnswerTooLong => 413,
+            ErrorCode::BodyTooLarge | ErrorCode::AnswerTooLong => 413,
             ErrorCode::TooManyStreams | ErrorCode::QuotaExceeded => 429,
             ErrorCode::ConnectionNotInProfile
             | ErrorCode::EnvironmentMismatch

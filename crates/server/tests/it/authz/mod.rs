@@ -235,6 +235,16 @@ fn matrix() -> Vec<Row> {
     POST "/connectors/{connector}/approve" form()                    => 401  403  403  403  403  403  403  303  401  401  401;
     // Inspecting looks at an HTTP connector's server: the owner is told a stdio one has none.
     POST "/connectors/{connector}/inspect" form()                    => 401  403  403  403  403  403  403  400  401  401  401;
+    // Placements: only the device's owner (uma, Use-only) decides; others' lists are empty.
+    GET  "/api/v1/workspaces/{ws}/devices/placements"                => 401  404  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces/{ws}/devices/{device=device_id}/placements/{connection=local}/accept" json({"spec_digest": "{local_digest}"})
+                                                                     => 401  404  403  403  200  403  403  403  401  401  401;
+    POST "/workspaces/{ws}/devices/{device=device_id}/placements/{connection=local}/accept" form("spec_digest" = "{local_digest}")
+                                                                     => 401  404  403  403  303  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/devices/{device=device_id}/placements/{connection=local}/decline" json({})
+                                                                     => 401  404  403  403  200  403  403  403  401  401  401;
+    POST "/workspaces/{ws}/devices/{device=device_id}/placements/{connection=local}/decline" form()
+                                                                     => 401  404  403  403  303  403  403  403  401  401  401;
     // Retirement, late: a retired object runs nothing, and restoring leaves the connection's
     // tools ungranted. Each is retired, then restored (both idempotent).
     POST "/api/v1/workspaces/{ws}/profiles/{profile}/retire" json({})    => 401  404  403  200  403  403  403  403  401  401  401;

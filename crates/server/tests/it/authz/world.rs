@@ -275,6 +275,16 @@ pub async fn build(server: &TestServer) -> World {
         )
         .await
         .ok();
+    let placements = uma
+        .get("/api/v1/workspaces/acme/devices/placements")
+        .await
+        .ok();
+    let local_digest = placements["placements"]
+        .as_array()
+        .or(placements.as_array())
+        .and_then(|all| all.iter().find(|p| p["connection_name"] == "local"))
+        .map(|p| p["spec_digest"].as_str().expect("a digest").to_owned())
+        .expect("uma's device lists the placement of `local`");
     let device_client = client_with(server, &device_credential);
     let operation = device_client
         .post(
@@ -332,6 +342,7 @@ pub async fn build(server: &TestServer) -> World {
         ("connection_id", text(&connection["id"])),
         ("profile_id", text(&profile["id"])),
         ("local", text(&local["id"])),
+        ("local_digest", local_digest),
         ("operation", text(&operation["id"])),
         ("holder", holder.to_string()),
         ("epoch", epoch.to_string()),
