@@ -767,11 +767,21 @@ async fn planted_markup_renders_inert_on_every_page_and_stream(pool: PgPool) {
         .await
         .ok();
 
+    // A hostile MCP server's tool description, as discovery stores it verbatim.
+    sqlx::query("UPDATE tools SET description = $1 WHERE name = 'echo'")
+        .bind(CANARY)
+        .execute(&pool)
+        .await
+        .unwrap();
+
     let mut web = WebClient::new(&server);
     web.sign_in(server.owner.token()).await;
+    let tools = "/workspaces/acme/profiles/main/connections/fixture/tools";
     let mut pages = vec![
         "/workspaces/acme/calls".to_owned(),
         "/workspaces/acme/devices".to_owned(),
+        tools.to_owned(),
+        format!("{tools}/echo/run"),
     ];
     for id in &ids {
         pages.push(format!("/workspaces/acme/calls/{id}"));
@@ -785,7 +795,7 @@ async fn planted_markup_renders_inert_on_every_page_and_stream(pool: PgPool) {
         escaped += usize::from(page.body.contains("&#60;script&#62;alert(1)"));
     }
     assert!(
-        escaped >= 3,
+        escaped >= 5,
         "the canary is shown, escaped, where it belongs ({escaped} pages)"
     );
 }
