@@ -8,8 +8,10 @@
 //!
 //! Pages: `/sign-in`, `/workspaces`, a workspace's connections, profiles, cached tools and
 //! the Run tool form ([`workspaces`], [`tools`]), the calls list and the call inspector
-//! ([`calls`]), devices ([`devices`]) and connectors ([`connectors`]).
+//! ([`calls`]), devices ([`devices`]), connectors ([`connectors`]), and the user's tokens, a
+//! workspace's members and a profile's grants, each revocable ([`access`]).
 
+mod access;
 mod assets;
 mod calls;
 mod connectors;
@@ -100,6 +102,13 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
         .route("/sign-out", post(sign_in::sign_out))
         .route("/static/{file}", get(assets::file))
         .route("/workspaces", get(workspaces::list))
+        .route("/tokens", get(access::tokens))
+        .route("/tokens/{token}/revoke", post(access::token_revoke))
+        .route("/workspaces/{ws}/members", get(access::members))
+        .route(
+            "/workspaces/{ws}/members/{user}/remove",
+            post(access::member_remove),
+        )
         .route("/workspaces/{ws}", get(workspaces::connections))
         .route(
             "/workspaces/{ws}/connections/{connection}",
@@ -113,6 +122,10 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
         .route(
             "/workspaces/{ws}/profiles/{profile}",
             get(workspaces::profile),
+        )
+        .route(
+            "/workspaces/{ws}/profiles/{profile}/grants/revoke",
+            post(access::grant_revoke),
         )
         .route(
             "/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools",

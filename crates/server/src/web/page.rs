@@ -91,6 +91,9 @@ fn notice_text(code: &str) -> Option<&'static str> {
         }
         "placement-accepted" => "Accepted: the connection's calls run on your device.",
         "placement-declined" => "Declined: the connection's calls are refused on your device.",
+        "token-revoked" => "The token was revoked; it is refused from its next request on.",
+        "member-removed" => "The member was removed, with their grants in this workspace.",
+        "grant-revoked" => "The grant was revoked; a revoked Use stops the user's next call.",
         _ => return None,
     })
 }

@@ -56,7 +56,13 @@ pub(super) async fn form(
     State(s): State<WebState>,
     Query(q): Query<SignInQuery>,
 ) -> WebResult<Response> {
-    let notice = (q.notice.as_deref() == Some("signed-out")).then_some("You are signed out.");
+    let notice = match q.notice.as_deref() {
+        Some("signed-out") => Some("You are signed out."),
+        Some("token-revoked") => {
+            Some("The token this session signed in with is revoked, so you are signed out.")
+        }
+        _ => None,
+    };
     sign_in_page(
         &s,
         StatusCode::OK,
@@ -121,20 +127,22 @@ pub(super) async fn sign_out(
     s.app
         .web_session_end(&protected.signed_in.session_id)
         .await?;
-    Ok((
+    Ok(signed_out(&s, "/sign-in?notice=signed-out"))
+}
+
+/// The answer once a session has ended: the cookie cleared and a redirect to `location`.
+pub(super) fn signed_out(s: &WebState, location: &'static str) -> Response {
+    (
         StatusCode::SEE_OTHER,
         AppendHeaders([
             (
                 SET_COOKIE,
                 set_cookie(SESSION_COOKIE, "", Duration::ZERO, s.config.secure_cookies),
             ),
-            (
-                LOCATION,
-                HeaderValue::from_static("/sign-in?notice=signed-out"),
-            ),
+            (LOCATION, HeaderValue::from_static(location)),
         ]),
     )
-        .into_response())
+        .into_response()
 }
 
 /// The sign-in page with a fresh double-submit token in its form and cookie.

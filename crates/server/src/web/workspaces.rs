@@ -32,10 +32,11 @@ struct WorkspaceRow {
 pub(super) async fn list(
     State(s): State<WebState>,
     signed_in: SignedIn,
+    Query(q): Query<NoticeQuery>,
 ) -> WebResult<Html<String>> {
     let workspaces = s.app.workspace_list(&signed_in.session.actor).await?;
     html(&WorkspacesPage {
-        chrome: Chrome::new(&signed_in, "workspaces"),
+        chrome: Chrome::new(&signed_in, "workspaces").with_notice(q.notice.as_deref()),
         workspaces: workspaces
             .iter()
             .map(|w: &WorkspaceView| WorkspaceRow {
@@ -152,10 +153,29 @@ pub(super) async fn connections(
     })
 }
 
-/// One principal's grants, as words.
+/// One principal's grants, as words and one by one (for their Revoke buttons).
 struct GrantRow {
     user: String,
     grants: String,
+    held: Vec<HeldGrant>,
+}
+
+/// One grant held: its form value and its name.
+struct HeldGrant {
+    field: &'static str,
+    label: &'static str,
+}
+
+fn held_grants(g: &GrantView) -> Vec<HeldGrant> {
+    [
+        ("use", "Use", g.use_),
+        ("manage", "Manage", g.manage),
+        ("share", "Share", g.share),
+    ]
+    .into_iter()
+    .filter(|(_, _, held)| *held)
+    .map(|(field, label, _)| HeldGrant { field, label })
+    .collect()
 }
 
 fn grant_words(g: &GrantView) -> String {
@@ -371,6 +391,7 @@ fn profile_row(
             .map(|g| GrantRow {
                 user: g.user_name.clone(),
                 grants: grant_words(g),
+                held: held_grants(g),
             })
             .collect(),
     }
@@ -406,6 +427,8 @@ struct ProfilePage {
     connections: Vec<String>,
     can_use: bool,
     is_admin: bool,
+    /// Whether the viewer may revoke grants: a holder of Share, or a workspace admin.
+    can_revoke: bool,
 }
 
 /// `GET /workspaces/{ws}/profiles/{profile}`.
@@ -413,25 +436,27 @@ pub(super) async fn profile(
     State(s): State<WebState>,
     signed_in: SignedIn,
     Path((ws, key)): Path<(String, String)>,
+    Query(q): Query<NoticeQuery>,
 ) -> WebResult<Html<String>> {
     let actor = &signed_in.session.actor;
     let workspace = s.app.workspace_get(actor, &ws).await?;
     let environments = environment_names(&s, actor, &ws).await?;
     let names = connection_names(&s, actor, &ws).await?;
     let profile = s.app.profile_get(actor, &ws, &key).await?;
+    let is_admin = is_admin(&s, actor, &ws).await?;
+    let mine = profile.grants.iter().find(|g| g.user_id == actor.user.id);
     html(&ProfilePage {
-        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "profiles"),
+        chrome: Chrome::in_workspace(&signed_in, &workspace.name, "profiles")
+            .with_notice(q.notice.as_deref()),
         ws: workspace.name,
         connections: profile
             .connection_ids
             .iter()
             .filter_map(|id| names.get(&id.to_string()).cloned())
             .collect(),
-        is_admin: is_admin(&s, actor, &ws).await?,
-        can_use: profile
-            .grants
-            .iter()
-            .any(|g| g.user_id == actor.user.id && g.use_),
+        is_admin,
+        can_revoke: is_admin || mine.is_some_and(|g| g.share),
+        can_use: mine.is_some_and(|g| g.use_),
         profile: profile_row(&profile, &environments, &names),
     })
 }

@@ -210,6 +210,11 @@ fn matrix() -> Vec<Row> {
     POST "/workspaces/{ws}/connections/{connection}/discover" form() => 401  404  403  303  403  403  403  403  401  401  401;
     GET  "/workspaces/{ws}/profiles"                                 => 303  404  200  200  200  200  200  200  303  303  303;
     GET  "/workspaces/{ws}/profiles/{profile}"                       => 303  404  200  200  200  200  200  200  303  303  303;
+    // Revoking takes Share or the workspace admin's role (victim, removed by now, holds none).
+    POST "/workspaces/{ws}/profiles/{profile}/grants/revoke" form("user" = "victim", "grant" = "use")
+                                                                     => 401  404  403  303  403  403  303  403  401  401  401;
+    GET  "/workspaces/{ws}/members"                                  => 303  404  200  200  200  200  200  200  303  303  303;
+    GET  "/tokens"                                                   => 303  200  200  200  200  200  200  200  303  303  303;
     // Any member sees a profile's tools and their forms (as `…/connections/{connection}/tools`
     // in the API); running one takes Use.
     GET  "/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools" => 303  404  200  200  200  200  200  200  303  303  303;
@@ -259,6 +264,9 @@ fn matrix() -> Vec<Row> {
     POST "/api/v1/connectors/{connector}/restore" json({})               => 401  403  403  403  403  403  403  200  401  401  401;
     POST "/connectors/{connector}/retire" form()                         => 401  403  403  403  403  403  403  303  401  401  401;
     POST "/connectors/{connector}/restore" form()                        => 401  403  403  403  403  403  403  303  401  401  401;
+    // Removal and revocation from the inspector use up spares: a member, a token of bob's.
+    POST "/workspaces/{ws}/members/{user=web_member}/remove" form()      => 401  404  403  303  403  403  403  403  401  401  401;
+    POST "/tokens/{token=web_token}/revoke" form()                       => 401  404  303  404  404  404  404  404  401  401  401;
     POST "/sign-in" form()                                           => 401  303  303  303  303  303  303  303  401  401  401;
     // Last: it ends the sessions.
     POST "/sign-out" form()                                          => 401  303  303  303  303  303  303  303  401  401  401;

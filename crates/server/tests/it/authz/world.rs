@@ -181,6 +181,7 @@ pub async fn build(server: &TestServer) -> World {
     let nora = server.user("nora").await;
     server.user("victim").await;
     server.user("newcomer").await;
+    server.user("web-victim").await;
     for (user, role) in [
         ("bob", "member"),
         ("uma", "member"),
@@ -188,6 +189,7 @@ pub async fn build(server: &TestServer) -> World {
         ("sam", "member"),
         ("owner", "member"),
         ("victim", "member"),
+        ("web-victim", "member"),
     ] {
         add_member(&alice, "acme", user, role).await;
     }
@@ -304,12 +306,16 @@ pub async fn build(server: &TestServer) -> World {
     let other_epoch = acquire_lease(&device_from(server, &other_credential), holder).await;
     assert_eq!(epoch, other_epoch, "both leases begin at the same epoch");
 
-    // Pairings waiting for approval (API and web) and for a poll; a spare token of bob's.
+    // Pairings waiting for approval (API and web) and for a poll; spare tokens of bob's.
     let approve_code = start_pairing(server, "to-approve").await["code"].to_string();
     let web_approve_code = start_pairing(server, "to-approve-web").await["code"].to_string();
     let polled = start_pairing(server, "to-poll").await;
     let spare_token = bob
         .post("/api/v1/tokens", json!({"name": "spare"}))
+        .await
+        .ok();
+    let web_spare_token = bob
+        .post("/api/v1/tokens", json!({"name": "web-spare"}))
         .await
         .ok();
 
@@ -333,6 +339,7 @@ pub async fn build(server: &TestServer) -> World {
         ("call", call),
         ("spare_call", spare_call),
         ("user", "victim".to_owned()),
+        ("web_member", "web-victim".to_owned()),
         ("session", "matrix-session".to_owned()),
         ("file", "app.css".to_owned()),
         ("evidence", evidence),
@@ -351,6 +358,7 @@ pub async fn build(server: &TestServer) -> World {
         ("pairing", text(&polled["pairing_id"])),
         ("poll_secret", text(&polled["poll_secret"])),
         ("token", text(&spare_token["token"]["id"])),
+        ("web_token", text(&web_spare_token["token"]["id"])),
     ]
     .into_iter()
     .collect();
