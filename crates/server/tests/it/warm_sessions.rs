@@ -6,8 +6,9 @@
 use crate::harness::*;
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use switchyard_mcp_runner::SessionCaps;
+use switchyard_testkit::poll::{Bound, Check};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -35,15 +36,17 @@ async fn started(server: &TestServer, ws: &str, key: &str) -> Vec<Value> {
 
 /// Polls the owner's view of the events until `pick` finds `n` of them.
 async fn wait_events(server: &TestServer, ws: &str, n: usize, pick: impl Fn(&Value) -> bool) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let events = events_as(&server.owner, ws).await;
-        if events.iter().filter(|e| pick(e)).count() >= n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "events never came: {events:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Bound::new(WAIT, Duration::from_millis(50))
+        .until(async || {
+            let events = events_as(&server.owner, ws).await;
+            Ok(if events.iter().filter(|e| pick(e)).count() >= n {
+                Check::Done(())
+            } else {
+                Check::NotYet(format!("events never came: {events:?}"))
+            })
+        })
+        .await
+        .expect("the events arrive");
 }
 
 /// Runs `echo` as `client` under `profile` in warm session `key`, until it succeeds.
