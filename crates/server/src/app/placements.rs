@@ -81,10 +81,10 @@ impl App {
                 &decision,
             )
             .await?;
-        let key = row.connection_id.to_string();
         let now = if decided {
+            let connection = Key::Id(row.connection_id.0);
             self.db
-                .placement_find(workspace, actor.user.id, row.device_id, &Key::parse(&key))
+                .placement_find(workspace, actor.user.id, row.device_id, &connection)
                 .await?
         } else {
             None

@@ -144,39 +144,40 @@ impl Datastore {
             return Ok(Committed::new(Retired::default()));
         };
         let code = target.code().as_str();
-        let failed_calls: Vec<CallId> = match target {
-            Retirable::Connector(id) => {
-                sqlx::query_scalar(concat!(
+        // The queued and leased calls it names: nothing was sent for them.
+        macro_rules! fail_calls_where {
+            ($calls:literal) => {
+                concat!(
                     "UPDATE calls SET state = 'failed', finished_at = now(), error_code = $2, error_message = $3
-                     WHERE connection_id IN (SELECT id FROM connections WHERE connector_id = $1)",
+                     WHERE ",
+                    $calls,
                     " AND state IN ('queued', 'leased') AND finished_at IS NULL RETURNING id"
-                ))
-                .bind(id)
-            }
+                )
+            };
+        }
+        let (fail, id) = match target {
+            Retirable::Connector(id) => (
+                fail_calls_where!(
+                    "connection_id IN (SELECT id FROM connections WHERE connector_id = $1)"
+                ),
+                id.0,
+            ),
             Retirable::Connection(_, id) => {
                 sqlx::query("UPDATE tools SET retired_at = $2 WHERE connection_id = $1")
                     .bind(id)
                     .bind(at)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query_scalar(concat!(
-                    "UPDATE calls SET state = 'failed', finished_at = now(), error_code = $2, error_message = $3
-                     WHERE connection_id = $1",
-                    " AND state IN ('queued', 'leased') AND finished_at IS NULL RETURNING id"
-                ))
-                .bind(id)
+                (fail_calls_where!("connection_id = $1"), id.0)
             }
-            Retirable::Profile(_, id) => sqlx::query_scalar(concat!(
-                "UPDATE calls SET state = 'failed', finished_at = now(), error_code = $2, error_message = $3
-                 WHERE profile_id = $1",
-                " AND state IN ('queued', 'leased') AND finished_at IS NULL RETURNING id"
-            ))
-            .bind(id),
-        }
-        .bind(code)
-        .bind(RETIRED_MESSAGE)
-        .fetch_all(&mut *tx)
-        .await?;
+            Retirable::Profile(_, id) => (fail_calls_where!("profile_id = $1"), id.0),
+        };
+        let failed_calls: Vec<CallId> = sqlx::query_scalar(fail)
+            .bind(id)
+            .bind(code)
+            .bind(RETIRED_MESSAGE)
+            .fetch_all(&mut *tx)
+            .await?;
         let mut subject = target.subject();
         subject["failed_calls"] = json!(failed_calls.len());
         record(
