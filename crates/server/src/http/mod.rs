@@ -1,5 +1,5 @@
 //! The HTTP API: thin handlers that extract input, authenticate, call one app-layer function
-//! and return its view. Routes are listed in docs/API.md.
+//! and return its view. Routes are listed in docs/API.md (device runners' in docs/RUNNER-API.md).
 
 mod auth;
 mod devices;
