@@ -152,7 +152,11 @@ fi
 owner_token=$(<"$TOKEN_FILE")
 
 section "Server"
-SWITCHYARD_LISTEN=${SWITCHYARD_LISTEN:-127.0.0.1:8787} "$SERVER_BIN" serve >"$SERVER_LOG" 2>&1 &
+# HTTP connectors may point at fixtures on this machine (the loopback interface), which an
+# installation refuses unless allowed (docs/GOVERNANCE.md#endpoints).
+SWITCHYARD_LISTEN=${SWITCHYARD_LISTEN:-127.0.0.1:8787} \
+    SWITCHYARD_ALLOW_ENDPOINTS=${SWITCHYARD_ALLOW_ENDPOINTS:-127.0.0.0/8,::1} \
+    "$SERVER_BIN" serve >"$SERVER_LOG" 2>&1 &
 server_pid=$!
 echo "Started switchyard-server (pid $server_pid, log: ${SERVER_LOG#"$repo_root"/})"
 # First wait for *our* server to say where it listens (another server could answer /readyz

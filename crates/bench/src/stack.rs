@@ -216,6 +216,10 @@ impl Stack {
             listen,
             env: self.server_env.clone(),
             log: self.server_log(index),
+            allow_endpoints: switchyard_testkit::server::LOOPBACK_FIXTURES
+                .iter()
+                .map(|e| (*e).to_owned())
+                .collect(),
         }
     }
 

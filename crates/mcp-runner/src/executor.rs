@@ -21,6 +21,7 @@
 use crate::backoff::Backoff;
 use crate::call::{Acquired, CallContext, SessionLease, ToLoop, call_error, run_call};
 use crate::control::{ControlError, ControlPlane};
+use crate::endpoints::{EndpointError, EndpointGuard};
 use crate::events::{EventSink, process_exited, spawn_reporter};
 use crate::handle::{CancelOutcome, Command, ExecutorHandle};
 use crate::launch::SessionLaunch;
@@ -73,6 +74,9 @@ pub struct ExecutorConfig {
     /// Most warm sessions kept, in all, per connection and per submitter; the least recently
     /// used idle session makes room (see [`SessionCaps`]).
     pub session_caps: SessionCaps,
+    /// Which addresses an HTTP MCP server may be reached at (the central runner's guard with
+    /// nothing allowed unless set).
+    pub endpoints: EndpointGuard,
 }
 
 impl Default for ExecutorConfig {
@@ -84,6 +88,7 @@ impl Default for ExecutorConfig {
             idle_timeout: Duration::from_secs(5 * 60),
             cancel_grace: Duration::from_secs(2),
             session_caps: SessionCaps::default(),
+            endpoints: EndpointGuard::default(),
         }
     }
 }
@@ -456,10 +461,10 @@ impl<C: ControlPlane> Runner<C> {
                     self.pool.close_after_use(slot);
                 }
                 let deadline = self.config.open_deadline;
-                self.openers.spawn(
-                    slot,
-                    async move { McpSession::open(&launch, deadline).await },
-                );
+                let guard = self.config.endpoints.clone();
+                self.openers.spawn(slot, async move {
+                    McpSession::open(&launch, &guard, deadline).await
+                });
                 slot
             }
         };
@@ -502,11 +507,17 @@ impl<C: ControlPlane> Runner<C> {
             Ok(Ok(session)) => session,
             Ok(Err(error)) => {
                 let stderr_tail = error.stderr_tail().map(str::to_owned);
-                self.open_failed(slot, error.to_string(), stderr_tail);
+                // A refused address is the installation's decision, not a broken server.
+                let code = match error {
+                    SessionError::Endpoint(EndpointError::Blocked { .. }) => "endpoint_blocked",
+                    _ => "spawn_failed",
+                };
+                self.open_failed(slot, code, error.to_string(), stderr_tail);
                 return;
             }
             Err(error) => {
-                self.open_failed(slot, format!("opening the session failed: {error}"), None);
+                let reason = format!("opening the session failed: {error}");
+                self.open_failed(slot, "spawn_failed", reason, None);
                 return;
             }
         };
@@ -533,8 +544,14 @@ impl<C: ControlPlane> Runner<C> {
         }
     }
 
-    /// Fails every call waiting for `slot`, whose session could not be opened.
-    fn open_failed(&mut self, slot: SessionSlot, reason: String, stderr_tail: Option<String>) {
+    /// Fails every call waiting for `slot`, whose session could not be opened, with `code`.
+    fn open_failed(
+        &mut self,
+        slot: SessionSlot,
+        code: &str,
+        reason: String,
+        stderr_tail: Option<String>,
+    ) {
         let Some((waiters, redactor)) = self.pool.open_failed(slot) else {
             return;
         };
@@ -547,7 +564,7 @@ impl<C: ControlPlane> Runner<C> {
             }
         }
         tracing::warn!(%message, waiting = waiters.len(), "cannot open the MCP session");
-        let error = call_error("spawn_failed", message);
+        let error = call_error(code, message);
         for (call_id, waiter) in waiters {
             if let Some(entry) = self.calls.get_mut(&call_id) {
                 entry.phase = CallPhase::Running;

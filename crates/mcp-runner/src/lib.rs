@@ -8,6 +8,7 @@ pub mod contain;
 pub mod control;
 pub mod credentials;
 pub mod device;
+pub mod endpoints;
 mod events;
 pub mod executor;
 pub mod handle;

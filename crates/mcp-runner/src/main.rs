@@ -162,6 +162,8 @@ async fn run(args: Args) -> Result<(), Failure> {
         resolver: launch_resolver(),
         executor: ExecutorConfig {
             session_caps: args.session_caps.into(),
+            // Its own machine is what local placement is for; metadata services are not.
+            endpoints: switchyard_mcp_runner::endpoints::EndpointGuard::device(),
             ..ExecutorConfig::default()
         },
     };

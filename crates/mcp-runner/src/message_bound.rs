@@ -13,6 +13,7 @@
 //! The bound is well above the 1 MiB a result is kept at (the server cuts a longer one): an
 //! `echo` of 1 MiB of arguments answers about twice that.
 
+use crate::endpoints::{EndpointError, EndpointGuard};
 use futures::TryStreamExt;
 use futures::stream::{BoxStream, StreamExt};
 use reqwest::header::{HeaderName, HeaderValue};
@@ -25,8 +26,8 @@ use sse_stream::Sse;
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, ReadBuf};
 
@@ -134,17 +135,37 @@ const MAX_REDIRECTS: usize = 10;
 pub(crate) struct WatchedHttp {
     inner: reqwest::Client,
     overflow: Overflow,
+    /// The last redirect the guard refused (rmcp reports the failed request only as text).
+    refused: Arc<Mutex<Option<EndpointError>>>,
 }
 
 impl WatchedHttp {
     /// A client reporting to `overflow`: no idle connections kept (rmcp's choice, against
-    /// delayed-ACK stalls), same-origin 307 and 308 redirects followed, nothing else.
-    pub(crate) fn new(overflow: Overflow) -> reqwest::Result<Self> {
+    /// delayed-ACK stalls), same-origin 307 and 308 redirects followed, nothing else. It
+    /// connects only to addresses `guard` admits: names resolve through its resolver, a
+    /// redirect to a refused address fails, and no proxy is used (a proxy would resolve and
+    /// connect where the guard cannot see).
+    pub(crate) fn new(overflow: Overflow, guard: &EndpointGuard) -> reqwest::Result<Self> {
+        let refused = Arc::default();
         let inner = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
-            .redirect(same_origin_redirects())
+            .no_proxy()
+            .dns_resolver(guard.resolver())
+            .redirect(same_origin_redirects(guard.clone(), Arc::clone(&refused)))
             .build()?;
-        Ok(Self { inner, overflow })
+        Ok(Self {
+            inner,
+            overflow,
+            refused,
+        })
+    }
+
+    /// The last redirect the guard refused, if any.
+    pub(crate) fn refused_redirect(&self) -> Option<EndpointError> {
+        self.refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn watch_post(
@@ -180,9 +201,17 @@ impl WatchedHttp {
 }
 
 /// Only same-origin 307 and 308 redirects keep a POST's body and its headers on the server
-/// they were meant for; any other is answered as it is.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
+/// they were meant for; any other is answered as it is. A redirect to an address `guard`
+/// refuses fails the request, whatever its kind.
+fn same_origin_redirects(
+    guard: EndpointGuard,
+    refusals: Arc<Mutex<Option<EndpointError>>>,
+) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        if let Some(refused) = guard.redirect_refusal(attempt.url()) {
+            *refusals.lock().unwrap_or_else(PoisonError::into_inner) = Some(refused.clone());
+            return attempt.error(refused);
+        }
         let keeps_body = matches!(
             attempt.status(),
             reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT

@@ -24,6 +24,7 @@
 //! [`message_bound`]: crate::message_bound
 
 use crate::contain::{self, ScratchDir};
+use crate::endpoints::{EndpointError, EndpointGuard};
 use crate::launch::{SessionLaunch, child_environment, is_reserved_env_name};
 use crate::message_bound::{
     BoundedLines, MAX_MCP_MESSAGE_BYTES, Overflow, WatchedHttp, overflow_message,
@@ -179,6 +180,10 @@ pub enum SessionError {
         /// The transport's explanation.
         reason: String,
     },
+    /// The HTTP endpoint is refused by the runner's [`EndpointGuard`] (or does not resolve):
+    /// nothing was sent to it.
+    #[error("{0}")]
+    Endpoint(#[from] EndpointError),
     /// The server started (or was reached) but the MCP handshake failed.
     #[error(
         "the MCP server did not complete initialization: {reason}; check that the connector's \
@@ -273,13 +278,17 @@ pub struct McpSession {
 
 impl McpSession {
     /// Starts (stdio) or connects to (HTTP) the server and completes the MCP handshake within
-    /// `deadline`.
-    pub async fn open(launch: &SessionLaunch, deadline: Duration) -> Result<Self, SessionError> {
+    /// `deadline`. An HTTP server is reached only at addresses `guard` admits.
+    pub async fn open(
+        launch: &SessionLaunch,
+        guard: &EndpointGuard,
+        deadline: Duration,
+    ) -> Result<Self, SessionError> {
         match &launch.spec {
             ConnectorSpec::Stdio { command, args, .. } => {
                 open_stdio(command, args, &launch.env, deadline).await
             }
-            ConnectorSpec::Http { url } => open_http(url, &launch.headers, deadline).await,
+            ConnectorSpec::Http { url } => open_http(url, &launch.headers, guard, deadline).await,
         }
     }
 
@@ -547,13 +556,15 @@ impl McpSession {
     }
 }
 
-/// Opens a session, lists its tools and closes it, all within `deadline`.
+/// Opens a session (HTTP: to an address `guard` admits), lists its tools and closes it, all
+/// within `deadline`.
 pub async fn discover(
     launch: &SessionLaunch,
+    guard: &EndpointGuard,
     deadline: Duration,
 ) -> Result<Vec<DiscoveredTool>, SessionError> {
     let started = Instant::now();
-    let session = McpSession::open(launch, deadline).await?;
+    let session = McpSession::open(launch, guard, deadline).await?;
     let listed = tokio::time::timeout(
         deadline.saturating_sub(started.elapsed()),
         session.list_tools(),
@@ -654,9 +665,19 @@ async fn drained(stderr: Option<PipeTail>) -> Option<String> {
 async fn open_http(
     url: &str,
     headers: &[(String, String)],
+    guard: &EndpointGuard,
     deadline: Duration,
 ) -> Result<McpSession, SessionError> {
     install_crypto_provider();
+    // A literal address is never resolved, so it is screened here; a name is screened here
+    // for a clear refusal, and again by the client's resolver at every connect.
+    tokio::time::timeout(deadline, guard.screen(url))
+        .await
+        .map_err(|_| SessionError::Timeout {
+            stage: "initialize",
+            after: deadline,
+            stderr_tail: None,
+        })??;
     let mut custom_headers = HashMap::new();
     for (name, value) in headers {
         let invalid = || SessionError::InvalidHeader { name: name.clone() };
@@ -671,10 +692,12 @@ async fn open_http(
         .max_json_response_size(MAX_MCP_MESSAGE_BYTES)
         .max_sse_event_size(MAX_MCP_MESSAGE_BYTES);
     let overflow = Overflow::default();
-    let http = WatchedHttp::new(overflow.clone()).map_err(|error| SessionError::Initialize {
-        reason: format!("cannot build the HTTP client: {error}"),
-        stderr_tail: None,
-    })?;
+    let http =
+        WatchedHttp::new(overflow.clone(), guard).map_err(|error| SessionError::Initialize {
+            reason: format!("cannot build the HTTP client: {error}"),
+            stderr_tail: None,
+        })?;
+    let watched = http.clone();
     let transport = StreamableHttpClientTransport::with_client(http, config);
 
     match tokio::time::timeout(deadline, client_config().serve(transport)).await {
@@ -683,7 +706,10 @@ async fn open_http(
             transport: Transport::Http,
             overflow,
         }),
-        Ok(Err(error)) => Err(initialize_error(error)),
+        // A redirect the guard refused fails the handshake: say why, with the guard's code.
+        Ok(Err(error)) => Err(watched
+            .refused_redirect()
+            .map_or_else(|| initialize_error(error), SessionError::Endpoint)),
         Err(_) => Err(SessionError::Timeout {
             stage: "initialize",
             after: deadline,

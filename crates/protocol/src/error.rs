@@ -119,6 +119,9 @@ pub enum ErrorCode {
     /// The connector's launch spec is not the one the device's owner accepted: they must
     /// accept the new spec first.
     SpecChanged,
+    /// An HTTP connector's URL is, or resolves to, an address the installation does not let
+    /// its runner reach (loopback, private, link-local, …) and its allow-list does not admit.
+    EndpointBlocked,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -178,6 +181,7 @@ impl ErrorCode {
             ErrorCode::ProfileRetired => "profile_retired",
             ErrorCode::PlacementPending => "placement_pending",
             ErrorCode::SpecChanged => "spec_changed",
+            ErrorCode::EndpointBlocked => "endpoint_blocked",
             ErrorCode::Internal => "internal",
         }
     }
@@ -229,7 +233,8 @@ impl ErrorCode {
             | ErrorCode::EnvironmentMismatch
             | ErrorCode::McpRequestConflict
             | ErrorCode::OperationRequired
-            | ErrorCode::OperationMismatch => 422,
+            | ErrorCode::OperationMismatch
+            | ErrorCode::EndpointBlocked => 422,
             ErrorCode::DiscoveryFailed => 502,
             ErrorCode::Internal => 500,
         }

@@ -816,7 +816,7 @@ fn error_codes() -> Vec<ErrorCode> {
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
         CallErased, CallActive, BodyTooLarge, ToolNotGranted, TooManyStreams,
         ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, QuotaExceeded,
-        PlacementPending, SpecChanged, Internal,
+        PlacementPending, SpecChanged, EndpointBlocked, Internal,
     )
 }
 

@@ -103,7 +103,12 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
         let control = CentralControl::new(app.clone(), epoch, held, config.batch_max);
         let credentials = app.credentials().clone();
         let resolver = Arc::new(move |call: &LeasedCall| credentials.launch_for(call));
-        let executor = Executor::new(Arc::new(control), resolver, config.executor.clone());
+        // The app's guard is the one the connectors were screened with.
+        let executor_config = ExecutorConfig {
+            endpoints: app.endpoints().clone(),
+            ..config.executor.clone()
+        };
+        let executor = Executor::new(Arc::new(control), resolver, executor_config);
         // Listening before the executor leases anything: a release or cancellation published
         // for a call this term runs must not go out before anyone hears it.
         if let Some(listener) = listen_for_commands(&app, &lease_lost).await {

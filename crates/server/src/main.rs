@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_mcp_runner::credentials::validate_file;
+use switchyard_mcp_runner::endpoints::{AllowList, EndpointGuard};
 use switchyard_mcp_runner::{ExecutorConfig, SessionCapFlags};
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
@@ -139,6 +140,16 @@ enum Command {
         /// Caps on the central runner's warm sessions.
         #[command(flatten)]
         session_caps: SessionCapFlags,
+        /// A network (CIDR or address) or host name that HTTP connectors may point at although
+        /// it is loopback, private, link-local, CGNAT, …, which are refused otherwise.
+        /// Repeatable; the environment variable takes a comma-separated list.
+        #[arg(
+            long = "allow-endpoint",
+            env = "SWITCHYARD_ALLOW_ENDPOINTS",
+            value_name = "CIDR|HOST",
+            value_delimiter = ','
+        )]
+        allow_endpoints: Vec<String>,
     },
     /// Apply database migrations.
     Migrate,
@@ -293,8 +304,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             max_queued_per_workspace,
             max_running_per_workspace,
             session_caps,
+            allow_endpoints,
         } => {
             Datastore::new(pool.clone()).readiness().await?;
+            let allow = AllowList::parse(allow_endpoints.iter().map(String::as_str))
+                .map_err(|e| format!("--allow-endpoint: {e}"))?;
+            tracing::info!(allowed = %allow, "HTTP connectors may point at public addresses and the allowed endpoints");
             if let Some(path) = &mcp_credentials_file {
                 // The file is re-read at every call, so a problem is reported, not fatal: the
                 // calls that need it fail closed until it is fixed.
@@ -318,6 +333,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                         max_queued: max_queued_per_workspace,
                         max_running: max_running_per_workspace,
                     },
+                    endpoints: EndpointGuard::public(allow),
                     ..AppConfig::default()
                 },
                 central: CentralConfig {

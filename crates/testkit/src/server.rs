@@ -63,7 +63,14 @@ pub struct ServerConfig {
     pub env: Vec<(String, String)>,
     /// Its stderr goes here (appended, so restarts keep the earlier log).
     pub log: PathBuf,
+    /// Its `--allow-endpoint`s: [`LOOPBACK_FIXTURES`] unless changed, so that HTTP connectors
+    /// may point at fixtures on this machine.
+    pub allow_endpoints: Vec<String>,
 }
+
+/// What a test server allows its HTTP connectors to reach besides public addresses: the
+/// loopback interface, where the tests' fixture MCP servers listen.
+pub const LOOPBACK_FIXTURES: &[&str] = &["127.0.0.0/8", "::1"];
 
 impl ServerConfig {
     /// A server on [`ANY_PORT`] with no extra environment.
@@ -73,6 +80,7 @@ impl ServerConfig {
             listen: ANY_PORT,
             env: Vec::new(),
             log: log.to_owned(),
+            allow_endpoints: LOOPBACK_FIXTURES.iter().map(|e| (*e).to_owned()).collect(),
         }
     }
 
@@ -100,6 +108,12 @@ impl ServerProcess {
         let mut command = Command::new(server);
         command
             .args(["serve", "--listen", &config.listen.to_string()])
+            .args(
+                config
+                    .allow_endpoints
+                    .iter()
+                    .flat_map(|entry| ["--allow-endpoint", entry.as_str()]),
+            )
             .env("DATABASE_URL", &config.database_url)
             .envs(config.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())

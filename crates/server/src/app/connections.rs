@@ -5,6 +5,8 @@ use super::names::validate_name;
 use super::{Actor, App, views};
 use crate::db::{ConnectionRow, Key};
 use crate::error::{AppError, AppResult};
+use switchyard_mcp_runner::SessionError;
+use switchyard_mcp_runner::endpoints::EndpointError;
 use switchyard_mcp_runner::redact::Redactor;
 use switchyard_protocol::api::*;
 use switchyard_protocol::{ErrorCode, WorkspaceId};
@@ -97,13 +99,23 @@ impl App {
         if !connector.is_runnable() {
             return Err(not_approved(&connector.name));
         }
+        let mut code = ErrorCode::DiscoveryFailed;
         let discovered = match self.credentials.resolve(connection.id, &connector.spec()) {
             Ok(launch) => {
                 // A failing server's stderr can echo what it was given: redact before keeping it.
                 let redactor = Redactor::for_launch(&launch);
-                switchyard_mcp_runner::session::discover(&launch, self.config.discovery_deadline)
-                    .await
-                    .map_err(|e| redactor.redact(&e.to_string()).into_owned())
+                switchyard_mcp_runner::session::discover(
+                    &launch,
+                    &self.config.endpoints,
+                    self.config.discovery_deadline,
+                )
+                .await
+                .map_err(|e| {
+                    if matches!(e, SessionError::Endpoint(EndpointError::Blocked { .. })) {
+                        code = ErrorCode::EndpointBlocked;
+                    }
+                    redactor.redact(&e.to_string()).into_owned()
+                })
             }
             Err(e) => Err(e.to_string()),
         };
@@ -140,7 +152,7 @@ impl App {
                     .event_record(connection.id, "discovery_failed", &detail, None)
                     .await?;
                 Err(AppError::refused(
-                    ErrorCode::DiscoveryFailed,
+                    code,
                     format!("discovery of `{}` failed: {message}", connection.name),
                 ))
             }

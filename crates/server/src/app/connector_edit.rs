@@ -21,6 +21,7 @@ impl App {
         if connector.spec() == spec {
             return Ok(views::connector(&connector));
         }
+        self.screen_endpoint(&connector.name, &spec).await?;
         let row = self.db.connector_update(connector.id, &spec).await?;
         tracing::info!(connector = %row.name, revision = row.revision, "connector changed; it needs approval again if it runs a command");
         Ok(views::connector(&row))

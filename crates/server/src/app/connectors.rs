@@ -11,6 +11,8 @@ use super::{Actor, App, views};
 use crate::db::Key;
 use crate::error::{AppError, AppResult};
 use serde_json::Value;
+use switchyard_mcp_runner::SessionError;
+use switchyard_mcp_runner::endpoints::EndpointError;
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::*;
 
@@ -24,6 +26,7 @@ impl App {
         self.require_owner(actor)?;
         validate_name("connector", &req.name)?;
         validate_spec(&req.name, &req.spec)?;
+        self.screen_endpoint(&req.name, &req.spec).await?;
         let rows = self
             .db
             .connector_create_all(&[(req.name.clone(), req.spec)])
@@ -47,6 +50,7 @@ impl App {
         for (name, spec) in &connectors {
             validate_name("connector", name)?;
             validate_spec(name, spec)?;
+            self.screen_endpoint(name, spec).await?;
         }
         let rows = self
             .db
@@ -100,6 +104,19 @@ impl App {
         ))
     }
 
+    /// Refuses an HTTP connector whose URL is, or resolves to, an address the endpoint guard
+    /// refuses (`endpoint_blocked`). A name that does not resolve now is not refused here: the
+    /// guard judges it again at every connect.
+    pub(super) async fn screen_endpoint(&self, name: &str, spec: &ConnectorSpec) -> AppResult<()> {
+        let ConnectorSpec::Http { url } = spec else {
+            return Ok(());
+        };
+        match self.config.endpoints.screen(url).await {
+            Err(blocked @ EndpointError::Blocked { .. }) => Err(endpoint_blocked(name, &blocked)),
+            Ok(_) | Err(_) => Ok(()),
+        }
+    }
+
     pub(crate) async fn find_connector(&self, key: &str) -> AppResult<crate::db::ConnectorRow> {
         self.db
             .connector_find(&Key::parse(key))
@@ -111,6 +128,14 @@ impl App {
                 )
             })
     }
+}
+
+/// Connector `name`'s endpoint is refused by the guard.
+pub(super) fn endpoint_blocked(name: &str, why: &EndpointError) -> AppError {
+    AppError::refused(
+        ErrorCode::EndpointBlocked,
+        format!("connector `{name}`: {why}"),
+    )
 }
 
 fn invalid(name: &str, why: impl std::fmt::Display) -> AppError {
@@ -342,15 +367,21 @@ impl App {
             env: Vec::new(),
             headers: Vec::new(),
         };
-        let tools =
-            switchyard_mcp_runner::session::discover(&launch, self.config.discovery_deadline)
-                .await
-                .map_err(|e| {
-                    AppError::refused(
-                        ErrorCode::DiscoveryFailed,
-                        format!("inspecting `{}` failed: {e}", connector.name),
-                    )
-                })?;
+        let tools = switchyard_mcp_runner::session::discover(
+            &launch,
+            &self.config.endpoints,
+            self.config.discovery_deadline,
+        )
+        .await
+        .map_err(|e| match e {
+            SessionError::Endpoint(blocked @ EndpointError::Blocked { .. }) => {
+                endpoint_blocked(&connector.name, &blocked)
+            }
+            e => AppError::refused(
+                ErrorCode::DiscoveryFailed,
+                format!("inspecting `{}` failed: {e}", connector.name),
+            ),
+        })?;
         Ok(ConnectorInspection {
             total_tools: tools.len(),
             tools: tools

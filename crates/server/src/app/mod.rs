@@ -68,6 +68,9 @@ pub struct AppConfig {
     pub submit_batch_max: usize,
     /// Most calls a workspace may have queued, and leased or running, when it submits more.
     pub quotas: crate::db::CallQuotas,
+    /// Which addresses HTTP connectors may point at: checked when one is added or edited, at
+    /// discovery and by the central runner at every connect (`--allow-endpoint`).
+    pub endpoints: switchyard_mcp_runner::endpoints::EndpointGuard,
 }
 
 /// [`AppConfig::submit_batch_max`] unless configured.
@@ -82,6 +85,7 @@ impl Default for AppConfig {
             evidence_queue: crate::db::QueueBounds::default(),
             submit_batch_max: usize::from(DEFAULT_SUBMIT_BATCH_MAX),
             quotas: crate::db::CallQuotas::default(),
+            endpoints: switchyard_mcp_runner::endpoints::EndpointGuard::default(),
         }
     }
 }
@@ -137,6 +141,11 @@ impl App {
     /// The central runner's credential resolver.
     pub fn credentials(&self) -> &Arc<CredentialResolver> {
         &self.credentials
+    }
+
+    /// Which addresses HTTP MCP servers may be reached at (the central runner uses it too).
+    pub fn endpoints(&self) -> &switchyard_mcp_runner::endpoints::EndpointGuard {
+        &self.config.endpoints
     }
 
     /// The datastore.

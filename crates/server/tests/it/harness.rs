@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use switchyard_mcp_runner::endpoints::{AllowList, EndpointGuard};
 use switchyard_protocol::{
     CallId, ConnectionId, EnvironmentId, ProfileId, RequestId, UserId, WorkspaceId,
 };
@@ -15,8 +16,8 @@ use switchyard_server::db::{CallOrigin, Datastore, NewCall};
 use switchyard_server::serve::{HttpLimits, Running, ServeConfig, start};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
-use switchyard_testkit::bins;
 use switchyard_testkit::scratch::Scratch;
+use switchyard_testkit::{bins, server};
 use uuid::Uuid;
 
 /// The fixture MCP server binary, built with the workspace (`cargo build --workspace`).
@@ -32,6 +33,15 @@ pub fn fixture_bin() -> String {
 fn use_server_as_helper() {
     let server = bins::workspace_binary(bins::SERVER).unwrap_or_else(|e| panic!("{e}"));
     switchyard_mcp_runner::contain::use_helper_program(server);
+}
+
+/// The app's settings in tests: HTTP connectors may point at the loopback fixtures.
+pub fn test_app_config() -> AppConfig {
+    let allow = AllowList::parse(server::LOOPBACK_FIXTURES.iter().copied()).expect("valid");
+    AppConfig {
+        endpoints: EndpointGuard::public(allow),
+        ..AppConfig::default()
+    }
 }
 
 /// A running server and its owner.
@@ -54,7 +64,7 @@ impl TestServer {
         use_server_as_helper();
         let mut config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
-            app: AppConfig::default(),
+            app: test_app_config(),
             central: CentralConfig {
                 lease_ttl: Duration::from_secs(5),
                 ..CentralConfig::default()
@@ -91,7 +101,7 @@ impl TestServer {
     pub async fn replica_with(first: &TestServer, tweak: impl FnOnce(&mut ServeConfig)) -> Self {
         let mut config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
-            app: AppConfig::default(),
+            app: test_app_config(),
             central: CentralConfig {
                 lease_ttl: Duration::from_secs(5),
                 ..CentralConfig::default()

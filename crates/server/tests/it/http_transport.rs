@@ -41,7 +41,13 @@ async fn a_header_credential_reaches_the_server_and_is_stored_nowhere(pool: PgPo
     let (_, token) = app.user_create("owner", true).await.unwrap();
     let log = scratch.path("server.log");
     let mut server = Command::new(env!("CARGO_BIN_EXE_switchyard-server"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-endpoint",
+            "127.0.0.1",
+        ])
         .env("DATABASE_URL", database_url_of(&pool))
         .env("SWITCHYARD_MCP_CREDENTIALS_FILE", &bindings)
         .env("SWITCHYARD_LOG", "debug")

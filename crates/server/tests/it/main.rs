@@ -7,6 +7,7 @@ mod bad_input;
 mod browser;
 mod calls;
 mod devices;
+mod endpoints;
 mod evidence;
 mod harness;
 mod health;

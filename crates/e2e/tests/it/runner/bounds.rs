@@ -26,7 +26,7 @@ async fn a_stdio_answer_over_the_bound_ends_the_session_before_it_is_all_written
         env: Vec::new(),
         headers: Vec::new(),
     };
-    let session = McpSession::open(&launch, OPEN_DEADLINE)
+    let session = McpSession::open(&launch, &EndpointGuard::device(), OPEN_DEADLINE)
         .await
         .expect("open the session");
 
@@ -55,9 +55,13 @@ async fn a_stdio_answer_over_the_bound_ends_the_session_before_it_is_all_written
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_answer_over_the_bound_is_oversized() {
     let fixture = HttpFixture::start().await;
-    let session = McpSession::open(&fixture.authorized(), OPEN_DEADLINE)
-        .await
-        .expect("open the HTTP session");
+    let session = McpSession::open(
+        &fixture.authorized(),
+        &EndpointGuard::device(),
+        OPEN_DEADLINE,
+    )
+    .await
+    .expect("open the HTTP session");
 
     let dispatch = session
         .call_tool(

@@ -15,7 +15,7 @@ use switchyard_mcp_runner::{Dispatch, McpSession};
 const NO_CAPABILITIES: &str = "0000000000000000";
 
 async fn open(args: &[&str]) -> McpSession {
-    McpSession::open(&stdio_launch(args), OPEN_DEADLINE)
+    McpSession::open(&stdio_launch(args), &EndpointGuard::device(), OPEN_DEADLINE)
         .await
         .expect("the fixture opens a session")
 }

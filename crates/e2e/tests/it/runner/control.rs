@@ -273,6 +273,7 @@ pub fn config() -> ExecutorConfig {
         max_concurrent: 4,
         lease_wait: Duration::from_millis(50),
         open_deadline: OPEN_DEADLINE,
+        endpoints: EndpointGuard::device(),
         ..ExecutorConfig::default()
     }
 }

@@ -4,6 +4,8 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use switchyard_mcp_runner::SessionLaunch;
+/// Sessions in these tests reach fixtures on this machine, as a device runner may.
+pub use switchyard_mcp_runner::endpoints::EndpointGuard;
 use switchyard_protocol::api::ConnectorSpec;
 use switchyard_testkit::bins;
 use switchyard_testkit::poll::Bound;

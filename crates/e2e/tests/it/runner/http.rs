@@ -74,9 +74,13 @@ impl HttpFixture {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_with_the_bearer_header_calls_tools() {
     let fixture = HttpFixture::start().await;
-    let session = McpSession::open(&fixture.authorized(), OPEN_DEADLINE)
-        .await
-        .expect("open the HTTP session");
+    let session = McpSession::open(
+        &fixture.authorized(),
+        &EndpointGuard::device(),
+        OPEN_DEADLINE,
+    )
+    .await
+    .expect("open the HTTP session");
     assert_eq!(session.process_group_id(), None);
     assert_eq!(session.stderr_tail(), None);
 
@@ -103,9 +107,13 @@ async fn a_session_with_the_bearer_header_calls_tools() {
 async fn discover_over_http_lists_the_tools() {
     let fixture = HttpFixture::start().await;
 
-    let tools = discover(&fixture.authorized(), OPEN_DEADLINE)
-        .await
-        .expect("discovery");
+    let tools = discover(
+        &fixture.authorized(),
+        &EndpointGuard::device(),
+        OPEN_DEADLINE,
+    )
+    .await
+    .expect("discovery");
 
     assert!(tools.iter().any(|tool| tool.name == "echo"));
     assert!(tools.iter().any(|tool| tool.name == "slow"));
@@ -119,9 +127,13 @@ async fn a_missing_or_wrong_token_is_unauthorized() {
         Vec::new(),
         vec![("Authorization".to_owned(), "Bearer wrong-token".to_owned())],
     ] {
-        let error = McpSession::open(&fixture.launch(headers), OPEN_DEADLINE)
-            .await
-            .expect_err("refused");
+        let error = McpSession::open(
+            &fixture.launch(headers),
+            &EndpointGuard::device(),
+            OPEN_DEADLINE,
+        )
+        .await
+        .expect_err("refused");
         assert!(
             matches!(error, SessionError::Unauthorized { .. }),
             "got {error:?}"
@@ -138,7 +150,7 @@ async fn a_header_value_with_a_line_break_is_refused_without_printing_it() {
         "Bearer secret\r\nX-Injected: 1".to_owned(),
     )]);
 
-    let error = McpSession::open(&launch, OPEN_DEADLINE)
+    let error = McpSession::open(&launch, &EndpointGuard::device(), OPEN_DEADLINE)
         .await
         .expect_err("invalid header");
 

@@ -11,7 +11,7 @@ use switchyard_protocol::api::ConnectorSpec;
 use tokio_util::sync::CancellationToken;
 
 async fn open(launch: &SessionLaunch) -> McpSession {
-    McpSession::open(launch, OPEN_DEADLINE)
+    McpSession::open(launch, &EndpointGuard::device(), OPEN_DEADLINE)
         .await
         .expect("the fixture opens a session")
 }
@@ -289,7 +289,7 @@ async fn a_reserved_variable_is_refused_before_spawning() {
     let mut launch = stdio_launch(&[]);
     launch.env = vec![("SWITCHYARD_TOKEN".to_owned(), "syt_value".to_owned())];
 
-    let error = McpSession::open(&launch, OPEN_DEADLINE)
+    let error = McpSession::open(&launch, &EndpointGuard::device(), OPEN_DEADLINE)
         .await
         .expect_err("reserved variable");
 
@@ -312,7 +312,7 @@ async fn a_missing_program_is_a_spawn_error() {
         headers: Vec::new(),
     };
 
-    let error = McpSession::open(&launch, OPEN_DEADLINE)
+    let error = McpSession::open(&launch, &EndpointGuard::device(), OPEN_DEADLINE)
         .await
         .expect_err("missing program");
 
@@ -336,7 +336,7 @@ async fn a_server_that_dies_at_start_reports_its_stderr() {
         headers: Vec::new(),
     };
 
-    let error = McpSession::open(&launch, OPEN_DEADLINE)
+    let error = McpSession::open(&launch, &EndpointGuard::device(), OPEN_DEADLINE)
         .await
         .expect_err("the server exits before initializing");
 
@@ -371,9 +371,13 @@ async fn a_server_that_never_answers_initialize_times_out_and_is_killed() {
         headers: Vec::new(),
     };
 
-    let error = McpSession::open(&launch, Duration::from_millis(500))
-        .await
-        .expect_err("no handshake");
+    let error = McpSession::open(
+        &launch,
+        &EndpointGuard::device(),
+        Duration::from_millis(500),
+    )
+    .await
+    .expect_err("no handshake");
 
     assert!(
         matches!(
@@ -399,7 +403,7 @@ async fn a_server_that_never_answers_initialize_times_out_and_is_killed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discover_lists_the_tools() {
-    let tools = discover(&stdio_launch(&[]), OPEN_DEADLINE)
+    let tools = discover(&stdio_launch(&[]), &EndpointGuard::device(), OPEN_DEADLINE)
         .await
         .expect("discovery");
 

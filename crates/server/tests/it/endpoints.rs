@@ -1,0 +1,199 @@
+//! The endpoint guard through the API: HTTP connectors pointing at addresses the installation
+//! does not let its runner reach are refused before anything is stored, the allow-list admits
+//! what it names, and a redirect into a blocked range is not followed.
+
+use crate::harness::*;
+use reqwest::Method;
+use serde_json::json;
+use sqlx::PgPool;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use switchyard_mcp_runner::endpoints::{AllowList, EndpointGuard};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// A server whose allow-list is `allow` (nothing: public addresses only).
+async fn guarded(pool: PgPool, allow: &[&str]) -> TestServer {
+    let allow = AllowList::parse(allow.iter().copied()).expect("valid allow-list");
+    TestServer::start_with(pool, |config| {
+        config.app.endpoints = EndpointGuard::public(allow);
+    })
+    .await
+}
+
+async fn connector_names(server: &TestServer) -> Vec<String> {
+    let list = server.owner.get("/api/v1/connectors").await.ok();
+    list.as_array()
+        .expect("a list")
+        .iter()
+        .map(|c| c["name"].as_str().expect("a name").to_owned())
+        .collect()
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn connectors_at_blocked_addresses_are_refused_and_not_stored(pool: PgPool) {
+    let server = guarded(pool, &[]).await;
+    for url in [
+        "http://127.0.0.1:9/mcp",
+        "http://localhost:9/mcp",
+        "http://[::1]:9/mcp",
+        "http://10.0.0.5/mcp",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::ffff:169.254.169.254]/mcp",
+        "http://100.64.0.1/mcp",
+        "http://[fd00::1]/mcp",
+        "http://0.0.0.0:9/mcp",
+    ] {
+        let message = server
+            .owner
+            .post(
+                "/api/v1/connectors",
+                json!({"name": "remote", "transport": "http", "url": url}),
+            )
+            .await
+            .refused(422, "endpoint_blocked");
+        assert!(message.contains("--allow-endpoint"), "{url}: {message}");
+    }
+    // Nor through an import, nor by editing a connector that was allowed.
+    server
+        .owner
+        .post(
+            "/api/v1/connectors/import",
+            json!({"mcpServers": {"meta": {"url": "http://169.254.169.254/"}}}),
+        )
+        .await
+        .refused(422, "endpoint_blocked");
+    assert!(connector_names(&server).await.is_empty());
+
+    server
+        .owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "files", "transport": "stdio", "command": "/bin/true"}),
+        )
+        .await
+        .ok();
+    server
+        .owner
+        .send(
+            Method::PATCH,
+            "/api/v1/connectors/files",
+            Some(json!({"transport": "http", "url": "http://192.168.1.1/mcp"})),
+        )
+        .await
+        .refused(422, "endpoint_blocked");
+    let files = server.owner.get("/api/v1/connectors/files").await.ok();
+    assert_eq!(files["transport"], "stdio", "{files}");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn the_allow_list_admits_what_it_names_and_nothing_else(pool: PgPool) {
+    let server = guarded(pool, &["127.0.0.0/8", "10.2.0.0/16"]).await;
+    for (name, url) in [
+        ("loop", "http://127.0.0.1:9/mcp"),
+        ("named", "http://localhost:9/mcp"),
+        ("lan", "http://10.2.3.4/mcp"),
+    ] {
+        server
+            .owner
+            .post(
+                "/api/v1/connectors",
+                json!({"name": name, "transport": "http", "url": url}),
+            )
+            .await
+            .ok();
+    }
+    server
+        .owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "other", "transport": "http", "url": "http://10.3.0.1/mcp"}),
+        )
+        .await
+        .refused(422, "endpoint_blocked");
+    let mut names = connector_names(&server).await;
+    names.sort();
+    assert_eq!(names, ["lan", "loop", "named"]);
+}
+
+/// A plain TCP server that counts the connections it accepts and closes them.
+async fn counting_listener() -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            seen.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    (format!("http://{addr}/mcp"), count)
+}
+
+/// An HTTP server on 127.0.0.2 that answers every request with a 307 to `target`.
+async fn redirecting_to(target: String) -> String {
+    let listener = TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\n\
+                     Content-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}/mcp")
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_redirect_into_a_blocked_range_is_not_followed(pool: PgPool) {
+    // Only the redirecting server's address is allowed; the target on 127.0.0.1 is not.
+    let server = guarded(pool, &["127.0.0.2/32"]).await;
+    let (target, reached) = counting_listener().await;
+    let url = redirecting_to(target).await;
+    let owner = &server.owner;
+    owner
+        .post("/api/v1/workspaces", json!({"name": "acme"}))
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "hop", "transport": "http", "url": url}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "hop", "connector": "hop"}),
+        )
+        .await
+        .ok();
+    let message = owner
+        .post(
+            "/api/v1/workspaces/acme/connections/hop/discover",
+            json!({}),
+        )
+        .await
+        .refused(422, "endpoint_blocked");
+    assert!(message.contains("127.0.0.1"), "{message}");
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "the blocked target was reached"
+    );
+}
