@@ -388,6 +388,10 @@ pub enum ConnectionCommand {
         /// Where its calls run: `central` (the default) or `device:<uuid>`.
         #[arg(long)]
         runner: Option<String>,
+        /// Namespace slug, 2–24 characters of `a-z`, `0-9`, `_`, unique in the workspace;
+        /// derived from the name when omitted.
+        #[arg(long)]
+        namespace: Option<String>,
     },
     /// List a workspace's connections, retired ones included.
     List {

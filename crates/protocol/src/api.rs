@@ -281,6 +281,10 @@ pub struct CreateConnection {
     /// Runner reference; `central` when omitted.
     #[serde(default)]
     pub runner: Option<String>,
+    /// Namespace slug, 2–24 characters of `[a-z0-9_]`, unique in the workspace; derived from
+    /// the name when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// A connection: a connector placed in a workspace.
@@ -292,6 +296,9 @@ pub struct ConnectionView {
     pub workspace_id: WorkspaceId,
     /// Name, unique in the workspace.
     pub name: String,
+    /// Namespace slug (2–24 characters of `[a-z0-9_]`), unique in the workspace: what
+    /// agent-facing tool names are made of (`slug__tool`).
+    pub namespace: String,
     /// The connector.
     pub connector_id: ConnectorId,
     /// The connector's name.

@@ -122,6 +122,9 @@ pub enum ErrorCode {
     /// An HTTP connector's URL is, or resolves to, an address the installation does not let
     /// its runner reach (loopback, private, link-local, …) and its allow-list does not admit.
     EndpointBlocked,
+    /// A connection's namespace is not 2–24 characters of lower-case letters, digits and
+    /// underscores.
+    InvalidNamespace,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -182,6 +185,7 @@ impl ErrorCode {
             ErrorCode::PlacementPending => "placement_pending",
             ErrorCode::SpecChanged => "spec_changed",
             ErrorCode::EndpointBlocked => "endpoint_blocked",
+            ErrorCode::InvalidNamespace => "invalid_namespace",
             ErrorCode::Internal => "internal",
         }
     }
@@ -195,6 +199,7 @@ impl ErrorCode {
             | ErrorCode::InvalidArguments
             | ErrorCode::InvalidTimeout
             | ErrorCode::InvalidConnector
+            | ErrorCode::InvalidNamespace
             | ErrorCode::ExplanationTooLong => 400,
             ErrorCode::Unauthenticated | ErrorCode::DeviceRevoked => 401,
             ErrorCode::Forbidden | ErrorCode::ToolNotGranted => 403,

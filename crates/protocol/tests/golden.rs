@@ -166,11 +166,13 @@ golden! {
         name: "github".into(),
         connector: "github".into(),
         runner: Some(device_runner()),
+        namespace: Some("github".into()),
     };
     connection_view: ConnectionView = ConnectionView {
         id: CONNECTION,
         workspace_id: WORKSPACE,
         name: "github".into(),
+        namespace: "github".into(),
         connector_id: CONNECTOR,
         connector_name: "github".into(),
         runner: device_runner(),
@@ -816,7 +818,7 @@ fn error_codes() -> Vec<ErrorCode> {
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
         CallErased, CallActive, BodyTooLarge, ToolNotGranted, TooManyStreams,
         ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, QuotaExceeded,
-        PlacementPending, SpecChanged, EndpointBlocked, Internal,
+        PlacementPending, SpecChanged, EndpointBlocked, InvalidNamespace, Internal,
     )
 }
 

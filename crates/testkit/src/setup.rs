@@ -77,6 +77,7 @@ pub async fn connection(
             name: name.to_owned(),
             connector: connector.to_owned(),
             runner: device.map(|device| format!("device:{device}")),
+            namespace: None,
         },
     )
     .await

@@ -19,19 +19,21 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
             name,
             connector,
             runner,
+            namespace,
         } => {
             let body = CreateConnection {
                 name,
                 connector,
                 runner,
+                namespace,
             };
             let reply = client
                 .post(&["workspaces", &workspace, "connections"], Body::of(&body))
                 .await?;
             out.reply(&reply, |c: ConnectionView| {
                 format!(
-                    "created connection {} ({}): connector {} on runner {}",
-                    c.name, c.id, c.connector_name, c.runner
+                    "created connection {} ({}, namespace {}): connector {} on runner {}",
+                    c.name, c.id, c.namespace, c.connector_name, c.runner
                 )
             })
         }
@@ -40,8 +42,15 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
                 .get(&["workspaces", &workspace, "connections"])
                 .await?;
             out.reply(&reply, |list: Vec<ConnectionView>| {
-                let mut table =
-                    Table::new(["NAME", "CONNECTOR", "RUNNER", "STATE", "ID", "DISCOVERY"]);
+                let mut table = Table::new([
+                    "NAME",
+                    "NAMESPACE",
+                    "CONNECTOR",
+                    "RUNNER",
+                    "STATE",
+                    "ID",
+                    "DISCOVERY",
+                ]);
                 for c in list {
                     let discovery = match (c.last_discovery_error, c.last_discovery_at) {
                         (Some(error), _) => format!("failed: {error}"),
@@ -50,6 +59,7 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
                     };
                     table.row([
                         c.name,
+                        c.namespace,
                         c.connector_name,
                         c.runner,
                         retired_state(c.retired.as_ref()),

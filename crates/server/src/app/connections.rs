@@ -1,7 +1,7 @@
 //! Connections and their tool catalogs, including discovery against the real MCP server.
 
 use super::auth::already_exists;
-use super::names::validate_name;
+use super::names::{derive_namespace, free_namespace, validate_name, validate_namespace};
 use super::{Actor, App, views};
 use crate::db::{ConnectionRow, Key};
 use crate::error::{AppError, AppResult};
@@ -27,11 +27,34 @@ impl App {
             .await?;
         let connector = self.find_connector(&req.connector).await?;
         super::retire::require_in_service(None, &connector, None)?;
+        let workspace = membership.workspace.id;
+        let namespace = match req.namespace {
+            Some(namespace) => {
+                validate_namespace(&namespace)?;
+                namespace
+            }
+            None => {
+                let base = derive_namespace(&req.name);
+                let taken = self.db.connection_namespaces(workspace, &base).await?;
+                free_namespace(&base, &taken)
+            }
+        };
         let row = self
             .db
-            .connection_create(membership.workspace.id, &req.name, connector.id, runner)
+            .connection_create(workspace, (&req.name, &namespace), connector.id, runner)
             .await
-            .map_err(|e| already_exists(e, "connection", &req.name))?;
+            .map_err(|e| {
+                if constraint(&e) == Some("connections_workspace_namespace") {
+                    AppError::refused(
+                        ErrorCode::AlreadyExists,
+                        format!(
+                            "namespace `{namespace}` is taken by another connection of this workspace; choose another with `namespace`"
+                        ),
+                    )
+                } else {
+                    already_exists(e, "connection", &req.name)
+                }
+            })?;
         Ok(views::connection(&row))
     }
 
@@ -169,6 +192,11 @@ impl App {
             .await?
             .ok_or_else(|| connection_not_found(key))
     }
+}
+
+/// The constraint a database error names, if any.
+fn constraint(error: &sqlx::Error) -> Option<&str> {
+    error.as_database_error().and_then(|e| e.constraint())
 }
 
 /// No connection `key` (id or name) in the workspace.

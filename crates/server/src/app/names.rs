@@ -35,6 +35,63 @@ pub fn validate_name(kind: &str, name: &str) -> AppResult<()> {
     Ok(())
 }
 
+/// Shortest and longest namespace slug.
+const NAMESPACE_LEN: std::ops::RangeInclusive<usize> = 2..=24;
+
+/// Checks a connection's namespace slug: 2–24 characters of `[a-z0-9_]`.
+pub fn validate_namespace(namespace: &str) -> AppResult<()> {
+    let well_formed = NAMESPACE_LEN.contains(&namespace.len())
+        && namespace
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if well_formed {
+        return Ok(());
+    }
+    Err(AppError::refused(
+        ErrorCode::InvalidNamespace,
+        format!(
+            "namespace `{namespace}` is not valid: use 2–24 characters from a–z, 0–9 and `_` \
+             (e.g. `{}`), or leave it out to derive one from the name",
+            derive_namespace(namespace)
+        ),
+    ))
+}
+
+/// The namespace derived from a connection's name, as migration 0021 derives it: lower-cased,
+/// every run of other characters turned into `_`, cut to 24 characters, padded with `_` to 2.
+pub fn derive_namespace(name: &str) -> String {
+    let mut slug = String::new();
+    let mut replacing = false;
+    for c in name.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
+            slug.push(c);
+            replacing = false;
+        } else if !replacing {
+            slug.push('_');
+            replacing = true;
+        }
+    }
+    let mut slug: String = slug.chars().take(*NAMESPACE_LEN.end()).collect();
+    while slug.len() < *NAMESPACE_LEN.start() {
+        slug.push('_');
+    }
+    slug
+}
+
+/// The first of `base`, `base_2`, `base_3`, … (cut to fit 24 characters) that `taken` does not
+/// hold, as migration 0021 de-duplicates.
+pub fn free_namespace(base: &str, taken: &[String]) -> String {
+    let mut candidate = base.to_owned();
+    let mut n = 1u32;
+    while taken.contains(&candidate) {
+        n += 1;
+        let suffix = format!("_{n}");
+        let keep = NAMESPACE_LEN.end() - suffix.len();
+        candidate = format!("{}{suffix}", &base[..base.len().min(keep)]);
+    }
+    candidate
+}
+
 /// Longest accepted `client_session_id`.
 pub const MAX_CLIENT_SESSION_ID: usize = 128;
 
@@ -104,6 +161,50 @@ pub fn digest(value: &Value) -> Vec<u8> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn namespaces_are_checked_derived_and_made_unique() {
+        for good in ["gh", "github_prod", "a1_b2", "abcdefghijklmnopqrstuvwx"] {
+            assert!(validate_namespace(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "a",
+            "GitHub",
+            "git-hub",
+            "git hub",
+            "abcdefghijklmnopqrstuvwxy",
+            "é_x",
+        ] {
+            let message = validate_namespace(bad).unwrap_err().to_string();
+            assert!(message.contains("2–24 characters"), "{bad}: {message}");
+        }
+        for (name, derived) in [
+            ("GitHub", "github"),
+            ("github-prod.eu", "github_prod_eu"),
+            ("a", "a_"),
+            ("x_-y", "x__y"),
+            ("a--..b", "a_b"),
+            (
+                "a-very-long-connection-name-indeed",
+                "a_very_long_connection_n",
+            ),
+        ] {
+            assert_eq!(derive_namespace(name), derived, "{name}");
+            assert!(
+                validate_namespace(&derive_namespace(name)).is_ok(),
+                "{name}"
+            );
+        }
+        let taken = ["github".to_owned(), "github_2".to_owned()];
+        assert_eq!(free_namespace("github", &taken), "github_3");
+        assert_eq!(free_namespace("gitlab", &taken), "gitlab");
+        let long = "abcdefghijklmnopqrstuvwx";
+        assert_eq!(
+            free_namespace(long, &[long.to_owned()]),
+            "abcdefghijklmnopqrstuv_2"
+        );
+    }
 
     #[test]
     fn canonical_json_ignores_key_order() {

@@ -82,6 +82,7 @@ pub(crate) fn connection(row: &ConnectionRow) -> ConnectionView {
         id: row.id,
         workspace_id: row.workspace_id,
         name: row.name.clone(),
+        namespace: row.namespace.clone(),
         connector_id: row.connector_id,
         connector_name: row.connector_name.clone(),
         runner: row.runner_ref.to_string(),

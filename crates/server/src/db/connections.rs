@@ -15,6 +15,8 @@ pub struct ConnectionRow {
     pub workspace_id: WorkspaceId,
     /// Name, unique in the workspace.
     pub name: String,
+    /// Namespace slug, unique in the workspace.
+    pub namespace: String,
     /// Connector.
     pub connector_id: ConnectorId,
     /// Connector name.
@@ -58,7 +60,7 @@ pub struct ToolRow {
 macro_rules! select_connection {
     ($clauses:literal) => {
         concat!(
-            "SELECT c.id, c.workspace_id, c.name, c.connector_id, k.name AS connector_name,
+            "SELECT c.id, c.workspace_id, c.name, c.namespace, c.connector_id, k.name AS connector_name,
                  c.runner_ref, c.revision, c.last_discovery_at, c.last_discovery_error, c.created_at,
                  c.retired_at, c.retired_by
              FROM connections c JOIN connectors k ON k.id = c.connector_id ",
@@ -68,26 +70,44 @@ macro_rules! select_connection {
 }
 
 impl Datastore {
-    /// Creates a connection.
+    /// Creates a connection named `name` with namespace slug `namespace`.
     pub async fn connection_create(
         &self,
         workspace: WorkspaceId,
-        name: &str,
+        (name, namespace): (&str, &str),
         connector: ConnectorId,
         runner_ref: RunnerRef,
     ) -> Result<ConnectionRow, sqlx::Error> {
         let id = ConnectionId::new();
         sqlx::query(
-            "INSERT INTO connections (id, workspace_id, name, connector_id, runner_ref) VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO connections (id, workspace_id, name, namespace, connector_id, runner_ref)
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(id)
         .bind(workspace)
         .bind(name)
+        .bind(namespace)
         .bind(connector)
         .bind(runner_ref)
         .execute(&self.pool)
         .await?;
         self.connection_get(id).await
+    }
+
+    /// The namespaces of a workspace's connections starting with `prefix`.
+    pub async fn connection_namespaces(
+        &self,
+        workspace: WorkspaceId,
+        prefix: &str,
+    ) -> Result<Vec<String>, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT namespace FROM connections
+             WHERE workspace_id = $1 AND left(namespace, length($2)) = $2",
+        )
+        .bind(workspace)
+        .bind(prefix)
+        .fetch_all(&self.pool)
+        .await
     }
 
     /// A connection by id.

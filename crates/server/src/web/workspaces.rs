@@ -50,6 +50,7 @@ pub(super) async fn list(
 /// A connection as the tables show it.
 struct ConnectionRow {
     name: String,
+    namespace: String,
     connector: String,
     status: Status,
     runner: String,
@@ -105,6 +106,7 @@ async fn connector_approval(s: &WebState, actor: &Actor) -> WebResult<HashMap<St
 fn connection_row(c: &ConnectionView, approval: &HashMap<String, bool>) -> ConnectionRow {
     ConnectionRow {
         name: c.name.clone(),
+        namespace: c.namespace.clone(),
         connector: c.connector_name.clone(),
         status: status(
             c,

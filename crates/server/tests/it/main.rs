@@ -17,6 +17,7 @@ mod idempotency;
 mod interop;
 mod leases;
 mod lifecycle;
+mod namespaces;
 mod placements;
 mod quotas;
 mod reconcile;
