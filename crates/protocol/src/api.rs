@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+pub use crate::audit::*;
 pub use crate::placement::*;
 pub use crate::reconcile::*;
 

@@ -305,6 +305,52 @@ golden! {
         revoked_at: None,
     };
 
+    // audit.rs
+    audit_actor_kind: Vec<AuditActorKind> = one_each!(AuditActorKind: User, Device, System);
+    audit_actor_view: AuditActorView = AuditActorView {
+        kind: AuditActorKind::User,
+        id: Some(ALICE.0),
+        name: "alice".into(),
+    };
+    audit_object_view: AuditObjectView = AuditObjectView {
+        kind: "connection".into(),
+        id: Some(CONNECTION.0),
+        name: "github".into(),
+    };
+    audit_entry_view: AuditEntryView = AuditEntryView {
+        seq: 7,
+        at: at("2026-03-02T09:15:12.004417Z"),
+        workspace_id: Some(WORKSPACE),
+        actor: AuditActorView { kind: AuditActorKind::User, id: Some(ALICE.0), name: "alice".into() },
+        action: "connection.created".into(),
+        object: AuditObjectView { kind: "connection".into(), id: Some(CONNECTION.0), name: "github".into() },
+        connection_id: Some(CONNECTION),
+        before: None,
+        after: Some(json!({"connector": "github", "runner": "central", "credentials": ["GITHUB_TOKEN"]})),
+        request_id: Some("0195f1a0-0008-7000-8000-000000000001".into()),
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+        call_id: None,
+        prev_hash: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into()),
+        hash: "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752".into(),
+    };
+    audit_break_kind: Vec<AuditBreakKind> = one_each!(AuditBreakKind:
+        Edited, Removed, Reordered, Truncated,
+    );
+    audit_break: AuditBreak = AuditBreak {
+        kind: AuditBreakKind::Edited,
+        seq: 4,
+        message: "entry 4 no longer matches its hash: it was edited".into(),
+    };
+    audit_verification: AuditVerification = AuditVerification {
+        entries: 6,
+        head_seq: 7,
+        broken: Some(AuditBreak {
+            kind: AuditBreakKind::Removed,
+            seq: 5,
+            message: "entry 5 is missing (entry 6 follows entry 4)".into(),
+        }),
+    };
+
     // placement.rs
     spec_digest: SpecDigest = github_spec().digest();
     placement_state: Vec<PlacementState> = one_each!(PlacementState:

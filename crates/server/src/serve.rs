@@ -79,11 +79,9 @@ pub async fn start(db: Datastore, config: ServeConfig) -> std::io::Result<Runnin
     // work: no runner waits on a listener that is not there yet.
     let wakeups = tokio::spawn(WakeupFeed::connect(app.clone()).await.run(shutdown.clone()));
     let runner = tokio::spawn(central::run(app.clone(), config.central, shutdown.clone()));
-    let router = crate::http::router(app.clone()).merge(web::router(
-        app.clone(),
-        config.web,
-        shutdown.clone(),
-    ));
+    let router = crate::http::router(app.clone())
+        .merge(web::router(app.clone(), config.web, shutdown.clone()))
+        .layer(axum::middleware::from_fn(crate::http::track_request));
     let http_shutdown = shutdown.clone();
     let done = tokio::spawn(async move {
         serve_http(listener, router, config.http, http_shutdown).await;

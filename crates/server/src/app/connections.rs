@@ -1,8 +1,9 @@
 //! Connections and their tool catalogs, including discovery against the real MCP server.
 
+use super::audit::connection_summary;
 use super::auth::already_exists;
 use super::names::{derive_namespace, free_namespace, validate_name, validate_namespace};
-use super::{Actor, App, views};
+use super::{Actor, App, Audit, views};
 use crate::db::{ConnectionRow, Key};
 use crate::error::{AppError, AppResult};
 use switchyard_mcp_runner::SessionError;
@@ -55,6 +56,14 @@ impl App {
                     already_exists(e, "connection", &req.name)
                 }
             })?;
+        self.audit(
+            Audit::by(actor, "connection.created")
+                .workspace(row.workspace_id)
+                .connection(row.id)
+                .object("connection", Some(row.id.0), &row.name)
+                .after(connection_summary(&row)),
+        )
+        .await;
         Ok(views::connection(&row))
     }
 

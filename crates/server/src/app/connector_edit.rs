@@ -2,7 +2,8 @@
 //! connector's revision, so a stdio connector is inert again until an owner approves the new
 //! command, and calls dispatched to the old target can no longer be reconciled by lookup.
 
-use super::{Actor, App, views};
+use super::audit::spec_summary;
+use super::{Actor, App, Audit, views};
 use crate::error::AppResult;
 use switchyard_protocol::api::*;
 
@@ -24,6 +25,13 @@ impl App {
         self.screen_endpoint(&connector.name, &spec).await?;
         let row = self.db.connector_update(connector.id, &spec).await?;
         tracing::info!(connector = %row.name, revision = row.revision, "connector changed; it needs approval again if it runs a command");
+        self.audit(
+            Audit::by(actor, "connector.changed")
+                .object("connector", Some(row.id.0), &row.name)
+                .before(spec_summary(&connector))
+                .after(spec_summary(&row)),
+        )
+        .await;
         Ok(views::connector(&row))
     }
 }

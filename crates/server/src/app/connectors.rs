@@ -5,9 +5,10 @@
 //! drops any value it finds (and says so in its report), so a secret is bound on the runner,
 //! as a credential reference, and never stored here.
 
+use super::audit::spec_summary;
 use super::auth::already_exists;
 use super::names::validate_name;
-use super::{Actor, App, views};
+use super::{Actor, App, Audit, views};
 use crate::db::Key;
 use crate::error::{AppError, AppResult};
 use serde_json::Value;
@@ -32,6 +33,7 @@ impl App {
             .connector_create_all(&[(req.name.clone(), req.spec)])
             .await
             .map_err(|e| already_exists(e, "connector", &req.name))?;
+        self.audit_connectors_created(actor, &rows).await;
         Ok(views::connector(&rows[0]))
     }
 
@@ -66,6 +68,7 @@ impl App {
                     AppError::Database(e)
                 }
             })?;
+        self.audit_connectors_created(actor, &rows).await;
         Ok(ImportReport {
             created: rows.iter().map(views::connector).collect(),
             warnings,
@@ -96,12 +99,32 @@ impl App {
     pub async fn connector_approve(&self, actor: &Actor, key: &str) -> AppResult<ConnectorView> {
         self.require_owner(actor)?;
         let connector = self.find_connector(key).await?;
-        Ok(views::connector(
-            &self
-                .db
-                .connector_approve(connector.id, actor.user.id)
-                .await?,
-        ))
+        let row = self
+            .db
+            .connector_approve(connector.id, actor.user.id)
+            .await?;
+        if row.approved_revision != connector.approved_revision {
+            self.audit(
+                Audit::by(actor, "connector.approved")
+                    .object("connector", Some(row.id.0), &row.name)
+                    .before(spec_summary(&connector))
+                    .after(spec_summary(&row)),
+            )
+            .await;
+        }
+        Ok(views::connector(&row))
+    }
+
+    /// One `connector.created` entry per connector (installation-wide).
+    async fn audit_connectors_created(&self, actor: &Actor, rows: &[crate::db::ConnectorRow]) {
+        for row in rows {
+            self.audit(
+                Audit::by(actor, "connector.created")
+                    .object("connector", Some(row.id.0), &row.name)
+                    .after(spec_summary(row)),
+            )
+            .await;
+        }
     }
 
     /// Refuses an HTTP connector whose URL is, or resolves to, an address the endpoint guard

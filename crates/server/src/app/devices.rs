@@ -7,9 +7,10 @@
 //! `db::calls::complete`), so nothing it sends after revocation changes a call.
 
 use super::principal::device_runner_ref;
-use super::{Actor, App, views};
+use super::{Actor, App, Audit, views};
 use crate::db::{ConnectionRow, DeviceRow};
 use crate::error::{AppError, AppResult};
+use serde_json::json;
 use switchyard_protocol::api::*;
 use switchyard_protocol::{DeviceId, ErrorCode, RunnerRef, WorkspaceId};
 
@@ -50,6 +51,16 @@ impl App {
             .device_revoke(workspace, row.id, actor.user.id, device_runner_ref(row.id))
             .await?
             .ok_or_else(|| device_not_found(device))?;
+        if row.revoked_at.is_none() {
+            self.audit(
+                Audit::by(actor, "device.revoked")
+                    .workspace(workspace)
+                    .object("device", Some(row.id.0), &row.name)
+                    .before(json!({"revoked": false}))
+                    .after(json!({"revoked": true})),
+            )
+            .await;
+        }
         Ok(views::device(&revoked))
     }
 

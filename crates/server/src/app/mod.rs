@@ -1,6 +1,7 @@
 //! The app layer: every operation the API offers, with its authorization decided here.
 //! Handlers call exactly one function of this module; this module calls the datastore.
 
+mod audit;
 mod auth;
 mod calls;
 mod connections;
@@ -9,7 +10,7 @@ mod connectors;
 mod devices;
 mod dispatch;
 mod evidence;
-mod names;
+pub(crate) mod names;
 mod operations;
 mod pairing;
 mod placements;
@@ -26,6 +27,8 @@ mod views;
 mod web_sessions;
 mod workspaces;
 
+pub(crate) use audit::Audit;
+pub use audit::{AuditQuery, MAX_AUDIT_PAGE, REQUEST, RequestContext};
 pub use auth::{Actor, hash_token, new_token};
 pub use calls::{CallPage, CallQuery, CompletionRecorded, MAX_PAGE};
 pub use connectors::{ConnectorInspection, ImportFormat, InspectedTool};

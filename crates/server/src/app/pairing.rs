@@ -134,6 +134,16 @@ impl App {
             )
             .await?
             .ok_or_else(pairing_not_found)?;
+        // The pairing code and the device's credential never go in.
+        self.audit(
+            super::Audit::by(actor, "device.approved")
+                .workspace(device.workspace_id)
+                .object("device", Some(device.id.0), &device.name)
+                .after(
+                    serde_json::json!({"profile": profile.name, "approved_by": actor.user.name}),
+                ),
+        )
+        .await;
         Ok(views::device(&device))
     }
 }

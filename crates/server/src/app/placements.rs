@@ -6,7 +6,7 @@
 //! submit read, [`require_consent`]), and the device runner refuses a leased call whose spec is
 //! not the accepted one (`mcp-runner/src/device/pins.rs`).
 
-use super::{Actor, App, views};
+use super::{Actor, App, Audit, views};
 use crate::db::{Consent, Decision, Key, PlacementRow, SubmitConnection};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::api::*;
@@ -92,6 +92,31 @@ impl App {
         // Revoked, or the connection gone, since it was read: nothing was written.
         let now = now.ok_or_else(|| device_gone(&row.device_name))?;
         tracing::info!(device = %now.device_id, connection = %now.connection_id, state = ?now.state(), "placement decided by the device's owner");
+        let action = match decision {
+            Decision::Accept(_) => "placement.accepted",
+            Decision::Decline => "placement.declined",
+        };
+        let summary = |p: &PlacementRow| {
+            serde_json::json!({
+                "device": p.device_name,
+                "connection": p.connection_name,
+                "state": p.state(),
+                "spec_digest": p.spec.0.spec().digest(),
+            })
+        };
+        self.audit(
+            Audit::by(actor, action)
+                .workspace(workspace)
+                .connection(now.connection_id)
+                .object(
+                    "placement",
+                    Some(now.device_id.0),
+                    &format!("{} on {}", now.connection_name, now.device_name),
+                )
+                .before(summary(row))
+                .after(summary(&now)),
+        )
+        .await;
         Ok(views::placement(&now))
     }
 

@@ -3,9 +3,10 @@
 
 use super::auth::already_exists;
 use super::names::validate_name;
-use super::{Actor, App, views};
+use super::{Actor, App, Audit, views};
 use crate::db::{Grants, Key, NewProfile, ProfileRow};
 use crate::error::{AppError, AppResult};
+use serde_json::json;
 use switchyard_protocol::api::*;
 use switchyard_protocol::{ErrorCode, WorkspaceId};
 
@@ -60,7 +61,20 @@ impl App {
             })
             .await
             .map_err(|e| already_exists(e, "profile", &req.name))?;
-        self.profile_view(&row).await
+        let view = self.profile_view(&row).await?;
+        self.audit(
+            Audit::by(actor, "profile.created")
+                .workspace(workspace)
+                .object("profile", Some(row.id.0), &row.name)
+                .after(json!({
+                    "environment": environment.name,
+                    "connections": req.connections,
+                    "tools": req.tools,
+                    "creator_grants": creator.kinds(),
+                })),
+        )
+        .await;
+        Ok(view)
     }
 
     /// The profiles of a workspace.
@@ -124,9 +138,11 @@ impl App {
                 ),
             ));
         }
+        let before = self.db.grants_of(profile.id, user.id).await?;
         self.db
             .grant_add(profile.id, user.id, grants, actor.user.id)
             .await?;
+        self.audit_grants(actor, &profile, &user, before).await?;
         self.profile_view(&profile).await
     }
 
@@ -152,9 +168,11 @@ impl App {
         }
         let grants = named_grants(&req)?;
         let user = self.find_user(&req.user).await?;
+        let before = self.db.grants_of(profile.id, user.id).await?;
         self.db
             .grant_remove(&profile, user.id, grants, actor.user.id)
             .await?;
+        self.audit_grants(actor, &profile, &user, before).await?;
         self.profile_view(&profile).await
     }
 
@@ -203,7 +221,37 @@ impl App {
                 ),
             ));
         }
+        self.audit(
+            Audit::by(actor, "profile.tools_set")
+                .workspace(membership.workspace.id)
+                .connection(connection.id)
+                .object("profile", Some(profile.id.0), &profile.name)
+                .after(json!({"connection": connection.name, "tools": req.tools})),
+        )
+        .await;
         self.profile_view(&profile).await
+    }
+
+    /// Records a change of `user`'s grants on `profile` (`grant.changed`), when there was one.
+    async fn audit_grants(
+        &self,
+        actor: &Actor,
+        profile: &ProfileRow,
+        user: &crate::db::UserRow,
+        before: Grants,
+    ) -> AppResult<()> {
+        let after = self.db.grants_of(profile.id, user.id).await?;
+        if after != before {
+            self.audit(
+                Audit::by(actor, "grant.changed")
+                    .workspace(profile.workspace_id)
+                    .object("grant", Some(user.id.0), &format!("{} on {}", user.name, profile.name))
+                    .before(json!({"user": user.name, "profile": profile.name, "grants": before.kinds()}))
+                    .after(json!({"user": user.name, "profile": profile.name, "grants": after.kinds()})),
+            )
+            .await;
+        }
+        Ok(())
     }
 
     /// Refuses a set of tools that is empty, repeats a name, or names a tool the connection's

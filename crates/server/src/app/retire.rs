@@ -10,9 +10,10 @@
 //! The server holds no credential bindings in its database (a runner's bindings file holds
 //! them, as references, on the runner's host), so retiring has none to forget there.
 
-use super::{Actor, App, views};
+use super::{Actor, App, Audit, views};
 use crate::db::{ConnectionRow, ConnectorRow, ProfileRow, Retirable, Retired};
 use crate::error::AppResult;
+use serde_json::json;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{CallId, ErrorCode, RunnerRef};
@@ -28,7 +29,17 @@ impl App {
         let membership = self.admin_membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
         let target = Retirable::Connection(membership.workspace.id, connection.id);
-        self.retire(target, actor).await?;
+        if self.retire(target, actor).await?.changed {
+            self.audit(
+                Audit::by(actor, "connection.retired")
+                    .workspace(membership.workspace.id)
+                    .connection(connection.id)
+                    .object("connection", Some(connection.id.0), &connection.name)
+                    .before(json!({"retired": false}))
+                    .after(json!({"retired": true})),
+            )
+            .await;
+        }
         Ok(views::connection(
             &self.db.connection_get(connection.id).await?,
         ))
@@ -45,7 +56,17 @@ impl App {
         let membership = self.admin_membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
         let target = Retirable::Connection(membership.workspace.id, connection.id);
-        self.db.restore(target, actor.user.id).await?;
+        if self.db.restore(target, actor.user.id).await? {
+            self.audit(
+                Audit::by(actor, "connection.restored")
+                    .workspace(membership.workspace.id)
+                    .connection(connection.id)
+                    .object("connection", Some(connection.id.0), &connection.name)
+                    .before(json!({"retired": true}))
+                    .after(json!({"retired": false})),
+            )
+            .await;
+        }
         Ok(views::connection(
             &self.db.connection_get(connection.id).await?,
         ))
@@ -55,8 +76,19 @@ impl App {
     pub async fn connector_retire(&self, actor: &Actor, key: &str) -> AppResult<ConnectorView> {
         self.require_owner(actor)?;
         let connector = self.find_connector(key).await?;
-        self.retire(Retirable::Connector(connector.id), actor)
-            .await?;
+        if self
+            .retire(Retirable::Connector(connector.id), actor)
+            .await?
+            .changed
+        {
+            self.audit(
+                Audit::by(actor, "connector.retired")
+                    .object("connector", Some(connector.id.0), &connector.name)
+                    .before(json!({"retired": false}))
+                    .after(json!({"retired": true})),
+            )
+            .await;
+        }
         Ok(views::connector(
             &self.db.connector_get(connector.id).await?,
         ))
@@ -66,9 +98,19 @@ impl App {
     pub async fn connector_restore(&self, actor: &Actor, key: &str) -> AppResult<ConnectorView> {
         self.require_owner(actor)?;
         let connector = self.find_connector(key).await?;
-        self.db
+        if self
+            .db
             .restore(Retirable::Connector(connector.id), actor.user.id)
-            .await?;
+            .await?
+        {
+            self.audit(
+                Audit::by(actor, "connector.restored")
+                    .object("connector", Some(connector.id.0), &connector.name)
+                    .before(json!({"retired": true}))
+                    .after(json!({"retired": false})),
+            )
+            .await;
+        }
         Ok(views::connector(
             &self.db.connector_get(connector.id).await?,
         ))
@@ -84,11 +126,22 @@ impl App {
     ) -> AppResult<ProfileView> {
         let membership = self.admin_membership(actor, ws).await?;
         let profile = self.find_profile(membership.workspace.id, key).await?;
-        self.retire(
-            Retirable::Profile(membership.workspace.id, profile.id),
-            actor,
-        )
-        .await?;
+        let retired = self
+            .retire(
+                Retirable::Profile(membership.workspace.id, profile.id),
+                actor,
+            )
+            .await?;
+        if retired.changed {
+            self.audit(
+                Audit::by(actor, "profile.retired")
+                    .workspace(membership.workspace.id)
+                    .object("profile", Some(profile.id.0), &profile.name)
+                    .before(json!({"retired": false}))
+                    .after(json!({"retired": true})),
+            )
+            .await;
+        }
         let profile = self.db.profile_get(profile.id).await?;
         self.profile_view(&profile).await
     }
@@ -102,12 +155,23 @@ impl App {
     ) -> AppResult<ProfileView> {
         let membership = self.admin_membership(actor, ws).await?;
         let profile = self.find_profile(membership.workspace.id, key).await?;
-        self.db
+        if self
+            .db
             .restore(
                 Retirable::Profile(membership.workspace.id, profile.id),
                 actor.user.id,
             )
-            .await?;
+            .await?
+        {
+            self.audit(
+                Audit::by(actor, "profile.restored")
+                    .workspace(membership.workspace.id)
+                    .object("profile", Some(profile.id.0), &profile.name)
+                    .before(json!({"retired": true}))
+                    .after(json!({"retired": false})),
+            )
+            .await;
+        }
         let profile = self.db.profile_get(profile.id).await?;
         self.profile_view(&profile).await
     }

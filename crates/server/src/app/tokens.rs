@@ -4,11 +4,12 @@
 
 use super::auth::{hash_token, new_token};
 use super::names::validate_name;
-use super::{Actor, App, views};
+use super::{Actor, App, Audit, views};
 use crate::error::{AppError, AppResult};
+use serde_json::json;
 use std::time::Duration;
 use switchyard_protocol::api::{CreateToken, CreatedToken, TokenView};
-use switchyard_protocol::{ErrorCode, TokenId, UserId};
+use switchyard_protocol::{ErrorCode, TokenId};
 
 /// Longest accepted `expires_in_seconds`: ten years.
 const MAX_EXPIRES_IN: u64 = 10 * 366 * 24 * 3600;
@@ -34,6 +35,13 @@ impl App {
             .db
             .token_create(actor.user.id, &req.name, &hash_token(&secret), expires_in)
             .await?;
+        // The secret never goes in: the entry names the token and its expiry.
+        self.audit(
+            Audit::by(actor, "token.created")
+                .object("token", Some(row.id.0), &row.name)
+                .after(json!({"user": actor.user.name, "expires_at": row.expires_at})),
+        )
+        .await;
         Ok(CreatedToken {
             token: views::token(&row),
             secret,
@@ -55,12 +63,18 @@ impl App {
     /// sessions. Revoking a revoked token answers it as it is.
     pub async fn token_revoke(&self, actor: &Actor, token: &str) -> AppResult<TokenView> {
         let id = parse_token_id(token)?;
-        self.db
+        let revoked = self
+            .db
             .token_revoke(actor.user.id, Some(id), Some(actor.user.id))
-            .await?
-            .first()
-            .map(views::token)
-            .ok_or_else(|| token_not_found(token))
+            .await?;
+        let row = revoked.first().ok_or_else(|| token_not_found(token))?;
+        self.audit(
+            Audit::by(actor, "token.revoked")
+                .object("token", Some(row.id.0), &row.name)
+                .after(json!({"user": actor.user.name, "revoked_at": row.revoked_at})),
+        )
+        .await;
+        Ok(views::token(row))
     }
 
     /// Revokes a user's token, or with `token` `None` every unrevoked token of theirs, on the
@@ -70,9 +84,17 @@ impl App {
         user: &str,
         token: Option<&str>,
     ) -> AppResult<Vec<TokenView>> {
-        let user: UserId = self.find_user(user).await?.id;
+        let user = self.find_user(user).await?;
         let id = token.map(parse_token_id).transpose()?;
-        let revoked = self.db.token_revoke(user, id, None).await?;
+        let revoked = self.db.token_revoke(user.id, id, None).await?;
+        for row in &revoked {
+            self.audit(
+                Audit::by_system("operator", "token.revoked")
+                    .object("token", Some(row.id.0), &row.name)
+                    .after(json!({"user": user.name, "revoked_at": row.revoked_at})),
+            )
+            .await;
+        }
         match (token, revoked.is_empty()) {
             (Some(token), true) => Err(token_not_found(token)),
             _ => Ok(revoked.iter().map(views::token).collect()),

@@ -332,3 +332,38 @@ pub(crate) fn operation(row: &crate::db::OperationRow) -> OperationView {
         created_at: row.created_at,
     }
 }
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn audit_entry(row: &crate::db::AuditRow) -> AuditEntryView {
+    AuditEntryView {
+        seq: row.seq,
+        at: row.at,
+        workspace_id: row.workspace_id.map(WorkspaceId),
+        actor: AuditActorView {
+            kind: match row.actor_kind.as_str() {
+                "user" => AuditActorKind::User,
+                "device" => AuditActorKind::Device,
+                _ => AuditActorKind::System,
+            },
+            id: row.actor_id,
+            name: row.actor_name.clone(),
+        },
+        action: row.action.clone(),
+        object: AuditObjectView {
+            kind: row.object_kind.clone(),
+            id: row.object_id,
+            name: row.object_name.clone(),
+        },
+        connection_id: row.connection_id.map(switchyard_protocol::ConnectionId),
+        before: row.before.as_ref().map(|j| j.0.clone()),
+        after: row.after.as_ref().map(|j| j.0.clone()),
+        request_id: row.request_id.clone(),
+        trace_id: row.trace_id.clone(),
+        call_id: row.call_id.map(switchyard_protocol::CallId),
+        prev_hash: row.prev_hash.as_deref().map(hex),
+        hash: hex(&row.hash),
+    }
+}

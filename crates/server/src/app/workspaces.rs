@@ -2,9 +2,10 @@
 
 use super::auth::already_exists;
 use super::names::validate_name;
-use super::{Actor, App, views};
+use super::{Actor, App, Audit, views};
 use crate::db::MemberRemoval;
 use crate::error::{AppError, AppResult};
+use serde_json::json;
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::*;
 
@@ -21,6 +22,13 @@ impl App {
             .workspace_create(&req.name, actor.user.id)
             .await
             .map_err(|e| already_exists(e, "workspace", &req.name))?;
+        self.audit(
+            Audit::by(actor, "workspace.created")
+                .workspace(row.id)
+                .object("workspace", Some(row.id.0), &row.name)
+                .after(json!({"name": row.name, "admin": actor.user.name})),
+        )
+        .await;
         Ok(views::workspace(&row))
     }
 
@@ -55,12 +63,18 @@ impl App {
             MemberRole::Admin => "admin",
             MemberRole::Member => "member",
         };
-        Ok(views::member(
-            &self
-                .db
-                .member_upsert(membership.workspace.id, user.id, role)
-                .await?,
-        ))
+        let member = self
+            .db
+            .member_upsert(membership.workspace.id, user.id, role)
+            .await?;
+        self.audit(
+            Audit::by(actor, "member.added")
+                .workspace(membership.workspace.id)
+                .object("member", Some(user.id.0), &user.name)
+                .after(json!({"user": user.name, "role": member.role})),
+        )
+        .await;
+        Ok(views::member(&member))
     }
 
     /// Removes a member and their grants on the workspace's profiles (workspace admins only).
@@ -82,10 +96,20 @@ impl App {
             Some(MemberRemoval::Removed {
                 member,
                 grants_removed,
-            }) => Ok(RemovedMember {
-                member: views::member(&member),
-                grants_removed,
-            }),
+            }) => {
+                self.audit(
+                    Audit::by(actor, "member.removed")
+                        .workspace(membership.workspace.id)
+                        .object("member", Some(user.id.0), &user.name)
+                        .before(json!({"user": user.name, "role": member.role}))
+                        .after(json!({"grants_removed": grants_removed})),
+                )
+                .await;
+                Ok(RemovedMember {
+                    member: views::member(&member),
+                    grants_removed,
+                })
+            }
             Some(MemberRemoval::LastAdmin) => Err(AppError::refused(
                 ErrorCode::LastAdmin,
                 format!(
@@ -129,6 +153,13 @@ impl App {
             .environment_create(membership.workspace.id, &req.name)
             .await
             .map_err(|e| already_exists(e, "environment", &req.name))?;
+        self.audit(
+            Audit::by(actor, "environment.created")
+                .workspace(membership.workspace.id)
+                .object("environment", Some(row.id.0), &row.name)
+                .after(json!({"name": row.name})),
+        )
+        .await;
         Ok(views::environment(&row))
     }
 

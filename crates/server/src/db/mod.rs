@@ -5,6 +5,7 @@
 //! returns what it committed, with the wake-ups that calls for ([`Committed`]).
 
 mod access_changes;
+mod audit;
 mod call_read;
 mod calls;
 mod committed;
@@ -31,6 +32,10 @@ mod users;
 mod web_sessions;
 mod workspaces;
 
+pub use audit::{
+    AuditFilter, AuditHead, AuditRow, EntryFields, INSTALLATION_CHAIN, NewAuditEntry, chain_of,
+    entry_hash,
+};
 pub use call_read::CallRead;
 pub(crate) use calls::PlainCompletion;
 pub use calls::{

@@ -36,7 +36,8 @@ pub struct Grants {
 }
 
 impl Grants {
-    fn kinds(self) -> Vec<&'static str> {
+    /// The names of the grants held (`use`, `manage`, `share`).
+    pub fn kinds(self) -> Vec<&'static str> {
         [
             ("use", self.use_),
             ("manage", self.manage),

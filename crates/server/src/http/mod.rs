@@ -1,17 +1,20 @@
 //! The HTTP API: thin handlers that extract input, authenticate, call one app-layer function
 //! and return its view. Routes are listed in docs/API.md (device runners' in docs/RUNNER-API.md).
 
+mod audit;
 mod auth;
 mod devices;
 mod error;
 mod handlers;
 mod reconcile;
+mod request_context;
 mod retire;
 mod runner;
 mod runner_channel;
 mod tokens;
 
 pub use error::{ApiError, ApiJson};
+pub use request_context::track as track_request;
 
 use crate::app::App;
 use axum::Router;
@@ -94,6 +97,7 @@ pub fn router(app: App) -> Router {
             "/workspaces/{ws}/connections/{connection}/events",
             get(connection_events),
         )
+        .merge(audit::routes())
         .merge(devices::routes())
         .merge(tokens::routes())
         .merge(runner::routes())

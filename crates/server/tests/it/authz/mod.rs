@@ -114,6 +114,10 @@ fn matrix() -> Vec<Row> {
     POST "/api/v1/workspaces/{ws}/members" json({"user": "newcomer"}) => 401  404  403  201  403  403  403  403  401  401  401;
     GET  "/api/v1/workspaces/{ws}/environments"                      => 401  404  200  200  200  200  200  200  401  401  401;
     POST "/api/v1/workspaces/{ws}/environments" json({"name": "env-{me}"}) => 401  404  403  201  403  403  403  403  401  401  401;
+    // The audit log: workspace admins and installation owners.
+    GET  "/api/v1/workspaces/{ws}/audit"                             => 401  404  403  200  403  403  403  200  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/audit/export"                      => 401  404  403  200  403  403  403  200  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/audit/verify"                      => 401  404  403  200  403  403  403  200  401  401  401;
     // Connectors: installation-wide; the owner manages them.
     GET  "/api/v1/connectors"                                        => 401  200  200  200  200  200  200  200  401  401  401;
     POST "/api/v1/connectors" json({"name": "new-{me}", "transport": "stdio", "command": "/bin/true", "args": []})
