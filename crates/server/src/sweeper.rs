@@ -2,7 +2,8 @@
 //! under expired runner leases (those that expired lately; every one, now and then), expires
 //! calls queued too long, erases inputs and results (and observation outputs) past retention,
 //! removes old resolution explanations, publishes pending evidence (retrying failures at most
-//! 60 s apart until their deadline) and deletes expired web sessions. Every change is a
+//! 60 s apart until their deadline), writes calls submitted and ended to the audit log and
+//! deletes expired web sessions. Every change is a
 //! guarded update, so replicas sweeping at once is harmless.
 
 use crate::app::App;
@@ -24,6 +25,9 @@ pub struct SweeperConfig {
     /// How often heartbeat renewals and device sightings kept in memory are written (never
     /// more than a quarter of the runner lease: see `app::liveness`).
     pub heartbeat_flush: Duration,
+    /// Calls are written to the audit log (`call.submitted`, `call.ended`) this long after
+    /// they were submitted or finished, so that no transaction still committing is skipped.
+    pub audit_lag: Duration,
 }
 
 impl Default for SweeperConfig {
@@ -34,6 +38,7 @@ impl Default for SweeperConfig {
             retention: Duration::from_secs(3600),
             explanation_ttl: Duration::from_secs(3600),
             heartbeat_flush: Duration::from_secs(1),
+            audit_lag: Duration::from_secs(5),
         }
     }
 }
@@ -41,6 +46,9 @@ impl Default for SweeperConfig {
 /// How often a pass settles the calls of every expired runner lease; the passes between
 /// settle those of leases that expired in the last minute (see [`ExpiredLeases`]).
 pub const FULL_LEASE_SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// At most this many calls' submissions, and as many ends, go to the audit log per pass.
+const AUDIT_CALLS_PER_PASS: i64 = 2000;
 
 /// Sweeps until `shutdown`. The first pass, the one after a failed pass and one every
 /// [`FULL_LEASE_SWEEP_EVERY`] look at every expired runner lease.
@@ -125,6 +133,12 @@ async fn sweep(
             given_up,
             "gave up pending evidence not published within its deadline"
         );
+    }
+    let audited = db
+        .audit_record_calls(config.audit_lag, AUDIT_CALLS_PER_PASS)
+        .await?;
+    if audited > 0 {
+        tracing::debug!(audited, "wrote calls submitted and ended to the audit log");
     }
     let sessions = db.web_session_sweep().await?;
     if sessions > 0 {

@@ -6,6 +6,7 @@
 
 mod access_changes;
 mod audit;
+mod audit_calls;
 mod call_read;
 mod calls;
 mod committed;

@@ -7,6 +7,11 @@
 use crate::harness::*;
 use serde_json::{Value, json};
 use sqlx::PgPool;
+use std::time::Duration;
+use switchyard_server::app::{App, AppConfig};
+use switchyard_server::db::Datastore;
+use switchyard_server::sweeper::{SweeperConfig, sweep_once};
+use switchyard_testkit::poll::{Bound, Check};
 use uuid::Uuid;
 
 const AUDIT: &str = "/api/v1/workspaces/acme/audit";
@@ -247,4 +252,79 @@ async fn verify_names_the_entry_edited_removed_or_reordered(pool: PgPool) {
     let found = verify(owner).await;
     assert_eq!(found["broken"]["kind"], "truncated", "{found}");
     assert_eq!(found["broken"]["seq"], count, "{found}");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn calls_submitted_and_ended_are_logged_once_by_the_sweeper(pool: PgPool) {
+    let server = TestServer::start_with(pool.clone(), |config| {
+        config.sweeper.audit_lag = Duration::from_millis(100);
+    })
+    .await;
+    setup_workspace(&server, "acme", &[]).await;
+    let owner = &server.owner;
+    let call = owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            call_body("echo", json!({"text": "audited-argument-4412"})),
+        )
+        .await
+        .ok();
+    let id = call["id"].as_str().unwrap().to_owned();
+    let ended = owner.wait_call("acme", &id, Duration::from_secs(60)).await;
+    assert_eq!(ended["state"], "succeeded", "{ended}");
+
+    let logged = Bound::new(Duration::from_secs(60), Duration::from_millis(50))
+        .until(async || {
+            let list = owner.get(&format!("{AUDIT}?connection=fixture")).await.ok();
+            let actions: Vec<String> = list
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["call_id"] == id.as_str())
+                .map(|e| e["action"].as_str().unwrap().to_owned())
+                .collect();
+            Ok(if actions.len() == 2 {
+                Check::Done(list)
+            } else {
+                Check::NotYet(format!("call entries so far: {actions:?}"))
+            })
+        })
+        .await
+        .unwrap();
+    let of_call: Vec<&Value> = logged
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["call_id"] == id.as_str())
+        .collect();
+    // Newest first: the end, then the submission.
+    assert_eq!(of_call[0]["action"], "call.ended");
+    assert_eq!(of_call[0]["after"]["state"], "succeeded");
+    assert_eq!(of_call[1]["action"], "call.submitted");
+    assert_eq!(of_call[1]["actor"]["name"], "owner");
+    assert_eq!(of_call[1]["object"]["name"], "echo");
+    assert_eq!(of_call[1]["request_id"], call["request_id"]);
+
+    // More passes, from another replica too, write nothing again.
+    let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
+    let config = SweeperConfig {
+        audit_lag: Duration::ZERO,
+        ..SweeperConfig::default()
+    };
+    sweep_once(&app, &config).await.unwrap();
+    sweep_once(&app, &config).await.unwrap();
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_log WHERE call_id = $1")
+        .bind(Uuid::parse_str(&id).unwrap())
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 2);
+    let arguments: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_log a WHERE a::text LIKE '%audited-argument%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(arguments, 0, "a call's arguments are never logged");
+    assert_eq!(verify(owner).await["broken"], Value::Null);
 }
