@@ -56,6 +56,9 @@ pub enum Command {
     /// Create, list and revoke your personal API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Read, export and verify a workspace's audit log (workspace admins and owners).
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Begin operations: the immutable scopes a device's calls run under.
     #[command(subcommand)]
     Scope(ScopeCommand),
@@ -160,6 +163,35 @@ pub enum TokenCommand {
     Revoke {
         /// The token's id (`switchyard token list`).
         token: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// List entries, newest first: who changed what, when.
+    List {
+        /// Workspace (name or id).
+        ws: String,
+        /// Only entries about this connection (name or id).
+        #[arg(long)]
+        connection: Option<String>,
+        /// Only entries by this actor (a user's or device's name or id).
+        #[arg(long)]
+        actor: Option<String>,
+        /// Only entries written at or after this RFC 3339 time, e.g. `2026-12-01T00:00:00Z`.
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+    },
+    /// Print every entry, oldest first, one JSON object per line.
+    Export {
+        /// Workspace (name or id).
+        ws: String,
+    },
+    /// Walk the hash chain from its first entry; exits 8 naming the first entry edited,
+    /// removed or reordered.
+    Verify {
+        /// Workspace (name or id).
+        ws: String,
     },
 }
 

@@ -19,6 +19,7 @@ use switchyard_protocol::{CallId, CallState};
 /// | 5 | server unreachable, or it answered 5xx or something unreadable |
 /// | 6 | `mcp call --wait` finished but the call did not succeed (`tool_error`, `failed`, `cancelled`, `expired`) |
 /// | 7 | `mcp call --wait` ended with the call `unknown` (or `resolved` from unknown), or `mcp reconcile` left it `unknown`: the effect may or may not have happened — never retry blindly |
+/// | 8 | `audit verify` found the workspace's audit log broken: an entry edited, removed or reordered |
 /// | 130 | interrupted (Ctrl-C) while `pair` was waiting for approval |
 ///
 /// Usage errors found by clap itself also exit 2 (clap's own convention).
@@ -114,6 +115,18 @@ pub enum CliError {
         code: String,
         /// The approved device.
         device: String,
+    },
+    /// `audit verify` found the chain broken (exit 8).
+    #[error(
+        "error[audit_broken]: the audit log of `{workspace}` is broken at entry {seq}: {message}"
+    )]
+    AuditBroken {
+        /// The workspace.
+        workspace: String,
+        /// The entry where it breaks.
+        seq: i64,
+        /// What was found.
+        message: String,
     },
     /// The user interrupted the command (exit 130).
     #[error("error: interrupted{detail}")]
@@ -238,6 +251,7 @@ impl CliError {
             | CliError::BadResponse { .. } => 5,
             CliError::CallNotSucceeded { .. } => 6,
             CliError::CallUncertain { .. } => 7,
+            CliError::AuditBroken { .. } => 8,
             CliError::Interrupted { .. } => 130,
         }
     }
