@@ -63,6 +63,7 @@ mod tests {
             submitter: switchyard_protocol::runner::Submitter::User(
                 switchyard_protocol::UserId::new(),
             ),
+            kind: Default::default(),
         }
     }
 

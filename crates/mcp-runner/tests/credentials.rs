@@ -99,6 +99,7 @@ fn call(connection: ConnectionId, spec: ConnectorSpec) -> LeasedCall {
         client_session_id: None,
         profile_id: switchyard_protocol::ProfileId::new(),
         submitter: switchyard_protocol::runner::Submitter::User(switchyard_protocol::UserId::new()),
+        kind: Default::default(),
     }
 }
 

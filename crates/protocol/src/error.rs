@@ -125,6 +125,10 @@ pub enum ErrorCode {
     /// A connection's namespace is not 2–24 characters of lower-case letters, digits and
     /// underscores.
     InvalidNamespace,
+    /// A discovery of a connection placed on a device is queued for the device's runner and
+    /// did not finish while the request waited (the runner is offline or busy): it stays
+    /// queued and runs when the runner takes it; ask again to wait for it.
+    DiscoveryPending,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -186,6 +190,7 @@ impl ErrorCode {
             ErrorCode::SpecChanged => "spec_changed",
             ErrorCode::EndpointBlocked => "endpoint_blocked",
             ErrorCode::InvalidNamespace => "invalid_namespace",
+            ErrorCode::DiscoveryPending => "discovery_pending",
             ErrorCode::Internal => "internal",
         }
     }
@@ -241,6 +246,7 @@ impl ErrorCode {
             | ErrorCode::OperationMismatch
             | ErrorCode::EndpointBlocked => 422,
             ErrorCode::DiscoveryFailed => 502,
+            ErrorCode::DiscoveryPending => 504,
             ErrorCode::Internal => 500,
         }
     }

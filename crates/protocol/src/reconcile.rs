@@ -29,14 +29,23 @@ pub enum CallKind {
     Tool,
     /// A read-only receipt lookup run for an unknown call (its `parent_call_id`).
     Lookup,
+    /// A tool discovery (`tools/list`) of a connection placed on a device, run by the
+    /// device's runner; its result is the catalog the server reconciles. Never a tool call.
+    Discovery,
 }
 
 impl CallKind {
+    /// Whether this is a client's tool call (not a lookup or a discovery).
+    pub fn is_tool(&self) -> bool {
+        *self == CallKind::Tool
+    }
+
     /// The kind's wire and database name.
     pub fn as_str(self) -> &'static str {
         match self {
             CallKind::Tool => "tool",
             CallKind::Lookup => "lookup",
+            CallKind::Discovery => "discovery",
         }
     }
 }
@@ -60,7 +69,7 @@ pub struct UnknownName {
 impl std::str::FromStr for CallKind {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [CallKind::Tool, CallKind::Lookup]
+        [CallKind::Tool, CallKind::Lookup, CallKind::Discovery]
             .into_iter()
             .find(|kind| kind.as_str() == s)
             .ok_or_else(|| UnknownName {

@@ -5,6 +5,7 @@
 use crate::api::{CallError, ConnectorSpec};
 use crate::ids::*;
 use crate::placement::SpecDigest;
+use crate::reconcile::CallKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -36,6 +37,10 @@ pub struct LeasedCall {
     pub profile_id: ProfileId,
     /// Who submitted the call: warm sessions are never shared across submitters.
     pub submitter: Submitter,
+    /// What to run: `tool` (`tools/call` of `tool_name`), `lookup` (the same, for a receipt
+    /// lookup) or `discovery` (`tools/list`, answered as `{"tools": [...]}`). Absent: `tool`.
+    #[serde(default, skip_serializing_if = "CallKind::is_tool")]
+    pub kind: CallKind,
 }
 
 /// Who submitted a call: a user, or a paired device (written `{"user": id}` or

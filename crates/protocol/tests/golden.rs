@@ -386,7 +386,7 @@ golden! {
     };
 
     // reconcile.rs: what is recorded beside an unknown call
-    call_kind: Vec<CallKind> = one_each!(CallKind: Tool, Lookup);
+    call_kind: Vec<CallKind> = one_each!(CallKind: Tool, Lookup, Discovery);
     resolution_outcome: Vec<ResolutionOutcome> = one_each!(ResolutionOutcome:
         Succeeded, NotApplied, Failed,
     );
@@ -864,7 +864,8 @@ fn error_codes() -> Vec<ErrorCode> {
         McpReconcileNotUnknown, ReceiptPolicyMissing, EvidenceNotFound, ExplanationTooLong,
         CallErased, CallActive, BodyTooLarge, ToolNotGranted, TooManyStreams,
         ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, QuotaExceeded,
-        PlacementPending, SpecChanged, EndpointBlocked, InvalidNamespace, Internal,
+        PlacementPending, SpecChanged, EndpointBlocked, InvalidNamespace, DiscoveryPending,
+        Internal,
     )
 }
 
@@ -1108,6 +1109,7 @@ fn leased_call() -> LeasedCall {
         client_session_id: Some("triage-7".into()),
         profile_id: PROFILE,
         submitter: Submitter::User(ALICE),
+        kind: CallKind::Tool,
     }
 }
 

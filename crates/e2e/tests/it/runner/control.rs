@@ -232,6 +232,7 @@ pub fn call_on(
         client_session_id: client_session_id.map(str::to_owned),
         profile_id: PROFILE,
         submitter: SUBMITTER,
+        kind: Default::default(),
     }
 }
 
