@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_protocol::CallId;
-use switchyard_protocol::api::CallError;
+use switchyard_protocol::api::{CallError, CallKind};
 use switchyard_protocol::runner::{Completion, LeasedCall};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -128,6 +128,9 @@ pub(crate) async fn run_call<C: ControlPlane>(
     call: LeasedCall,
     cancel: CancellationToken,
 ) {
+    if call.kind == CallKind::Discovery {
+        return run_discovery(context, call, cancel).await;
+    }
     let arguments = match &call.arguments {
         Value::Object(arguments) => arguments.clone(),
         _ => {
@@ -226,6 +229,43 @@ pub(crate) async fn run_call<C: ControlPlane>(
         }
     };
     let completion = completion_for(dispatch, call.timeout_seconds);
+    report(&context, &call, &redactor, completion).await;
+}
+
+/// Runs a leased discovery: `tools/list` on a fresh session of the connection (launched
+/// through the same resolver, so the accepted spec digest is checked before any credential is
+/// resolved), sent only once the start is acknowledged, and reported as
+/// `{"tools": [...]}`, redacted like any result. It never uses a warm session: it is nobody's
+/// call, and listing tools has no effect, so any failure is `failed`.
+async fn run_discovery<C: ControlPlane>(
+    context: Arc<CallContext<C>>,
+    call: LeasedCall,
+    cancel: CancellationToken,
+) {
+    let launch = match (context.resolver)(&call) {
+        Ok(launch) => launch,
+        Err(error) => {
+            tracing::warn!(code = %error.code, "cannot prepare the discovery; failing it");
+            fail_before_start(&context, &call, &cancel, error).await;
+            return;
+        }
+    };
+    let redactor = Redactor::for_launch(&launch);
+    if cancel.is_cancelled() || !start(&context, &call).await {
+        return;
+    }
+    let deadline = Duration::from_secs(u64::from(call.timeout_seconds));
+    let completion = tokio::select! {
+        listed = crate::session::discover(&launch, deadline) => match listed {
+            Ok(tools) => Completion::Succeeded { result: json!({ "tools": tools }) },
+            Err(error) => Completion::Failed {
+                error: call_error("discovery_failed", error.to_string()),
+            },
+        },
+        () = cancel.cancelled() => Completion::Failed {
+            error: call_error("cancelled", "the discovery was cancelled"),
+        },
+    };
     report(&context, &call, &redactor, completion).await;
 }
 

@@ -67,8 +67,10 @@ const STDERR_DRAIN_WAIT: Duration = Duration::from_millis(500);
 /// More `tools/list` pages than any sane server sends: beyond this the server is looping.
 const MAX_TOOL_PAGES: usize = 1000;
 
-/// A tool as the MCP server describes it.
-#[derive(Clone, Debug, PartialEq)]
+/// A tool as the MCP server describes it. Its JSON (a device discovery's result) uses the
+/// MCP names: `name`, `description`, `inputSchema`, `annotations`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DiscoveredTool {
     /// Tool name.
     pub name: String,
