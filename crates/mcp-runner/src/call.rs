@@ -34,6 +34,8 @@ pub(crate) struct CallContext<C> {
     pub(crate) to_loop: mpsc::UnboundedSender<ToLoop>,
     /// How long a cancelled call may still be answered.
     pub(crate) cancel_grace: Duration,
+    /// Which endpoints a session may reach (a discovery opens its own).
+    pub(crate) endpoints: crate::endpoints::EndpointGuard,
     /// The executor is shutting down: calls not yet started give up their start.
     pub(crate) shutdown: CancellationToken,
     /// The control plane fenced this runner: start nothing, stop reporting.
@@ -256,7 +258,7 @@ async fn run_discovery<C: ControlPlane>(
     }
     let deadline = Duration::from_secs(u64::from(call.timeout_seconds));
     let completion = tokio::select! {
-        listed = crate::session::discover(&launch, deadline) => match listed {
+        listed = crate::session::discover(&launch, &context.endpoints, deadline) => match listed {
             Ok(tools) => Completion::Succeeded { result: json!({ "tools": tools }) },
             Err(error) => Completion::Failed {
                 error: call_error("discovery_failed", error.to_string()),

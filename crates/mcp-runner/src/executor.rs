@@ -143,6 +143,7 @@ impl<C: ControlPlane> Executor<C> {
             resolver,
             to_loop,
             cancel_grace: config.cancel_grace,
+            endpoints: config.endpoints.clone(),
             shutdown,
             fenced: CancellationToken::new(),
         });

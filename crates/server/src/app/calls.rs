@@ -385,6 +385,12 @@ impl App {
             .call_complete_with_effects(call, runner, epoch, &from, &stored, effects, read_lineage)
             .await?
         {
+            // A device discovery's catalog is reconciled before its readers are woken.
+            if completed.value.call.kind == CallKind::Discovery
+                && let Err(error) = self.discovery_settled(&completed.value.call).await
+            {
+                tracing::warn!(%error, call = %call, "a device discovery's catalog was not reconciled; the next `connection discover` will");
+            }
             let completed = self.sent(completed);
             self.note_completed(&completed);
             return Ok((CompletionRecorded::Recorded, completed.receipt_stored));
@@ -559,6 +565,7 @@ fn decide(
                 Principal::Device(device) => Some(device.device.id),
             },
             lookup_of: None,
+            discovery: false,
         },
     };
     Ok(Decision::New(call))

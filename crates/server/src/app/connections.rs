@@ -106,30 +106,29 @@ impl App {
     }
 
     /// Discovers the connection's tools (initialize + paginated tools/list within the
-    /// discovery deadline) and reconciles the cached catalog (workspace admins only).
+    /// discovery deadline) and reconciles the cached catalog (workspace admins only). A
+    /// connection placed on a device is discovered by the device's runner: this waits up to
+    /// `wait` (at most 25 s) for it (see `app/device_discovery.rs`).
     pub async fn connection_discover(
         &self,
         actor: &Actor,
         ws: &str,
         key: &str,
+        wait: std::time::Duration,
     ) -> AppResult<DiscoveryView> {
         let membership = self.admin_membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
-        if !connection.runner_ref.is_central() {
-            // Its server runs on the device, with the device's credentials: the server cannot
-            // start or reach it. Nothing is recorded, the cached catalog stays as it was.
-            return Err(AppError::refused(
-                ErrorCode::DiscoveryFailed,
-                format!(
-                    "connection `{}` runs on {}: discovery of device connections runs on the device, not on the server",
-                    connection.name, connection.runner_ref
-                ),
-            ));
-        }
         let connector = self.db.connector_get(connection.connector_id).await?;
         super::retire::require_in_service(Some(&connection), &connector, None)?;
         if !connector.is_runnable() {
             return Err(not_approved(&connector.name));
+        }
+        if !connection.runner_ref.is_central() {
+            // Its server runs on the device, with the device's credentials: its runner lists
+            // the tools (`app/device_discovery.rs`).
+            return self
+                .device_discover(actor, &connection, &connector, wait)
+                .await;
         }
         let mut code = ErrorCode::DiscoveryFailed;
         let discovered = match self.credentials.resolve(connection.id, &connector.spec()) {

@@ -10,7 +10,7 @@ use super::{Actor, App, Audit, views};
 use crate::db::{Consent, Decision, Key, PlacementRow, SubmitConnection};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::api::*;
-use switchyard_protocol::{ErrorCode, WorkspaceId};
+use switchyard_protocol::{ErrorCode, RunnerRef, WorkspaceId};
 
 impl App {
     /// The connections placed on the caller's own unrevoked devices of a workspace, pending and
@@ -164,20 +164,34 @@ impl App {
 /// Refuses a call on a connection placed on a device whose owner has not accepted the
 /// placement for the connector's current spec.
 pub(crate) fn require_consent(connection: &SubmitConnection) -> AppResult<()> {
-    match connection.consent {
+    require_consent_of(
+        connection.consent,
+        &connection.name,
+        &connection.connector_name,
+        connection.runner_ref,
+    )
+}
+
+/// [`require_consent`] for what it reads: the placement's `consent` (`None`: central) of
+/// connection `name`, its connector and runner.
+pub(crate) fn require_consent_of(
+    consent: Option<Consent>,
+    name: &str,
+    connector: &str,
+    runner_ref: RunnerRef,
+) -> AppResult<()> {
+    match consent {
         None | Some(Consent::Accepted) => Ok(()),
         Some(Consent::Pending) => Err(AppError::refused(
             ErrorCode::PlacementPending,
             format!(
-                "connection `{}` is placed on {} and its owner (the user who approved the device) has not accepted it; they accept it with `switchyard device accept`",
-                connection.name, connection.runner_ref
+                "connection `{name}` is placed on {runner_ref} and its owner (the user who approved the device) has not accepted it; they accept it with `switchyard device accept`"
             ),
         )),
         Some(Consent::SpecChanged) => Err(AppError::refused(
             ErrorCode::SpecChanged,
             format!(
-                "connector `{}` changed since the owner of {} accepted connection `{}` on it; nothing runs there until they accept the new spec with `switchyard device accept`",
-                connection.connector_name, connection.runner_ref, connection.name
+                "connector `{connector}` changed since the owner of {runner_ref} accepted connection `{name}` on it; nothing runs there until they accept the new spec with `switchyard device accept`"
             ),
         )),
     }

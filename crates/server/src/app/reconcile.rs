@@ -625,6 +625,7 @@ mod tests {
             submitted_by_device: None,
             target_digest: vec![1; 32],
             parent_call_id: Some(CallId::new()),
+            kind: CallKind::Lookup,
             parent,
             accepted_spec_digest: None,
         }

@@ -1,9 +1,10 @@
 //! Connections (a connector placed in a workspace) and their cached tool catalogs.
 
-use super::{Datastore, Key};
+use super::{CallRow, Datastore, Key};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
+use switchyard_protocol::api::SpecDigest;
 use switchyard_protocol::{ConnectionId, ConnectorId, RunnerRef, UserId, WorkspaceId};
 
 /// A row of `connections` with its connector's name.
@@ -228,6 +229,56 @@ impl Datastore {
         .bind(connection)
         .bind(name)
         .fetch_optional(&self.pool)
+        .await
+    }
+}
+
+impl Datastore {
+    /// The unfinished discovery of a connection placed on a device (queued, leased or
+    /// running), if there is one (`calls_open_discovery` keeps it to one).
+    pub async fn connection_open_discovery(
+        &self,
+        connection: ConnectionId,
+    ) -> Result<Option<CallRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT * FROM calls
+             WHERE connection_id = $1 AND kind = 'discovery' AND finished_at IS NULL",
+        )
+        .bind(connection)
+        .fetch_optional(&self.pool)
+        .await
+    }
+
+    /// The spec digest the owner of the device a connection is placed on accepted for it
+    /// (`None`: central, pending or declined).
+    pub async fn connection_accepted_digest(
+        &self,
+        connection: ConnectionId,
+    ) -> Result<Option<SpecDigest>, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT pl.spec_digest FROM placements pl
+             JOIN connections k ON k.id = pl.connection_id AND pl.device_id = k.runner_device_id
+             WHERE pl.connection_id = $1",
+        )
+        .bind(connection)
+        .fetch_optional(&self.pool)
+        .await
+        .map(Option::flatten)
+    }
+
+    /// Whether the connection's last recorded discovery is older than `finished` (or there is
+    /// none): a device discovery that finished then is not reconciled yet.
+    pub async fn connection_discovered_before(
+        &self,
+        connection: ConnectionId,
+        finished: DateTime<Utc>,
+    ) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT last_discovery_at IS NULL OR last_discovery_at < $2 FROM connections WHERE id = $1",
+        )
+        .bind(connection)
+        .bind(finished)
+        .fetch_one(&self.pool)
         .await
     }
 }

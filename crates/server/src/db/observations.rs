@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
 use sqlx::types::Json;
-use switchyard_protocol::api::{Reported, ResolutionOutcome};
+use switchyard_protocol::api::{CallKind, Reported, ResolutionOutcome};
 use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{CallId, CallState, EvidenceId, ObservationId, RunnerRef, WorkspaceId};
 use uuid::Uuid;
@@ -164,7 +164,8 @@ impl Datastore {
             };
             settled_parent = observe_and_settle(&mut tx, &observation).await?;
         }
-        let captured = if completion.capturable() {
+        // A device discovery's catalog is no tool's result: never captured as evidence.
+        let captured = if completion.capturable() && call.kind != CallKind::Discovery {
             let offer = EvidenceOffer {
                 call: id,
                 workspace: call.workspace_id,

@@ -176,12 +176,21 @@ pub(super) async fn connection_get(
     Ok(Json(s.app.connection_get(&actor, &ws, &c).await?))
 }
 
+/// `?wait_ms=N`: for a connection placed on a device, wait up to N ms (at most 25 s; 25 s
+/// when absent) for its runner's discovery.
 pub(super) async fn connection_discover(
     State(s): State<AppState>,
     actor: Actor,
     Path((ws, c)): Path<(String, String)>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> Answer<DiscoveryView> {
-    Ok(Json(s.app.connection_discover(&actor, &ws, &c).await?))
+    let wait = match query {
+        Ok(Query(WaitQuery { wait_ms: None })) => crate::app::DISCOVERY_WAIT,
+        query => wait_of(query)?,
+    };
+    Ok(Json(
+        s.app.connection_discover(&actor, &ws, &c, wait).await?,
+    ))
 }
 
 pub(super) async fn tool_list(

@@ -330,7 +330,11 @@ pub(super) async fn discover(
     let actor = &protected.signed_in.session.actor;
     let connection = s.app.connection_get(actor, &ws, &key).await?;
     let back = format!("/workspaces/{ws}/connections/{}", connection.name);
-    match s.app.connection_discover(actor, &ws, &key).await {
+    match s
+        .app
+        .connection_discover(actor, &ws, &key, crate::app::DISCOVERY_WAIT)
+        .await
+    {
         Ok(_) => Ok(Redirect::to(&format!("{back}?notice=discovered"))),
         Err(AppError::Refused {
             code: ErrorCode::DiscoveryFailed,

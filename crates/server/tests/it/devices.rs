@@ -449,21 +449,12 @@ async fn a_revoked_device_is_refused_at_its_next_request(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn device_connections_queue_for_their_device_and_are_not_discovered_centrally(pool: PgPool) {
+async fn device_connections_queue_for_their_device_and_are_discovered_there(pool: PgPool) {
     let scratch = scratch_dir("device-queue");
     let counter = scratch.path("count");
     let server = TestServer::start(pool).await;
     let device = setup_device_connection(&server, &counter).await;
 
-    let failed = server
-        .owner
-        .post(
-            "/api/v1/workspaces/acme/connections/local/discover",
-            json!({}),
-        )
-        .await;
-    let message = failed.refused(502, "discovery_failed");
-    assert!(message.contains("runs on the device"), "{message}");
     for bad in [
         "device:not-a-uuid",
         &format!("device:{}", uuid::Uuid::new_v4()),
@@ -549,6 +540,28 @@ async fn device_connections_queue_for_their_device_and_are_not_discovered_centra
             .ok()["state"],
         "leased"
     );
+
+    // Its discovery is queued for the device's runner, not run centrally: the runner's next
+    // lease takes it.
+    let pending = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/connections/local/discover?wait_ms=0",
+            json!({}),
+        )
+        .await;
+    let message = pending.refused(504, "discovery_pending");
+    assert!(message.contains(&device.runner), "{message}");
+    let leased = device
+        .client
+        .post(
+            "/api/v1/runner/lease",
+            json!({"epoch": acquired["epoch"], "max": 8, "wait_ms": 0}),
+        )
+        .await
+        .ok();
+    assert_eq!(leased["calls"].as_array().unwrap().len(), 1);
+    assert_eq!(leased["calls"][0]["kind"], "discovery");
 }
 
 #[sqlx::test(migrations = "../../migrations")]

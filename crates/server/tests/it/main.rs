@@ -7,6 +7,7 @@ mod authz;
 mod bad_input;
 mod browser;
 mod calls;
+mod device_discovery;
 mod devices;
 mod endpoints;
 mod evidence;

@@ -254,5 +254,6 @@ pub(crate) fn work_item(row: LeasedRow, epoch: Epoch) -> LeasedCall {
             Some(device) => Submitter::Device(device),
             None => Submitter::User(row.created_by),
         },
+        kind: row.kind,
     }
 }

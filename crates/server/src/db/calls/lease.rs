@@ -13,6 +13,7 @@ use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use std::sync::{Arc, LazyLock};
 use switchyard_protocol::api::SpecDigest;
+use switchyard_protocol::reconcile::CallKind;
 use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{
     CallId, CallState, ConnectionId, DeviceId, ProfileId, RequestId, RunnerRef, UserId,
@@ -54,6 +55,8 @@ pub struct LeasedRow {
     pub target_digest: Vec<u8>,
     /// For a receipt lookup: the unknown call it looks up.
     pub parent_call_id: Option<CallId>,
+    /// A tool call, a receipt lookup or a device discovery: what the runner runs.
+    pub kind: CallKind,
     /// For a receipt lookup: that call as it is now (`None` if it is gone).
     pub parent: Option<LookedUpCall>,
     /// For a connection placed on a device: the spec digest its owner accepted, if they did
@@ -112,6 +115,7 @@ impl<'r> sqlx::FromRow<'r, PgRow> for LeasedRow {
             submitted_by_device: row.try_get("submitted_by_device")?,
             target_digest: row.try_get("target_digest")?,
             parent_call_id: row.try_get("parent_call_id")?,
+            kind: row.try_get("kind")?,
             parent,
             accepted_spec_digest: row.try_get("accepted_spec_digest")?,
         })
@@ -199,7 +203,7 @@ fn lease_statement() -> Text {
                  WHERE c.id = picked.id
                  RETURNING c.id, c.created_at, c.request_id, c.connection_id, c.tool_name, c.arguments, c.timeout_seconds,
                      c.client_session_id, c.profile_id, c.created_by, c.submitted_by_device,
-                     c.target_digest, c.parent_call_id, k.revision AS connection_revision,
+                     c.target_digest, c.parent_call_id, c.kind, k.revision AS connection_revision,
                      x.id AS connector_id, x.name AS connector_name, x.transport AS connector_transport,
                      x.command AS connector_command, x.args AS connector_args, x.env_names AS connector_env_names,
                      x.url AS connector_url, x.revision AS connector_revision,

@@ -1,4 +1,4 @@
-//! Calls: one row per tool call or receipt lookup, from submission to settlement. Every state
+//! Calls: one row per tool call, receipt lookup or device discovery, from submission to settlement. Every state
 //! change is one guarded update (`WHERE state = … AND lease_epoch = …`) that reports whether
 //! it won; nothing here reads, decides, then writes. Each method returns what it committed
 //! with the wake-ups it calls for ([`Committed`]); sending them is the app layer's.
@@ -147,17 +147,19 @@ pub struct NewCall {
 }
 
 impl NewCall {
-    /// A tool call, or a receipt lookup when it looks up another call.
+    /// A tool call, a receipt lookup when it looks up another call, or a device discovery.
     pub fn kind(&self) -> CallKind {
-        match self.origin.lookup_of {
-            Some(_) => CallKind::Lookup,
-            None => CallKind::Tool,
+        match (self.origin.lookup_of, self.origin.discovery) {
+            (Some(_), _) => CallKind::Lookup,
+            (None, true) => CallKind::Discovery,
+            (None, false) => CallKind::Tool,
         }
     }
 }
 
 /// Where a call came from beyond its submitter: the operation it runs under and the device
-/// that submitted it, when there are, and for a receipt lookup the unknown call it looks up.
+/// that submitted it, when there are, for a receipt lookup the unknown call it looks up, and
+/// whether it is a device discovery.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CallOrigin {
     /// The operation.
@@ -167,4 +169,7 @@ pub struct CallOrigin {
     /// Set for a receipt lookup: the unknown call it looks up. A lookup is inserted as one
     /// from the start, so no runner ever sees it as anything else.
     pub lookup_of: Option<CallId>,
+    /// Set for the discovery (`tools/list`) of a connection placed on a device, run by its
+    /// runner (`app/device_discovery.rs`).
+    pub discovery: bool,
 }
