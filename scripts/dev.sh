@@ -244,6 +244,9 @@ until grep -q 'lease epoch' "$RUNNER_LOG" 2>/dev/null; do
     sleep 0.2
 done
 echo "Started the local runner for device $device_id (pid $runner_pid, log: ${RUNNER_LOG#"$repo_root"/})"
+# The owner (who approved this device) accepts the placement; the runner then lists its tools.
+cli_step "accept fixture-local on this device" device accept demo "$device_id" fixture-local
+cli_step "discover fixture-local's tools on this device" connection discover demo fixture-local
 
 # A request_id is the call's idempotency key: a fresh one per printed example.
 request_id=$(cat /proc/sys/kernel/random/uuid)

@@ -353,7 +353,25 @@ impl Stack {
         runner
             .wait_for_log("lease epoch", before + 1, Duration::from_secs(60))
             .await?;
+        self.discover_once(device).await?;
         Ok(runner)
+    }
+
+    /// Has the device's runner discover its connection, unless its catalog is filled already:
+    /// a call is refused for a tool its catalog does not list, and a restarted runner needs no
+    /// second discovery.
+    async fn discover_once(&self, device: &Device) -> Result<()> {
+        let connection = &device.target.connection;
+        let tools = self
+            .api
+            .get(&format!(
+                "/workspaces/{WORKSPACE}/connections/{connection}/tools"
+            ))
+            .await?;
+        if tools.as_array().is_none_or(|tools| tools.is_empty()) {
+            setup::discover(&self.api, WORKSPACE, connection).await?;
+        }
+        Ok(())
     }
 }
 

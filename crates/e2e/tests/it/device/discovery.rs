@@ -1,0 +1,116 @@
+//! Discovery of a device connection by the real `switchyard-mcp-runner`: `connection
+//! discover` is carried out on the device (`tools/list` on its MCP server, never a
+//! `tools/call`) and fills the catalog; a tool the device's server stops offering becomes
+//! unavailable at the next discovery and is refused.
+
+use super::harness::{Paired, Server, scratch};
+use crate::harness::binary;
+use serde_json::{Value, json};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use std::path::Path;
+use switchyard_protocol::RequestId;
+use switchyard_protocol::api::{ConnectorSpec, DiscoveryView, SubmitCall};
+use switchyard_testkit::{Error, bins, setup};
+
+/// The fixture over stdio, its stdin copied to `stdin_copy`, hiding the tools `hide` lists
+/// (read each time a session starts).
+fn hiding_spec(stdin_copy: &Path, hide: &Path) -> ConnectorSpec {
+    ConnectorSpec::Stdio {
+        command: "sh".to_owned(),
+        args: vec![
+            "-c".to_owned(),
+            r#"tee -a "$1" | "$2" stdio --hide-tools-file "$3""#.to_owned(),
+            "sh".to_owned(),
+            stdin_copy.display().to_string(),
+            binary(bins::FIXTURE).display().to_string(),
+            hide.display().to_string(),
+        ],
+        env: Vec::new(),
+    }
+}
+
+/// `switchyard connection discover demo dfx`, through the API as alice.
+async fn discover(paired: &Paired) -> DiscoveryView {
+    let view: Value = setup::discover(&paired.api, "demo", "dfx")
+        .await
+        .expect("discover the device connection");
+    serde_json::from_value(view).expect("a discovery view")
+}
+
+/// The tools a discovery lists as available, by name.
+fn available(view: &DiscoveryView) -> Vec<&str> {
+    view.tools
+        .iter()
+        .filter(|t| t.available)
+        .map(|t| t.name.as_str())
+        .collect()
+}
+
+/// Submits `tool` on `dfx`; the API's answer.
+async fn submit(paired: &Paired, tool: &str) -> Result<Value, Error> {
+    paired
+        .api
+        .post(
+            "/workspaces/demo/calls",
+            &SubmitCall {
+                request_id: RequestId::new(),
+                profile_id: "dev".to_owned(),
+                connection_id: "dfx".to_owned(),
+                tool_name: tool.to_owned(),
+                arguments: json!({}),
+                environment_id: None,
+                client_session_id: None,
+                timeout_seconds: Some(30),
+                operation_id: None,
+            },
+        )
+        .await
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_device_runner_discovers_its_connection_and_a_vanished_tool_is_unavailable(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db).await;
+    let dir = scratch("discovery-spec");
+    let (copy, hide) = (dir.join("stdin"), dir.join("hidden"));
+    let paired = Paired::set_up(&server, "discovery", hiding_spec(&copy, &hide)).await;
+    let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
+    runner.wait_for_log("lease epoch").await;
+
+    let first = discover(&paired).await;
+    let listed = available(&first);
+    assert!(
+        listed.contains(&"count") && listed.contains(&"echo"),
+        "{listed:?}"
+    );
+    let sent = std::fs::read_to_string(&copy).expect("read what the server received");
+    assert!(sent.contains("\"tools/list\""), "{sent}");
+    assert!(!sent.contains("\"tools/call\""), "{sent}");
+
+    // The device's server stops offering `count`.
+    std::fs::write(&hide, "count\n").expect("hide count");
+    let second = discover(&paired).await;
+    let count = second
+        .tools
+        .iter()
+        .find(|t| t.name == "count")
+        .expect("count stays in the catalog");
+    assert!(!count.available, "{second:?}");
+    assert!(available(&second).contains(&"echo"));
+    match submit(&paired, "count").await {
+        Err(Error::Api { status, body, .. }) => {
+            assert_eq!(status, 404, "{body}");
+            assert!(body.contains("tool_not_found"), "{body}");
+        }
+        other => panic!("a call to a vanished tool was not refused: {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(&copy)
+            .unwrap_or_default()
+            .matches("\"tools/call\"")
+            .count(),
+        0
+    );
+}
