@@ -65,6 +65,9 @@ pub enum Command {
     /// Read evidence records captured under a workspace's capture policy.
     #[command(subcommand)]
     Evidence(EvidenceCommand),
+    /// List, show, approve and decline the calls that wait for a person's approval.
+    #[command(subcommand)]
+    Approval(ApprovalCommand),
     /// Run the device runner (`switchyard-mcp-runner`, installed next to `switchyard`) in the
     /// foreground.
     McpRunner(McpRunnerArgs),
@@ -266,6 +269,45 @@ pub enum EvidenceCommand {
     },
 }
 
+/// `switchyard approval …`
+#[derive(Debug, Subcommand)]
+pub enum ApprovalCommand {
+    /// List the approval questions you may read (pending first).
+    List {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+    },
+    /// Show one question: tool, connection, the exact arguments, who asked, when and why.
+    Show {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The call's id (the question's id).
+        id: String,
+    },
+    /// Approve a call (holders of Approve on its profile; never your own): it is queued and
+    /// runs once.
+    Approve {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The call's id.
+        id: String,
+    },
+    /// Decline a call: it never runs, and its caller reads your reason as its result.
+    Decline {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// The call's id.
+        id: String,
+        /// Why (at most 2,000 characters).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
 /// A switch given as `on` or `off`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Switch {
@@ -298,6 +340,19 @@ pub enum WorkspaceCommand {
         /// workspace's members.
         #[arg(long, value_name = "on|off")]
         capture_managed_tool_results: Option<Switch>,
+    },
+    /// Set how long a call waits for approval before it expires (workspace admins).
+    #[command(group(ArgGroup::new("timeout").required(true).args(["seconds", "none"])))]
+    SetApprovalTimeout {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Seconds (1 to 30 days).
+        #[arg(long)]
+        seconds: Option<u64>,
+        /// Questions never expire.
+        #[arg(long)]
+        none: bool,
     },
 }
 
@@ -531,6 +586,25 @@ pub enum ProfileCommand {
         #[arg(long)]
         all: bool,
     },
+    /// Set which calls through a profile wait for a person (holders of Manage, workspace
+    /// admins): for every connection, one (`--connection`), or one tool of it (`--tool`).
+    /// A side-effecting high-risk call always asks; `never` refuses it instead.
+    SetApproval {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Profile id or name.
+        profile: String,
+        /// Connection id or name (default: every connection of the profile).
+        #[arg(long)]
+        connection: Option<String>,
+        /// A tool of that connection: overrides the connection's policy for it.
+        #[arg(long, requires = "connection")]
+        tool: Option<String>,
+        /// default | destructive | always | never.
+        #[arg(long)]
+        policy: switchyard_protocol::approval::ApprovalPolicy,
+    },
     /// List a workspace's profiles, retired ones included.
     List {
         /// Workspace id or name.
@@ -563,7 +637,7 @@ pub enum ProfileCommand {
 
 /// `switchyard profile grant|revoke`.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("grants").required(true).multiple(true).args(["use_", "manage", "share"])))]
+#[command(group(ArgGroup::new("grants").required(true).multiple(true).args(["use_", "manage", "share", "approve"])))]
 pub struct ProfileGrant {
     /// Workspace id or name.
     #[arg(value_name = "WS")]
@@ -582,6 +656,9 @@ pub struct ProfileGrant {
     /// Share: grant the profile to others.
     #[arg(long)]
     pub share: bool,
+    /// Approve: answer approval questions about the profile's calls (never one's own).
+    #[arg(long)]
+    pub approve: bool,
 }
 
 /// `switchyard mcp …`

@@ -385,6 +385,10 @@ pub struct GrantRequest {
     /// Grant Share: grant to others.
     #[serde(default)]
     pub share: bool,
+    /// Grant Approve: answer approval questions about calls through the profile (never one's
+    /// own).
+    #[serde(default)]
+    pub approve: bool,
 }
 
 /// One principal's grants on a profile.
@@ -401,6 +405,9 @@ pub struct GrantView {
     pub manage: bool,
     /// Holds Share.
     pub share: bool,
+    /// Holds Approve.
+    #[serde(default)]
+    pub approve: bool,
 }
 
 /// An execution profile.

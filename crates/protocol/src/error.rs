@@ -129,6 +129,15 @@ pub enum ErrorCode {
     /// did not finish while the request waited (the runner is offline or busy): it stays
     /// queued and runs when the runner takes it; ask again to wait for it.
     DiscoveryPending,
+    /// The call needs a person's approval and the profile's policy is `never` (nobody to
+    /// ask): nothing was queued.
+    ApprovalUnavailable,
+    /// No approval question for this call in this workspace (or none the caller may read).
+    ApprovalNotFound,
+    /// The question was answered already, or its call expired: nothing changed.
+    ApprovalDecided,
+    /// The approver submitted the call themselves: someone else must approve it.
+    SelfApproval,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -191,6 +200,10 @@ impl ErrorCode {
             ErrorCode::EndpointBlocked => "endpoint_blocked",
             ErrorCode::InvalidNamespace => "invalid_namespace",
             ErrorCode::DiscoveryPending => "discovery_pending",
+            ErrorCode::ApprovalUnavailable => "approval_unavailable",
+            ErrorCode::ApprovalNotFound => "approval_not_found",
+            ErrorCode::ApprovalDecided => "approval_decided",
+            ErrorCode::SelfApproval => "self_approval",
             ErrorCode::Internal => "internal",
         }
     }
@@ -207,7 +220,7 @@ impl ErrorCode {
             | ErrorCode::InvalidNamespace
             | ErrorCode::ExplanationTooLong => 400,
             ErrorCode::Unauthenticated | ErrorCode::DeviceRevoked => 401,
-            ErrorCode::Forbidden | ErrorCode::ToolNotGranted => 403,
+            ErrorCode::Forbidden | ErrorCode::ToolNotGranted | ErrorCode::SelfApproval => 403,
             ErrorCode::WorkspaceNotFound
             | ErrorCode::EnvironmentNotFound
             | ErrorCode::ConnectorNotFound
@@ -221,7 +234,8 @@ impl ErrorCode {
             | ErrorCode::TokenNotFound
             | ErrorCode::MemberNotFound
             | ErrorCode::OperationNotFound
-            | ErrorCode::EvidenceNotFound => 404,
+            | ErrorCode::EvidenceNotFound
+            | ErrorCode::ApprovalNotFound => 404,
             ErrorCode::AmbiguousName
             | ErrorCode::AlreadyExists
             | ErrorCode::ConnectorNotApproved
@@ -235,7 +249,8 @@ impl ErrorCode {
             | ErrorCode::ConnectorRetired
             | ErrorCode::ProfileRetired
             | ErrorCode::PlacementPending
-            | ErrorCode::SpecChanged => 409,
+            | ErrorCode::SpecChanged
+            | ErrorCode::ApprovalDecided => 409,
             ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
             ErrorCode::BodyTooLarge | ErrorCode::AnswerTooLong => 413,
             ErrorCode::TooManyStreams | ErrorCode::QuotaExceeded => 429,
@@ -244,7 +259,8 @@ impl ErrorCode {
             | ErrorCode::McpRequestConflict
             | ErrorCode::OperationRequired
             | ErrorCode::OperationMismatch
-            | ErrorCode::EndpointBlocked => 422,
+            | ErrorCode::EndpointBlocked
+            | ErrorCode::ApprovalUnavailable => 422,
             ErrorCode::DiscoveryFailed => 502,
             ErrorCode::DiscoveryPending => 504,
             ErrorCode::Internal => 500,

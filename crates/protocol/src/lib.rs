@@ -7,6 +7,7 @@
 //! example value and read back (see `tests/golden/README.md`).
 
 pub mod api;
+pub mod approval;
 pub mod audit;
 pub mod error;
 pub mod ids;

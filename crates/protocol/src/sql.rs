@@ -3,6 +3,7 @@
 //! columns, [`Epoch`] an `int8`, and the enums and [`RunnerRef`] `text` holding their wire
 //! names, so a row reads as typed values and never as strings compared by hand.
 
+use crate::approval::{ApprovalPolicy, ApprovalState, AskReason};
 use crate::ids::*;
 use crate::placement::SpecDigest;
 use crate::reconcile::{CallKind, ResolutionOutcome};
@@ -84,4 +85,12 @@ macro_rules! column_as_text {
     )*};
 }
 
-column_as_text!(CallState, CallKind, ResolutionOutcome, RunnerRef);
+column_as_text!(
+    CallState,
+    CallKind,
+    ResolutionOutcome,
+    RunnerRef,
+    ApprovalPolicy,
+    ApprovalState,
+    AskReason
+);

@@ -1,6 +1,9 @@
 //! The call lifecycle: one enum and the one function that says which transitions are legal.
 //!
 //! ```text
+//! awaiting_approval ──approve──▶ queued   (a person said yes: the ordinary path from here)
+//!   │ decline ─▶ declined   │ timeout ─▶ expired   (both certainly never sent)
+//!
 //! queued ──lease──▶ leased ──start(ack)──▶ running ──result──▶ succeeded | tool_error
 //!   │                 │                       │
 //!   │ cancel          │ lease lost            │ runner lost / timeout / cut mid-call
@@ -18,6 +21,8 @@ use std::str::FromStr;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallState {
+    /// Held for a person's approval before it is queued: no runner can lease it.
+    AwaitingApproval,
     /// Accepted and waiting for a runner.
     Queued,
     /// Leased by a runner; nothing has been sent to the MCP server.
@@ -32,16 +37,20 @@ pub enum CallState {
     Failed,
     /// Cancelled before anything was sent.
     Cancelled,
-    /// Waited in the queue too long without a runner.
+    /// Waited in the queue too long without a runner, or for an approval nobody gave in
+    /// time: never sent.
     Expired,
     /// The request may have been applied, but no answer was recorded.
     Unknown,
     /// An unknown call settled by a later observation or resolution.
     Resolved,
+    /// A person declined to approve it: never sent; their reason is its result.
+    Declined,
 }
 
 /// Every state, in lifecycle order.
-pub const ALL_STATES: [CallState; 10] = [
+pub const ALL_STATES: [CallState; 12] = [
+    CallState::AwaitingApproval,
     CallState::Queued,
     CallState::Leased,
     CallState::Running,
@@ -52,12 +61,14 @@ pub const ALL_STATES: [CallState; 10] = [
     CallState::Expired,
     CallState::Unknown,
     CallState::Resolved,
+    CallState::Declined,
 ];
 
 impl CallState {
     /// The state's wire and database name.
     pub fn as_str(self) -> &'static str {
         match self {
+            CallState::AwaitingApproval => "awaiting_approval",
             CallState::Queued => "queued",
             CallState::Leased => "leased",
             CallState::Running => "running",
@@ -68,6 +79,7 @@ impl CallState {
             CallState::Expired => "expired",
             CallState::Unknown => "unknown",
             CallState::Resolved => "resolved",
+            CallState::Declined => "declined",
         }
     }
 
@@ -81,6 +93,7 @@ impl CallState {
                 | CallState::Cancelled
                 | CallState::Expired
                 | CallState::Resolved
+                | CallState::Declined
         )
     }
 
@@ -92,7 +105,9 @@ impl CallState {
         use CallState::*;
         matches!(
             (self, next),
-            (Queued, Leased | Cancelled | Expired | Failed)
+            // Only a person's answer, or its timeout, moves a held call; nothing leases it.
+            (AwaitingApproval, Queued | Declined | Expired)
+                | (Queued, Leased | Cancelled | Expired | Failed)
                 // Lease lost before the start ack: nothing was sent, so it may run again.
                 | (Leased, Queued | Running | Failed | Cancelled)
                 // After the start ack the request may have been sent: failure is only
@@ -143,6 +158,9 @@ mod tests {
     #[test]
     fn transitions_are_exactly_the_lifecycle() {
         let legal = [
+            (AwaitingApproval, Queued),
+            (AwaitingApproval, Declined),
+            (AwaitingApproval, Expired),
             (Queued, Leased),
             (Queued, Cancelled),
             (Queued, Expired),
@@ -180,5 +198,20 @@ mod tests {
         assert!(!Unknown.is_terminal());
         assert!(!Unknown.can_transition_to(Queued));
         assert!(!Running.can_transition_to(Queued));
+    }
+
+    /// A held call reaches a runner only through `queued`, which only an approval enters.
+    #[test]
+    fn an_awaiting_call_is_never_leased_or_started() {
+        for to in [Leased, Running, Succeeded, ToolError, Failed, Unknown] {
+            assert!(!AwaitingApproval.can_transition_to(to), "{to}");
+        }
+        assert!(!AwaitingApproval.is_terminal());
+        for from in ALL_STATES {
+            assert!(
+                !from.can_transition_to(AwaitingApproval),
+                "nothing goes back to awaiting approval: {from}"
+            );
+        }
     }
 }

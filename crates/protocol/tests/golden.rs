@@ -28,6 +28,7 @@ use std::fmt::Debug;
 use std::fs;
 use std::path::{Path, PathBuf};
 use switchyard_protocol::api::*;
+use switchyard_protocol::approval::*;
 use switchyard_protocol::runner::*;
 use switchyard_protocol::state::CallState;
 use switchyard_protocol::*;
@@ -88,8 +89,8 @@ golden! {
 
     // state.rs
     call_state: Vec<CallState> = one_each!(CallState:
-        Queued, Leased, Running, Succeeded, ToolError, Failed, Cancelled, Expired, Unknown,
-        Resolved,
+        AwaitingApproval, Queued, Leased, Running, Succeeded, ToolError, Failed, Cancelled,
+        Expired, Unknown, Resolved, Declined,
     );
 
     // runner_ref.rs
@@ -212,6 +213,7 @@ golden! {
         use_: true,
         manage: false,
         share: true,
+        approve: true,
     };
     grant_view: GrantView = grant_view();
     profile_view: ProfileView = ProfileView {
@@ -350,6 +352,29 @@ golden! {
             message: "entry 5 is missing (entry 6 follows entry 4)".into(),
         }),
     };
+    // approval.rs
+    approval_policy: Vec<ApprovalPolicy> = one_each!(ApprovalPolicy:
+        Default, Destructive, Always, Never,
+    );
+    ask_reason: Vec<AskReason> = one_each!(AskReason: HighRisk, Destructive, Always);
+    approval_state: Vec<ApprovalState> = one_each!(ApprovalState:
+        Pending, Approved, Declined, Expired,
+    );
+    approval_view: ApprovalView = approval_view();
+    approval_list: ApprovalList = ApprovalList { approvals: vec![approval_view()] };
+    decide_approval: DecideApproval = DecideApproval {
+        reason: Some("not on a Friday".into()),
+    };
+    set_approval_policy: SetApprovalPolicy = SetApprovalPolicy {
+        connection: Some("github".into()),
+        tool: Some("create_issue".into()),
+        policy: ApprovalPolicy::Always,
+    };
+    approval_policy_view: ApprovalPolicyView = approval_policy_view();
+    approval_policy_list: ApprovalPolicyList = ApprovalPolicyList {
+        policies: vec![approval_policy_view()],
+    };
+    approval_timeout: ApprovalTimeout = ApprovalTimeout { seconds: Some(3600) };
 
     // placement.rs
     spec_digest: SpecDigest = github_spec().digest();
@@ -865,7 +890,7 @@ fn error_codes() -> Vec<ErrorCode> {
         CallErased, CallActive, BodyTooLarge, ToolNotGranted, TooManyStreams,
         ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, QuotaExceeded,
         PlacementPending, SpecChanged, EndpointBlocked, InvalidNamespace, DiscoveryPending,
-        Internal,
+        ApprovalUnavailable, ApprovalNotFound, ApprovalDecided, SelfApproval, Internal,
     )
 }
 
@@ -930,6 +955,43 @@ fn tool_view() -> ToolView {
     }
 }
 
+fn approval_view() -> ApprovalView {
+    ApprovalView {
+        call_id: CALL,
+        workspace_id: WORKSPACE,
+        request_id: REQUEST,
+        profile_id: PROFILE,
+        profile_name: "deploy-bot".into(),
+        connection_id: CONNECTION,
+        connection_name: "github".into(),
+        tool_name: "create_issue".into(),
+        arguments: Some(issue_arguments()),
+        payload_digest: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+        asked_by: ALICE,
+        asked_by_name: "alice".into(),
+        asked_by_device: None,
+        asked_at: at("2026-03-02T10:00:00.000001Z"),
+        why: AskReason::HighRisk,
+        policy: ApprovalPolicy::Default,
+        state: ApprovalState::Declined,
+        call_state: CallState::Declined,
+        expires_at: Some(at("2026-03-02T11:00:00.000001Z")),
+        decided_by: Some(BOB),
+        decided_by_name: Some("bob".into()),
+        decided_at: Some(at("2026-03-02T10:05:00.000001Z")),
+        reason: Some("not on a Friday".into()),
+    }
+}
+
+fn approval_policy_view() -> ApprovalPolicyView {
+    ApprovalPolicyView {
+        connection_id: CONNECTION,
+        connection_name: "github".into(),
+        tool: Some("create_issue".into()),
+        policy: ApprovalPolicy::Always,
+    }
+}
+
 fn grant_view() -> GrantView {
     GrantView {
         user_id: BOB,
@@ -937,6 +999,7 @@ fn grant_view() -> GrantView {
         use_: true,
         manage: false,
         share: true,
+        approve: true,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The sweeper: a small idempotent reconciler every replica runs. Each pass settles calls held
 //! under expired runner leases (those that expired lately; every one, now and then), expires
-//! calls queued too long, erases inputs and results (and observation outputs) past retention,
+//! calls whose approval question waited past their workspace's approval timeout and calls
+//! queued too long, erases inputs and results (and observation outputs) past retention,
 //! removes old resolution explanations, publishes pending evidence (retrying failures at most
 //! 60 s apart until their deadline), writes calls submitted and ended to the audit log and
 //! deletes expired web sessions. Every change is a
@@ -94,6 +95,10 @@ async fn sweep(
             unknown,
             "settled calls of runners whose lease expired"
         );
+    }
+    let unanswered = app.sent(db.approval_expire_overdue().await?).len();
+    if unanswered > 0 {
+        tracing::info!(unanswered, "expired calls nobody approved in time");
     }
     let expired = db.call_expire_queued(config.queue_expiry).await?;
     if expired > 0 {

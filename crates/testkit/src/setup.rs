@@ -153,6 +153,7 @@ pub async fn profile(
             use_: true,
             manage: false,
             share: false,
+            approve: false,
         },
     )
     .await?;

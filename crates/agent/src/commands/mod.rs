@@ -5,6 +5,7 @@
 //! `mcp-runner` hands over to the runner helper; every other command authenticates as
 //! [`crate::auth`] decides. `mcp reconcile|resolve` go under [`mcp`].
 
+mod approval;
 mod audit;
 mod connection;
 mod connector;
@@ -47,6 +48,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Token(cmd) => token::run(&client()?, out, cmd).await,
         Command::Audit(cmd) => audit::run(&client()?, out, cmd).await,
         Command::Evidence(cmd) => evidence::run(&client()?, out, cmd).await,
+        Command::Approval(cmd) => approval::run(&client()?, out, cmd).await,
         Command::Pair(args) => pair::run(out, args).await,
         Command::McpRunner(args) => runner::run(args),
     }

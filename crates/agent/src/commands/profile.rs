@@ -6,6 +6,7 @@ use crate::client::{Body, Client};
 use crate::error::CliError;
 use crate::output::{Output, Table, print_json, print_text, retired_state};
 use switchyard_protocol::api::{CreateProfile, GrantRequest, GrantView, ProfileView, SetTools};
+use switchyard_protocol::approval::{ApprovalPolicyList, SetApprovalPolicy};
 
 /// Runs a `profile` subcommand.
 pub async fn run(client: &Client, out: Output, cmd: ProfileCommand) -> Result<(), CliError> {
@@ -71,6 +72,41 @@ pub async fn run(client: &Client, out: Output, cmd: ProfileCommand) -> Result<()
             }
             print_text(&table.render_or("no profiles"));
             Ok(())
+        }
+        ProfileCommand::SetApproval {
+            workspace,
+            profile,
+            connection,
+            tool,
+            policy,
+        } => {
+            let path = [
+                "workspaces",
+                workspace.as_str(),
+                "profiles",
+                profile.as_str(),
+                "approval-policy",
+            ];
+            let body = SetApprovalPolicy {
+                connection,
+                tool,
+                policy,
+            };
+            let reply = client.put(&path, Body::of(&body)).await?;
+            out.reply(&reply, |list: ApprovalPolicyList| {
+                let mut table = Table::new(["CONNECTION", "TOOL", "POLICY"]);
+                for p in list.policies {
+                    table.row([
+                        p.connection_name,
+                        p.tool.unwrap_or_else(|| "(all)".to_owned()),
+                        p.policy.to_string(),
+                    ]);
+                }
+                format!(
+                    "approval policies of profile {profile}:\n{}",
+                    table.render_or("(no connections)")
+                )
+            })
         }
         ProfileCommand::SetTools {
             workspace,
@@ -154,12 +190,14 @@ async fn grants(
         use_,
         manage,
         share,
+        approve,
     } = args;
     let body = GrantRequest {
         user,
         use_,
         manage,
         share,
+        approve,
     };
     let mut path = vec!["workspaces", &workspace, "profiles", &profile, "grants"];
     if revoke {
@@ -167,7 +205,7 @@ async fn grants(
     }
     let reply = client.post(&path, Body::of(&body)).await?;
     out.reply(&reply, |p: ProfileView| {
-        let mut table = Table::new(["USER", "USE", "MANAGE", "SHARE"]);
+        let mut table = Table::new(["USER", "USE", "MANAGE", "SHARE", "APPROVE"]);
         let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
         for g in p.grants {
             table.row([
@@ -175,6 +213,7 @@ async fn grants(
                 yes_no(g.use_),
                 yes_no(g.manage),
                 yes_no(g.share),
+                yes_no(g.approve),
             ]);
         }
         format!(
@@ -187,9 +226,14 @@ async fn grants(
 
 /// `alice:use+share`: one principal's grants, compactly.
 fn grant_summary(g: &GrantView) -> String {
-    let held: Vec<&str> = [(g.use_, "use"), (g.manage, "manage"), (g.share, "share")]
-        .into_iter()
-        .filter_map(|(held, name)| held.then_some(name))
-        .collect();
+    let held: Vec<&str> = [
+        (g.use_, "use"),
+        (g.manage, "manage"),
+        (g.share, "share"),
+        (g.approve, "approve"),
+    ]
+    .into_iter()
+    .filter_map(|(held, name)| held.then_some(name))
+    .collect();
     format!("{}:{}", g.user_name, held.join("+"))
 }

@@ -8,6 +8,7 @@ use switchyard_protocol::api::{
     AddMember, CapturePolicyView, CreateWorkspace, MemberRole, MemberView, RemovedMember,
     SetCapturePolicy, WorkspaceView,
 };
+use switchyard_protocol::approval::ApprovalTimeout;
 
 /// Runs a `workspace` subcommand.
 pub async fn run(client: &Client, out: Output, cmd: WorkspaceCommand) -> Result<(), CliError> {
@@ -83,6 +84,22 @@ pub async fn run(client: &Client, out: Output, cmd: WorkspaceCommand) -> Result<
                     removed.grants_removed,
                     if removed.grants_removed == 1 { "" } else { "s" }
                 )
+            })
+        }
+        WorkspaceCommand::SetApprovalTimeout {
+            workspace,
+            seconds,
+            none: _,
+        } => {
+            let path = ["workspaces", workspace.as_str(), "approval-timeout"];
+            let reply = client
+                .put(&path, Body::of(&ApprovalTimeout { seconds }))
+                .await?;
+            out.reply(&reply, |t: ApprovalTimeout| match t.seconds {
+                Some(s) => format!(
+                    "calls in {workspace} that wait for approval expire after {s} s unanswered"
+                ),
+                None => format!("calls in {workspace} wait for approval without expiry"),
             })
         }
         WorkspaceCommand::CapturePolicy {

@@ -21,6 +21,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::time::Duration;
 use switchyard_protocol::api::*;
+use switchyard_protocol::approval::{self, ApprovalPolicy, AskReason, Floor, marks_destructive};
 use switchyard_protocol::runner::{Completion, Epoch};
 use switchyard_protocol::{CallId, CallState, EnvironmentId, ErrorCode, RunnerRef};
 use tokio::time::Instant;
@@ -175,21 +176,55 @@ impl App {
                 match self.dispatch.submissions.insert(call).await? {
                     Some(row) => self.inserted(&principal, ws, &row, waiter, deadline).await,
                     // A concurrent submission with the same request_id won the insert.
-                    None => match self
-                        .db
-                        .call_find_by_request(workspace_id, request_id)
-                        .await?
-                    {
-                        Some(existing) => {
-                            self.replayed(&principal, ws, existing, &payload_digest, deadline)
-                                .await
-                        }
-                        None => Err(AppError::Internal(
-                            "request_id conflict without a stored call".into(),
-                        )),
-                    },
+                    None => {
+                        self.lost_insert(
+                            &principal,
+                            ws,
+                            (workspace_id, request_id),
+                            &payload_digest,
+                            deadline,
+                        )
+                        .await
+                    }
                 }
             }
+            // Held for a person: its own statement, never batched nor handed to a lease.
+            Decision::Held { call, why, policy } => {
+                let waiter = (!wait.is_zero())
+                    .then(|| self.dispatch.announcer.local.settled_waiter(call.id));
+                let key = (call.workspace_id, call.request_id);
+                match self.db.call_insert_held(&call, why, policy).await? {
+                    Some(row) => self.inserted(&principal, ws, &row, waiter, deadline).await,
+                    None => {
+                        self.lost_insert(&principal, ws, key, &call.payload_digest, deadline)
+                            .await
+                    }
+                }
+            }
+        }
+    }
+
+    /// The answer to a submission whose insert a concurrent one with the same request_id won
+    /// (`key`: workspace and request_id): that call, replayed.
+    async fn lost_insert(
+        &self,
+        principal: &Principal,
+        ws: &str,
+        key: (
+            switchyard_protocol::WorkspaceId,
+            switchyard_protocol::RequestId,
+        ),
+        payload_digest: &[u8],
+        deadline: Instant,
+    ) -> AppResult<(CallView, bool)> {
+        match self.db.call_find_by_request(key.0, key.1).await? {
+            Some(existing) => {
+                self.replayed(principal, ws, existing, payload_digest, deadline)
+                    .await
+            }
+            None => Err(AppError::Internal(
+                "request_id conflict without a stored call".into(),
+            )),
         }
     }
 
@@ -453,6 +488,12 @@ fn check_request(req: &SubmitCall) -> AppResult<u32> {
 enum Decision {
     /// A new call, to insert.
     New(NewCall),
+    /// A new call that needs a person's approval: inserted held, with its question.
+    Held {
+        call: NewCall,
+        why: AskReason,
+        policy: ApprovalPolicy,
+    },
     /// The request_id names a stored call: replayed with this request's payload digest.
     Replay {
         existing: CallRow,
@@ -568,7 +609,26 @@ fn decide(
             discovery: false,
         },
     };
-    Ok(Decision::New(call))
+    let policy = found.approval_policy.unwrap_or_default();
+    let destructive = marks_destructive(connection.tool_annotations.as_ref());
+    match approval::decide(approval_floor(connection), destructive, policy) {
+        approval::Decision::Run => Ok(Decision::New(call)),
+        approval::Decision::Ask(why) => Ok(Decision::Held { call, why, policy }),
+        approval::Decision::Refuse => Err(AppError::refused(
+            ErrorCode::ApprovalUnavailable,
+            format!(
+                "tool `{}` needs a person's approval and profile `{}`'s approval policy for connection `{}` is `never`; nothing was queued (ask a holder of Manage to change the policy)",
+                req.tool_name, profile.name, connection.name
+            ),
+        )),
+    }
+}
+
+/// The floor a tool's classification sets for the approval decision.
+// Until tools carry a classification every tool counts as side-effecting and not high risk:
+// the default policy runs it, `always` and `destructive` ask as they say.
+fn approval_floor(_connection: &SubmitConnection) -> Floor {
+    Floor::AutoApproved
 }
 
 /// Refuses a new call while its workspace holds as many queued calls, or leased and running

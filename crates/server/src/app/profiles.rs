@@ -47,6 +47,7 @@ impl App {
             use_: false,
             manage: true,
             share: true,
+            approve: false,
         };
         let row = self
             .db
@@ -358,11 +359,12 @@ fn named_grants(req: &GrantRequest) -> AppResult<Grants> {
         use_: req.use_,
         manage: req.manage,
         share: req.share,
+        approve: req.approve,
     };
     if grants == Grants::default() {
         return Err(AppError::refused(
             ErrorCode::InvalidRequest,
-            "name at least one of `use`, `manage`, `share`",
+            "name at least one of `use`, `manage`, `share`, `approve`",
         ));
     }
     Ok(grants)

@@ -113,6 +113,7 @@ pub(crate) fn grant(user_id: UserId, user_name: &str, grants: Grants) -> GrantVi
         use_: grants.use_,
         manage: grants.manage,
         share: grants.share,
+        approve: grants.approve,
     }
 }
 
@@ -365,5 +366,51 @@ pub(crate) fn audit_entry(row: &crate::db::AuditRow) -> AuditEntryView {
         call_id: row.call_id.map(switchyard_protocol::CallId),
         prev_hash: row.prev_hash.as_deref().map(hex),
         hash: hex(&row.hash),
+    }
+}
+
+pub(crate) fn approval(
+    row: &crate::db::ApprovalRow,
+) -> switchyard_protocol::approval::ApprovalView {
+    use std::fmt::Write;
+    let mut payload_digest = String::with_capacity(row.payload_digest.len() * 2);
+    for byte in &row.payload_digest {
+        let _ = write!(payload_digest, "{byte:02x}");
+    }
+    switchyard_protocol::approval::ApprovalView {
+        call_id: row.call_id,
+        workspace_id: row.workspace_id,
+        request_id: row.request_id,
+        profile_id: row.profile_id,
+        profile_name: row.profile_name.clone(),
+        connection_id: row.connection_id,
+        connection_name: row.connection_name.clone(),
+        tool_name: row.tool_name.clone(),
+        arguments: row.arguments.as_ref().map(|a| a.0.clone()),
+        payload_digest,
+        asked_by: row.asked_by,
+        asked_by_name: row.asked_by_name.clone(),
+        asked_by_device: row.asked_by_device,
+        asked_at: row.asked_at,
+        why: row.why,
+        policy: row.policy,
+        state: row.state,
+        call_state: row.call_state,
+        expires_at: row.expires_at,
+        decided_by: row.decided_by,
+        decided_by_name: row.decided_by_name.clone(),
+        decided_at: row.decided_at,
+        reason: row.reason.clone(),
+    }
+}
+
+pub(crate) fn approval_policy(
+    row: &crate::db::ApprovalPolicyRow,
+) -> switchyard_protocol::approval::ApprovalPolicyView {
+    switchyard_protocol::approval::ApprovalPolicyView {
+        connection_id: row.connection_id,
+        connection_name: row.connection_name.clone(),
+        tool: row.tool.clone(),
+        policy: row.policy,
     }
 }

@@ -5,6 +5,7 @@
 //! returns what it committed, with the wake-ups that calls for ([`Committed`]).
 
 mod access_changes;
+mod approvals;
 mod audit;
 mod audit_calls;
 mod call_read;
@@ -33,6 +34,7 @@ mod users;
 mod web_sessions;
 mod workspaces;
 
+pub use approvals::{Answered, ApprovalPolicyRow, ApprovalRow};
 pub use audit::{
     AuditFilter, AuditHead, AuditRow, EntryFields, INSTALLATION_CHAIN, NewAuditEntry, chain_of,
     entry_hash,

@@ -33,6 +33,8 @@ pub struct Grants {
     pub manage: bool,
     /// Grant to others.
     pub share: bool,
+    /// Answer approval questions about the profile's calls (never one's own).
+    pub approve: bool,
 }
 
 impl Grants {
@@ -42,6 +44,7 @@ impl Grants {
             ("use", self.use_),
             ("manage", self.manage),
             ("share", self.share),
+            ("approve", self.approve),
         ]
         .into_iter()
         .filter_map(|(kind, held)| held.then_some(kind))
@@ -53,6 +56,7 @@ impl Grants {
             use_: kinds.iter().any(|k| k == "use"),
             manage: kinds.iter().any(|k| k == "manage"),
             share: kinds.iter().any(|k| k == "share"),
+            approve: kinds.iter().any(|k| k == "approve"),
         }
     }
 }

@@ -20,6 +20,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, Row};
 use std::sync::{Arc, LazyLock};
 use switchyard_protocol::api::SpecDigest;
+use switchyard_protocol::approval::ApprovalPolicy;
 use switchyard_protocol::{
     ConnectionId, DeviceId, EnvironmentId, OperationId, ProfileId, RequestId, RunnerRef, UserId,
     WorkspaceId,
@@ -159,6 +160,8 @@ pub struct SubmitConnection {
     /// The cached tool: `None` when discovery never listed it, `Some(false)` when the latest
     /// discovery no longer does.
     pub tool_available: Option<bool>,
+    /// The cached tool's MCP annotations, as its server declared them.
+    pub tool_annotations: Option<serde_json::Value>,
 }
 
 /// The scope of the operation a submission names.
@@ -191,6 +194,9 @@ pub struct SubmitContext {
     pub profile_has_connection: bool,
     /// Whether the profile grants the tool: the connection whole, or the tool in its set.
     pub tool_granted: bool,
+    /// The approval policy that applies: the profile's override for the tool, else its
+    /// policy for the connection (`None` when the profile does not include it).
+    pub approval_policy: Option<ApprovalPolicy>,
     /// The environment the request names.
     pub environment_id: Option<EnvironmentId>,
     /// The operation the request names, if it is one of the workspace.
@@ -239,6 +245,9 @@ impl FromRow<'_, PgRow> for SubmitContext {
                 connector_retired: row.try_get("r_connector_retired")?,
                 consent: consent(row)?,
                 tool_available: row.try_get("r_tool_available")?,
+                tool_annotations: row
+                    .try_get::<Option<Json<serde_json::Value>>, _>("r_tool_annotations")?
+                    .map(|a| a.0),
             }),
             None => None,
         };
@@ -263,6 +272,7 @@ impl FromRow<'_, PgRow> for SubmitContext {
             connection,
             profile_has_connection: row.try_get("r_profile_has_connection")?,
             tool_granted: row.try_get("r_tool_granted")?,
+            approval_policy: row.try_get("r_approval_policy")?,
             environment_id: row.try_get("r_environment")?,
             operation,
             queued_calls: row.try_get("r_queued_calls")?,
@@ -415,16 +425,19 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
              -- digest they accepted (`db/placements.rs`).
              CASE WHEN cn.runner_device_id IS NOT NULL THEN {spec} END AS r_device_spec,
              pl.spec_digest AS r_accepted_digest,
-             t.available AS r_tool_available,
+             t.available AS r_tool_available, t.annotations AS r_tool_annotations,
              pc.profile_id IS NOT NULL AS r_profile_has_connection,
              -- Granted whole, or the tool is in the profile's set of the connection's tools.
              (pc.tools IS NULL OR {tool_name} = ANY (pc.tools)) AS r_tool_granted,
+             -- The approval policy: the tool's override, else the connection's.
+             COALESCE(pta.policy, pc.approval_policy) AS r_approval_policy,
              e.id AS r_environment,
              o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment,
              -- The workspace's queued and in-flight calls, each counted up to its quota: bounded
              -- scans of calls_queued and calls_in_flight, whose predicates these repeat.
              (SELECT count(*) FROM (SELECT 1 FROM calls qc WHERE qc.workspace_id = ws.id
-                  AND qc.lease_epoch IS NULL AND qc.finished_at IS NULL LIMIT {max_queued}) q) AS r_queued_calls,
+                  AND qc.lease_epoch IS NULL AND qc.finished_at IS NULL AND NOT qc.approval_held
+                  LIMIT {max_queued}) q) AS r_queued_calls,
              (SELECT count(*) FROM (SELECT 1 FROM calls rc WHERE rc.workspace_id = ws.id
                   AND rc.lease_epoch IS NOT NULL AND rc.finished_at IS NULL LIMIT {max_running}) q) AS r_running_calls
          {from}
@@ -433,6 +446,8 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
          LEFT JOIN connectors x ON x.id = cn.connector_id
          LEFT JOIN placements pl ON pl.connection_id = cn.id AND pl.device_id = cn.runner_device_id
          LEFT JOIN profile_connections pc ON pc.profile_id = p.id AND pc.connection_id = cn.id
+         LEFT JOIN profile_tool_approvals pta
+             ON pta.profile_id = p.id AND pta.connection_id = cn.id AND pta.tool_name = {tool_name}
          LEFT JOIN tools t ON t.connection_id = cn.id AND t.name = {tool_name}
          LEFT JOIN environments e ON e.workspace_id = ws.id AND (e.id = {environment_id} OR e.name = {environment_name})
          LEFT JOIN operations o ON o.workspace_id = ws.id AND o.id = {operation_id}) ",

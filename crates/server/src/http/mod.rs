@@ -1,6 +1,7 @@
 //! The HTTP API: thin handlers that extract input, authenticate, call one app-layer function
 //! and return its view. Routes are listed in docs/API.md (device runners' in docs/RUNNER-API.md).
 
+mod approvals;
 mod audit;
 mod auth;
 mod devices;
@@ -103,6 +104,7 @@ pub fn router(app: App) -> Router {
         .merge(runner::routes())
         .merge(reconcile::routes())
         .merge(retire::routes())
+        .merge(approvals::routes())
         .fallback(not_found);
     Router::new()
         .route("/healthz", get(healthz))

@@ -172,15 +172,17 @@ pub(super) async fn grant_revoke(
         use_: false,
         manage: false,
         share: false,
+        approve: false,
     };
     match form.grant.as_str() {
         "use" => req.use_ = true,
         "manage" => req.manage = true,
         "share" => req.share = true,
+        "approve" => req.approve = true,
         other => {
             return Err(WebError::refused(
                 ErrorCode::InvalidRequest,
-                format!("`{other}` is not a grant: name `use`, `manage` or `share`"),
+                format!("`{other}` is not a grant: name `use`, `manage`, `share` or `approve`"),
             ));
         }
     }

@@ -41,16 +41,20 @@ fn state_label(state: CallState) -> String {
 /// The badge colour of a state.
 fn tone(state: CallState) -> &'static str {
     match state {
+        CallState::AwaitingApproval => "warn",
         CallState::Queued | CallState::Leased | CallState::Running => "live",
         CallState::Succeeded | CallState::Resolved => "ok",
         CallState::ToolError | CallState::Failed => "bad",
-        CallState::Cancelled | CallState::Expired => "muted",
+        CallState::Cancelled | CallState::Expired | CallState::Declined => "muted",
         CallState::Unknown => "warn",
     }
 }
 
 fn explanation(state: CallState) -> &'static str {
     match state {
+        CallState::AwaitingApproval => {
+            "Waiting for a person to approve it (see Approvals). Nothing has been sent."
+        }
         CallState::Queued => "Waiting for its runner to lease it. Nothing has been sent.",
         CallState::Leased => {
             "Its runner holds it and is about to ask to start it. Nothing has been sent yet."
@@ -62,7 +66,12 @@ fn explanation(state: CallState) -> &'static str {
         CallState::ToolError => "The MCP server answered with an error result (isError).",
         CallState::Failed => "It certainly had no effect: it failed before the request was sent.",
         CallState::Cancelled => "Cancelled before anything was sent.",
-        CallState::Expired => "No runner took it in time. Nothing was sent.",
+        CallState::Expired => {
+            "No runner took it in time, or nobody approved it in time. Nothing was sent."
+        }
+        CallState::Declined => {
+            "A person declined it; their reason is its result. Nothing was sent."
+        }
         CallState::Unknown => {
             "It may or may not have taken effect: no answer was recorded. It is never retried by itself."
         }

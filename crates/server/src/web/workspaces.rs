@@ -173,6 +173,7 @@ fn held_grants(g: &GrantView) -> Vec<HeldGrant> {
         ("use", "Use", g.use_),
         ("manage", "Manage", g.manage),
         ("share", "Share", g.share),
+        ("approve", "Approve", g.approve),
     ]
     .into_iter()
     .filter(|(_, _, held)| *held)
@@ -181,10 +182,15 @@ fn held_grants(g: &GrantView) -> Vec<HeldGrant> {
 }
 
 fn grant_words(g: &GrantView) -> String {
-    let words: Vec<&str> = [("Use", g.use_), ("Manage", g.manage), ("Share", g.share)]
-        .into_iter()
-        .filter_map(|(word, held)| held.then_some(word))
-        .collect();
+    let words: Vec<&str> = [
+        ("Use", g.use_),
+        ("Manage", g.manage),
+        ("Share", g.share),
+        ("Approve", g.approve),
+    ]
+    .into_iter()
+    .filter_map(|(word, held)| held.then_some(word))
+    .collect();
     if words.is_empty() {
         "none".to_owned()
     } else {

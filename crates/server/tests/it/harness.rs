@@ -16,7 +16,7 @@ use switchyard_server::db::{CallOrigin, Datastore, NewCall};
 use switchyard_server::serve::{HttpLimits, Running, ServeConfig, start};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
-use switchyard_testkit::scratch::Scratch;
+pub use switchyard_testkit::scratch::Scratch;
 use switchyard_testkit::{bins, server};
 use uuid::Uuid;
 
@@ -276,12 +276,13 @@ impl Client {
         self.send(Method::POST, path, Some(body)).await
     }
 
-    /// Polls a call until it leaves queued/leased/running, or panics after `within`.
+    /// Polls a call until it leaves awaiting_approval/queued/leased/running, or panics after
+    /// `within`.
     pub async fn wait_call(&self, ws: &str, call_id: &str, within: Duration) -> Value {
         self.wait_call_until(ws, call_id, within, |call| {
             !matches!(
                 call["state"].as_str().unwrap_or_default(),
-                "queued" | "leased" | "running"
+                "awaiting_approval" | "queued" | "leased" | "running"
             )
         })
         .await

@@ -2,6 +2,7 @@
 //! test, real MCP servers as child processes.
 
 mod access;
+mod approvals;
 mod audit;
 mod authz;
 mod bad_input;

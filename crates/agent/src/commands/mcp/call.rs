@@ -33,11 +33,16 @@ enum Settled {
 /// Whether `state` ends the wait, and how; `None` while the call is still on its way.
 fn settled(state: CallState) -> Option<Settled> {
     match state {
-        CallState::Queued | CallState::Leased | CallState::Running => None,
+        CallState::AwaitingApproval
+        | CallState::Queued
+        | CallState::Leased
+        | CallState::Running => None,
         CallState::Succeeded => Some(Settled::Succeeded),
-        CallState::ToolError | CallState::Failed | CallState::Cancelled | CallState::Expired => {
-            Some(Settled::NotSucceeded)
-        }
+        CallState::ToolError
+        | CallState::Failed
+        | CallState::Cancelled
+        | CallState::Expired
+        | CallState::Declined => Some(Settled::NotSucceeded),
         CallState::Unknown | CallState::Resolved => Some(Settled::Uncertain),
     }
 }
@@ -85,7 +90,7 @@ pub async fn run(
     }
 
     let id = call.id;
-    let (reply, call, outcome) = wait_for_outcome(client, reply, call).await.inspect_err(|_| {
+    let (reply, call, outcome) = wait_for_outcome(client, workspace, reply, call).await.inspect_err(|_| {
         eprintln!("note: call {id} was submitted; follow it with `switchyard mcp status {workspace} {id}`");
     })?;
     if out.is_json() {
@@ -122,15 +127,29 @@ pub async fn run(
 /// how it settled.
 async fn wait_for_outcome(
     client: &Client,
+    workspace: &str,
     mut reply: Reply,
     mut call: CallView,
 ) -> Result<(Reply, CallView, Settled), CliError> {
+    let mut said_awaiting = false;
     loop {
         if let Some(outcome) = settled(call.state) {
             return Ok((reply, call, outcome));
         }
+        if call.state == CallState::AwaitingApproval && !said_awaiting {
+            said_awaiting = true;
+            eprintln!("{}", awaiting_note(workspace, &call));
+        }
         (reply, call) = wait::read_settled(client, &call).await?;
     }
+}
+
+/// What `--wait` says of a call that waits for a person: its id, and where to answer.
+fn awaiting_note(workspace: &str, call: &CallView) -> String {
+    format!(
+        "call {id} awaits approval; still waiting. Someone holding Approve on its profile answers with `switchyard approval approve {workspace} {id}` (or `approval decline`); see it with `switchyard approval show {workspace} {id}`",
+        id = call.id
+    )
 }
 
 #[cfg(test)]

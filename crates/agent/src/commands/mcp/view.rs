@@ -24,6 +24,15 @@ pub fn details(call: &CallView, connection: &str) -> String {
         ("started", opt_time(call.started_at.as_ref())),
         ("finished", opt_time(call.finished_at.as_ref())),
     ];
+    if call.state == switchyard_protocol::CallState::AwaitingApproval {
+        pairs.push((
+            "awaits approval",
+            format!(
+                "`switchyard approval show {} {}`",
+                call.workspace_id, call.id
+            ),
+        ));
+    }
     if let Some(at) = &call.cancel_requested_at {
         pairs.push(("cancel requested at", time(at)));
     }

@@ -162,6 +162,29 @@ pub(super) fn queued(calls: usize) -> Text {
     text(statement)
 }
 
+/// The insert of one call held for a person's approval (`awaiting_approval`, out of the
+/// queue's index), with its question beside it: the reason and the policy are bound after the
+/// call's values. A request_id already stored inserts neither.
+pub(super) fn held() -> Text {
+    static STATEMENT: LazyLock<Arc<str>> = LazyLock::new(|| {
+        let mut params = Params::default();
+        let call = Placeholders::take(&mut params);
+        let (why, policy) = (params.next(), params.next());
+        format!(
+            "WITH inserted AS (
+                 {insert} VALUES ({values}, 'awaiting_approval', true) {ON_CONFLICT}),
+             asked AS (
+                 INSERT INTO approvals (call_id, workspace_id, payload_digest, why, policy)
+                 SELECT id, workspace_id, payload_digest, {why}, {policy} FROM inserted)
+             SELECT * FROM inserted",
+            insert = insert_into(&["state", "approval_held"]),
+            values = call.list(),
+        )
+        .into()
+    });
+    text(&STATEMENT)
+}
+
 /// The insert of a call handed to a lease that waits for it: leased under the epoch bound
 /// after the call's values, with its dispatch target recorded as the lease statement records
 /// it (the central bindings bound last), if that epoch is the runner's live lease; queued

@@ -11,6 +11,7 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::types::Json;
 use sqlx::{Arguments, FromRow};
 use std::collections::HashMap;
+use switchyard_protocol::approval::{ApprovalPolicy, AskReason};
 use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{CallId, CallState};
 
@@ -90,6 +91,25 @@ impl Datastore {
             value: inserted,
             wakeups,
         })
+    }
+
+    /// [`Datastore::call_insert`] for a call that needs a person's approval: inserted
+    /// `awaiting_approval` — where no lease finds it and no quota counts it queued — with its
+    /// question (`why`, under `policy`) bound to its payload digest, in one statement. Calls
+    /// for no wake-up: nothing may lease it until it is approved.
+    pub async fn call_insert_held(
+        &self,
+        call: &NewCall,
+        why: AskReason,
+        policy: ApprovalPolicy,
+    ) -> Result<Option<CallRow>, sqlx::Error> {
+        let mut arguments = PgArguments::default();
+        columns::bind(call, &mut arguments)?;
+        add(&mut arguments, why)?;
+        add(&mut arguments, policy)?;
+        sqlx::query_as_with(columns::held(), arguments)
+            .fetch_optional(&self.pool)
+            .await
     }
 
     /// [`Datastore::call_insert`] for several calls, in one statement (one commit, one WAL

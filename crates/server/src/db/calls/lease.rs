@@ -188,6 +188,7 @@ fn lease_statement() -> Text {
              picked AS (
                  SELECT id, connection_id, parent_call_id FROM calls
                  WHERE runner_ref = {runner} AND state = 'queued' AND lease_epoch IS NULL AND finished_at IS NULL
+                   AND NOT approval_held
                    AND (SELECT live FROM live)
                    AND created_at >= COALESCE({since}::timestamptz, '-infinity')
                  ORDER BY created_at LIMIT {max}
@@ -230,8 +231,9 @@ impl Datastore {
     /// the runner needs and what the lease's checks read (the connector, a lookup's unknown
     /// call). It answers at least one row, saying whether the lease is live, so that an empty
     /// answer needs no second look to tell a fenced runner from an empty queue. It names
-    /// `calls_queued`'s predicate (no epoch, no finish: what a queued call is, checked by
-    /// `calls_queued_shape`) so that the index answers it.
+    /// `calls_queued`'s predicate (no epoch, no finish, not held for approval: what a queued
+    /// call is, checked by `calls_queued_shape` and `calls_held_shape`) so that the index
+    /// answers it; a call awaiting approval is in neither the index nor the answer.
     pub async fn call_lease(
         &self,
         runner: RunnerRef,

@@ -54,13 +54,16 @@ const UNKNOWN_LOST: &str = "state = 'unknown', finished_at = now(), error_code =
     error_message = 'the runner lost its lease after the call was started; it may or may not have run'";
 
 impl Datastore {
-    /// Expires calls queued longer than `max_wait`. Returns how many.
+    /// Expires calls queued longer than `max_wait`. Returns how many. A call approved after
+    /// waiting for a person was queued when it was approved, not when it was submitted.
     pub async fn call_expire_queued(&self, max_wait: Duration) -> Result<u64, sqlx::Error> {
         let done = sqlx::query(
             "UPDATE calls SET state = 'expired', finished_at = now(), error_code = 'queue_expired',
                  error_message = 'no runner took the call in time'
-             WHERE state = 'queued' AND lease_epoch IS NULL AND finished_at IS NULL
-               AND created_at < now() - make_interval(secs => $1)",
+             WHERE state = 'queued' AND lease_epoch IS NULL AND finished_at IS NULL AND NOT approval_held
+               AND created_at < now() - make_interval(secs => $1)
+               AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.call_id = calls.id
+                               AND a.decided_at >= now() - make_interval(secs => $1))",
         )
         .bind(max_wait.as_secs_f64())
         .execute(&self.pool)

@@ -151,6 +151,18 @@ fn matrix() -> Vec<Row> {
                                                                      => 401  404  403  200  403  403  200  403  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools" json({"tools": null})
                                                                      => 401  404  403  200  403  200  403  403  401  401  401;
+    // Approvals: people only. `{call}` asked no question, so every member finds none.
+    GET  "/api/v1/workspaces/{ws}/approvals"                         => 401  404  200  200  200  200  200  200  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/approvals/{call}"                  => 401  404  404  404  404  404  404  404  401  401  401;
+    POST "/api/v1/workspaces/{ws}/approvals/{call}/approve" json({}) => 401  404  404  404  404  404  404  404  401  401  401;
+    POST "/api/v1/workspaces/{ws}/approvals/{call}/decline" json({"reason": "no"})
+                                                                     => 401  404  404  404  404  404  404  404  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/profiles/{profile}/approval-policy" => 401  404  200  200  200  200  200  200  401  401  401;
+    PUT  "/api/v1/workspaces/{ws}/profiles/{profile}/approval-policy" json({"policy": "default"})
+                                                                     => 401  404  403  200  403  200  403  403  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/approval-timeout"                  => 401  404  200  200  200  200  200  200  401  401  401;
+    PUT  "/api/v1/workspaces/{ws}/approval-timeout" json({"seconds": null})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
     // Calls, sessions, operations.
     GET  "/api/v1/workspaces/{ws}/calls"                             => 401  404  200  200  200  200  200  200  401  401  401;
     POST "/api/v1/workspaces/{ws}/calls" json({"request_id": "{uuid}", "profile_id": "main", "connection_id": "fixture", "tool_name": "echo", "arguments": {"text": "x"}, "operation_id": "{operation}"})
