@@ -33,6 +33,7 @@ pub fn mode(path: &Path) -> u32 {
 /// drop.
 pub struct Server {
     process: ServerProcess,
+    config: ServerConfig,
     database_url: String,
     token: String,
 }
@@ -63,9 +64,23 @@ impl Server {
             .expect("start the server");
         Server {
             process,
+            config,
             database_url,
             token,
         }
+    }
+
+    /// SIGKILLs the server (a crash) and starts it again on the same database and address,
+    /// so clients keep their URL.
+    pub async fn crash_and_restart(&mut self) {
+        self.process.kill();
+        let config = ServerConfig {
+            listen: self.process.addr,
+            ..self.config.clone()
+        };
+        self.process = ServerProcess::start(&binary(bins::SERVER), &config)
+            .await
+            .expect("restart the server");
     }
 
     /// The server's process id.

@@ -188,13 +188,12 @@ impl App {
                     }
                 }
             }
-            // Held for a person: its own statement, never batched nor handed to a lease.
+            // Held for a person: its own statement, never batched nor handed to a lease, and
+            // answered at once even to a waiting caller, who learns it awaits approval.
             Decision::Held { call, why, policy } => {
-                let waiter = (!wait.is_zero())
-                    .then(|| self.dispatch.announcer.local.settled_waiter(call.id));
                 let key = (call.workspace_id, call.request_id);
                 match self.db.call_insert_held(&call, why, policy).await? {
-                    Some(row) => self.inserted(&principal, ws, &row, waiter, deadline).await,
+                    Some(row) => Ok((views::call(&row), true)),
                     None => {
                         self.lost_insert(&principal, ws, key, &call.payload_digest, deadline)
                             .await
@@ -260,7 +259,8 @@ impl App {
     ) -> AppResult<(CallView, bool)> {
         let view = replay(existing, payload_digest, principal)?;
         let now = Instant::now();
-        if is_settled(view.state) || now >= deadline {
+        // A held call is answered at once: its caller learns that it awaits approval.
+        if is_settled(view.state) || view.state == CallState::AwaitingApproval || now >= deadline {
             return Ok((view, false));
         }
         let view = self
