@@ -65,8 +65,14 @@ mod tests {
         let waiting: Vec<CallState> = ALL_STATES.into_iter().filter(|s| !is_settled(*s)).collect();
         assert_eq!(
             waiting,
-            [CallState::Queued, CallState::Leased, CallState::Running]
+            [
+                CallState::AwaitingApproval,
+                CallState::Queued,
+                CallState::Leased,
+                CallState::Running
+            ]
         );
+        assert!(settled.contains(&CallState::Declined));
         assert!(settled.contains(&CallState::Unknown));
         assert!(settled.contains(&CallState::Resolved));
     }
