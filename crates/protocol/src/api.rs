@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 pub use crate::audit::*;
 pub use crate::placement::*;
 pub use crate::reconcile::*;
+pub use crate::tools::*;
 
 /// Default `timeout_seconds` of a call.
 pub const DEFAULT_TIMEOUT_SECONDS: u32 = 300;
@@ -317,26 +318,6 @@ pub struct ConnectionView {
     /// Set while it is retired: it runs nothing, and its tools are retired with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retired: Option<RetiredView>,
-}
-
-/// A discovered tool in a connection's catalog.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolView {
-    /// Tool name.
-    pub name: String,
-    /// Description, as the server gave it.
-    pub description: Option<String>,
-    /// JSON schema of the arguments.
-    pub input_schema: Value,
-    /// Server annotations: hints, never trusted.
-    pub annotations: Option<Value>,
-    /// False once a rediscovery no longer lists the tool.
-    pub available: bool,
-    /// When the tool was last seen by discovery.
-    pub discovered_at: DateTime<Utc>,
-    /// True while its connection is retired: it stays in the catalog and runs nothing.
-    #[serde(default)]
-    pub retired: bool,
 }
 
 /// `POST /api/v1/workspaces/{ws}/connections/{c}/discover` answer.

@@ -138,6 +138,12 @@ pub enum ErrorCode {
     ApprovalDecided,
     /// The approver submitted the call themselves: someone else must approve it.
     SelfApproval,
+    /// The tool is in the connection's catalog but not classified (new, or its connection was
+    /// restored): an admin must classify it (`switchyard tool classify`) before it can be
+    /// called; nothing was queued.
+    ToolUnclassified,
+    /// The connection's latest discovery no longer lists the tool; nothing was queued.
+    ToolUnavailable,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -204,6 +210,8 @@ impl ErrorCode {
             ErrorCode::ApprovalNotFound => "approval_not_found",
             ErrorCode::ApprovalDecided => "approval_decided",
             ErrorCode::SelfApproval => "self_approval",
+            ErrorCode::ToolUnclassified => "tool_unclassified",
+            ErrorCode::ToolUnavailable => "tool_unavailable",
             ErrorCode::Internal => "internal",
         }
     }
@@ -250,7 +258,9 @@ impl ErrorCode {
             | ErrorCode::ProfileRetired
             | ErrorCode::PlacementPending
             | ErrorCode::SpecChanged
-            | ErrorCode::ApprovalDecided => 409,
+            | ErrorCode::ApprovalDecided
+            | ErrorCode::ToolUnclassified
+            | ErrorCode::ToolUnavailable => 409,
             ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
             ErrorCode::BodyTooLarge | ErrorCode::AnswerTooLong => 413,
             ErrorCode::TooManyStreams | ErrorCode::QuotaExceeded => 429,

@@ -18,6 +18,7 @@ pub mod runner_ref;
 #[cfg(feature = "sqlx")]
 mod sql;
 pub mod state;
+pub mod tools;
 
 pub use error::{ApiError, ErrorBody, ErrorCode};
 pub use ids::*;

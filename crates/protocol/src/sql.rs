@@ -10,6 +10,7 @@ use crate::reconcile::{CallKind, ResolutionOutcome};
 use crate::runner::Epoch;
 use crate::runner_ref::RunnerRef;
 use crate::state::CallState;
+use crate::tools::Risk;
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArgumentBuffer, PgHasArrayType, PgTypeInfo, PgValueRef, Postgres};
@@ -92,5 +93,6 @@ column_as_text!(
     RunnerRef,
     ApprovalPolicy,
     ApprovalState,
-    AskReason
+    AskReason,
+    Risk
 );

@@ -185,6 +185,16 @@ golden! {
     };
     retired_view: RetiredView = retired_view();
     tool_view: ToolView = tool_view();
+    // tools.rs
+    tool_state: Vec<ToolState> = one_each!(ToolState: Unclassified, Classified, Unavailable, Retired);
+    risk: Vec<Risk> = one_each!(Risk: Low, Medium, High);
+    tool_classification: ToolClassification = tool_classification();
+    tool_hints: ToolHints = ToolHints {
+        read_only: Some(false),
+        destructive: Some(true),
+        idempotent: Some(false),
+        open_world: Some(true),
+    };
     discovery_view: DiscoveryView = DiscoveryView {
         connection_id: CONNECTION,
         tools: vec![tool_view()],
@@ -890,7 +900,8 @@ fn error_codes() -> Vec<ErrorCode> {
         CallErased, CallActive, BodyTooLarge, ToolNotGranted, TooManyStreams,
         ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, QuotaExceeded,
         PlacementPending, SpecChanged, EndpointBlocked, InvalidNamespace, DiscoveryPending,
-        ApprovalUnavailable, ApprovalNotFound, ApprovalDecided, SelfApproval, Internal,
+        ApprovalUnavailable, ApprovalNotFound, ApprovalDecided, SelfApproval,
+        ToolUnclassified, ToolUnavailable, Internal,
     )
 }
 
@@ -949,6 +960,19 @@ fn tool_view() -> ToolView {
             "required": ["owner", "repo", "title"]
         }),
         annotations: Some(json!({"destructiveHint": false, "openWorldHint": true})),
+        hints: ToolHints {
+            read_only: None,
+            destructive: Some(false),
+            idempotent: None,
+            open_world: Some(true),
+        },
+        state: ToolState::Classified,
+        classification: Some(tool_classification()),
+        suggested: ToolClassification {
+            side_effect: true,
+            risk: Risk::Medium,
+        },
+        needs_review: true,
         available: true,
         discovered_at: at("2026-03-02T09:05:12.402118Z"),
         retired: false,
@@ -989,6 +1013,13 @@ fn approval_policy_view() -> ApprovalPolicyView {
         connection_name: "github".into(),
         tool: Some("create_issue".into()),
         policy: ApprovalPolicy::Always,
+    }
+}
+
+fn tool_classification() -> ToolClassification {
+    ToolClassification {
+        side_effect: true,
+        risk: Risk::Low,
     }
 }
 
