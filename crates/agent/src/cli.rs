@@ -40,6 +40,9 @@ pub enum Command {
     /// Place connectors in a workspace and discover their tools.
     #[command(subcommand)]
     Connection(ConnectionCommand),
+    /// List a connection's tools and classify them: only a classified tool can be called.
+    #[command(subcommand)]
+    Tool(ToolCommand),
     /// Create execution profiles and grant them.
     #[command(subcommand)]
     Profile(ProfileCommand),
@@ -544,6 +547,44 @@ pub enum ConnectionCommand {
         /// Its arguments, a JSON object, e.g. '{"request_id": "{{request_id}}"}'.
         #[arg(long, value_name = "JSON", requires = "tool")]
         arguments: Option<String>,
+    },
+}
+
+/// `switchyard tool …`
+#[derive(Debug, Subcommand)]
+pub enum ToolCommand {
+    /// List a connection's tools: name, the server's hints, state, classification, and
+    /// whether a changed annotation asks for a review.
+    List {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        #[arg(value_name = "CONN")]
+        connection: String,
+    },
+    /// Classify a tool (the installation owner and workspace admins): whether it changes
+    /// external state, and its risk. Both are required; the server's hints are never taken in
+    /// their place. Clears a review flag.
+    #[command(group(ArgGroup::new("effect").required(true).args(["side_effect", "read_only"])))]
+    Classify {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        #[arg(value_name = "CONN")]
+        connection: String,
+        /// Tool name.
+        tool: String,
+        /// How much harm a call could do: low, medium or high.
+        #[arg(long, value_parser = ["low", "medium", "high"])]
+        risk: String,
+        /// The tool changes external state (exactly one of --side-effect and --read-only).
+        #[arg(long)]
+        side_effect: bool,
+        /// The tool changes nothing (exactly one of --side-effect and --read-only).
+        #[arg(long)]
+        read_only: bool,
     },
 }
 

@@ -20,6 +20,7 @@ mod profile;
 mod runner;
 mod scope;
 mod token;
+mod tool;
 mod workspace;
 
 use crate::cli::{Cli, Command};
@@ -41,6 +42,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Environment(cmd) => environment::run(&client()?, out, cmd).await,
         Command::Connector(cmd) => connector::run(&client()?, out, cmd).await,
         Command::Connection(cmd) => connection::run(&client()?, out, cmd).await,
+        Command::Tool(cmd) => tool::run(&client()?, out, cmd).await,
         Command::Profile(cmd) => profile::run(&client()?, out, cmd).await,
         Command::Mcp(cmd) => mcp::run(&client()?, out, cmd).await,
         Command::Device(cmd) => device::run(&client()?, out, cmd).await,
