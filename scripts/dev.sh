@@ -190,6 +190,16 @@ if [[ ! -f $BOOTSTRAPPED_FILE ]]; then
     cli_step "approve connector fixture" connector approve fixture
     cli_step "connection fixture in demo" connection create demo fixture --connector fixture
     cli_step "discover the fixture's tools" connection discover demo fixture
+    # Only classified tools can be called: the fixture's two counting tools change state,
+    # the rest only read (low risk, so the default approval policy runs them all).
+    for tool in count count_then_crash; do
+        cli_step "classify $tool (side effect, low)" tool classify demo fixture "$tool" \
+            --side-effect --risk low
+    done
+    for tool in echo noop slow fail crash lookup big noisy env read_file cwd; do
+        cli_step "classify $tool (read-only, low)" tool classify demo fixture "$tool" \
+            --read-only --risk low
+    done
     cli_step "profile demo" profile create demo demo --connection fixture
     cli_step "grant owner Use on profile demo" profile grant demo demo --user owner --use
     touch "$BOOTSTRAPPED_FILE"

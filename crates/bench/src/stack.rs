@@ -123,7 +123,7 @@ pub struct Stack {
 impl Stack {
     /// Migrates the (empty) database, creates the owner, starts one replica with `server_env`
     /// and sets up workspace `bench`: connector `fixture` (the fixture over stdio, counting
-    /// into `count_file`), central connection `fx` with its tools discovered, and profile
+    /// into `count_file`), central connection `fx` with its tools discovered and classified, and profile
     /// `central` on which the owner holds Use.
     pub async fn start(
         bins: Binaries,
@@ -185,7 +185,7 @@ impl Stack {
         )
         .await?;
         setup::connection(&self.api, WORKSPACE, "fx", "fixture", None).await?;
-        setup::discover(&self.api, WORKSPACE, "fx").await?;
+        setup::discover_classified(&self.api, WORKSPACE, "fx").await?;
         self.profile("central", &["fx"]).await
     }
 

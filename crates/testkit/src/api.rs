@@ -138,6 +138,16 @@ impl Api {
         Ok(answer.successful(&format!("PATCH {path}"))?.body)
     }
 
+    /// `PUT path` with a JSON body, expecting a 2xx answer; its body.
+    pub async fn put(&self, path: &str, body: &impl Serialize) -> Result<Value> {
+        let mut request = self.http.put(format!("{}{path}", self.base)).json(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let answer = answer(format!("PUT {path}"), request.send().await).await?;
+        Ok(answer.successful(&format!("PUT {path}"))?.body)
+    }
+
     /// `GET path`, expecting a 2xx answer; its body.
     pub async fn get(&self, path: &str) -> Result<Value> {
         let answer = self.try_get(path).await?;

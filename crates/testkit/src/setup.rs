@@ -1,6 +1,6 @@
 //! A workspace set up through the API, one resource at a time, as its owner would: the
-//! workspace, an approved connector, connections (central or on a device), tool discovery, and
-//! profiles on which a user holds Use. Each function is one or two requests and returns what
+//! workspace, an approved connector, connections (central or on a device), tool discovery and
+//! classification, and profiles on which a user holds Use. Each function is one or two requests and returns what
 //! the server answered.
 
 use crate::api::{Api, from_json};
@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use switchyard_protocol::DeviceId;
 use switchyard_protocol::api::{
     AcceptPlacement, ConnectorSpec, CreateConnection, CreateConnector, CreateProfile,
-    CreateWorkspace, GrantRequest, PlacementView,
+    CreateWorkspace, GrantRequest, PlacementView, Risk, ToolClassification, ToolView,
 };
 
 /// Creates workspace `name`.
@@ -126,6 +126,59 @@ pub async fn discover(api: &Api, workspace: &str, name: &str) -> Result<Value> {
         &json!({}),
     )
     .await
+}
+
+/// Classifies tool `tool` of connection `connection` in `workspace` (the API's answer: the
+/// tool's view). `api` must be a workspace admin or the installation owner.
+pub async fn classify(
+    api: &Api,
+    workspace: &str,
+    connection: &str,
+    tool: &str,
+    classification: ToolClassification,
+) -> Result<ToolView> {
+    let answer = api
+        .put(
+            &format!(
+                "/workspaces/{workspace}/connections/{connection}/tools/{tool}/classification"
+            ),
+            &classification,
+        )
+        .await?;
+    from_json(answer, "classified tool")
+}
+
+/// What tests and benchmarks classify a tool as, so that the default approval policy runs
+/// it without asking: read-only and low where the server says it is read-only, else
+/// side-effecting and low.
+pub fn low_risk(tool: &ToolView) -> ToolClassification {
+    ToolClassification {
+        side_effect: tool.hints.read_only != Some(true),
+        risk: Risk::Low,
+    }
+}
+
+/// Classifies every tool in the catalog of connection `connection` ([`low_risk`]), as an
+/// admin setting up a test workspace would after discovery; the classified catalog.
+pub async fn classify_all(api: &Api, workspace: &str, connection: &str) -> Result<Vec<ToolView>> {
+    let tools: Vec<ToolView> = from_json(
+        api.get(&format!(
+            "/workspaces/{workspace}/connections/{connection}/tools"
+        ))
+        .await?,
+        "tools",
+    )?;
+    let mut classified = Vec::with_capacity(tools.len());
+    for tool in &tools {
+        classified.push(classify(api, workspace, connection, &tool.name, low_risk(tool)).await?);
+    }
+    Ok(classified)
+}
+
+/// [`discover`], then [`classify_all`]: a central connection whose tools can be called.
+pub async fn discover_classified(api: &Api, workspace: &str, name: &str) -> Result<Vec<ToolView>> {
+    discover(api, workspace, name).await?;
+    classify_all(api, workspace, name).await
 }
 
 /// Creates profile `name` in `workspace` with `connections`, and grants `user` Use on it.

@@ -87,6 +87,26 @@ impl App {
         Ok(membership)
     }
 
+    /// Like [`App::membership`], and the actor must hold the manage-integrations right: a
+    /// workspace admin, or the installation owner (a member of the workspace).
+    pub(crate) async fn integrations_membership(
+        &self,
+        actor: &Actor,
+        key: &str,
+    ) -> AppResult<Membership> {
+        let membership = self.membership(actor, key).await?;
+        if !membership.is_admin && !actor.user.is_owner {
+            return Err(AppError::refused(
+                ErrorCode::Forbidden,
+                format!(
+                    "you must be an admin of workspace `{}` (or the installation owner) to do this",
+                    membership.workspace.name
+                ),
+            ));
+        }
+        Ok(membership)
+    }
+
     /// Refuses unless the actor is an installation owner.
     pub(crate) fn require_owner(&self, actor: &Actor) -> AppResult<()> {
         if actor.user.is_owner {

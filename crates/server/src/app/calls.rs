@@ -624,11 +624,14 @@ fn decide(
     }
 }
 
-/// The floor a tool's classification sets for the approval decision.
-// Until tools carry a classification every tool counts as side-effecting and not high risk:
-// the default policy runs it, `always` and `destructive` ask as they say.
-fn approval_floor(_connection: &SubmitConnection) -> Floor {
-    Floor::AutoApproved
+/// The floor a tool's classification sets for the approval decision. `check_runnable` let
+/// through only classified tools, but for a device connection without a catalog, whose tool
+/// counts as side-effecting and not high risk (the default policy runs it).
+fn approval_floor(connection: &SubmitConnection) -> Floor {
+    match connection.tool.and_then(|tool| tool.classification) {
+        Some(c) => Floor::of(c.side_effect, c.risk == Risk::High),
+        None => Floor::AutoApproved,
+    }
 }
 
 /// Refuses a new call while its workspace holds as many queued calls, or leased and running
@@ -663,7 +666,8 @@ fn check_quotas(found: &SubmitContext, quotas: CallQuotas) -> AppResult<()> {
 /// the profile does not include or a tool it does not grant (`granted`: whether the profile
 /// includes the connection, and grants the tool), a connector not approved, a runner that is
 /// gone, a device placement its owner has not accepted for the current spec, or a tool the
-/// connection does not offer.
+/// connection does not offer (`tool_not_found`), no longer offers (`tool_unavailable`) or
+/// offers unclassified (`tool_unclassified`).
 fn check_runnable(
     profile: &ProfileRow,
     connection: &SubmitConnection,
@@ -729,26 +733,39 @@ fn check_runnable(
         ));
     }
     super::placements::require_consent(connection)?;
-    match connection.tool_available {
-        Some(true) => Ok(()),
+    let Some(tool) = connection.tool else {
         // The server cannot discover a device's connections (their servers run there), so
         // their catalog is empty and the device's MCP server judges the tool name.
-        None if !connection.runner_ref.is_central() => Ok(()),
-        Some(false) => Err(AppError::refused(
-            ErrorCode::ToolNotFound,
-            format!(
-                "tool `{tool_name}` is no longer offered by connection `{}` (last discovery did not list it)",
-                connection.name
-            ),
-        )),
-        None => Err(AppError::refused(
+        if !connection.runner_ref.is_central() {
+            return Ok(());
+        }
+        return Err(AppError::refused(
             ErrorCode::ToolNotFound,
             format!(
                 "connection `{}` has no discovered tool `{tool_name}`; run `switchyard connection discover` to refresh the catalog",
                 connection.name
             ),
-        )),
+        ));
+    };
+    if !tool.available {
+        return Err(AppError::refused(
+            ErrorCode::ToolUnavailable,
+            format!(
+                "tool `{tool_name}` is no longer offered by connection `{}` (its last discovery did not list it); nothing was queued",
+                connection.name
+            ),
+        ));
     }
+    if tool.classification.is_none() {
+        return Err(AppError::refused(
+            ErrorCode::ToolUnclassified,
+            format!(
+                "tool `{tool_name}` of connection `{}` is not classified yet, so it cannot be called; nothing was queued. A workspace admin classifies it: `switchyard tool classify WS {} {tool_name} --risk low|medium|high --side-effect|--read-only`",
+                connection.name, connection.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A replayed request_id: the same payload answers the stored call; another payload is a

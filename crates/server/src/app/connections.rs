@@ -9,6 +9,7 @@ use crate::error::{AppError, AppResult};
 use switchyard_mcp_runner::SessionError;
 use switchyard_mcp_runner::endpoints::EndpointError;
 use switchyard_mcp_runner::redact::Redactor;
+use switchyard_mcp_runner::session::DiscoveredTool;
 use switchyard_protocol::api::*;
 use switchyard_protocol::{ErrorCode, WorkspaceId};
 
@@ -151,29 +152,7 @@ impl App {
             Err(e) => Err(e.to_string()),
         };
         match discovered {
-            Ok(tools) => {
-                let tools: Vec<_> = tools
-                    .into_iter()
-                    .map(|t| (t.name, t.description, t.input_schema, t.annotations))
-                    .collect();
-                self.db
-                    .connection_discovery_succeeded(connection.id, &tools)
-                    .await?;
-                let detail = serde_json::json!({"tools": tools.len()});
-                self.db
-                    .event_record(connection.id, "discovery_succeeded", &detail, None)
-                    .await?;
-                Ok(DiscoveryView {
-                    connection_id: connection.id,
-                    tools: self
-                        .db
-                        .tool_list(connection.id)
-                        .await?
-                        .iter()
-                        .map(views::tool)
-                        .collect(),
-                })
-            }
+            Ok(tools) => self.tool_catalog_reconcile(&connection, &tools).await,
             Err(message) => {
                 self.db
                     .connection_discovery_failed(connection.id, &message)
@@ -188,6 +167,68 @@ impl App {
                 ))
             }
         }
+    }
+
+    /// Reconciles a connection's cached catalog with the tools a discovery listed (see
+    /// [`crate::db::Datastore::tool_catalog_reconcile`]: new tools unclassified, classified
+    /// ones kept and flagged when their annotations changed, vanished ones unavailable),
+    /// records the discovery as the connection's event, and answers the catalog after it.
+    /// Whoever discovered the tools — the server for a central connection, a device runner
+    /// for its own — calls this; it authorizes nothing.
+    pub(crate) async fn tool_catalog_reconcile(
+        &self,
+        connection: &ConnectionRow,
+        tools: &[DiscoveredTool],
+    ) -> AppResult<DiscoveryView> {
+        let changes = self.db.tool_catalog_reconcile(connection.id, tools).await?;
+        let detail = serde_json::json!({
+            "tools": tools.len(),
+            "added": changes.added,
+            "needing_review": changes.needing_review,
+            "vanished": changes.vanished,
+        });
+        self.db
+            .event_record(connection.id, "discovery_succeeded", &detail, None)
+            .await?;
+        Ok(DiscoveryView {
+            connection_id: connection.id,
+            tools: self
+                .db
+                .tool_list(connection.id)
+                .await?
+                .iter()
+                .map(views::tool)
+                .collect(),
+        })
+    }
+
+    /// Classifies a tool of a connection (the installation owner and workspace admins only):
+    /// records the two mandatory fields, clears the review flag, and answers the tool. A tool
+    /// in any state can be classified (an unavailable tool keeps it for when it is back).
+    pub async fn tool_classify(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        key: &str,
+        tool: &str,
+        classification: ToolClassification,
+    ) -> AppResult<ToolView> {
+        let membership = self.integrations_membership(actor, ws).await?;
+        let connection = self.find_connection(membership.workspace.id, key).await?;
+        let row = self
+            .db
+            .tool_classify(connection.id, tool, classification, actor.user.id)
+            .await?
+            .ok_or_else(|| {
+                AppError::refused(
+                    ErrorCode::ToolNotFound,
+                    format!(
+                        "connection `{}` has no discovered tool `{tool}`; run `switchyard connection discover` to refresh the catalog",
+                        connection.name
+                    ),
+                )
+            })?;
+        Ok(views::tool(&row))
     }
 
     pub(crate) async fn find_connection(

@@ -197,14 +197,18 @@ impl App {
         };
         match listed {
             Ok(tools) => {
-                let tools: Vec<_> = tools
-                    .into_iter()
-                    .map(|t| (t.name, t.description, t.input_schema, t.annotations))
-                    .collect();
-                self.db
-                    .connection_discovery_succeeded(call.connection_id, &tools)
+                // The same reconcile as a central discovery: classification applies alike.
+                let changes = self
+                    .db
+                    .tool_catalog_reconcile(call.connection_id, &tools)
                     .await?;
-                let detail = json!({"tools": tools.len(), "discovery_call": call.id});
+                let detail = json!({
+                    "tools": tools.len(),
+                    "added": changes.added,
+                    "needing_review": changes.needing_review,
+                    "vanished": changes.vanished,
+                    "discovery_call": call.id,
+                });
                 self.db
                     .event_record(call.connection_id, "discovery_succeeded", &detail, None)
                     .await?;

@@ -95,11 +95,19 @@ pub(crate) fn connection(row: &ConnectionRow) -> ConnectionView {
 }
 
 pub(crate) fn tool(row: &ToolRow) -> ToolView {
+    let annotations = row.annotations.as_ref().map(|a| a.0.clone());
+    let hints = ToolHints::from_annotations(annotations.as_ref());
+    let classification = row.classification();
     ToolView {
         name: row.name.clone(),
         description: row.description.clone(),
         input_schema: row.input_schema.0.clone(),
-        annotations: row.annotations.as_ref().map(|a| a.0.clone()),
+        annotations,
+        hints,
+        state: ToolState::derive(row.retired, row.available, classification.is_some()),
+        classification,
+        suggested: hints.suggested(),
+        needs_review: row.needs_review,
         available: row.available,
         discovered_at: row.discovered_at,
         retired: row.retired,

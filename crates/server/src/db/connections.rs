@@ -4,7 +4,8 @@ use super::{CallRow, Datastore, Key};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
-use switchyard_protocol::api::SpecDigest;
+use switchyard_mcp_runner::session::DiscoveredTool;
+use switchyard_protocol::api::{Risk, SpecDigest, ToolClassification};
 use switchyard_protocol::{ConnectionId, ConnectorId, RunnerRef, UserId, WorkspaceId};
 
 /// A row of `connections` with its connector's name.
@@ -55,6 +56,42 @@ pub struct ToolRow {
     pub discovered_at: DateTime<Utc>,
     /// Retired with its connection.
     pub retired: bool,
+    /// Classified as changing external state (`None`: unclassified; whole with `risk`).
+    pub side_effect: Option<bool>,
+    /// Classified risk (`None`: unclassified).
+    pub risk: Option<Risk>,
+    /// A rediscovery found the annotations of the classified tool changed.
+    pub needs_review: bool,
+}
+
+impl ToolRow {
+    /// Its classification, once classified.
+    pub fn classification(&self) -> Option<ToolClassification> {
+        Some(ToolClassification {
+            side_effect: self.side_effect?,
+            risk: self.risk?,
+        })
+    }
+}
+
+/// The columns of a [`ToolRow`], from `tools`.
+macro_rules! tool_columns {
+    () => {
+        "name, description, input_schema, annotations, available, discovered_at,
+         retired_at IS NOT NULL AS retired, side_effect, risk, needs_review"
+    };
+}
+
+/// What a discovery changed in a catalog ([`Datastore::tool_catalog_reconcile`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CatalogChanges {
+    /// Tools listed for the first time (unclassified).
+    pub added: u32,
+    /// Tools now flagged for review: classified, with annotations changed (this discovery or
+    /// an earlier one).
+    pub needing_review: u32,
+    /// Tools that were available and are no longer listed.
+    pub vanished: u32,
 }
 
 /// `SELECT` of a connection with its connector's name, followed by the given clauses.
@@ -148,45 +185,85 @@ impl Datastore {
         .await
     }
 
-    /// Records a successful discovery: listed tools are added or refreshed, tools no longer
-    /// listed are marked unavailable (never deleted), all in one transaction.
-    pub async fn connection_discovery_succeeded(
+    /// Records a successful discovery and reconciles the cached catalog with what it listed,
+    /// in one transaction: a new tool arrives unclassified; a tool listed before gets its
+    /// metadata refreshed and keeps its classification, flagged `needs_review` when it is
+    /// classified and its annotations changed (the classification itself never changes
+    /// here); a tool no longer listed becomes unavailable (never deleted, classification
+    /// kept). The same for every placement: whoever discovered the tools.
+    pub async fn tool_catalog_reconcile(
         &self,
         connection: ConnectionId,
-        tools: &[(String, Option<String>, Value, Option<Value>)],
-    ) -> Result<(), sqlx::Error> {
+        tools: &[DiscoveredTool],
+    ) -> Result<CatalogChanges, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        for (name, description, input_schema, annotations) in tools {
-            sqlx::query(
+        let mut changes = CatalogChanges::default();
+        for tool in tools {
+            let (added, flagged): (bool, bool) = sqlx::query_as(
                 "INSERT INTO tools (connection_id, name, description, input_schema, annotations, available, discovered_at)
                  VALUES ($1, $2, $3, $4, $5, true, now())
                  ON CONFLICT (connection_id, name) DO UPDATE SET description = EXCLUDED.description,
                      input_schema = EXCLUDED.input_schema, annotations = EXCLUDED.annotations,
-                     available = true, discovered_at = now()",
+                     -- The right side reads the row as it was: flag a classified tool whose
+                     -- annotations changed (jsonb compares by value, not by text).
+                     needs_review = tools.needs_review OR (tools.side_effect IS NOT NULL
+                         AND tools.annotations IS DISTINCT FROM EXCLUDED.annotations),
+                     available = true, discovered_at = now()
+                 RETURNING xmax = 0 AS added, needs_review",
             )
             .bind(connection)
-            .bind(name)
-            .bind(description)
-            .bind(Json(input_schema))
-            .bind(annotations.as_ref().map(Json))
-            .execute(&mut *tx)
+            .bind(&tool.name)
+            .bind(&tool.description)
+            .bind(Json(&tool.input_schema))
+            .bind(tool.annotations.as_ref().map(Json))
+            .fetch_one(&mut *tx)
             .await?;
+            changes.added += u32::from(added);
+            changes.needing_review += u32::from(flagged);
         }
-        let names: Vec<&str> = tools.iter().map(|t| t.0.as_str()).collect();
-        sqlx::query(
-            "UPDATE tools SET available = false WHERE connection_id = $1 AND NOT (name = ANY($2))",
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        let vanished = sqlx::query(
+            "UPDATE tools SET available = false
+             WHERE connection_id = $1 AND available AND NOT (name = ANY($2))",
         )
         .bind(connection)
         .bind(&names)
         .execute(&mut *tx)
-        .await?;
+        .await?
+        .rows_affected();
+        changes.vanished = u32::try_from(vanished).unwrap_or(u32::MAX);
         sqlx::query(
             "UPDATE connections SET last_discovery_at = now(), last_discovery_error = NULL WHERE id = $1",
         )
         .bind(connection)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await
+        tx.commit().await?;
+        Ok(changes)
+    }
+
+    /// Classifies a tool of a connection for `by`, clearing its review flag. Only a tool in
+    /// the catalog can be: returns the row, or `None` when the connection has no such tool.
+    pub async fn tool_classify(
+        &self,
+        connection: ConnectionId,
+        name: &str,
+        classification: ToolClassification,
+        by: UserId,
+    ) -> Result<Option<ToolRow>, sqlx::Error> {
+        sqlx::query_as(concat!(
+            "UPDATE tools SET side_effect = $3, risk = $4, classified_by = $5, classified_at = now(),
+                 needs_review = false
+             WHERE connection_id = $1 AND name = $2 RETURNING ",
+            tool_columns!()
+        ))
+        .bind(connection)
+        .bind(name)
+        .bind(classification.side_effect)
+        .bind(classification.risk)
+        .bind(by)
+        .fetch_optional(&self.pool)
+        .await
     }
 
     /// Records a failed discovery; the cached catalog is left as it was.
@@ -205,11 +282,11 @@ impl Datastore {
 
     /// The cached catalog of a connection, by tool name.
     pub async fn tool_list(&self, connection: ConnectionId) -> Result<Vec<ToolRow>, sqlx::Error> {
-        sqlx::query_as(
-            "SELECT name, description, input_schema, annotations, available, discovered_at,
-                 retired_at IS NOT NULL AS retired
-             FROM tools WHERE connection_id = $1 ORDER BY name",
-        )
+        sqlx::query_as(concat!(
+            "SELECT ",
+            tool_columns!(),
+            " FROM tools WHERE connection_id = $1 ORDER BY name"
+        ))
         .bind(connection)
         .fetch_all(&self.pool)
         .await
@@ -221,11 +298,11 @@ impl Datastore {
         connection: ConnectionId,
         name: &str,
     ) -> Result<Option<ToolRow>, sqlx::Error> {
-        sqlx::query_as(
-            "SELECT name, description, input_schema, annotations, available, discovered_at,
-                 retired_at IS NOT NULL AS retired
-             FROM tools WHERE connection_id = $1 AND name = $2",
-        )
+        sqlx::query_as(concat!(
+            "SELECT ",
+            tool_columns!(),
+            " FROM tools WHERE connection_id = $1 AND name = $2"
+        ))
         .bind(connection)
         .bind(name)
         .fetch_optional(&self.pool)

@@ -206,8 +206,9 @@ impl Datastore {
     }
 
     /// Restores a retired `target` for `by`, in one transaction, and records it. A restored
-    /// connection's tools come back unusable: every profile that includes the connection
-    /// grants an empty set of its tools until someone sets them again. Returns whether it
+    /// connection's tools come back unusable: unclassified (their classification cleared),
+    /// and every profile that includes the connection grants an empty set of its tools until
+    /// someone sets them again. Returns whether it
     /// changed (restoring what is in service changes nothing).
     pub async fn restore(&self, target: Retirable, by: UserId) -> Result<bool, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
@@ -215,10 +216,15 @@ impl Datastore {
             return Ok(false);
         }
         if let Retirable::Connection(_, id) = target {
-            sqlx::query("UPDATE tools SET retired_at = NULL WHERE connection_id = $1")
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
+            // Back unclassified: each must be classified again before it runs.
+            sqlx::query(
+                "UPDATE tools SET retired_at = NULL, side_effect = NULL, risk = NULL,
+                     classified_by = NULL, classified_at = NULL, needs_review = false
+                 WHERE connection_id = $1",
+            )
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
             sqlx::query(
                 "UPDATE profile_connections SET tools = '{}', changed_by = $2, changed_at = now()
                  WHERE connection_id = $1",

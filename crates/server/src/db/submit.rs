@@ -3,7 +3,8 @@
 //! place in it, the profile, connection and environment it names (by id or name), the
 //! submitter's Use grant, the operation, whether the profile includes the connection, whether
 //! the connector may run, whether any of them is retired, whether the connection's runner is
-//! still there, its device owner's consent to the connector's current spec, the cached tool,
+//! still there, its device owner's consent to the connector's current spec, the cached tool
+//! (whether the latest discovery listed it, its classification and its `destructiveHint`),
 //! the workspace's queued and in-flight calls counted up to their quotas ([`CallQuotas`]), and
 //! a call already stored under the same request_id — comes back from one statement as
 //! nullable columns. The app layer turns them into the same answers, in the same order, that
@@ -19,7 +20,7 @@ use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{FromRow, Row};
 use std::sync::{Arc, LazyLock};
-use switchyard_protocol::api::SpecDigest;
+use switchyard_protocol::api::{Risk, SpecDigest, ToolClassification};
 use switchyard_protocol::approval::ApprovalPolicy;
 use switchyard_protocol::{
     ConnectionId, DeviceId, EnvironmentId, OperationId, ProfileId, RequestId, RunnerRef, UserId,
@@ -157,11 +158,38 @@ pub struct SubmitConnection {
     /// For a connection placed on a device: its owner's consent to the connector's current
     /// spec (`None` for the central runner, which needs none).
     pub consent: Option<Consent>,
-    /// The cached tool: `None` when discovery never listed it, `Some(false)` when the latest
-    /// discovery no longer does.
-    pub tool_available: Option<bool>,
+    /// The cached tool: `None` when discovery never listed it.
+    pub tool: Option<SubmitTool>,
     /// The cached tool's MCP annotations, as its server declared them.
     pub tool_annotations: Option<serde_json::Value>,
+}
+
+/// The tool a submission names, as its connection's catalog holds it.
+#[derive(Clone, Copy, Debug)]
+pub struct SubmitTool {
+    /// `false` once the latest discovery no longer lists it.
+    pub available: bool,
+    /// Its classification; `None` while unclassified.
+    pub classification: Option<ToolClassification>,
+    /// Its annotations' `destructiveHint` (`None`: not given, or not a boolean) — a hint for
+    /// the approval policy, never in place of the classification.
+    pub destructive_hint: Option<bool>,
+}
+
+/// The cached tool's columns of a submit read, `None` when the catalog has no such tool.
+fn submit_tool(row: &PgRow) -> Result<Option<SubmitTool>, sqlx::Error> {
+    let Some(available) = row.try_get::<Option<bool>, _>("r_tool_available")? else {
+        return Ok(None);
+    };
+    let side_effect: Option<bool> = row.try_get("r_tool_side_effect")?;
+    let risk: Option<Risk> = row.try_get("r_tool_risk")?;
+    Ok(Some(SubmitTool {
+        available,
+        classification: side_effect
+            .zip(risk)
+            .map(|(side_effect, risk)| ToolClassification { side_effect, risk }),
+        destructive_hint: row.try_get("r_tool_destructive_hint")?,
+    }))
 }
 
 /// The scope of the operation a submission names.
@@ -244,7 +272,7 @@ impl FromRow<'_, PgRow> for SubmitContext {
                 connection_retired: row.try_get("r_connection_retired")?,
                 connector_retired: row.try_get("r_connector_retired")?,
                 consent: consent(row)?,
-                tool_available: row.try_get("r_tool_available")?,
+                tool: submit_tool(row)?,
                 tool_annotations: row
                     .try_get::<Option<Json<serde_json::Value>>, _>("r_tool_annotations")?
                     .map(|a| a.0),
@@ -425,7 +453,11 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
              -- digest they accepted (`db/placements.rs`).
              CASE WHEN cn.runner_device_id IS NOT NULL THEN {spec} END AS r_device_spec,
              pl.spec_digest AS r_accepted_digest,
-             t.available AS r_tool_available, t.annotations AS r_tool_annotations,
+             t.available AS r_tool_available, t.side_effect AS r_tool_side_effect, t.risk AS r_tool_risk,
+             t.annotations AS r_tool_annotations,
+             -- Only a JSON boolean is a hint: anything else reads as none.
+             CASE WHEN jsonb_typeof(t.annotations -> 'destructiveHint') = 'boolean'
+                  THEN (t.annotations ->> 'destructiveHint')::boolean END AS r_tool_destructive_hint,
              pc.profile_id IS NOT NULL AS r_profile_has_connection,
              -- Granted whole, or the tool is in the profile's set of the connection's tools.
              (pc.tools IS NULL OR {tool_name} = ANY (pc.tools)) AS r_tool_granted,

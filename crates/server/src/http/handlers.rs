@@ -201,6 +201,17 @@ pub(super) async fn tool_list(
     Ok(Json(s.app.tool_list(&actor, &ws, &c).await?))
 }
 
+pub(super) async fn tool_classify(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, c, tool)): Path<(String, String, String)>,
+    ApiJson(req): ApiJson<ToolClassification>,
+) -> Answer<ToolView> {
+    Ok(Json(
+        s.app.tool_classify(&actor, &ws, &c, &tool, req).await?,
+    ))
+}
+
 pub(super) async fn profile_create(
     State(s): State<AppState>,
     actor: Actor,

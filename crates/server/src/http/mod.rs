@@ -71,6 +71,10 @@ pub fn router(app: App) -> Router {
             get(tool_list),
         )
         .route(
+            "/workspaces/{ws}/connections/{connection}/tools/{tool}/classification",
+            put(tool_classify),
+        )
+        .route(
             "/workspaces/{ws}/profiles",
             post(profile_create).get(profile_list),
         )

@@ -344,7 +344,8 @@ async fn a_submission_checks_its_token_before_anything_else(pool: PgPool) {
 }
 
 /// A submission that names what an accepted one named is decided afresh: whatever changed since
-/// — a grant, the profile's connections, the connector's approval, the tool's catalog — is
+/// — a grant, the profile's connections, the connector's approval, the tool's catalog or its
+/// classification — is
 /// refused as a first submission would be, and nothing is stored; once it is put back, the call
 /// is accepted again.
 #[sqlx::test(migrations = "../../migrations")]
@@ -369,8 +370,13 @@ async fn a_submission_like_an_accepted_one_is_refused_once_what_it_named_changed
         ),
         (
             "UPDATE tools SET available = false",
-            (404, "tool_not_found"),
+            (409, "tool_unavailable"),
             "UPDATE tools SET available = true",
+        ),
+        (
+            "UPDATE tools SET side_effect = NULL, risk = NULL",
+            (409, "tool_unclassified"),
+            "UPDATE tools SET side_effect = true, risk = 'low'",
         ),
         (
             "UPDATE connectors SET approved_revision = NULL",

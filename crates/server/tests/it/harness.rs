@@ -7,6 +7,7 @@ use sqlx::PgPool;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use switchyard_mcp_runner::endpoints::{AllowList, EndpointGuard};
+use switchyard_protocol::api::ToolView;
 use switchyard_protocol::{
     CallId, ConnectionId, EnvironmentId, ProfileId, RequestId, UserId, WorkspaceId,
 };
@@ -17,7 +18,7 @@ use switchyard_server::serve::{HttpLimits, Running, ServeConfig, start};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
 pub use switchyard_testkit::scratch::Scratch;
-use switchyard_testkit::{bins, server};
+use switchyard_testkit::{bins, server, setup};
 use uuid::Uuid;
 
 /// The fixture MCP server binary, built with the workspace (`cargo build --workspace`).
@@ -276,6 +277,48 @@ impl Client {
         self.send(Method::POST, path, Some(body)).await
     }
 
+    pub async fn put(&self, path: &str, body: Value) -> Answer {
+        self.send(Method::PUT, path, Some(body)).await
+    }
+
+    /// Classifies tool `tool` of connection `connection` in `ws` as `classification`
+    /// (`{"side_effect", "risk"}`); the answer.
+    pub async fn classify(
+        &self,
+        ws: &str,
+        connection: &str,
+        tool: &str,
+        classification: Value,
+    ) -> Answer {
+        self.put(
+            &format!(
+                "/api/v1/workspaces/{ws}/connections/{connection}/tools/{tool}/classification"
+            ),
+            classification,
+        )
+        .await
+    }
+
+    /// Classifies every tool of connection `connection` in `ws` so that the default approval
+    /// policy runs it (`switchyard_testkit::setup::low_risk`), as the admin setting up a test
+    /// workspace would after discovery. Panics on a refusal.
+    pub async fn classify_all(&self, ws: &str, connection: &str) {
+        let tools: Vec<ToolView> = serde_json::from_value(
+            self.get(&format!(
+                "/api/v1/workspaces/{ws}/connections/{connection}/tools"
+            ))
+            .await
+            .ok(),
+        )
+        .expect("a catalog");
+        for tool in &tools {
+            let classification = serde_json::to_value(setup::low_risk(tool)).unwrap();
+            self.classify(ws, connection, &tool.name, classification)
+                .await
+                .ok();
+        }
+    }
+
     /// Polls a call until it leaves awaiting_approval/queued/leased/running, or panics after
     /// `within`.
     pub async fn wait_call(&self, ws: &str, call_id: &str, within: Duration) -> Value {
@@ -320,7 +363,7 @@ pub struct Setup {
 }
 
 /// As the owner: workspace `ws`, an approved stdio connector `fixture` running the fixture
-/// server with `args`, connection `fixture` (discovered), profile `main` with Use for the owner.
+/// server with `args`, connection `fixture` (discovered, every tool classified low risk), profile `main` with Use for the owner.
 pub async fn setup_workspace(server: &TestServer, ws: &str, args: &[&str]) -> Setup {
     let owner = &server.owner;
     owner
@@ -355,6 +398,7 @@ pub async fn setup_workspace(server: &TestServer, ws: &str, args: &[&str]) -> Se
         )
         .await
         .ok();
+    owner.classify_all(ws, "fixture").await;
     owner
         .post(
             &format!("/api/v1/workspaces/{ws}/profiles"),

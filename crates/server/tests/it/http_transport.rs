@@ -108,6 +108,7 @@ async fn a_header_credential_reaches_the_server_and_is_stored_nowhere(pool: PgPo
             .iter()
             .any(|t| t["name"] == "echo")
     );
+    client.classify_all("acme", "remote").await;
     client
         .post(
             "/api/v1/workspaces/acme/profiles",
@@ -225,6 +226,7 @@ async fn the_reference_server_works_over_streamable_http(pool: PgPool) {
         )
         .await
         .ok();
+    owner.classify_all("interop", "everything").await;
     owner
         .post(
             "/api/v1/workspaces/interop/profiles",

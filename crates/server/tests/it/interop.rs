@@ -53,6 +53,7 @@ async fn the_reference_server_runs_through_the_whole_path(pool: PgPool) {
         .find(|t| t["name"] == "echo")
         .expect("echo tool listed");
     assert_eq!(echo["annotations"]["readOnlyHint"], true);
+    owner.classify_all("interop", "everything").await;
     owner
         .post(
             "/api/v1/workspaces/interop/profiles",

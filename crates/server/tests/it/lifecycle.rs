@@ -148,6 +148,8 @@ async fn rediscovery_marks_vanished_tools_unavailable_and_refuses_them(pool: PgP
         .find(|t| t["name"] == "big")
         .expect("kept, not deleted");
     assert_eq!(big["available"], false);
+    assert_eq!(big["state"], "unavailable");
+    assert_eq!(big["classification"]["risk"], "low", "kept: {big}");
     let message = server
         .owner
         .post(
@@ -155,7 +157,7 @@ async fn rediscovery_marks_vanished_tools_unavailable_and_refuses_them(pool: PgP
             call_body("big", json!({"bytes": 1})),
         )
         .await
-        .refused(404, "tool_not_found");
+        .refused(409, "tool_unavailable");
     assert!(message.contains("no longer offered"), "{message}");
 
     std::fs::remove_file(&hidden).unwrap();
@@ -174,6 +176,10 @@ async fn rediscovery_marks_vanished_tools_unavailable_and_refuses_them(pool: PgP
         .find(|t| t["name"] == "big")
         .unwrap();
     assert_eq!(big["available"], true);
+    assert_eq!(
+        big["state"], "classified",
+        "back with its classification: {big}"
+    );
 
     let events = server
         .owner

@@ -8,6 +8,7 @@ mod authz;
 mod bad_input;
 mod browser;
 mod calls;
+mod classification;
 mod device_discovery;
 mod devices;
 mod endpoints;

@@ -153,7 +153,8 @@ async fn a_retired_connection_runs_nothing_keeps_its_history_and_restores_ungran
         .ok();
     assert_eq!(retirements(&pool).await.len(), 1);
 
-    // Restore is explicit, by an admin; the tools come back ungranted until set again.
+    // Restore is explicit, by an admin; the tools come back ungranted until set again, and
+    // unclassified until classified again.
     bob.post(&format!("{CONNECTION}/restore"), json!({}))
         .await
         .refused(403, "forbidden");
@@ -168,8 +169,10 @@ async fn a_retired_connection_runs_nothing_keeps_its_history_and_restores_ungran
             .as_array()
             .unwrap()
             .iter()
-            .all(|t| t["retired"] == false),
-        "{tools}"
+            .all(|t| t["retired"] == false
+                && t["state"] == "unclassified"
+                && t.get("classification").is_none()),
+        "back unclassified: {tools}"
     );
     let profile = owner
         .get("/api/v1/workspaces/acme/profiles/main")
@@ -188,6 +191,20 @@ async fn a_retired_connection_runs_nothing_keeps_its_history_and_restores_ungran
             reqwest::Method::PUT,
             "/api/v1/workspaces/acme/profiles/main/connections/fixture/tools",
             Some(json!({"tools": ["count"]})),
+        )
+        .await
+        .ok();
+    let stored = calls_stored(&pool).await;
+    submit_count(&bob, "unclassified")
+        .await
+        .refused(409, "tool_unclassified");
+    assert_eq!(calls_stored(&pool).await, stored, "nothing queued");
+    owner
+        .classify(
+            "acme",
+            "fixture",
+            "count",
+            json!({"side_effect": true, "risk": "low"}),
         )
         .await
         .ok();

@@ -341,10 +341,35 @@ pub fn call_and_wait(cli: &Switchyard, tool: &str, arguments: Value, code: i32) 
 }
 
 /// The tour's setup, asserted step by step: workspace `demo`, an approved stdio connector
-/// `fixture`, connection `fx` with its tools discovered, profile `main` on which alice holds Use.
+/// `fixture`, connection `fx` with its tools discovered and classified, profile `main` on which alice holds Use.
 #[track_caller]
 pub fn set_up_demo(cli: &Switchyard) {
     set_up_demo_with(cli, &[]);
+}
+
+/// Classifies every tool of `connection` with `switchyard tool classify`, as an admin would
+/// after discovery: read-only and low where the server hints read-only, else side-effecting
+/// and low (what the default approval policy runs without asking).
+#[track_caller]
+pub fn classify_all(cli: &Switchyard, workspace: &str, connection: &str) {
+    let listed = cli
+        .run(&["--json", "tool", "list", workspace, connection])
+        .success()
+        .json();
+    for tool in listed.as_array().expect("a catalog") {
+        let name = tool["name"].as_str().expect("a name");
+        let effect = if tool["hints"]["readOnlyHint"] == true {
+            "--read-only"
+        } else {
+            "--side-effect"
+        };
+        let run = cli
+            .run(&[
+                "tool", "classify", workspace, connection, name, "--risk", "low", effect,
+            ])
+            .success();
+        assert!(run.stdout.contains("classified"), "{}", run.stdout);
+    }
 }
 
 /// [`set_up_demo`] with the fixture started with `fixture_args` after `stdio` (e.g.
@@ -395,6 +420,7 @@ pub fn set_up_demo_with(cli: &Switchyard, fixture_args: &[&str]) {
         tools.contains(&"echo") && tools.contains(&"fail"),
         "discovered: {tools:?}"
     );
+    classify_all(cli, "demo", "fx");
 
     cli.run(&["profile", "create", "demo", "main", "--connection", "fx"])
         .success();

@@ -12,4 +12,5 @@ mod harness;
 mod reconcile;
 mod retire;
 mod sessions;
+mod tools;
 mod tour;

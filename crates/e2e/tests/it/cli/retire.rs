@@ -1,7 +1,7 @@
 //! Retiring and restoring a connection through the CLI: who may, what a retired connection
 //! refuses, what stays readable, and that a restored connection's tools must be granted again.
 
-use super::harness::{Server, Switchyard, call_and_wait, set_up_demo, submit_call};
+use super::harness::{Server, Switchyard, call_and_wait, classify_all, set_up_demo, submit_call};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
@@ -84,6 +84,10 @@ async fn an_admin_retires_and_restores_a_connection_with_the_cli(
             "--all",
         ])
         .success();
+    // Granted again, its tools are still unclassified until classified again.
+    let unclassified = refused_call(&alice, "unclassified");
+    assert!(unclassified.contains("tool_unclassified"), "{unclassified}");
+    classify_all(&alice, "demo", "fx");
     let again = call_and_wait(&alice, "echo", json!({"text": "again"}), 0);
     assert_eq!(again["state"], "succeeded", "{again}");
 }

@@ -86,9 +86,9 @@ async fn calls_with_large_arguments_end_on_a_device_as_on_central_over_one_chann
     setup::connection(&paired.api, WORKSPACE, "cfx", "fixture", None)
         .await
         .expect("create the central connection");
-    setup::discover(&paired.api, WORKSPACE, "cfx")
+    setup::discover_classified(&paired.api, WORKSPACE, "cfx")
         .await
-        .expect("discover the central connection's tools");
+        .expect("discover and classify the central connection's tools");
     setup::profile(&paired.api, WORKSPACE, "central", &["cfx"], "alice")
         .await
         .expect("create profile central");
@@ -172,9 +172,9 @@ async fn an_answer_over_the_message_bound_is_unknown_on_a_device_as_on_central(
     setup::connection(&paired.api, WORKSPACE, "cfx", "fixture", None)
         .await
         .expect("create the central connection");
-    setup::discover(&paired.api, WORKSPACE, "cfx")
+    setup::discover_classified(&paired.api, WORKSPACE, "cfx")
         .await
-        .expect("discover the central connection's tools");
+        .expect("discover and classify the central connection's tools");
     setup::profile(&paired.api, WORKSPACE, "central", &["cfx"], "alice")
         .await
         .expect("create profile central");

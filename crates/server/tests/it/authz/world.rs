@@ -225,6 +225,7 @@ pub async fn build(server: &TestServer) -> World {
             .as_array()
             .is_some_and(|t| !t.is_empty())
     );
+    alice.classify_all("acme", "fixture").await;
     alice
         .post(
             "/api/v1/workspaces/acme/profiles",
