@@ -157,7 +157,7 @@ async fn a_tool_gone_from_a_device_rediscovery_becomes_unavailable(pool: PgPool)
             device_call_body("count", json!({"label": "gone"})),
         )
         .await
-        .refused(404, "tool_not_found");
+        .refused(409, "tool_unavailable");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
