@@ -257,6 +257,14 @@ echo "Started the local runner for device $device_id (pid $runner_pid, log: ${RU
 # The owner (who approved this device) accepts the placement; the runner then lists its tools.
 cli_step "accept fixture-local on this device" device accept demo "$device_id" fixture-local
 cli_step "discover fixture-local's tools on this device" connection discover demo fixture-local
+for tool in count count_then_crash; do
+    cli_step "classify fixture-local $tool (side effect, low)" tool classify demo fixture-local \
+        "$tool" --side-effect --risk low
+done
+for tool in echo noop slow fail crash lookup big noisy env read_file cwd; do
+    cli_step "classify fixture-local $tool (read-only, low)" tool classify demo fixture-local \
+        "$tool" --read-only --risk low
+done
 
 # A request_id is the call's idempotency key: a fresh one per printed example.
 request_id=$(cat /proc/sys/kernel/random/uuid)

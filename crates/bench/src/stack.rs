@@ -357,7 +357,8 @@ impl Stack {
         Ok(runner)
     }
 
-    /// Has the device's runner discover its connection, unless its catalog is filled already:
+    /// Has the device's runner discover its connection and classifies its tools low risk,
+    /// unless its catalog is filled already:
     /// a call is refused for a tool its catalog does not list, and a restarted runner needs no
     /// second discovery.
     async fn discover_once(&self, device: &Device) -> Result<()> {
@@ -369,7 +370,7 @@ impl Stack {
             ))
             .await?;
         if tools.as_array().is_none_or(|tools| tools.is_empty()) {
-            setup::discover(&self.api, WORKSPACE, connection).await?;
+            setup::discover_classified(&self.api, WORKSPACE, connection).await?;
         }
         Ok(())
     }

@@ -101,8 +101,8 @@ async fn the_device_runner_discovers_its_connection_and_a_vanished_tool_is_unava
     assert!(available(&second).contains(&"echo"));
     match submit(&paired, "count").await {
         Err(Error::Api { status, body, .. }) => {
-            assert_eq!(status, 404, "{body}");
-            assert!(body.contains("tool_not_found"), "{body}");
+            assert_eq!(status, 409, "{body}");
+            assert!(body.contains("tool_unavailable"), "{body}");
         }
         other => panic!("a call to a vanished tool was not refused: {other:?}"),
     }
