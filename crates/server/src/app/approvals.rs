@@ -7,9 +7,10 @@
 //! datastore's answer repeats those rules in its guarded statement, so a grant revoked or a
 //! second answer racing this one changes nothing.
 
-use super::{Actor, App, views};
+use super::{Actor, App, Audit, views};
 use crate::db::{Answered, ApprovalRow};
 use crate::error::{AppError, AppResult};
+use serde_json::json;
 use switchyard_protocol::approval::{
     ApprovalList, ApprovalPolicyList, ApprovalState, ApprovalTimeout, ApprovalView, DecideApproval,
     SetApprovalPolicy,
@@ -108,6 +109,21 @@ impl App {
             return Err(already_decided(&now));
         }
         let row = self.readable_approval(actor, workspace, call).await?;
+        // The answer, never the arguments: they may carry what the log must not keep.
+        let action = if approve {
+            "approval.approved"
+        } else {
+            "approval.declined"
+        };
+        self.audit(
+            Audit::by(actor, action)
+                .workspace(workspace)
+                .connection(row.connection_id)
+                .object("call", Some(row.call_id.0), &row.tool_name)
+                .before(json!({"state": "awaiting_approval"}))
+                .after(json!({"approved": approve, "reason": reason})),
+        )
+        .await;
         Ok(views::approval(&row))
     }
 

@@ -228,6 +228,17 @@ impl App {
                     ),
                 )
             })?;
+        self.audit(
+            Audit::by(actor, "tool.classified")
+                .workspace(membership.workspace.id)
+                .connection(connection.id)
+                .object("tool", None, tool)
+                .after(serde_json::json!({
+                    "side_effect": classification.side_effect,
+                    "risk": classification.risk,
+                })),
+        )
+        .await;
         Ok(views::tool(&row))
     }
 

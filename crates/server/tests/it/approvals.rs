@@ -289,6 +289,27 @@ async fn a_declined_call_never_runs_and_its_caller_reads_the_reason(pool: PgPool
     gate.answer(&gate.approver, &held, "approve", json!({}))
         .await
         .refused(409, "approval_decided");
+
+    // The answer is in the audit log, by whom and why; so is the classification it rests on.
+    let log = gate
+        .server
+        .owner
+        .get("/api/v1/workspaces/acme/audit")
+        .await
+        .ok();
+    let log = log.as_array().unwrap();
+    let answer = log
+        .iter()
+        .find(|e| e["action"] == "approval.declined")
+        .unwrap_or_else(|| panic!("no approval.declined entry in {log:?}"));
+    assert_eq!(answer["actor"]["name"], "approver");
+    assert_eq!(answer["object"]["id"], held["id"]);
+    assert_eq!(answer["after"]["reason"], "not during the freeze");
+    assert!(
+        log.iter()
+            .any(|e| e["action"] == "tool.classified" && e["object"]["name"] == "count"),
+        "no tool.classified entry for `count` in {log:?}"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
