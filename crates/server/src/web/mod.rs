@@ -7,13 +7,17 @@
 //! ([`session`]), call the same app-layer functions and render the result. No SQL here.
 //!
 //! Pages: `/sign-in`, `/workspaces`, a workspace's connections, profiles, cached tools and
-//! the Run tool form ([`workspaces`], [`tools`]), the calls list and the call inspector
-//! ([`calls`]), devices ([`devices`]), connectors ([`connectors`]), and the user's tokens, a
-//! workspace's members and a profile's grants, each revocable ([`access`]).
+//! the Run tool form ([`workspaces`], [`tools`]), a connection's tool classification and
+//! recent audit history ([`catalog`]), the calls list and the call inspector ([`calls`]), the
+//! live Approvals page ([`approvals`]), devices ([`devices`]), connectors ([`connectors`]),
+//! and the user's tokens, a workspace's members and a profile's grants, each revocable
+//! ([`access`]).
 
 mod access;
+mod approvals;
 mod assets;
 mod calls;
+mod catalog;
 mod connectors;
 mod devices;
 mod error;
@@ -49,10 +53,11 @@ pub struct WebConfig {
     pub session_idle: Duration,
     /// No session lives longer than this.
     pub session_lifetime: Duration,
-    /// The longest an open call inspector stream waits before it reads its call again; a
-    /// call that settles is sent at once, on its completion's wake-up.
+    /// The longest an open call inspector stream waits before it reads its call again (a
+    /// call that settles is sent at once, on its completion's wake-up); the Approvals page's
+    /// stream reads its questions this often.
     pub stream_look: Duration,
-    /// Call inspector streams one session may hold open at once.
+    /// Live streams (call inspectors, Approvals pages) one session may hold open at once.
     pub streams_per_session: usize,
 }
 
@@ -117,6 +122,20 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
         .route(
             "/workspaces/{ws}/connections/{connection}/discover",
             post(workspaces::discover),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/tools/{tool}/classify",
+            post(catalog::classify),
+        )
+        .route("/workspaces/{ws}/approvals", get(approvals::page))
+        .route("/workspaces/{ws}/approvals/events", get(approvals::events))
+        .route(
+            "/workspaces/{ws}/approvals/{call}/approve",
+            post(approvals::approve),
+        )
+        .route(
+            "/workspaces/{ws}/approvals/{call}/decline",
+            post(approvals::decline),
         )
         .route("/workspaces/{ws}/profiles", get(workspaces::profiles))
         .route(

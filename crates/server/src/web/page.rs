@@ -83,6 +83,13 @@ fn notice_text(code: &str) -> Option<&'static str> {
         "already-finished" => "The call had already finished; nothing was cancelled.",
         "released" => "The tool session is draining: active calls may finish, then it closes.",
         "approved" => "Approved.",
+        "approval-approved" => "Approved: the call is queued and runs once.",
+        "approval-declined" => {
+            "Declined: the call never runs, and its caller reads your reason as its result."
+        }
+        "classified" => {
+            "Classified: the tool can be called, as its classification and the profile's approval policy say."
+        }
         "revoked" => "The device was revoked; it is refused from its next request on.",
         "created" => "Created.",
         "retired" => "Retired: it runs nothing, and its queued calls failed. Its history stays.",

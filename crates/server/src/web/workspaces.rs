@@ -1,7 +1,9 @@
-//! Workspaces, their connections (status, runner, revision, discovery, lifecycle events) and
-//! profiles (environment, connections, grants).
+//! Workspaces, their connections (status, runner, revision, discovery, lifecycle events, tool
+//! catalog and recent audit history: [`super::catalog`]) and profiles (environment,
+//! connections, grants).
 
 use super::WebState;
+use super::catalog::{self, AuditRow, CatalogRow};
 use super::error::{WebError, WebResult};
 use super::page::{Chrome, NoticeQuery, html, when};
 use super::session::{CsrfOnly, Protected, SignedIn};
@@ -224,6 +226,11 @@ struct ConnectionPage {
     is_admin: bool,
     profiles: Vec<ProfileLink>,
     events: Vec<EventRow>,
+    tools: Vec<CatalogRow>,
+    /// Whether the viewer may classify the tools (workspace admins, the installation owner).
+    may_classify: bool,
+    /// The connection's recent audit history, for those who may read the audit log.
+    audit: Option<Vec<AuditRow>>,
 }
 
 /// The connector's target, as one line.
@@ -307,6 +314,8 @@ pub(super) async fn connection(
             detail: e.detail.to_string(),
         })
         .collect();
+    let (tools, may_classify) = catalog::catalog(&s, actor, &ws, &key).await?;
+    let audit = catalog::recent_audit(&s, actor, &ws, &key).await?;
     let approval = HashMap::from([(connector.id.to_string(), connector.approved)]);
     html(&ConnectionPage {
         chrome: Chrome::in_workspace(&signed_in, &workspace.name, "connections")
@@ -323,6 +332,9 @@ pub(super) async fn connection(
         discovery_error: connection.last_discovery_error,
         profiles,
         events,
+        tools,
+        may_classify,
+        audit,
     })
 }
 

@@ -399,3 +399,135 @@ async fn devices_are_approved_by_code_and_connectors_imported_and_inspected(pool
     browser.quit().await;
     server.stop().await;
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_question_appears_live_on_the_approvals_page_and_runs_once_approved(pool: PgPool) {
+    let scratch = scratch_dir("browser-approvals");
+    let counter = scratch.path("count");
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &["--count-file", &counter]).await;
+    let approver = server.user("approver").await;
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/members",
+            json!({"user": "approver", "role": "member"}),
+        )
+        .await
+        .ok();
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/main/grants",
+            json!({"user": "approver", "approve": true}),
+        )
+        .await
+        .ok();
+    server
+        .owner
+        .put(
+            "/api/v1/workspaces/acme/profiles/main/approval-policy",
+            json!({"connection": "fixture", "tool": "count", "policy": "always"}),
+        )
+        .await
+        .ok();
+    let base = format!("http://{}", server.addr);
+    let browser = Browser::start().await;
+    sign_in(&browser, &base, approver.token()).await;
+
+    // The approver opens the Approvals page from the workspace's navigation; it goes live.
+    browser.goto(&format!("{base}/workspaces/acme")).await;
+    browser.click("a[href='/workspaces/acme/approvals']").await;
+    browser.wait_for_text("h1", "Approvals").await;
+    browser
+        .wait_until(
+            "return document.getElementById('approvals').dataset.live === 'true'",
+            "the Approvals page going live",
+            PATIENCE,
+        )
+        .await;
+    assert_eq!(
+        browser.text("#approvals-empty").await,
+        "No call is waiting for approval."
+    );
+    browser.execute("window.sameDocument = true", vec![]).await;
+
+    // A call that needs a person: its question appears without a reload.
+    let submit = async |label: &str| {
+        let call = server
+            .owner
+            .post(
+                "/api/v1/workspaces/acme/calls",
+                call_body("count", json!({"label": label})),
+            )
+            .await
+            .ok();
+        assert_eq!(call["state"], "awaiting_approval", "{call}");
+        call["id"].as_str().unwrap().to_owned()
+    };
+    let card = |id: &str| format!("[data-approval='{id}']");
+    let wanted = submit("approve me in the browser").await;
+    let card_text = browser.text(&card(&wanted)).await;
+    for shown in [
+        "count on fixture",
+        "owner",
+        "\"label\": \"approve me in the browser\"",
+    ] {
+        assert!(card_text.contains(shown), "`{shown}` missing: {card_text}");
+    }
+    assert_eq!(
+        browser
+            .execute(
+                "return document.getElementById('approvals-empty').hidden",
+                vec![]
+            )
+            .await,
+        json!(true)
+    );
+
+    // Another, declined elsewhere, disappears by itself; the first stays.
+    let other = submit("declined through the API").await;
+    browser.find(&card(&other)).await;
+    approver
+        .post(
+            &format!("/api/v1/workspaces/acme/approvals/{other}/decline"),
+            json!({"reason": "not this one"}),
+        )
+        .await
+        .ok();
+    browser
+        .wait_until(
+            &format!("return !document.querySelector(\"[data-approval='{other}']\")"),
+            "the answered question disappearing",
+            PATIENCE,
+        )
+        .await;
+    assert_eq!(browser.find_all(&card(&wanted)).await.len(), 1);
+    assert_eq!(
+        browser
+            .execute("return window.sameDocument === true", vec![])
+            .await,
+        json!(true),
+        "the page was reloaded"
+    );
+    browser.screenshot("approvals").await;
+
+    // Approved by a click: the call runs, once.
+    browser
+        .click(&format!("{} button[data-approve]", card(&wanted)))
+        .await;
+    browser
+        .wait_for_text(".notice", "Approved: the call is queued")
+        .await;
+    assert!(browser.find_all(&card(&wanted)).await.is_empty());
+    let done = server.owner.wait_call("acme", &wanted, SETTLE).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(
+        count_lines(&counter),
+        1,
+        "one execution, of the approved call"
+    );
+    browser.assert_no_console_errors().await;
+    browser.quit().await;
+    server.stop().await;
+}

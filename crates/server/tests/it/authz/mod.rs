@@ -227,6 +227,16 @@ fn matrix() -> Vec<Row> {
     GET  "/workspaces/{ws}"                                          => 303  404  200  200  200  200  200  200  303  303  303;
     GET  "/workspaces/{ws}/connections/{connection}"                 => 303  404  200  200  200  200  200  200  303  303  303;
     POST "/workspaces/{ws}/connections/{connection}/discover" form() => 401  404  403  303  403  403  403  403  401  401  401;
+    // Classifying from the connection page: the manage-integrations right, as in the API.
+    POST "/workspaces/{ws}/connections/{connection}/tools/{tool}/classify" form("effect" = "side-effecting", "risk" = "low")
+                                                                     => 401  404  403  303  403  403  403  303  401  401  401;
+    // The Approvals page and its stream: any member. `{call}` asked no question, so every
+    // member finds none to answer.
+    GET  "/workspaces/{ws}/approvals"                                => 303  404  200  200  200  200  200  200  303  303  303;
+    GET  "/workspaces/{ws}/approvals/events"                         => 303  404  200  200  200  200  200  200  303  303  303;
+    POST "/workspaces/{ws}/approvals/{call}/approve" form()          => 401  404  404  404  404  404  404  404  401  401  401;
+    POST "/workspaces/{ws}/approvals/{call}/decline" form("reason" = "no")
+                                                                     => 401  404  404  404  404  404  404  404  401  401  401;
     GET  "/workspaces/{ws}/profiles"                                 => 303  404  200  200  200  200  200  200  303  303  303;
     GET  "/workspaces/{ws}/profiles/{profile}"                       => 303  404  200  200  200  200  200  200  303  303  303;
     // Revoking takes Share or the workspace admin's role (victim, removed by now, holds none).

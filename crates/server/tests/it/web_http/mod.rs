@@ -1,7 +1,9 @@
 //! The web UI over plain HTTP: session cookies, CSRF, what is stored, the event stream, the
-//! calls list's filters and pages, and forms that come back with their errors.
+//! calls list's filters and pages, forms that come back with their errors, and the governance
+//! forms (`governance`).
 
 mod cut_off;
+mod governance;
 
 use crate::harness::*;
 use reqwest::StatusCode;

@@ -1,0 +1,306 @@
+//! The Approvals page: the calls of a workspace waiting for a person, with everything needed
+//! to answer them (tool, connection, profile, who asked and when, why it asks, the exact
+//! arguments) and Approve and Decline buttons for holders of Approve. It follows the questions
+//! over Server-Sent Events: a new question appears and an answered or expired one disappears
+//! without a reload. The app layer decides every answer; its refusal (such as
+//! `self_approval`) comes back on the page.
+
+use super::WebState;
+use super::error::{WebError, WebResult};
+use super::page::{Chrome, NoticeQuery, html, when};
+use super::session::{CsrfForm, Protected, SignedIn};
+use super::streams::StreamSlot;
+use crate::app::Actor;
+use crate::error::AppError;
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use futures::Stream;
+use std::collections::HashSet;
+use std::convert::Infallible;
+use switchyard_protocol::ErrorCode;
+use switchyard_protocol::ProfileId;
+use switchyard_protocol::approval::{ApprovalState, ApprovalView, DecideApproval};
+
+/// A question as the page shows it.
+struct Question {
+    id: String,
+    tool: String,
+    connection: String,
+    profile: String,
+    asked_by: String,
+    by_device: bool,
+    asked_at: String,
+    why: &'static str,
+    policy: &'static str,
+    expires: Option<String>,
+    /// The exact arguments, pretty-printed; none once inputs have expired.
+    arguments: Option<String>,
+    /// The viewer holds Approve on the call's profile: they get the buttons (the app still
+    /// decides, e.g. refusing their own call).
+    may_answer: bool,
+    /// The viewer asked it.
+    mine: bool,
+}
+
+impl Question {
+    fn new(view: &ApprovalView, actor: &Actor, approvers_of: &HashSet<ProfileId>) -> Self {
+        Question {
+            id: view.call_id.to_string(),
+            tool: view.tool_name.clone(),
+            connection: view.connection_name.clone(),
+            profile: view.profile_name.clone(),
+            asked_by: view.asked_by_name.clone(),
+            by_device: view.asked_by_device.is_some(),
+            asked_at: when(&view.asked_at),
+            why: view.why.explain(),
+            policy: view.policy.as_str(),
+            expires: view.expires_at.as_ref().map(when),
+            arguments: view
+                .arguments
+                .as_ref()
+                .map(|a| serde_json::to_string_pretty(a).unwrap_or_default()),
+            may_answer: approvers_of.contains(&view.profile_id),
+            mine: view.asked_by == actor.user.id,
+        }
+    }
+}
+
+/// One question's card: the page and the stream render it alike.
+#[derive(Template)]
+#[template(path = "approval.html")]
+struct QuestionCard<'a> {
+    q: &'a Question,
+    ws: &'a str,
+    csrf: &'a str,
+}
+
+#[derive(Template)]
+#[template(path = "approvals.html")]
+struct ApprovalsPage {
+    chrome: Chrome,
+    ws: String,
+    /// The rendered cards, newest first.
+    cards: Vec<String>,
+    /// An answer the app refused, said for a person.
+    error: Option<String>,
+}
+
+/// The questions waiting for a person that the actor may read, newest first, as cards with
+/// their call ids.
+async fn waiting(
+    s: &WebState,
+    actor: &Actor,
+    ws: &str,
+    csrf: &str,
+) -> WebResult<Vec<(String, String)>> {
+    let list = s.app.approval_list(actor, ws).await?;
+    let approvers_of: HashSet<ProfileId> = s
+        .app
+        .profile_list(actor, ws)
+        .await?
+        .into_iter()
+        .filter(|p| {
+            p.grants
+                .iter()
+                .any(|g| g.user_id == actor.user.id && g.approve)
+        })
+        .map(|p| p.id)
+        .collect();
+    list.approvals
+        .iter()
+        .filter(|a| a.state == ApprovalState::Pending)
+        .map(|a| -> WebResult<(String, String)> {
+            let q = Question::new(a, actor, &approvers_of);
+            let card = QuestionCard { q: &q, ws, csrf }.render()?;
+            Ok((q.id, card))
+        })
+        .collect()
+}
+
+async fn render_page(
+    s: &WebState,
+    signed_in: &SignedIn,
+    ws: &str,
+    notice: Option<&str>,
+    error: Option<String>,
+) -> WebResult<Html<String>> {
+    let actor = &signed_in.session.actor;
+    let workspace = s.app.workspace_get(actor, ws).await?;
+    let cards = waiting(s, actor, &workspace.name, &signed_in.session.csrf_token).await?;
+    html(&ApprovalsPage {
+        chrome: Chrome::in_workspace(signed_in, &workspace.name, "approvals").with_notice(notice),
+        ws: workspace.name,
+        cards: cards.into_iter().map(|(_, card)| card).collect(),
+        error,
+    })
+}
+
+/// `GET /workspaces/{ws}/approvals`.
+pub(super) async fn page(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+    Path(ws): Path<String>,
+    Query(q): Query<NoticeQuery>,
+) -> WebResult<Html<String>> {
+    render_page(&s, &signed_in, &ws, q.notice.as_deref(), None).await
+}
+
+/// What an Approvals stream remembers between reads.
+struct Watch {
+    s: WebState,
+    actor: Actor,
+    session_id: String,
+    csrf: String,
+    ws: String,
+    /// The call ids last sent, in order; none before the first event.
+    last: Option<Vec<String>>,
+    /// This stream's place among its session's; given back when the stream ends.
+    _slot: StreamSlot,
+}
+
+/// The next `approvals` event: the waiting questions whenever the set changed (the first at
+/// once), read every `stream_look`, until the session ends, the reader leaves the workspace,
+/// or the server shuts down.
+async fn next_event(mut watch: Watch) -> Option<(Result<Event, Infallible>, Watch)> {
+    loop {
+        if watch.last.is_some() {
+            tokio::select! {
+                _ = watch.s.shutdown.cancelled() => return None,
+                _ = tokio::time::sleep(watch.s.config.stream_look) => {}
+            }
+            watch
+                .s
+                .app
+                .web_session_require_live(&watch.session_id)
+                .await
+                .ok()?;
+        }
+        let cards = match waiting(&watch.s, &watch.actor, &watch.ws, &watch.csrf).await {
+            Ok(cards) => cards,
+            Err(WebError(AppError::Refused { .. })) => return None,
+            Err(WebError(e)) => {
+                tracing::error!(error = %e, "approvals event failed");
+                return None;
+            }
+        };
+        let ids: Vec<String> = cards.iter().map(|(id, _)| id.clone()).collect();
+        if watch.last.as_ref() == Some(&ids) {
+            continue;
+        }
+        watch.last = Some(ids);
+        let items: Vec<serde_json::Value> = cards
+            .into_iter()
+            .map(|(id, card)| serde_json::json!({"id": id, "html": card}))
+            .collect();
+        let data = serde_json::json!({ "items": items });
+        return Some((
+            Ok(Event::default().event("approvals").data(data.to_string())),
+            watch,
+        ));
+    }
+}
+
+/// `GET /workspaces/{ws}/approvals/events`: Server-Sent Events with the waiting questions'
+/// cards.
+pub(super) async fn events(
+    State(s): State<WebState>,
+    signed_in: SignedIn,
+    Path(ws): Path<String>,
+) -> WebResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let slot = s.streams.take(&signed_in.session_id).ok_or_else(|| {
+        AppError::refused(
+            ErrorCode::TooManyStreams,
+            "this session has as many live views open as it may; close one and reload",
+        )
+    })?;
+    let actor = signed_in.session.actor.clone();
+    let workspace = s.app.workspace_get(&actor, &ws).await?;
+    let watch = Watch {
+        s,
+        actor,
+        session_id: signed_in.session_id,
+        csrf: signed_in.session.csrf_token,
+        ws: workspace.name,
+        last: None,
+        _slot: slot,
+    };
+    Ok(Sse::new(futures::stream::unfold(watch, next_event)).keep_alive(KeepAlive::default()))
+}
+
+/// The Approve and Decline forms.
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct AnswerForm {
+    #[serde(default)]
+    csrf: String,
+    /// The decliner's reason (the result the caller reads), or a note with an approval.
+    #[serde(default)]
+    reason: String,
+}
+
+impl CsrfForm for AnswerForm {
+    fn csrf(&self) -> Option<&str> {
+        Some(&self.csrf)
+    }
+}
+
+/// Answers a question, then shows the page again: with a notice, or with the app's refusal.
+async fn answer(
+    s: WebState,
+    ws: String,
+    call: String,
+    protected: Protected<AnswerForm>,
+    approve: bool,
+) -> WebResult<Response> {
+    let signed_in = &protected.signed_in;
+    let actor = &signed_in.session.actor;
+    let reason = Some(protected.form.reason.trim().to_owned()).filter(|r| !r.is_empty());
+    let req = DecideApproval { reason };
+    let answered = if approve {
+        s.app.approval_approve(actor, &ws, &call, req).await
+    } else {
+        s.app.approval_decline(actor, &ws, &call, req).await
+    };
+    match answered {
+        Ok(_) => {
+            let notice = if approve {
+                "approval-approved"
+            } else {
+                "approval-declined"
+            };
+            let workspace = s.app.workspace_get(actor, &ws).await?;
+            Ok(Redirect::to(&format!(
+                "/workspaces/{}/approvals?notice={notice}",
+                super::page::encode_segment(&workspace.name)
+            ))
+            .into_response())
+        }
+        Err(AppError::Refused { code, message }) => {
+            let status =
+                StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+            let page = render_page(&s, signed_in, &ws, None, Some(message)).await?;
+            Ok((status, page).into_response())
+        }
+        Err(e) => Err(WebError(e)),
+    }
+}
+
+/// `POST /workspaces/{ws}/approvals/{call}/approve`.
+pub(super) async fn approve(
+    State(s): State<WebState>,
+    Path((ws, call)): Path<(String, String)>,
+    protected: Protected<AnswerForm>,
+) -> WebResult<Response> {
+    answer(s, ws, call, protected, true).await
+}
+
+/// `POST /workspaces/{ws}/approvals/{call}/decline`.
+pub(super) async fn decline(
+    State(s): State<WebState>,
+    Path((ws, call)): Path<(String, String)>,
+    protected: Protected<AnswerForm>,
+) -> WebResult<Response> {
+    answer(s, ws, call, protected, false).await
+}

@@ -1,0 +1,367 @@
+//! Governance in the inspector over plain HTTP: classifying tools on a connection's page, the
+//! connection's recent audit history, and answering approval questions on the Approvals page —
+//! each checked through the API, with CSRF and the app's rights enforced.
+
+use super::*;
+use serde_json::Value;
+
+/// The table row of tool `tool` on a connection page.
+#[track_caller]
+fn tool_row<'a>(body: &'a str, tool: &str) -> &'a str {
+    let start = body
+        .find(&format!("<tr data-tool=\"{tool}\">"))
+        .unwrap_or_else(|| panic!("no row for tool `{tool}` in {body}"));
+    let end = start + body[start..].find("</tr>").expect("the row ends");
+    &body[start..end]
+}
+
+/// The classification of `tool` of connection `connection` in `acme`, through the API.
+async fn classification(server: &TestServer, connection: &str, tool: &str) -> Value {
+    let tools = server
+        .owner
+        .get(&format!(
+            "/api/v1/workspaces/acme/connections/{connection}/tools"
+        ))
+        .await
+        .ok();
+    tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == tool)
+        .unwrap_or_else(|| panic!("no tool `{tool}` in {tools}"))["classification"]
+        .clone()
+}
+
+/// Adds user `name` to `acme` as a plain member.
+async fn member(server: &TestServer, name: &str) -> Client {
+    let user = server.user(name).await;
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/members",
+            json!({"user": name, "role": "member"}),
+        )
+        .await
+        .ok();
+    user
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn an_admin_classifies_tools_on_the_connection_page_and_sees_its_history(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    // A second connection, discovered and not classified: the form offers the suggestions.
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "raw", "connector": "fixture-acme"}),
+        )
+        .await
+        .ok();
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/connections/raw/discover",
+            json!({}),
+        )
+        .await
+        .ok();
+    let bob = member(&server, "bob").await;
+    let page = "/workspaces/acme/connections/raw";
+
+    let mut web = WebClient::new(&server);
+    let csrf = web.sign_in(server.owner.token()).await;
+    let shown = web.get(page).await;
+    assert_eq!(shown.status, StatusCode::OK);
+    // No hint at all: every hint says so, and the fail-safe choice is pre-selected.
+    let echo = tool_row(&shown.body, "echo");
+    assert!(
+        echo.contains("<code>readOnlyHint</code>: no hint")
+            && echo.contains("<code>openWorldHint</code>: no hint"),
+        "{echo}"
+    );
+    assert!(echo.contains(">unclassified<"), "{echo}");
+    assert!(
+        echo.contains(r#"<option value="side-effecting" selected>"#)
+            && echo.contains(r#"<option value="high" selected>"#),
+        "{echo}"
+    );
+    // Hints shown as given; they move the suggestion, never the state.
+    let count = tool_row(&shown.body, "count");
+    assert!(
+        count.contains("<code>destructiveHint</code>: false")
+            && count.contains("<code>openWorldHint</code>: no hint"),
+        "{count}"
+    );
+    assert!(
+        count.contains(r#"<option value="medium" selected>"#),
+        "{count}"
+    );
+    let lookup = tool_row(&shown.body, "lookup");
+    assert!(
+        lookup.contains("<code>readOnlyHint</code>: true")
+            && lookup.contains(r#"<option value="read-only" selected>"#)
+            && lookup.contains(r#"<option value="low" selected>"#),
+        "{lookup}"
+    );
+
+    // Without the CSRF token, or with a value that is no choice, nothing changes.
+    let classify = format!("{page}/tools/echo/classify");
+    let fields = |csrf: &str, risk: &str| {
+        vec![
+            ("csrf", csrf.to_owned()),
+            ("effect", "read-only".to_owned()),
+            ("risk", risk.to_owned()),
+        ]
+    };
+    let refused = web.post_fields(&classify, fields("", "medium")).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let refused = web.post_fields(&classify, fields(&csrf, "extreme")).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert!(
+        refused.body.contains("low, medium or high"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(classification(&server, "raw", "echo").await, Value::Null);
+
+    let classified = web.post_fields(&classify, fields(&csrf, "medium")).await;
+    assert_eq!(
+        (classified.status, classified.location.as_deref()),
+        (
+            StatusCode::SEE_OTHER,
+            Some("/workspaces/acme/connections/raw?notice=classified#tools-h")
+        ),
+        "{}",
+        classified.body
+    );
+    assert_eq!(
+        classification(&server, "raw", "echo").await,
+        json!({"side_effect": false, "risk": "medium"})
+    );
+    let shown = web
+        .get("/workspaces/acme/connections/raw?notice=classified")
+        .await;
+    assert!(shown.body.contains("Classified: the tool can be called"));
+    let echo = tool_row(&shown.body, "echo");
+    assert!(
+        echo.contains(">classified<") && echo.contains("read-only, medium risk"),
+        "{echo}"
+    );
+    // Classified: the form starts from the classification, not the suggestion.
+    assert!(
+        echo.contains(r#"<option value="read-only" selected>"#)
+            && echo.contains(r#"<option value="medium" selected>"#),
+        "{echo}"
+    );
+    // The admin sees the connection's recent audit history, the classification first.
+    let history = &shown.body[shown
+        .body
+        .find("Recent audit history")
+        .expect("an admin sees the audit history")..];
+    let first = &history[history.find("<tbody>").unwrap()..];
+    let first = &first[..first.find("</tr>").unwrap()];
+    assert!(
+        first.contains("<td>owner</td>")
+            && first.contains("tool.classified")
+            && first.contains("tool echo"),
+        "{first}"
+    );
+    assert!(history.contains("connection.created"), "{history}");
+
+    // A plain member reads the catalog, gets no form and no history, and is refused a post.
+    let mut bob_web = WebClient::new(&server);
+    let bob_csrf = bob_web.sign_in(bob.token()).await;
+    let seen = bob_web.get(page).await;
+    assert_eq!(seen.status, StatusCode::OK);
+    assert!(tool_row(&seen.body, "echo").contains("read-only, medium risk"));
+    assert!(!seen.body.contains("/classify\""), "{}", seen.body);
+    assert!(!seen.body.contains("Recent audit history"), "{}", seen.body);
+    let refused = bob_web
+        .post_fields(&classify, fields(&bob_csrf, "high"))
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(refused.body.contains("forbidden"), "{}", refused.body);
+    assert_eq!(
+        classification(&server, "raw", "echo").await,
+        json!({"side_effect": false, "risk": "medium"})
+    );
+}
+
+/// `acme` where calls of `count` ask under the tool's `always` policy; `approver` holds Approve
+/// on `main`, `bob` only Use, and the owner (who submits) Use and Approve.
+async fn gated(pool: PgPool, counter: &str) -> (TestServer, Client, Client) {
+    let server = TestServer::start(pool).await;
+    setup_workspace(&server, "acme", &["--count-file", counter]).await;
+    let approver = member(&server, "approver").await;
+    let bob = member(&server, "bob").await;
+    for (user, grant) in [
+        ("approver", "approve"),
+        ("bob", "use"),
+        ("owner", "approve"),
+    ] {
+        server
+            .owner
+            .post(
+                "/api/v1/workspaces/acme/profiles/main/grants",
+                json!({"user": user, grant: true}),
+            )
+            .await
+            .ok();
+    }
+    server
+        .owner
+        .put(
+            "/api/v1/workspaces/acme/profiles/main/approval-policy",
+            json!({"connection": "fixture", "tool": "count", "policy": "always"}),
+        )
+        .await
+        .ok();
+    (server, approver, bob)
+}
+
+async fn call_state(server: &TestServer, id: &str) -> Value {
+    server
+        .owner
+        .get(&format!("/api/v1/workspaces/acme/calls/{id}"))
+        .await
+        .ok()["state"]
+        .clone()
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn approvers_answer_on_the_approvals_page_and_the_app_decides(pool: PgPool) {
+    let scratch = scratch_dir("web-approvals");
+    let counter = scratch.path("count");
+    let (server, approver, bob) = gated(pool, &counter).await;
+    let held = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            call_body("count", json!({"label": "<b>held</b>"})),
+        )
+        .await
+        .ok();
+    assert_eq!(held["state"], "awaiting_approval");
+    let id = held["id"].as_str().unwrap().to_owned();
+    let approve = format!("/workspaces/acme/approvals/{id}/approve");
+
+    // The approver sees the question with its exact arguments, escaped, and the buttons.
+    let mut web = WebClient::new(&server);
+    let csrf = web.sign_in(approver.token()).await;
+    let page = web.get("/workspaces/acme/approvals").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body
+            .contains(r#"<a href="/workspaces/acme/approvals" aria-current="page">Approvals</a>"#),
+        "the nav links the page"
+    );
+    let card = &page.body[page
+        .body
+        .find(&format!("data-approval=\"{id}\""))
+        .expect("the question is shown")..];
+    for shown in [
+        "<code>count</code> on fixture",
+        "<dd>main</dd>",
+        "<dd>owner",
+        "the policy is `always`: every call asks",
+        "&#60;b&#62;held&#60;/b&#62;",
+        "data-approve",
+        "data-decline",
+    ] {
+        assert!(card.contains(shown), "`{shown}` missing from {card}");
+    }
+    assert!(!page.body.contains("<b>held</b>"), "arguments unescaped");
+
+    // Without the CSRF token nothing is answered.
+    let refused = web.post(&approve, &[]).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(call_state(&server, &id).await, "awaiting_approval");
+
+    // Bob (Use, no Approve) sees the question without buttons and is refused an answer.
+    let mut bob_web = WebClient::new(&server);
+    let bob_csrf = bob_web.sign_in(bob.token()).await;
+    let seen = bob_web.get("/workspaces/acme/approvals").await;
+    assert!(seen.body.contains(&format!("data-approval=\"{id}\"")));
+    assert!(!seen.body.contains("data-approve"), "{}", seen.body);
+    let refused = bob_web.post(&approve, &[("csrf", &bob_csrf)]).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(
+        refused.body.contains("role=\"alert\"") && refused.body.contains("Approve grant"),
+        "{}",
+        refused.body
+    );
+    // The owner holds Approve but asked: the app's refusal is shown on the page.
+    let mut owner_web = WebClient::new(&server);
+    let owner_csrf = owner_web.sign_in(server.owner.token()).await;
+    let refused = owner_web.post(&approve, &[("csrf", &owner_csrf)]).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(
+        refused.body.contains("you submitted this call"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(call_state(&server, &id).await, "awaiting_approval");
+
+    // The approver approves: the call is queued and runs once; the question is gone.
+    let approved = web.post(&approve, &[("csrf", &csrf)]).await;
+    assert_eq!(
+        (approved.status, approved.location.as_deref()),
+        (
+            StatusCode::SEE_OTHER,
+            Some("/workspaces/acme/approvals?notice=approval-approved")
+        ),
+        "{}",
+        approved.body
+    );
+    let done = server
+        .owner
+        .wait_call("acme", &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(count_lines(&counter), 1);
+    let page = web.get(approved.location.as_deref().unwrap()).await;
+    assert!(page.body.contains("Approved: the call is queued"));
+    assert!(!page.body.contains(&format!("data-approval=\"{id}\"")));
+
+    // Declined with a reason: the caller reads the reason as the result; nothing runs.
+    let held = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            call_body("count", json!({"label": "no"})),
+        )
+        .await
+        .ok();
+    let id = held["id"].as_str().unwrap();
+    let declined = web
+        .post(
+            &format!("/workspaces/acme/approvals/{id}/decline"),
+            &[("csrf", &csrf), ("reason", "not during the freeze")],
+        )
+        .await;
+    assert_eq!(
+        declined.location.as_deref(),
+        Some("/workspaces/acme/approvals?notice=approval-declined"),
+        "{}",
+        declined.body
+    );
+    let call = server
+        .owner
+        .wait_call("acme", id, Duration::from_secs(60))
+        .await;
+    assert_eq!(call["state"], "declined");
+    assert_eq!(result_text(&call), "not during the freeze");
+    assert_eq!(count_lines(&counter), 1, "a declined call ran");
+    // Answered already: the page says so.
+    let again = web
+        .post(
+            &format!("/workspaces/acme/approvals/{id}/approve"),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+    assert!(again.body.contains("declined already"), "{}", again.body);
+}
