@@ -172,12 +172,13 @@ pub enum TokenCommand {
     },
 }
 
+/// `switchyard audit …`
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
     /// List entries, newest first: who changed what, when.
     List {
-        /// Workspace (name or id).
-        ws: String,
+        #[command(flatten)]
+        log: AuditLog,
         /// Only entries about this connection (name or id).
         #[arg(long)]
         connection: Option<String>,
@@ -190,15 +191,27 @@ pub enum AuditCommand {
     },
     /// Print every entry, oldest first, one JSON object per line.
     Export {
-        /// Workspace (name or id).
-        ws: String,
+        #[command(flatten)]
+        log: AuditLog,
     },
     /// Walk the hash chain from its first entry; exits 8 naming the first entry edited,
     /// removed or reordered.
     Verify {
-        /// Workspace (name or id).
-        ws: String,
+        #[command(flatten)]
+        log: AuditLog,
     },
+}
+
+/// Which audit log: a workspace's, or (`--installation`) the installation's own.
+#[derive(Debug, Args)]
+pub struct AuditLog {
+    /// Workspace (name or id).
+    #[arg(value_name = "WS", required_unless_present = "installation")]
+    pub ws: Option<String>,
+    /// The installation's own log instead: connectors and other changes outside any workspace
+    /// (installation owners).
+    #[arg(long, conflicts_with = "ws")]
+    pub installation: bool,
 }
 
 /// Seconds in `90d`, `12h`, `30m` or `45s` (a bare number is seconds).

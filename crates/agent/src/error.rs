@@ -117,12 +117,10 @@ pub enum CliError {
         device: String,
     },
     /// `audit verify` found the chain broken (exit 8).
-    #[error(
-        "error[audit_broken]: the audit log of `{workspace}` is broken at entry {seq}: {message}"
-    )]
+    #[error("error[audit_broken]: the audit log of {log} is broken at entry {seq}: {message}")]
     AuditBroken {
-        /// The workspace.
-        workspace: String,
+        /// Which log: `workspace `NAME`` or `the installation`.
+        log: String,
         /// The entry where it breaks.
         seq: i64,
         /// What was found.

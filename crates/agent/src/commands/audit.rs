@@ -1,7 +1,7 @@
 //! `switchyard audit list|export|verify`: a workspace's audit log (workspace admins and
-//! installation owners).
+//! installation owners), or with `--installation` the installation's own (owners).
 
-use crate::cli::AuditCommand;
+use crate::cli::{AuditCommand, AuditLog};
 use crate::client::Client;
 use crate::error::CliError;
 use crate::output::{Output, Table, print_json, time};
@@ -11,7 +11,7 @@ use switchyard_protocol::api::{AuditEntryView, AuditVerification};
 pub async fn run(client: &Client, out: Output, cmd: AuditCommand) -> Result<(), CliError> {
     match cmd {
         AuditCommand::List {
-            ws,
+            log,
             connection,
             actor,
             since,
@@ -26,9 +26,7 @@ pub async fn run(client: &Client, out: Output, cmd: AuditCommand) -> Result<(), 
                     query.push((name, value.as_str()));
                 }
             }
-            let reply = client
-                .get_with_query(&["workspaces", &ws, "audit"], &query)
-                .await?;
+            let reply = client.get_with_query(&log.path(&[]), &query).await?;
             out.reply(&reply, |list: Vec<AuditEntryView>| {
                 let mut table = Table::new(["SEQ", "AT", "ACTOR", "ACTION", "OBJECT"]);
                 for entry in list {
@@ -43,7 +41,7 @@ pub async fn run(client: &Client, out: Output, cmd: AuditCommand) -> Result<(), 
                 table.render_or("no entries")
             })
         }
-        AuditCommand::Export { ws } => {
+        AuditCommand::Export { log } => {
             // Page the list back to entry 1 (the export route answers JSON lines, which the
             // client does not read), then print oldest first, one entry per line.
             let mut entries: Vec<serde_json::Value> = Vec::new();
@@ -57,7 +55,7 @@ pub async fn run(client: &Client, out: Output, cmd: AuditCommand) -> Result<(), 
                     query.push(("before", before.as_str()));
                 }
                 let page: Vec<serde_json::Value> = client
-                    .get_with_query(&["workspaces", &ws, "audit"], &query)
+                    .get_with_query(&log.path(&[]), &query)
                     .await?
                     .parse()?;
                 if page.is_empty() {
@@ -70,8 +68,8 @@ pub async fn run(client: &Client, out: Output, cmd: AuditCommand) -> Result<(), 
             }
             Ok(())
         }
-        AuditCommand::Verify { ws } => {
-            let reply = client.get(&["workspaces", &ws, "audit", "verify"]).await?;
+        AuditCommand::Verify { log } => {
+            let reply = client.get(&log.path(&["verify"])).await?;
             let found: AuditVerification = reply.parse()?;
             if out.is_json() {
                 print_json(&reply);
@@ -84,11 +82,31 @@ pub async fn run(client: &Client, out: Output, cmd: AuditCommand) -> Result<(), 
             match found.broken {
                 None => Ok(()),
                 Some(broken) => Err(CliError::AuditBroken {
-                    workspace: ws,
+                    log: log.name(),
                     seq: broken.seq,
                     message: broken.message,
                 }),
             }
+        }
+    }
+}
+
+impl AuditLog {
+    /// The API path of this log's route `rest` (`/audit…` or `/workspaces/WS/audit…`).
+    fn path<'a>(&'a self, rest: &[&'a str]) -> Vec<&'a str> {
+        let mut path = match &self.ws {
+            Some(ws) => vec!["workspaces", ws.as_str(), "audit"],
+            None => vec!["audit"],
+        };
+        path.extend_from_slice(rest);
+        path
+    }
+
+    /// The log, as an error message names it.
+    fn name(&self) -> String {
+        match &self.ws {
+            Some(ws) => format!("workspace `{ws}`"),
+            None => "the installation".to_owned(),
         }
     }
 }

@@ -201,6 +201,58 @@ impl App {
             Some(c) => Some(self.find_connection(workspace.id, c).await?.id.0),
             None => None,
         };
+        self.audit_page(chain_of(Some(workspace.id)), connection, query)
+            .await
+    }
+
+    /// A workspace's every entry, oldest first (for export), `VERIFY_PAGE` at a time.
+    pub async fn audit_export(&self, actor: &Actor, key: &str) -> AppResult<Vec<AuditEntryView>> {
+        let workspace = self.auditable(actor, key).await?;
+        self.audit_chain(chain_of(Some(workspace.id))).await
+    }
+
+    /// Walks a workspace's chain from its first entry and reports the first break.
+    pub async fn audit_verify(&self, actor: &Actor, key: &str) -> AppResult<AuditVerification> {
+        let workspace = self.auditable(actor, key).await?;
+        self.audit_walk(chain_of(Some(workspace.id))).await
+    }
+
+    /// The installation's own entries (connectors and other changes outside any workspace),
+    /// newest first: installation owners only. A connection filter needs a workspace.
+    pub async fn installation_audit_list(
+        &self,
+        actor: &Actor,
+        query: AuditQuery,
+    ) -> AppResult<Vec<AuditEntryView>> {
+        require_installation_auditor(actor)?;
+        if query.connection.is_some() {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                "connections belong to workspaces: filter a workspace's log by connection instead",
+            ));
+        }
+        self.audit_page(chain_of(None), None, query).await
+    }
+
+    /// The installation's every entry, oldest first: installation owners only.
+    pub async fn installation_audit_export(&self, actor: &Actor) -> AppResult<Vec<AuditEntryView>> {
+        require_installation_auditor(actor)?;
+        self.audit_chain(chain_of(None)).await
+    }
+
+    /// Walks the installation's chain: installation owners only.
+    pub async fn installation_audit_verify(&self, actor: &Actor) -> AppResult<AuditVerification> {
+        require_installation_auditor(actor)?;
+        self.audit_walk(chain_of(None)).await
+    }
+
+    /// One page of `chain`, newest first, filtered by `query` (and `connection`, resolved).
+    async fn audit_page(
+        &self,
+        chain: Uuid,
+        connection: Option<Uuid>,
+        query: AuditQuery,
+    ) -> AppResult<Vec<AuditEntryView>> {
         let limit = query
             .limit
             .unwrap_or(MAX_AUDIT_PAGE)
@@ -208,7 +260,7 @@ impl App {
         let rows = self
             .db
             .audit_list(
-                chain_of(Some(workspace.id)),
+                chain,
                 &AuditFilter {
                     connection,
                     actor: query.actor,
@@ -221,17 +273,14 @@ impl App {
         Ok(rows.iter().map(views::audit_entry).collect())
     }
 
-    /// Every entry of a workspace's log, oldest first (for export), `VERIFY_PAGE` at a time.
-    pub async fn audit_export(&self, actor: &Actor, key: &str) -> AppResult<Vec<AuditEntryView>> {
-        let workspace = self.auditable(actor, key).await?;
-        let rows = self.audit_rows(chain_of(Some(workspace.id))).await?;
+    /// Every entry of `chain`, oldest first.
+    async fn audit_chain(&self, chain: Uuid) -> AppResult<Vec<AuditEntryView>> {
+        let rows = self.audit_rows(chain).await?;
         Ok(rows.iter().map(views::audit_entry).collect())
     }
 
-    /// Walks a workspace's chain from its first entry and reports the first break.
-    pub async fn audit_verify(&self, actor: &Actor, key: &str) -> AppResult<AuditVerification> {
-        let workspace = self.auditable(actor, key).await?;
-        let chain = chain_of(Some(workspace.id));
+    /// The first break in `chain`, read up to the head as it was when the walk began.
+    async fn audit_walk(&self, chain: Uuid) -> AppResult<AuditVerification> {
         // The head first: entries appended while the chain is read only add to its end.
         let head = self.db.audit_head(chain).await?;
         let mut rows = self.audit_rows(chain).await?;
@@ -250,6 +299,18 @@ impl App {
                 return Ok(rows);
             }
         }
+    }
+}
+
+/// Refuses anyone but an installation owner the installation's log.
+fn require_installation_auditor(actor: &Actor) -> AppResult<()> {
+    if actor.user.is_owner {
+        Ok(())
+    } else {
+        Err(AppError::refused(
+            ErrorCode::Forbidden,
+            "only installation owners may read the installation's audit log",
+        ))
     }
 }
 

@@ -1,6 +1,7 @@
-//! Routes of a workspace's audit log: list (filtered, newest first), export (every entry,
-//! oldest first, as JSON lines) and verify (walk the hash chain). For workspace admins and
-//! installation owners (`App::audit_list`).
+//! Routes of the audit logs: list (filtered, newest first), export (every entry, oldest
+//! first, as JSON lines) and verify (walk the hash chain). A workspace's log is for its admins
+//! and installation owners (`App::audit_list`); the installation's own (connectors and other
+//! changes outside any workspace) for installation owners (`App::installation_audit_list`).
 
 use super::AppState;
 use super::error::ApiError;
@@ -22,6 +23,9 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/workspaces/{ws}/audit", get(audit_list))
         .route("/workspaces/{ws}/audit/export", get(audit_export))
         .route("/workspaces/{ws}/audit/verify", get(audit_verify))
+        .route("/audit", get(installation_audit_list))
+        .route("/audit/export", get(installation_audit_export))
+        .route("/audit/verify", get(installation_audit_verify))
 }
 
 /// `?connection=&actor=&since=&before=&limit=`.
@@ -40,6 +44,21 @@ async fn audit_list(
     Path(ws): Path<String>,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Vec<AuditEntryView>>, ApiError> {
+    let query = audit_query(query)?;
+    Ok(Json(s.app.audit_list(&actor, &ws, query).await?))
+}
+
+async fn installation_audit_list(
+    State(s): State<AppState>,
+    actor: Actor,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Vec<AuditEntryView>>, ApiError> {
+    let query = audit_query(query)?;
+    Ok(Json(s.app.installation_audit_list(&actor, query).await?))
+}
+
+/// The list filters, or an error that names them.
+fn audit_query(query: Result<Query<ListQuery>, QueryRejection>) -> Result<AuditQuery, ApiError> {
     let Query(q) = query.map_err(|e| {
         ApiError(AppError::refused(
             ErrorCode::InvalidRequest,
@@ -48,14 +67,13 @@ async fn audit_list(
             ),
         ))
     })?;
-    let query = AuditQuery {
+    Ok(AuditQuery {
         connection: q.connection,
         actor: q.actor,
         since: q.since,
         before: q.before,
         limit: q.limit,
-    };
-    Ok(Json(s.app.audit_list(&actor, &ws, query).await?))
+    })
 }
 
 /// Every entry, oldest first, one JSON object per line.
@@ -64,13 +82,25 @@ async fn audit_export(
     actor: Actor,
     Path(ws): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let entries = s.app.audit_export(&actor, &ws).await?;
+    Ok(json_lines(&s.app.audit_export(&actor, &ws).await?))
+}
+
+/// The installation's every entry, oldest first, one JSON object per line.
+async fn installation_audit_export(
+    State(s): State<AppState>,
+    actor: Actor,
+) -> Result<impl IntoResponse, ApiError> {
+    Ok(json_lines(&s.app.installation_audit_export(&actor).await?))
+}
+
+/// `entries` as JSON lines.
+fn json_lines(entries: &[AuditEntryView]) -> impl IntoResponse + use<> {
     let mut body = String::new();
-    for entry in &entries {
+    for entry in entries {
         body.push_str(&serde_json::to_string(entry).unwrap_or_default());
         body.push('\n');
     }
-    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body))
+    ([(header::CONTENT_TYPE, "application/x-ndjson")], body)
 }
 
 async fn audit_verify(
@@ -79,4 +109,11 @@ async fn audit_verify(
     Path(ws): Path<String>,
 ) -> Result<Json<AuditVerification>, ApiError> {
     Ok(Json(s.app.audit_verify(&actor, &ws).await?))
+}
+
+async fn installation_audit_verify(
+    State(s): State<AppState>,
+    actor: Actor,
+) -> Result<Json<AuditVerification>, ApiError> {
+    Ok(Json(s.app.installation_audit_verify(&actor).await?))
 }

@@ -254,6 +254,70 @@ async fn verify_names_the_entry_edited_removed_or_reordered(pool: PgPool) {
     assert_eq!(found["broken"]["seq"], count, "{found}");
 }
 
+/// The installation's own log holds what no workspace owns (connectors): its owner reads,
+/// exports and verifies it; a workspace admin who is not an owner may not.
+#[sqlx::test(migrations = "../../migrations")]
+async fn the_installation_log_is_the_owners_and_verifies_like_a_workspaces(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let owner = &server.owner;
+    let listed = owner.get("/api/v1/audit").await.ok();
+    let actions: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["connector.approved", "connector.created"],
+        "newest first, and only the installation's entries: {listed}"
+    );
+    assert_eq!(listed[1]["object"]["name"], "fixture-acme", "{listed}");
+    assert_eq!(listed[1]["workspace"], Value::Null, "{listed}");
+    let exported = owner.get("/api/v1/audit/export").await.ok();
+    let lines: Vec<Value> = exported
+        .as_str()
+        .expect("JSON lines")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{exported}");
+    assert_eq!(
+        lines[0]["action"], "connector.created",
+        "oldest first: {exported}"
+    );
+    let intact = owner.get("/api/v1/audit/verify").await.ok();
+    assert_eq!(intact["entries"], 2, "{intact}");
+    assert_eq!(intact["broken"], Value::Null, "{intact}");
+
+    owner
+        .get("/api/v1/audit?connection=fixture")
+        .await
+        .refused(400, "invalid_request");
+    let ada = server.user("ada").await;
+    owner
+        .post(
+            "/api/v1/workspaces/acme/members",
+            json!({"user": "ada", "role": "admin"}),
+        )
+        .await
+        .ok();
+    ada.get("/api/v1/workspaces/acme/audit").await.ok();
+    let message = ada.get("/api/v1/audit").await.refused(403, "forbidden");
+    assert!(message.contains("installation owners"), "{message}");
+
+    tamper(
+        &pool,
+        &["UPDATE audit_log SET object_name = 'other' WHERE chain = $1 AND seq = 1"],
+        Uuid::nil(),
+    )
+    .await;
+    let found = owner.get("/api/v1/audit/verify").await.ok();
+    assert_eq!(found["broken"]["kind"], "edited", "{found}");
+    assert_eq!(found["broken"]["seq"], 1, "{found}");
+}
+
 #[sqlx::test(migrations = "../../migrations")]
 async fn calls_submitted_and_ended_are_logged_once_by_the_sweeper(pool: PgPool) {
     let server = TestServer::start_with(pool.clone(), |config| {

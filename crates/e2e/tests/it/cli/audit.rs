@@ -32,6 +32,21 @@ async fn an_admin_lists_exports_and_verifies_the_audit_log(_: PgPoolOptions, db:
     );
     let intact = alice.run(&["audit", "verify", "demo"]).success().stdout;
     assert!(intact.starts_with("intact"), "{intact}");
+    // The connectors live in the installation's own log, which its owner reads the same way.
+    let installation = alice
+        .run(&["audit", "list", "--installation"])
+        .success()
+        .stdout;
+    assert!(installation.contains("connector.created"), "{installation}");
+    assert!(
+        !installation.contains("connection.created"),
+        "{installation}"
+    );
+    let intact = alice
+        .run(&["audit", "verify", "--installation"])
+        .success()
+        .stdout;
+    assert!(intact.starts_with("intact"), "{intact}");
 
     let pool = PgPoolOptions::new().connect_with(db).await.unwrap();
     let mut tx = pool.begin().await.unwrap();

@@ -118,6 +118,10 @@ fn matrix() -> Vec<Row> {
     GET  "/api/v1/workspaces/{ws}/audit"                             => 401  404  403  200  403  403  403  200  401  401  401;
     GET  "/api/v1/workspaces/{ws}/audit/export"                      => 401  404  403  200  403  403  403  200  401  401  401;
     GET  "/api/v1/workspaces/{ws}/audit/verify"                      => 401  404  403  200  403  403  403  200  401  401  401;
+    // The installation's own log (connectors, changes outside any workspace): owners only.
+    GET  "/api/v1/audit"                                             => 401  403  403  403  403  403  403  200  401  401  401;
+    GET  "/api/v1/audit/export"                                      => 401  403  403  403  403  403  403  200  401  401  401;
+    GET  "/api/v1/audit/verify"                                      => 401  403  403  403  403  403  403  200  401  401  401;
     // Connectors: installation-wide; the owner manages them.
     GET  "/api/v1/connectors"                                        => 401  200  200  200  200  200  200  200  401  401  401;
     POST "/api/v1/connectors" json({"name": "new-{me}", "transport": "stdio", "command": "/bin/true", "args": []})
