@@ -180,7 +180,7 @@ pub enum AuditCommand {
         #[command(flatten)]
         log: AuditLog,
         /// Only entries about this connection (name or id).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "installation")]
         connection: Option<String>,
         /// Only entries by this actor (a user's or device's name or id).
         #[arg(long)]

@@ -291,6 +291,10 @@ pub struct ApprovalView {
     pub decided_at: Option<DateTime<Utc>>,
     /// The decliner's reason.
     pub reason: Option<String>,
+    /// Whether the reader may answer it now: it is pending, they hold Approve on the call's
+    /// profile, and they did not ask it.
+    #[serde(default)]
+    pub may_answer: bool,
 }
 
 /// `GET /api/v1/workspaces/{ws}/approvals`: questions the caller may answer or read, pending

@@ -1004,6 +1004,7 @@ fn approval_view() -> ApprovalView {
         decided_by_name: Some("bob".into()),
         decided_at: Some(at("2026-03-02T10:05:00.000001Z")),
         reason: Some("not on a Friday".into()),
+        may_answer: false,
     }
 }
 

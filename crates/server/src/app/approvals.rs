@@ -34,7 +34,10 @@ impl App {
             .approval_list(membership.workspace.id, actor.user.id, LIST_LIMIT)
             .await?;
         Ok(ApprovalList {
-            approvals: rows.iter().map(views::approval).collect(),
+            approvals: rows
+                .iter()
+                .map(|row| views::approval(row, actor.user.id))
+                .collect(),
         })
     }
 
@@ -49,7 +52,7 @@ impl App {
         let row = self
             .readable_approval(actor, membership.workspace.id, call)
             .await?;
-        Ok(views::approval(&row))
+        Ok(views::approval(&row, actor.user.id))
     }
 
     /// Approves the call a question is about: it is queued and runs once, as any other.
@@ -124,7 +127,7 @@ impl App {
                 .after(json!({"approved": approve, "reason": reason})),
         )
         .await;
-        Ok(views::approval(&row))
+        Ok(views::approval(&row, actor.user.id))
     }
 
     /// The question about `call`, if the actor may read it; else `approval_not_found`, so that

@@ -203,8 +203,10 @@ impl App {
     }
 
     /// Classifies a tool of a connection (the installation owner and workspace admins only):
-    /// records the two mandatory fields, clears the review flag, and answers the tool. A tool
-    /// in any state can be classified (an unavailable tool keeps it for when it is back).
+    /// records the two mandatory fields, clears the review flag, and answers the tool. An
+    /// unavailable tool can be classified (it keeps it for when it is back); a retired
+    /// connection's cannot (`connection_retired`: restoring it asks for each classification
+    /// again).
     pub async fn tool_classify(
         &self,
         actor: &Actor,
@@ -215,7 +217,13 @@ impl App {
     ) -> AppResult<ToolView> {
         let membership = self.integrations_membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
-        let row = self
+        if connection.retired_at.is_some() {
+            return Err(super::retire::refused_retired(
+                ErrorCode::ConnectionRetired,
+                &connection.name,
+            ));
+        }
+        let classified = self
             .db
             .tool_classify(connection.id, tool, classification, actor.user.id)
             .await?
@@ -228,18 +236,16 @@ impl App {
                     ),
                 )
             })?;
-        self.audit(
-            Audit::by(actor, "tool.classified")
-                .workspace(membership.workspace.id)
-                .connection(connection.id)
-                .object("tool", None, tool)
-                .after(serde_json::json!({
-                    "side_effect": classification.side_effect,
-                    "risk": classification.risk,
-                })),
-        )
-        .await;
-        Ok(views::tool(&row))
+        let mut entry = Audit::by(actor, "tool.classified")
+            .workspace(membership.workspace.id)
+            .connection(connection.id)
+            .object("tool", None, tool)
+            .after(serde_json::json!(classification));
+        if let Some(was) = classified.was() {
+            entry = entry.before(serde_json::json!(was));
+        }
+        self.audit(entry).await;
+        Ok(views::tool(&classified.tool))
     }
 
     pub(crate) async fn find_connection(

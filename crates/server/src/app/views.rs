@@ -7,6 +7,7 @@ use crate::db::{
 };
 use chrono::{DateTime, Utc};
 use switchyard_protocol::api::*;
+use switchyard_protocol::approval::ApprovalState;
 use switchyard_protocol::{CallState, UserId, WorkspaceId};
 
 /// When and by whom an object was retired, if it is.
@@ -377,8 +378,10 @@ pub(crate) fn audit_entry(row: &crate::db::AuditRow) -> AuditEntryView {
     }
 }
 
+/// A question as `reader` sees it: whether they may answer it is theirs.
 pub(crate) fn approval(
     row: &crate::db::ApprovalRow,
+    reader: UserId,
 ) -> switchyard_protocol::approval::ApprovalView {
     use std::fmt::Write;
     let mut payload_digest = String::with_capacity(row.payload_digest.len() * 2);
@@ -409,6 +412,9 @@ pub(crate) fn approval(
         decided_by_name: row.decided_by_name.clone(),
         decided_at: row.decided_at,
         reason: row.reason.clone(),
+        may_answer: row.state == ApprovalState::Pending
+            && row.reader_may_approve
+            && row.asked_by != reader,
     }
 }
 

@@ -82,6 +82,28 @@ macro_rules! tool_columns {
     };
 }
 
+/// A tool just classified ([`Datastore::tool_classify`]), with what it was before.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct Reclassified {
+    /// The tool now.
+    #[sqlx(flatten)]
+    pub tool: ToolRow,
+    /// Its side effect before (`None`: it was unclassified).
+    pub was_side_effect: Option<bool>,
+    /// Its risk before.
+    pub was_risk: Option<Risk>,
+}
+
+impl Reclassified {
+    /// The classification it replaced, if it had one.
+    pub fn was(&self) -> Option<ToolClassification> {
+        Some(ToolClassification {
+            side_effect: self.was_side_effect?,
+            risk: self.was_risk?,
+        })
+    }
+}
+
 /// What a discovery changed in a catalog ([`Datastore::tool_catalog_reconcile`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CatalogChanges {
@@ -243,20 +265,25 @@ impl Datastore {
     }
 
     /// Classifies a tool of a connection for `by`, clearing its review flag. Only a tool in
-    /// the catalog can be: returns the row, or `None` when the connection has no such tool.
+    /// the catalog can be: returns the row with the classification it replaced, or `None` when
+    /// the connection has no such tool.
     pub async fn tool_classify(
         &self,
         connection: ConnectionId,
         name: &str,
         classification: ToolClassification,
         by: UserId,
-    ) -> Result<Option<ToolRow>, sqlx::Error> {
-        sqlx::query_as(concat!(
-            "UPDATE tools SET side_effect = $3, risk = $4, classified_by = $5, classified_at = now(),
-                 needs_review = false
-             WHERE connection_id = $1 AND name = $2 RETURNING ",
-            tool_columns!()
-        ))
+    ) -> Result<Option<Reclassified>, sqlx::Error> {
+        sqlx::query_as(
+            "UPDATE tools t SET side_effect = $3, risk = $4, classified_by = $5,
+                 classified_at = now(), needs_review = false
+             FROM tools was
+             WHERE t.connection_id = $1 AND t.name = $2
+               AND was.connection_id = t.connection_id AND was.name = t.name
+             RETURNING t.name, t.description, t.input_schema, t.annotations, t.available,
+                 t.discovered_at, t.retired_at IS NOT NULL AS retired, t.side_effect, t.risk,
+                 t.needs_review, was.side_effect AS was_side_effect, was.risk AS was_risk",
+        )
         .bind(connection)
         .bind(name)
         .bind(classification.side_effect)

@@ -46,7 +46,7 @@ pub use calls::{
     HandedRow, LeasedRow, LookedUpCall, NewCall, PageFrom, SettledCall, StoredCompletion,
 };
 pub use committed::{Committed, Wakeup};
-pub use connections::{CatalogChanges, ConnectionRow, ToolRow};
+pub use connections::{CatalogChanges, ConnectionRow, Reclassified, ToolRow};
 pub use connectors::ConnectorRow;
 pub use devices::DeviceRow;
 pub use events::{EVENTS_KEPT, EventRow};

@@ -18,10 +18,8 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use futures::Stream;
-use std::collections::HashSet;
 use std::convert::Infallible;
 use switchyard_protocol::ErrorCode;
-use switchyard_protocol::ProfileId;
 use switchyard_protocol::approval::{ApprovalState, ApprovalView, DecideApproval};
 
 /// A question as the page shows it.
@@ -38,15 +36,17 @@ struct Question {
     expires: Option<String>,
     /// The exact arguments, pretty-printed; none once inputs have expired.
     arguments: Option<String>,
-    /// The viewer holds Approve on the call's profile: they get the buttons (the app still
-    /// decides, e.g. refusing their own call).
+    /// The viewer may answer it (the app says: Approve on the profile, and not their own
+    /// call): they get the buttons; the app still decides the answer.
     may_answer: bool,
     /// The viewer asked it.
     mine: bool,
+    /// The decline reason typed before an answer the app refused, to type it no second time.
+    reason: String,
 }
 
 impl Question {
-    fn new(view: &ApprovalView, actor: &Actor, approvers_of: &HashSet<ProfileId>) -> Self {
+    fn new(view: &ApprovalView, actor: &Actor) -> Self {
         Question {
             id: view.call_id.to_string(),
             tool: view.tool_name.clone(),
@@ -62,8 +62,9 @@ impl Question {
                 .arguments
                 .as_ref()
                 .map(|a| serde_json::to_string_pretty(a).unwrap_or_default()),
-            may_answer: approvers_of.contains(&view.profile_id),
+            may_answer: view.may_answer,
             mine: view.asked_by == actor.user.id,
+            reason: String::new(),
         }
     }
 }
@@ -88,32 +89,29 @@ struct ApprovalsPage {
     error: Option<String>,
 }
 
+/// A refused answer's input, put back in its card: the call id and the reason typed.
+type Typed<'a> = Option<(&'a str, &'a str)>;
+
 /// The questions waiting for a person that the actor may read, newest first, as cards with
-/// their call ids.
+/// their call ids (`typed`: a reason to put back in its card).
 async fn waiting(
     s: &WebState,
     actor: &Actor,
     ws: &str,
     csrf: &str,
+    typed: Typed<'_>,
 ) -> WebResult<Vec<(String, String)>> {
     let list = s.app.approval_list(actor, ws).await?;
-    let approvers_of: HashSet<ProfileId> = s
-        .app
-        .profile_list(actor, ws)
-        .await?
-        .into_iter()
-        .filter(|p| {
-            p.grants
-                .iter()
-                .any(|g| g.user_id == actor.user.id && g.approve)
-        })
-        .map(|p| p.id)
-        .collect();
     list.approvals
         .iter()
         .filter(|a| a.state == ApprovalState::Pending)
         .map(|a| -> WebResult<(String, String)> {
-            let q = Question::new(a, actor, &approvers_of);
+            let mut q = Question::new(a, actor);
+            if let Some((call, reason)) = typed
+                && call == q.id
+            {
+                reason.clone_into(&mut q.reason);
+            }
             let card = QuestionCard { q: &q, ws, csrf }.render()?;
             Ok((q.id, card))
         })
@@ -125,11 +123,13 @@ async fn render_page(
     signed_in: &SignedIn,
     ws: &str,
     notice: Option<&str>,
-    error: Option<String>,
+    error: Option<(String, Typed<'_>)>,
 ) -> WebResult<Html<String>> {
     let actor = &signed_in.session.actor;
     let workspace = s.app.workspace_get(actor, ws).await?;
-    let cards = waiting(s, actor, &workspace.name, &signed_in.session.csrf_token).await?;
+    let (error, typed) = error.map_or((None, None), |(message, typed)| (Some(message), typed));
+    let csrf = &signed_in.session.csrf_token;
+    let cards = waiting(s, actor, &workspace.name, csrf, typed).await?;
     html(&ApprovalsPage {
         chrome: Chrome::in_workspace(signed_in, &workspace.name, "approvals").with_notice(notice),
         ws: workspace.name,
@@ -178,7 +178,7 @@ async fn next_event(mut watch: Watch) -> Option<(Result<Event, Infallible>, Watc
                 .await
                 .ok()?;
         }
-        let cards = match waiting(&watch.s, &watch.actor, &watch.ws, &watch.csrf).await {
+        let cards = match waiting(&watch.s, &watch.actor, &watch.ws, &watch.csrf, None).await {
             Ok(cards) => cards,
             Err(WebError(AppError::Refused { .. })) => return None,
             Err(WebError(e)) => {
@@ -213,7 +213,7 @@ pub(super) async fn events(
     let slot = s.streams.take(&signed_in.session_id).ok_or_else(|| {
         AppError::refused(
             ErrorCode::TooManyStreams,
-            "this session has as many live views open as it may; close one and reload",
+            "this session has as many live views (calls, approvals) open as it may; close one and reload",
         )
     })?;
     let actor = signed_in.session.actor.clone();
@@ -270,17 +270,17 @@ async fn answer(
             } else {
                 "approval-declined"
             };
-            let workspace = s.app.workspace_get(actor, &ws).await?;
             Ok(Redirect::to(&format!(
                 "/workspaces/{}/approvals?notice={notice}",
-                super::page::encode_segment(&workspace.name)
+                super::page::encode_segment(&ws)
             ))
             .into_response())
         }
         Err(AppError::Refused { code, message }) => {
             let status =
                 StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-            let page = render_page(&s, signed_in, &ws, None, Some(message)).await?;
+            let typed = Some((call.as_str(), protected.form.reason.as_str()));
+            let page = render_page(&s, signed_in, &ws, None, Some((message, typed))).await?;
             Ok((status, page).into_response())
         }
         Err(e) => Err(WebError(e)),

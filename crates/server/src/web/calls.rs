@@ -340,7 +340,7 @@ pub(super) async fn events(
     let slot = s.streams.take(&signed_in.session_id).ok_or_else(|| {
         AppError::refused(
             ErrorCode::TooManyStreams,
-            "this session has as many live call views open as it may; close one and reload",
+            "this session has as many live views (calls, approvals) open as it may; close one and reload",
         )
     })?;
     let actor = signed_in.session.actor.clone();

@@ -1,5 +1,6 @@
-//! The call inspector's open event streams, counted per web session and capped: each holds a
-//! waiting read of its call, so one session cannot open them without bound.
+//! The inspector's open event streams (a call's, the Approvals page's), counted per web
+//! session and capped: each holds a waiting read, so one session cannot open them without
+//! bound.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -243,3 +243,56 @@ async fn a_classification_needs_both_fields_an_admin_and_a_tool_in_the_catalog(p
         .await
         .refused(404, "tool_not_found");
 }
+
+/// A reclassification's audit entry says what it replaced; a retired connection's tools cannot
+/// be classified (restoring it asks for each classification again).
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_reclassification_is_audited_with_what_it_replaced_and_retired_tools_refuse(
+    pool: PgPool,
+) {
+    let server = TestServer::start(pool).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let owner = &server.owner;
+    owner
+        .classify(
+            "acme",
+            "fixture",
+            "echo",
+            json!({"side_effect": true, "risk": "high"}),
+        )
+        .await
+        .ok();
+    let entries = owner
+        .get("/api/v1/workspaces/acme/audit?connection=fixture")
+        .await
+        .ok();
+    let newest = &entries[0];
+    assert_eq!(newest["action"], "tool.classified", "{entries}");
+    assert_eq!(newest["object"]["name"], "echo", "{newest}");
+    assert_eq!(
+        newest["after"],
+        json!({"side_effect": true, "risk": "high"}),
+        "{newest}"
+    );
+    // setup_workspace classified it first, as the fixture's hints suggest.
+    assert!(newest["before"]["risk"].is_string(), "{newest}");
+    assert_ne!(newest["before"], newest["after"], "{newest}");
+
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections/fixture/retire",
+            json!({}),
+        )
+        .await
+        .ok();
+    let message = owner
+        .classify(
+            "acme",
+            "fixture",
+            "echo",
+            json!({"side_effect": false, "risk": "low"}),
+        )
+        .await
+        .refused(409, "connection_retired");
+    assert!(message.contains("restore"), "{message}");
+}

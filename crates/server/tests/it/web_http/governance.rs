@@ -293,14 +293,44 @@ async fn approvers_answer_on_the_approvals_page_and_the_app_decides(pool: PgPool
         "{}",
         refused.body
     );
-    // The owner holds Approve but asked: the app's refusal is shown on the page.
+    // Carol, a member with no grant on the profile, sees neither the question nor its arguments.
+    let carol = member(&server, "carol").await;
+    let mut carol_web = WebClient::new(&server);
+    carol_web.sign_in(carol.token()).await;
+    let unseen = carol_web.get("/workspaces/acme/approvals").await;
+    assert_eq!(unseen.status, StatusCode::OK);
+    assert!(
+        !unseen.body.contains(&id) && !unseen.body.contains("held"),
+        "{}",
+        unseen.body
+    );
+    // The owner holds Approve but asked: no buttons, a note, and the app's refusal of a
+    // forged answer is shown on the page with the reason they typed kept.
     let mut owner_web = WebClient::new(&server);
     let owner_csrf = owner_web.sign_in(server.owner.token()).await;
+    let own = owner_web.get("/workspaces/acme/approvals").await;
+    assert!(own.body.contains(&format!("data-approval=\"{id}\"")));
+    assert!(!own.body.contains("data-approve"), "{}", own.body);
+    assert!(own.body.contains("You asked this"), "{}", own.body);
     let refused = owner_web.post(&approve, &[("csrf", &owner_csrf)]).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
     assert!(
         refused.body.contains("you submitted this call"),
         "{}",
+        refused.body
+    );
+    // A reason the app refuses (too long) comes back in its card, to shorten, not retype.
+    let long = "freeze ".repeat(300);
+    let refused = web
+        .post(
+            &format!("/workspaces/acme/approvals/{id}/decline"),
+            &[("csrf", &csrf), ("reason", &long)],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(
+        refused.body.contains(&format!(r#"value="{long}""#)),
+        "the typed reason is kept: {}",
         refused.body
     );
     assert_eq!(call_state(&server, &id).await, "awaiting_approval");
