@@ -1,6 +1,7 @@
 //! The endpoint guard through the API: HTTP connectors pointing at addresses the installation
 //! does not let its runner reach are refused before anything is stored, the allow-list admits
-//! what it names, and a redirect into a blocked range is not followed.
+//! what it names, a redirect into a blocked range is not followed, and the central runner
+//! judges the endpoint again when it connects for a call.
 
 use crate::harness::*;
 use reqwest::Method;
@@ -8,6 +9,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 use switchyard_mcp_runner::endpoints::{AllowList, EndpointGuard};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -196,4 +198,111 @@ async fn a_redirect_into_a_blocked_range_is_not_followed(pool: PgPool) {
         0,
         "the blocked target was reached"
     );
+}
+
+/// The guard judges the endpoint again each time the central runner connects: a connector
+/// admitted under one allow-list is refused by a server started without it, and its call ends
+/// `failed` with `endpoint_blocked`, the MCP server never reached.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_central_call_is_refused_when_its_endpoint_is_no_longer_allowed(pool: PgPool) {
+    let scratch = scratch_dir("endpoint-at-call");
+    let counter = scratch.path("count");
+    let mut fixture = std::process::Command::new(fixture_bin())
+        .args(["http", "--listen", "127.0.0.1:0", "--count-file", &counter])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = read_announcement(&mut fixture, "listening on");
+    let _fixture = ChildGuard(fixture);
+
+    let first = guarded(pool, &["127.0.0.1/32"]).await;
+    let owner = &first.owner;
+    owner
+        .post("/api/v1/workspaces", json!({"name": "acme"}))
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "remote", "transport": "http", "url": url}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "fixture", "connector": "remote"}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections/fixture/discover",
+            json!({}),
+        )
+        .await
+        .ok();
+    owner.classify_all("acme", "fixture").await;
+    owner
+        .post(
+            "/api/v1/workspaces/acme/profiles",
+            json!({"name": "main", "connections": ["fixture"]}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/main/grants",
+            json!({"user": "owner", "use": true}),
+        )
+        .await
+        .ok();
+    let call = owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            call_body("count", json!({"label": "allowed"})),
+        )
+        .await
+        .ok();
+    let done = owner
+        .wait_call(
+            "acme",
+            call["id"].as_str().unwrap(),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(count_lines(&counter), 1);
+
+    // The same installation restarted with an allow-list that no longer names the address.
+    let second = TestServer::replica_with(&first, |config| {
+        config.app.endpoints = EndpointGuard::public(AllowList::parse([]).unwrap());
+    })
+    .await;
+    first.stop().await;
+    let owner = &second.owner;
+    let call = owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            call_body("count", json!({"label": "blocked"})),
+        )
+        .await
+        .ok();
+    let done = owner
+        .wait_call(
+            "acme",
+            call["id"].as_str().unwrap(),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(done["state"], "failed", "{done}");
+    assert_eq!(done["error"]["code"], "endpoint_blocked", "{done}");
+    assert!(
+        done["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("127.0.0.1")),
+        "{done}"
+    );
+    assert_eq!(count_lines(&counter), 1, "the MCP server was reached");
 }
