@@ -574,7 +574,7 @@ fn decide(
             payload_digest,
         });
     }
-    check_runnable(
+    let classification = check_runnable(
         profile,
         connection,
         (found.profile_has_connection, found.tool_granted),
@@ -611,7 +611,11 @@ fn decide(
     };
     let policy = found.approval_policy.unwrap_or_default();
     let destructive = marks_destructive(connection.tool_annotations.as_ref());
-    match approval::decide(approval_floor(connection), destructive, policy) {
+    let floor = Floor::of(
+        classification.side_effect,
+        classification.risk == Risk::High,
+    );
+    match approval::decide(floor, destructive, policy) {
         approval::Decision::Run => Ok(Decision::New(call)),
         approval::Decision::Ask(why) => Ok(Decision::Held { call, why, policy }),
         approval::Decision::Refuse => Err(AppError::refused(
@@ -621,16 +625,6 @@ fn decide(
                 req.tool_name, profile.name, connection.name
             ),
         )),
-    }
-}
-
-/// The floor a tool's classification sets for the approval decision. `check_runnable` let
-/// through only classified tools, but for a device connection without a catalog, whose tool
-/// counts as side-effecting and not high risk (the default policy runs it).
-fn approval_floor(connection: &SubmitConnection) -> Floor {
-    match connection.tool.and_then(|tool| tool.classification) {
-        Some(c) => Floor::of(c.side_effect, c.risk == Risk::High),
-        None => Floor::AutoApproved,
     }
 }
 
@@ -666,15 +660,16 @@ fn check_quotas(found: &SubmitContext, quotas: CallQuotas) -> AppResult<()> {
 /// the profile does not include or a tool it does not grant (`granted`: whether the profile
 /// includes the connection, and grants the tool), a connector not approved, a runner that is
 /// gone, a device placement its owner has not accepted for the current spec, or a tool the
-/// connection does not offer (`tool_not_found`), no longer offers (`tool_unavailable`) or
-/// offers unclassified (`tool_unclassified`).
+/// connection does not offer (`tool_not_found`, on every placement: a device's catalog is
+/// discovered by its runner), no longer offers (`tool_unavailable`) or offers unclassified
+/// (`tool_unclassified`). A call that can run: its tool's classification.
 fn check_runnable(
     profile: &ProfileRow,
     connection: &SubmitConnection,
     granted: (bool, bool),
     environment: EnvironmentId,
     tool_name: &str,
-) -> AppResult<()> {
+) -> AppResult<ToolClassification> {
     let (profile_has_connection, tool_granted) = granted;
     let retired = [
         (
@@ -734,15 +729,10 @@ fn check_runnable(
     }
     super::placements::require_consent(connection)?;
     let Some(tool) = connection.tool else {
-        // The server cannot discover a device's connections (their servers run there), so
-        // their catalog is empty and the device's MCP server judges the tool name.
-        if !connection.runner_ref.is_central() {
-            return Ok(());
-        }
         return Err(AppError::refused(
             ErrorCode::ToolNotFound,
             format!(
-                "connection `{}` has no discovered tool `{tool_name}`; run `switchyard connection discover` to refresh the catalog",
+                "connection `{}` has no discovered tool `{tool_name}`; nothing was queued. Run `switchyard connection discover` to refresh the catalog (a device connection is discovered by its device's runner)",
                 connection.name
             ),
         ));
@@ -756,16 +746,15 @@ fn check_runnable(
             ),
         ));
     }
-    if tool.classification.is_none() {
-        return Err(AppError::refused(
+    tool.classification.ok_or_else(|| {
+        AppError::refused(
             ErrorCode::ToolUnclassified,
             format!(
                 "tool `{tool_name}` of connection `{}` is not classified yet, so it cannot be called; nothing was queued. A workspace admin classifies it: `switchyard tool classify WS {} {tool_name} --risk low|medium|high --side-effect|--read-only`",
                 connection.name, connection.name
             ),
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 /// A replayed request_id: the same payload answers the stored call; another payload is a

@@ -256,7 +256,8 @@ impl App {
     }
 
     /// Refuses a set of tools that is empty, repeats a name, or names a tool the connection's
-    /// catalog does not list (a connection with no catalog yet, as a device's, takes names).
+    /// catalog does not list, whatever its placement (a device's catalog is discovered by its
+    /// runner; one not discovered yet lists nothing).
     async fn check_tool_set(
         &self,
         connection: switchyard_protocol::ConnectionId,
@@ -273,9 +274,6 @@ impl App {
             return Err(invalid(format!("`tools` names `{repeated}` twice")));
         }
         let catalog = self.db.tool_list(connection).await?;
-        if catalog.is_empty() {
-            return Ok(());
-        }
         match tools
             .iter()
             .find(|tool| !catalog.iter().any(|t| &t.name == *tool))
@@ -283,7 +281,7 @@ impl App {
             Some(unknown) => Err(AppError::refused(
                 ErrorCode::ToolNotFound,
                 format!(
-                    "the connection's catalog has no tool `{unknown}`; `switchyard connection tools` lists them"
+                    "the connection's catalog has no tool `{unknown}`; nothing was changed. `switchyard connection tools` lists the catalog, `switchyard connection discover` refreshes it"
                 ),
             )),
             None => Ok(()),

@@ -34,8 +34,8 @@ const LOOKUP_TIMEOUT_SECONDS: i32 = 60;
 
 impl App {
     /// Approves a connection's receipt policy: a workspace admin who holds Manage on every
-    /// profile that includes the connection (the calls it settles are theirs). On a central
-    /// connection the tool must be in the discovered catalog.
+    /// profile that includes the connection (the calls it settles are theirs). The tool must
+    /// be in the discovered catalog, whatever the connection's placement.
     pub async fn receipt_policy_set(
         &self,
         actor: &Actor,
@@ -63,18 +63,16 @@ impl App {
             ));
         }
         validate_template(&req.arguments)?;
-        if connection.runner_ref.is_central() {
-            match self.db.tool_find(connection.id, &req.tool).await? {
-                Some(tool) if tool.available => {}
-                _ => {
-                    return Err(AppError::refused(
-                        ErrorCode::ToolNotFound,
-                        format!(
-                            "connection `{}` offers no discovered tool `{}`",
-                            connection.name, req.tool
-                        ),
-                    ));
-                }
+        match self.db.tool_find(connection.id, &req.tool).await? {
+            Some(tool) if tool.available => {}
+            _ => {
+                return Err(AppError::refused(
+                    ErrorCode::ToolNotFound,
+                    format!(
+                        "connection `{}` offers no discovered tool `{}`; nothing was changed. `switchyard connection discover` refreshes its catalog (a device connection's, through its device's runner)",
+                        connection.name, req.tool
+                    ),
+                ));
             }
         }
         let row = self

@@ -20,52 +20,6 @@ async fn discover(server: &TestServer, wait_ms: u64) -> Answer {
         .await
 }
 
-/// A tool as `tools/list` describes it.
-fn tool(name: &str) -> Value {
-    json!({"name": name, "description": format!("the {name} tool"), "inputSchema": {"type": "object"}})
-}
-
-/// Leases the one queued work item of the device under `epoch`, starts it, and uploads `tools`
-/// as its `tools/list` answer; returns the leased item.
-async fn run_discovery(device: &Device, epoch: i64, tools: &[&str]) -> Value {
-    let leased = device
-        .client
-        .post(
-            "/api/v1/runner/lease",
-            json!({"epoch": epoch, "max": 8, "wait_ms": 20_000}),
-        )
-        .await
-        .ok();
-    let calls = leased["calls"].as_array().unwrap();
-    assert_eq!(calls.len(), 1, "{leased}");
-    let item = calls[0].clone();
-    let call = item["call_id"].as_str().unwrap();
-    let started = device
-        .client
-        .post(
-            &format!("/api/v1/runner/calls/{call}/start"),
-            json!({"epoch": epoch}),
-        )
-        .await
-        .ok();
-    assert_eq!(started["decision"], "proceed");
-    let tools: Vec<Value> = tools.iter().map(|name| tool(name)).collect();
-    let answer = device
-        .client
-        .post(
-            &format!("/api/v1/runner/calls/{call}/complete"),
-            json!({
-                "receipt_id": Uuid::new_v4(),
-                "epoch": epoch,
-                "completion": {"outcome": "succeeded", "result": {"tools": tools}},
-            }),
-        )
-        .await
-        .ok();
-    assert_eq!(answer["status"], "recorded");
-    item
-}
-
 /// The catalog of `local`: (name, available) by name.
 async fn catalog(server: &TestServer) -> Vec<(String, bool)> {
     let tools = server
@@ -96,7 +50,7 @@ async fn discoveries(server: &TestServer) -> i64 {
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_device_discovery_is_leased_to_its_runner_and_fills_the_catalog(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &scratch_dir("discovery").path("count")).await;
+    let device = setup_device_placement(&server, &scratch_dir("discovery").path("count")).await;
 
     // No runner yet: the discovery stays queued, and the answer says what to do.
     let message = discover(&server, 0).await.refused(504, "discovery_pending");
@@ -138,7 +92,7 @@ async fn a_device_discovery_is_leased_to_its_runner_and_fills_the_catalog(pool: 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_tool_gone_from_a_device_rediscovery_becomes_unavailable(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &scratch_dir("vanished").path("count")).await;
+    let device = setup_device_placement(&server, &scratch_dir("vanished").path("count")).await;
     let epoch = acquire_lease(&device, Uuid::new_v4()).await;
 
     discover(&server, 0).await.refused(504, "discovery_pending");
@@ -163,7 +117,7 @@ async fn a_tool_gone_from_a_device_rediscovery_becomes_unavailable(pool: PgPool)
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_discovery_the_runner_already_finished_is_answered_with_the_catalog(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &scratch_dir("waited").path("count")).await;
+    let device = setup_device_placement(&server, &scratch_dir("waited").path("count")).await;
     let epoch = acquire_lease(&device, Uuid::new_v4()).await;
 
     // The request waits while the runner lists the tools, and answers the catalog.
@@ -184,7 +138,7 @@ async fn a_discovery_the_runner_already_finished_is_answered_with_the_catalog(po
 #[sqlx::test(migrations = "../../migrations")]
 async fn nothing_is_queued_to_discover_a_placement_its_owner_has_not_accepted(pool: PgPool) {
     let server = TestServer::start(pool).await;
-    let device = setup_device_connection(&server, &scratch_dir("unaccepted").path("count")).await;
+    let device = setup_device_placement(&server, &scratch_dir("unaccepted").path("count")).await;
     server
         .owner
         .post(
@@ -204,4 +158,67 @@ async fn nothing_is_queued_to_discover_a_placement_its_owner_has_not_accepted(po
         .refused(409, "placement_pending");
     assert!(message.contains("switchyard device accept"), "{message}");
     assert_eq!(discoveries(&server).await, 0);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_device_tool_its_runner_never_listed_is_refused_everywhere(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let device = setup_device_placement(&server, &scratch_dir("unlisted").path("count")).await;
+    let owner = &server.owner;
+    let set_tools = |tools: Value| {
+        owner.send(
+            reqwest::Method::PUT,
+            "/api/v1/workspaces/acme/profiles/dev/connections/local/tools",
+            Some(json!({ "tools": tools })),
+        )
+    };
+    let set_policy = |tool: &str| {
+        owner.send(
+            reqwest::Method::PUT,
+            "/api/v1/workspaces/acme/connections/local/receipt-policy",
+            Some(json!({"tool": tool, "arguments": {"request_id": "{{request_id}}"}})),
+        )
+    };
+    let submit = |tool: &str| {
+        owner.post(
+            "/api/v1/workspaces/acme/calls",
+            device_call_body(tool, json!({"label": "x"})),
+        )
+    };
+
+    // Never discovered: the catalog is empty, and no name is taken.
+    set_tools(json!(["count"]))
+        .await
+        .refused(404, "tool_not_found");
+    set_policy("lookup").await.refused(404, "tool_not_found");
+    let message = submit("count").await.refused(404, "tool_not_found");
+    assert!(message.contains("connection discover"), "{message}");
+    assert_eq!(calls_stored(&pool).await, 0, "nothing was queued");
+
+    // Discovered by its runner: what it listed is taken, nothing else.
+    discover(&server, 0).await.refused(504, "discovery_pending");
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
+    run_discovery(&device, epoch, &["count", "lookup"]).await;
+    set_tools(json!(["count", "echo"]))
+        .await
+        .refused(404, "tool_not_found");
+    set_policy("echo").await.refused(404, "tool_not_found");
+    submit("echo").await.refused(404, "tool_not_found");
+    let profile = set_tools(json!(["count"])).await.ok();
+    let local = owner
+        .get("/api/v1/workspaces/acme/connections/local")
+        .await
+        .ok();
+    assert_eq!(
+        profile["tools"][local["id"].as_str().unwrap()],
+        json!(["count"])
+    );
+    assert_eq!(set_policy("lookup").await.ok()["tool"], "lookup");
+    // Listed but not classified yet: still not callable.
+    submit("count").await.refused(409, "tool_unclassified");
+    assert_eq!(
+        calls_stored(&pool).await,
+        1,
+        "only the discovery was queued"
+    );
 }

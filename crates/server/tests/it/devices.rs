@@ -79,10 +79,116 @@ pub async fn pair_device(server: &TestServer, ws: &str, profile: &str) -> Device
     }
 }
 
-/// `setup_workspace`, a device bound to `main`, and connection `local` (the same fixture
-/// connector, counting into `counter`) placed on the device, in profile `dev` that the owner
-/// may use.
+/// The fixture's tools, as a device's runner lists them for a discovery.
+pub const FIXTURE_TOOLS: [&str; 14] = [
+    "append_count",
+    "big",
+    "count",
+    "count_then_crash",
+    "crash",
+    "cwd",
+    "echo",
+    "env",
+    "fail",
+    "lookup",
+    "noisy",
+    "noop",
+    "read_file",
+    "slow",
+];
+
+/// [`setup_device_placement`], then connection `local` discovered and classified
+/// ([`discover_classified`]), as an admin would before calls are made.
 pub async fn setup_device_connection(server: &TestServer, counter: &str) -> Device {
+    let device = setup_device_placement(server, counter).await;
+    discover_classified(server, &device, "local").await;
+    device
+}
+
+/// Has the owner discover connection `connection` of `acme`, placed on `device` and accepted,
+/// and the test act as the device's runner listing [`FIXTURE_TOOLS`], under a lease of its own
+/// that it releases after (so the test's runner takes the lease at once); then classifies
+/// every tool so that the default approval policy runs it.
+pub async fn discover_classified(server: &TestServer, device: &Device, connection: &str) {
+    let epoch = acquire_lease(device, uuid::Uuid::new_v4()).await;
+    discover_classified_under(server, device, connection, epoch).await;
+    device
+        .client
+        .post("/api/v1/runner/lease/release", json!({"epoch": epoch}))
+        .await
+        .ok();
+}
+
+/// [`discover_classified`], the test acting as the device's runner under its lease `epoch`.
+pub async fn discover_classified_under(
+    server: &TestServer,
+    device: &Device,
+    connection: &str,
+    epoch: i64,
+) {
+    server
+        .owner
+        .post(
+            &format!("/api/v1/workspaces/acme/connections/{connection}/discover?wait_ms=0"),
+            json!({}),
+        )
+        .await
+        .refused(504, "discovery_pending");
+    run_discovery(device, epoch, &FIXTURE_TOOLS).await;
+    server.owner.classify_all("acme", connection).await;
+}
+
+/// A tool as `tools/list` describes it.
+pub fn listed_tool(name: &str) -> Value {
+    json!({"name": name, "description": format!("the {name} tool"), "inputSchema": {"type": "object"}})
+}
+
+/// Leases the one queued work item of the device under `epoch`, starts it, and uploads `tools`
+/// as its `tools/list` answer, as the device's runner does for a discovery; returns the
+/// leased item.
+pub async fn run_discovery(device: &Device, epoch: i64, tools: &[&str]) -> Value {
+    let leased = device
+        .client
+        .post(
+            "/api/v1/runner/lease",
+            json!({"epoch": epoch, "max": 8, "wait_ms": 20_000}),
+        )
+        .await
+        .ok();
+    let calls = leased["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{leased}");
+    let item = calls[0].clone();
+    let call = item["call_id"].as_str().unwrap();
+    let started = device
+        .client
+        .post(
+            &format!("/api/v1/runner/calls/{call}/start"),
+            json!({"epoch": epoch}),
+        )
+        .await
+        .ok();
+    assert_eq!(started["decision"], "proceed");
+    let tools: Vec<Value> = tools.iter().map(|name| listed_tool(name)).collect();
+    let answer = device
+        .client
+        .post(
+            &format!("/api/v1/runner/calls/{call}/complete"),
+            json!({
+                "receipt_id": uuid::Uuid::new_v4(),
+                "epoch": epoch,
+                "completion": {"outcome": "succeeded", "result": {"tools": tools}},
+            }),
+        )
+        .await
+        .ok();
+    assert_eq!(answer["status"], "recorded");
+    item
+}
+
+/// `setup_workspace`, a device bound to `main`, and connection `local` (the same fixture
+/// connector, counting into `counter`) placed on the device and accepted by its owner, in
+/// profile `dev` that the owner may use. Its catalog is empty: nothing discovered it yet.
+pub async fn setup_device_placement(server: &TestServer, counter: &str) -> Device {
     setup_workspace(server, "acme", &[]).await;
     let device = pair_device(server, "acme", "main").await;
     let owner = &server.owner;
@@ -774,7 +880,7 @@ async fn a_device_submits_nothing_once_its_approver_lost_use(pool: PgPool) {
         .await
         .refused(403, "forbidden");
     assert!(message.contains("approved device"), "{message}");
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM calls")
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM calls WHERE kind = 'tool'")
         .fetch_one(&pool)
         .await
         .unwrap();

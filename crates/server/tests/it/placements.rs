@@ -165,6 +165,8 @@ async fn only_the_devices_owner_accepts_a_placement_and_calls_wait_for_it(pool: 
         .ok();
     assert_eq!(accepted["state"], "accepted");
     assert_eq!(accepted["accepted_digest"], digest);
+    // Its runner discovers it: a call of its own, kind `discovery`.
+    discover_classified(&server, &device, "local").await;
     let queued = owner
         .post("/api/v1/workspaces/acme/calls", call())
         .await
@@ -187,7 +189,7 @@ async fn only_the_devices_owner_accepts_a_placement_and_calls_wait_for_it(pool: 
         .post("/api/v1/workspaces/acme/calls", call())
         .await
         .refused(409, "placement_pending");
-    assert_eq!(calls_stored(&pool).await, 1);
+    assert_eq!(calls_stored(&pool).await, 2);
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -200,6 +202,7 @@ async fn an_edited_connector_needs_the_owners_consent_again_and_a_lease_carries_
     let call = || device_call_body("echo", json!({"text": "hi"}));
     let first = accept_placement(&bob, "acme", &device.id, "local").await;
     let accepted = first["accepted_digest"].clone();
+    discover_classified(&server, &device, "local").await;
     let queued = owner
         .post("/api/v1/workspaces/acme/calls", call())
         .await

@@ -491,6 +491,8 @@ async fn a_lease_whose_handed_call_is_on_its_way_takes_a_call_queued_meanwhile_b
         )
         .await
         .ok();
+    // Its runner discovers it (the test, under the channel's epoch).
+    discover_classified_under(&server, &device, "second", epoch).await;
 
     // The first connection's row is locked: a call on it waits in its insert.
     let mut lock = server.pool.begin().await.unwrap();

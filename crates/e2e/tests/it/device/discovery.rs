@@ -114,3 +114,53 @@ async fn the_device_runner_discovers_its_connection_and_a_vanished_tool_is_unava
         0
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_call_to_a_tool_the_device_catalog_does_not_list_is_refused_and_nothing_is_queued(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db).await;
+    let dir = scratch("unlisted-spec");
+    let (copy, hide) = (dir.join("stdin"), dir.join("hidden"));
+    let paired = Paired::set_up(&server, "unlisted", hiding_spec(&copy, &hide)).await;
+    let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
+    runner.wait_for_log("lease epoch").await;
+    let refused = async |tool: &str| match submit(&paired, tool).await {
+        Err(Error::Api { status, body, .. }) => {
+            assert_eq!(status, 404, "{body}");
+            assert!(body.contains("tool_not_found"), "{body}");
+        }
+        other => panic!(
+            "a call to `{tool}`, which the catalog does not list, was not refused: {other:?}"
+        ),
+    };
+
+    // Never discovered: no tool is listed, so none is taken.
+    refused("echo").await;
+    // Discovered and classified: a name its server does not offer is still refused.
+    paired.discover_classified().await;
+    refused("no_such_tool").await;
+
+    let calls: Value = paired
+        .api
+        .get("/workspaces/demo/calls")
+        .await
+        .expect("list calls");
+    let kinds: Vec<&str> = calls["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["discovery"],
+        "only the discovery was queued: {calls}"
+    );
+    let sent = std::fs::read_to_string(&copy).expect("read what the server received");
+    assert!(!sent.contains("\"tools/call\""), "{sent}");
+    // What it lists runs.
+    let echo = paired.submit("echo", json!({ "text": "listed" }), 30).await;
+    paired.wait_for_state(&echo, "succeeded").await;
+}

@@ -107,6 +107,26 @@ impl Paired {
         }
     }
 
+    /// Has the device's runner — running, or starting within the discovery's wait — discover
+    /// `dfx`, and classifies its tools low risk, as the workspace's admin does before calls
+    /// are made: a device tool is called only once its runner listed it and it is classified.
+    pub async fn discover_classified(&self) {
+        setup::discover_classified(&self.api, WORKSPACE, "dfx")
+            .await
+            .expect("discover dfx on the device and classify its tools");
+    }
+
+    /// [`Paired::discover_classified`] through a runner of its own (outbox
+    /// `outbox-discovery`), stopped by SIGTERM, which releases the lease, once done: for a test
+    /// that plays the runner's part itself or starts its runner only after submitting.
+    pub async fn discover_with_a_runner_of_its_own(&self) {
+        let mut runner = self.runner(&self.dir.join("outbox-discovery"), "discovery.log", &[]);
+        runner.wait_for_log("lease epoch").await;
+        self.discover_classified().await;
+        runner.signal(nix::sys::signal::Signal::SIGTERM);
+        assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+    }
+
     /// Has the device's runner reach the server at `url` (a proxy in front of it) from now on.
     pub fn reach_through(&self, url: &str) {
         pairing::move_identity(&self.config_dir, url).expect("move the device identity");

@@ -92,9 +92,11 @@ async fn calls_with_large_arguments_end_on_a_device_as_on_central_over_one_chann
     setup::profile(&paired.api, WORKSPACE, "central", &["cfx"], "alice")
         .await
         .expect("create profile central");
+    paired.discover_with_a_runner_of_its_own().await;
 
-    // Queued before the runner starts, so that its first lease takes them at once: each fits
-    // on a channel line, together they do not.
+    // Discovered by a runner of its own, so that the calls below are queued before the
+    // runner starts and its first lease takes them at once: each fits on a channel line,
+    // together they do not.
     let batch: Vec<String> = (0..4).map(|i| text_of(CHANNEL_MAX_LINE / 3, i)).collect();
     let mut batch_calls = Vec::new();
     for text in &batch {
@@ -179,6 +181,7 @@ async fn an_answer_over_the_message_bound_is_unknown_on_a_device_as_on_central(
         .await
         .expect("create profile central");
     let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
+    paired.discover_classified().await;
 
     let huge = 4 * MAX_MCP_MESSAGE_BYTES;
     let on_device = submit_big(&paired, "dev", "dfx", huge).await;

@@ -186,6 +186,10 @@ async fn a_device_runs_what_its_owner_accepted_and_refuses_a_spec_changed_since(
         text.contains("accepted connection dfx on device bobs-box"),
         "{text}"
     );
+    // Accepted: the device's runner lists its tools, and alice classifies them.
+    setup::discover_classified(&alice, WORKSPACE, "dfx")
+        .await
+        .expect("discover dfx on bob's device and classify its tools");
 
     let ran = submit(&alice).await.successful("submit").expect("accepted");
     let done = settled(&alice, ran.body["id"].as_str().unwrap()).await;

@@ -130,6 +130,7 @@ async fn a_device_call_uses_a_credential_from_the_environment_and_its_result_is_
         ],
     );
     runner.wait_for_log("lease epoch").await;
+    paired.discover_classified().await;
     let status = runner.log_text();
     assert!(
         status.contains(&format!(
@@ -225,6 +226,7 @@ async fn a_device_call_uses_a_credential_from_the_os_keyring(
         &[("SWITCHYARD_MCP_CREDENTIALS_FILE", bindings_path.as_str())],
     );
     runner.wait_for_log("lease epoch").await;
+    paired.discover_classified().await;
 
     let call = paired
         .submit("env", json!({ "name": "API_TOKEN" }), 30)
@@ -258,6 +260,7 @@ async fn a_completed_call_leaves_the_same_receipt_acknowledged_in_the_outbox_and
     let paired = Paired::set_up(&server, "receipt", fixture_spec(&copy, &[])).await;
     let outbox_dir = paired.dir.join("outbox");
     let mut runner = paired.runner(&outbox_dir, "runner.log", &[]);
+    paired.discover_classified().await;
     // One after the other, so that only a later start can prune an earlier entry. The third
     // receipt is longer than a runner channel line, so it is uploaded over plain HTTP.
     let mut calls = echo_in_turn(&paired, &["one", "two"]).await;
@@ -309,6 +312,7 @@ async fn behind_a_proxy_that_drops_upgrades_the_runner_works_over_plain_http(
     let proxy = PlainProxy::start(server.url()).await;
     paired.reach_through(&proxy.url);
     let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
+    paired.discover_classified().await;
     let calls = echo_in_turn(&paired, &["one", "two"]).await;
     assert_eq!(tool_calls(&copy), 2, "each call was sent once");
     runner.signal(Signal::SIGTERM);
@@ -361,6 +365,7 @@ async fn an_acknowledgement_no_start_takes_is_recorded_on_its_own(
     let paired = Paired::set_up(&server, "late-ack", fixture_spec(&copy, &[])).await;
     let outbox_dir = paired.dir.join("outbox");
     let mut runner = paired.runner(&outbox_dir, "first.log", &[]);
+    paired.discover_classified().await;
     let call = paired.submit("echo", json!({ "text": "once" }), 30).await;
     paired.wait_for_state(&call, "succeeded").await;
 
@@ -405,6 +410,7 @@ async fn a_call_cut_off_by_sigkill_is_reported_unknown_and_never_sent_again(
     let outbox = paired.dir.join("outbox");
     let mut first = paired.runner(&outbox, "first.log", &[]);
     first.wait_for_log("lease epoch").await;
+    paired.discover_classified().await;
 
     let call = paired.submit("slow", json!({ "seconds": 60 }), 120).await;
     paired.wait_for_state(&call, "running").await;
@@ -439,6 +445,7 @@ async fn a_receipt_left_unacknowledged_by_a_crash_is_uploaded_once_after_a_resta
     let server = Server::start(&db).await;
     let copy = scratch("unacked-mcp").join("stdin");
     let paired = Paired::set_up(&server, "unacked", fixture_spec(&copy, &[])).await;
+    paired.discover_with_a_runner_of_its_own().await;
     let outbox_dir = paired.dir.join("outbox");
     let call = paired
         .submit("echo", json!({ "text": "never sent" }), 30)
@@ -509,6 +516,7 @@ async fn a_start_cut_off_before_the_server_acknowledged_it_is_taken_back_and_the
     let server = Server::start_with_env(&db, &[("SWITCHYARD_LEASE_TTL_SECONDS", "4")]).await;
     let copy = scratch("unacked-start-mcp").join("stdin");
     let paired = Paired::set_up(&server, "unacked-start", fixture_spec(&copy, &[])).await;
+    paired.discover_with_a_runner_of_its_own().await;
     let outbox_dir = paired.dir.join("outbox");
     let call = paired.submit("echo", json!({ "text": "once" }), 60).await;
 
@@ -556,6 +564,7 @@ async fn a_second_runner_for_the_same_device_waits_until_the_first_stops(
     let paired = Paired::set_up(&server, "second", fixture_spec(&copy, &[])).await;
     let mut first = paired.runner(&paired.dir.join("outbox-a"), "first.log", &[]);
     first.wait_for_log("lease epoch").await;
+    paired.discover_classified().await;
 
     let mut second = paired.runner(&paired.dir.join("outbox-b"), "second.log", &[]);
     second
@@ -599,6 +608,7 @@ async fn sigterm_lets_the_running_call_finish_then_releases_the_lease(
     let paired = Paired::set_up(&server, "drain", fixture_spec(&copy, &[])).await;
     let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
     runner.wait_for_log("lease epoch").await;
+    paired.discover_classified().await;
     let call = paired.submit("slow", json!({ "seconds": 2 }), 30).await;
     wait_for_tool_calls(&copy, 1).await;
 
@@ -670,6 +680,7 @@ async fn a_fenced_runner_stops_admitting_then_takes_its_lease_again(
 
     runner.wait_for_log("runner lease lost").await;
     runner.wait_for_log("lease epoch 2,").await;
+    paired.discover_classified().await;
     let call = paired
         .submit("echo", json!({ "text": "fenced no more" }), 30)
         .await;
@@ -687,6 +698,8 @@ async fn a_full_outbox_pauses_admission_and_drops_no_receipt(
     let server = Server::start(&db).await;
     let copy = scratch("full-mcp").join("stdin");
     let paired = Paired::set_up(&server, "full", fixture_spec(&copy, &[])).await;
+    // Discovered before: the full outbox's runner admits nothing, a discovery neither.
+    paired.discover_with_a_runner_of_its_own().await;
     let outbox_dir = paired.dir.join("outbox");
     // Receipts for calls the server does not know: at the start they are checked, found
     // fenced and quarantined, and quarantined receipts are kept (and counted) for an hour.
