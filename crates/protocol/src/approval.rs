@@ -203,14 +203,17 @@ pub enum ApprovalState {
     Declined,
     /// Nobody answered within the workspace's approval timeout: the call will never run.
     Expired,
+    /// Its call was cancelled while it waited: the call will never run.
+    Cancelled,
 }
 
 /// Every approval state, in declaration order.
-pub const ALL_APPROVAL_STATES: [ApprovalState; 4] = [
+pub const ALL_APPROVAL_STATES: [ApprovalState; 5] = [
     ApprovalState::Pending,
     ApprovalState::Approved,
     ApprovalState::Declined,
     ApprovalState::Expired,
+    ApprovalState::Cancelled,
 ];
 
 impl ApprovalState {
@@ -221,6 +224,7 @@ impl ApprovalState {
             ApprovalState::Approved => "approved",
             ApprovalState::Declined => "declined",
             ApprovalState::Expired => "expired",
+            ApprovalState::Cancelled => "cancelled",
         }
     }
 }

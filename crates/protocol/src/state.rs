@@ -105,8 +105,9 @@ impl CallState {
         use CallState::*;
         matches!(
             (self, next),
-            // Only a person's answer, or its timeout, moves a held call; nothing leases it.
-            (AwaitingApproval, Queued | Declined | Expired)
+            // Only a person's answer, its timeout or a cancel moves a held call;
+            // nothing leases it.
+            (AwaitingApproval, Queued | Declined | Expired | Cancelled)
                 | (Queued, Leased | Cancelled | Expired | Failed)
                 // Lease lost before the start ack: nothing was sent, so it may run again.
                 | (Leased, Queued | Running | Failed | Cancelled)
@@ -161,6 +162,7 @@ mod tests {
             (AwaitingApproval, Queued),
             (AwaitingApproval, Declined),
             (AwaitingApproval, Expired),
+            (AwaitingApproval, Cancelled),
             (Queued, Leased),
             (Queued, Cancelled),
             (Queued, Expired),

@@ -368,7 +368,7 @@ golden! {
     );
     ask_reason: Vec<AskReason> = one_each!(AskReason: HighRisk, Destructive, Always);
     approval_state: Vec<ApprovalState> = one_each!(ApprovalState:
-        Pending, Approved, Declined, Expired,
+        Pending, Approved, Declined, Expired, Cancelled,
     );
     approval_view: ApprovalView = approval_view();
     approval_list: ApprovalList = ApprovalList { approvals: vec![approval_view()] };

@@ -9,8 +9,10 @@ use switchyard_protocol::runner::LifecycleEvent;
 use switchyard_protocol::{CallId, ConnectionId, ErrorCode, RunnerRef};
 
 impl App {
-    /// Cancels a call (Use on its profile needed): a queued or leased call is cancelled at once,
-    /// a running one is asked to stop through its runner, a finished one is left as it is.
+    /// Cancels a call (Use on its profile needed): a call awaiting approval, queued or leased
+    /// is cancelled at once (a held call's question closed with it) and its waiting readers
+    /// woken, a running one is asked to stop through its runner, a finished one is left as
+    /// it is.
     pub async fn call_cancel(
         &self,
         actor: &Actor,
@@ -18,7 +20,8 @@ impl App {
         call: &str,
     ) -> AppResult<CancelAnswer> {
         let before = self.call_get(actor, ws, call).await?;
-        let outcome = match self.db.call_cancel(before.workspace_id, before.id).await? {
+        let effect = self.sent(self.db.call_cancel(before.workspace_id, before.id).await?);
+        let outcome = match effect {
             CancelEffect::Cancelled => CancelOutcome::Cancelled,
             CancelEffect::Requested => CancelOutcome::CancellationRequested,
             CancelEffect::Nothing => CancelOutcome::AlreadyFinished,

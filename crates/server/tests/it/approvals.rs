@@ -1,7 +1,8 @@
 //! The approval gate: a call that needs a person waits `awaiting_approval` where no runner
 //! leases it, runs exactly once when someone with Approve says yes, never when they decline
-//! or nobody answers in time; retries attach to the same question; nobody approves their own
-//! call, and nobody without the right approves at all. Executions are counted by the fixture.
+//! or nobody answers in time or it is cancelled; retries attach to the same question; nobody
+//! approves their own call, and nobody without the right approves at all. Executions are
+//! counted by the fixture.
 
 use crate::harness::*;
 use serde_json::{Value, json};
@@ -310,6 +311,73 @@ async fn a_declined_call_never_runs_and_its_caller_reads_the_reason(pool: PgPool
             .any(|e| e["action"] == "tool.classified" && e["object"]["name"] == "count"),
         "no tool.classified entry for `count` in {log:?}"
     );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_cancelled_held_call_never_runs_and_its_question_is_closed(pool: PgPool) {
+    let gate = Gate::new(pool.clone()).await;
+    let body = call_body("count", json!({"label": "changed my mind"}));
+    let held = gate.submit(&body).await;
+    assert_eq!(held["state"], "awaiting_approval");
+    let id = held["id"].as_str().unwrap().to_owned();
+
+    // A reader waiting on the call is answered once it is cancelled.
+    let waiter = {
+        let owner = gate.server.owner.clone();
+        let path = format!("/api/v1/workspaces/acme/calls/{id}?wait_ms=25000");
+        tokio::spawn(async move { owner.get(&path).await.ok() })
+    };
+    let cancelled = gate
+        .server
+        .owner
+        .post(
+            &format!("/api/v1/workspaces/acme/calls/{id}/cancel"),
+            json!({}),
+        )
+        .await
+        .ok();
+    assert_eq!(cancelled["outcome"], "cancelled", "{cancelled}");
+    assert_eq!(cancelled["call"]["state"], "cancelled");
+    assert_eq!(cancelled["call"]["error"]["code"], "cancelled");
+    assert_eq!(waiter.await.unwrap()["state"], "cancelled");
+
+    // The question is closed: no longer pending, and answering it is refused.
+    let listed = gate
+        .approver
+        .get("/api/v1/workspaces/acme/approvals")
+        .await
+        .ok();
+    let states: Vec<&str> = listed["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["cancelled"]);
+    let message = gate
+        .answer(&gate.approver, &held, "approve", json!({}))
+        .await
+        .refused(409, "approval_decided");
+    assert!(message.contains("cancelled"), "{message}");
+
+    // A retry of its request_id reads the cancelled call; cancelling again changes nothing.
+    let again = gate.submit(&body).await;
+    assert_eq!(
+        (again["id"].as_str(), again["state"].as_str()),
+        (Some(id.as_str()), Some("cancelled"))
+    );
+    let twice = gate
+        .server
+        .owner
+        .post(
+            &format!("/api/v1/workspaces/acme/calls/{id}/cancel"),
+            json!({}),
+        )
+        .await
+        .ok();
+    assert_eq!(twice["outcome"], "already_finished");
+    gate.runner_drained().await;
+    assert_eq!(count_lines(&gate.counter), 0, "a cancelled call ran");
 }
 
 #[sqlx::test(migrations = "../../migrations")]

@@ -1,13 +1,15 @@
-//! Cancelling a call as far as its state allows: before it was sent it is cancelled at once;
-//! once running, its runner is asked to cancel it (MCP `notifications/cancelled`).
+//! Cancelling a call as far as its state allows: before it was sent — while it awaits
+//! approval, is queued or leased — it is cancelled at once (a held call's question closed
+//! `cancelled` in the same statement); once running, its runner is asked to cancel it (MCP
+//! `notifications/cancelled`).
 
-use crate::db::Datastore;
+use crate::db::{Committed, Datastore, Wakeup};
 use switchyard_protocol::{CallId, RunnerRef, WorkspaceId};
 
 /// What a cancel request changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CancelEffect {
-    /// `queued`/`leased` → `cancelled`: nothing had been sent.
+    /// `awaiting_approval`/`queued`/`leased` → `cancelled`: nothing had been sent.
     Cancelled,
     /// The call is running: cancellation was requested from its runner.
     Requested,
@@ -16,25 +18,42 @@ pub enum CancelEffect {
 }
 
 impl Datastore {
-    /// Cancels a call as far as its state allows, each step one guarded update. A running
-    /// call's runner hears of it on `switchyard_cancel` (sent by the statement: a request
-    /// rare enough that its commit may wait for the notification's lock).
+    /// Cancels a call as far as its state allows, each step one guarded update; a call
+    /// cancelled now wakes its waiting readers. A held call's question is closed in the same
+    /// statement, so an answer racing the cancel changes the call once. A running call's
+    /// runner hears of it on `switchyard_cancel` (sent by the statement: a request rare enough
+    /// that its commit may wait for the notification's lock).
     pub async fn call_cancel(
         &self,
         workspace: WorkspaceId,
         id: CallId,
-    ) -> Result<CancelEffect, sqlx::Error> {
-        let cancelled = sqlx::query(
-            "UPDATE calls SET state = 'cancelled', finished_at = now(), error_code = 'cancelled',
-                 error_message = 'cancelled before it was sent'
-             WHERE workspace_id = $1 AND id = $2 AND state IN ('queued', 'leased')",
+    ) -> Result<Committed<CancelEffect>, sqlx::Error> {
+        let cancelled: Option<CallId> = sqlx::query_scalar(
+            "WITH cancelled AS (
+                 UPDATE calls SET state = 'cancelled', approval_held = false, finished_at = now(),
+                     error_code = 'cancelled',
+                     error_message = CASE WHEN state = 'awaiting_approval'
+                         THEN 'cancelled while it awaited approval; it was never sent'
+                         ELSE 'cancelled before it was sent' END
+                 WHERE workspace_id = $1 AND id = $2
+                   AND state IN ('awaiting_approval', 'queued', 'leased')
+                 RETURNING id),
+             closed AS (
+                 UPDATE approvals a SET state = 'cancelled', decided_at = now()
+                 FROM cancelled WHERE a.call_id = cancelled.id AND a.state = 'pending')
+             SELECT id FROM cancelled",
         )
         .bind(workspace)
         .bind(id)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        if cancelled.rows_affected() == 1 {
-            return Ok(CancelEffect::Cancelled);
+        if let Some(call) = cancelled {
+            return Ok(
+                Committed::new(CancelEffect::Cancelled).waking(Wakeup::Settled {
+                    call,
+                    recorded: None,
+                }),
+            );
         }
         let runner: Option<RunnerRef> = sqlx::query_scalar(
             "UPDATE calls SET cancel_requested_at = COALESCE(cancel_requested_at, now())
@@ -50,9 +69,9 @@ impl Datastore {
                     .bind(serde_json::json!({"runner": runner, "call_id": id}).to_string())
                     .execute(&self.pool)
                     .await?;
-                Ok(CancelEffect::Requested)
+                Ok(Committed::new(CancelEffect::Requested))
             }
-            None => Ok(CancelEffect::Nothing),
+            None => Ok(Committed::new(CancelEffect::Nothing)),
         }
     }
 
