@@ -3,9 +3,10 @@
 //! on the call (`WHERE state = 'awaiting_approval'`) that also records the answer beside it,
 //! so two answers at once, or an answer racing the expiry sweep, change the call once.
 
+use super::audit::{NewAuditEntry, append};
 use super::{Committed, Datastore, Wakeup};
 use chrono::{DateTime, Utc};
-use serde_json::Value;
+use serde_json::{Value, json};
 use sqlx::types::Json;
 use switchyard_protocol::approval::{ApprovalPolicy, ApprovalState, AskReason};
 use switchyard_protocol::{
@@ -103,6 +104,42 @@ pub enum Answered {
     /// Nothing changed: it was answered already, or expired, or the answer was not allowed
     /// by the time it was applied.
     Unchanged,
+}
+
+/// A call whose question expired unanswered, as its audit entry summarizes it.
+#[derive(Debug, sqlx::FromRow)]
+struct ExpiredQuestion {
+    id: CallId,
+    workspace_id: WorkspaceId,
+    request_id: RequestId,
+    connection_id: ConnectionId,
+    tool_name: String,
+    approval_timeout_seconds: i32,
+}
+
+impl ExpiredQuestion {
+    /// Its `approval.expired` entry: by the system, never the arguments.
+    fn entry(&self) -> NewAuditEntry {
+        NewAuditEntry {
+            workspace: Some(self.workspace_id),
+            actor_kind: "system",
+            actor_id: None,
+            actor_name: "switchyard".to_owned(),
+            action: "approval.expired",
+            object_kind: "call",
+            object_id: Some(self.id.0),
+            object_name: self.tool_name.clone(),
+            connection_id: Some(self.connection_id.0),
+            before: Some(json!({"state": "awaiting_approval"})),
+            after: Some(json!({
+                "state": "expired",
+                "approval_timeout_seconds": self.approval_timeout_seconds,
+            })),
+            request_id: Some(self.request_id.to_string()),
+            trace_id: None,
+            call_id: Some(self.id.0),
+        }
+    }
 }
 
 /// One policy row of a profile.
@@ -216,10 +253,12 @@ impl Datastore {
     }
 
     /// Expires the calls whose question waited longer than their workspace's approval timeout
-    /// (none for a workspace without one), in one guarded statement. Returns their ids, with
-    /// the wake-ups their waiting readers need.
+    /// (none for a workspace without one), in one guarded statement, and appends an
+    /// `approval.expired` entry (actor: the system) for each to the audit log in the same
+    /// transaction. Returns their ids, with the wake-ups their waiting readers need.
     pub async fn approval_expire_overdue(&self) -> Result<Committed<Vec<CallId>>, sqlx::Error> {
-        let ids: Vec<CallId> = sqlx::query_scalar(
+        let mut tx = self.pool.begin().await?;
+        let expired: Vec<ExpiredQuestion> = sqlx::query_as(
             "WITH expired AS (
                  UPDATE calls c SET state = 'expired', approval_held = false, finished_at = now(),
                      error_code = 'approval_expired',
@@ -228,14 +267,23 @@ impl Datastore {
                  WHERE c.approval_held AND c.state = 'awaiting_approval' AND w.id = c.workspace_id
                    AND w.approval_timeout_seconds IS NOT NULL
                    AND c.created_at < now() - make_interval(secs => w.approval_timeout_seconds)
-                 RETURNING c.id),
+                 RETURNING c.id, c.workspace_id, c.request_id, c.connection_id, c.tool_name,
+                     w.approval_timeout_seconds),
              recorded AS (
                  UPDATE approvals a SET state = 'expired', decided_at = now()
                  FROM expired WHERE a.call_id = expired.id AND a.state = 'pending')
-             SELECT id FROM expired",
+             SELECT id, workspace_id, request_id, connection_id, tool_name,
+                 approval_timeout_seconds
+             FROM expired ORDER BY workspace_id, id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
+        if !expired.is_empty() {
+            let entries: Vec<NewAuditEntry> = expired.iter().map(ExpiredQuestion::entry).collect();
+            append(&mut tx, &entries).await?;
+        }
+        tx.commit().await?;
+        let ids: Vec<CallId> = expired.iter().map(|q| q.id).collect();
         let wakeups = ids
             .iter()
             .map(|call| Wakeup::Settled {

@@ -422,6 +422,27 @@ async fn an_unanswered_call_expires_after_the_workspace_timeout(pool: PgPool) {
         .refused(409, "approval_decided");
     gate.runner_drained().await;
     assert_eq!(count_lines(&gate.counter), 0, "an expired call ran");
+    // The expiry is in the audit log, by the system, committed with it.
+    let log = gate
+        .server
+        .owner
+        .get("/api/v1/workspaces/acme/audit")
+        .await
+        .ok();
+    let log = log.as_array().unwrap();
+    let expiry = log
+        .iter()
+        .find(|e| e["action"] == "approval.expired")
+        .unwrap_or_else(|| panic!("no approval.expired entry in {log:?}"));
+    assert_eq!(
+        (
+            expiry["actor"]["kind"].as_str(),
+            expiry["actor"]["name"].as_str()
+        ),
+        (Some("system"), Some("switchyard"))
+    );
+    assert_eq!(expiry["object"]["id"], held["id"]);
+    assert_eq!(expiry["after"]["state"], "expired");
 
     // No expiry: a question waits.
     let none = gate
