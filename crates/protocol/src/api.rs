@@ -287,6 +287,70 @@ pub struct CreateConnection {
     /// the name when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Credential references for a central connection (references only, never values): the
+    /// server resolves them, checks them with the MCP `initialize` handshake (HTTP), and writes
+    /// them into its credential bindings file under the new connection's id. Refused for a
+    /// device placement (a device binds its own credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<ConnectionCredentials>,
+}
+
+/// What a connection's credentials are bound to: the shape of one entry of a credential
+/// bindings file (`docs/CREDENTIALS.md`). Names and references, never a value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionCredentials {
+    /// A stdio server's environment variables, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, CredentialReference>,
+    /// An HTTP server's request headers, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, CredentialReference>,
+}
+
+/// Where a credential value lives: `{"provider": "environment", "name": "TOKEN"}`,
+/// `{"provider": "os_store", "account": "github"}` or
+/// `{"provider": "secrets_file", "key": "github"}`, with an optional header `prefix`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialReference {
+    /// Which provider holds the value.
+    pub provider: CredentialProvider,
+    /// The variable's name (`environment`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The keyring entry's account (`os_store`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// The secrets file's key (`secrets_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Text put in front of the value (headers only, e.g. `Bearer `).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+}
+
+/// The credential providers a reference may name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialProvider {
+    /// A variable of the runner's environment.
+    Environment,
+    /// The OS keyring.
+    OsStore,
+    /// The development secrets file next to the bindings file.
+    SecretsFile,
+}
+
+impl CredentialProvider {
+    /// The provider's name in a bindings file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialProvider::Environment => "environment",
+            CredentialProvider::OsStore => "os_store",
+            CredentialProvider::SecretsFile => "secrets_file",
+        }
+    }
 }
 
 /// A connection: a connector placed in a workspace.

@@ -144,6 +144,12 @@ pub enum ErrorCode {
     ToolUnclassified,
     /// The connection's latest discovery no longer lists the tool; nothing was queued.
     ToolUnavailable,
+    /// The MCP `initialize` handshake with an HTTP endpoint failed (unreachable, not an MCP
+    /// server, or the credential was refused): nothing was stored.
+    HandshakeFailed,
+    /// A connection's credential references cannot be used (malformed, reserved destination,
+    /// value missing, no bindings file to hold them): nothing was stored.
+    InvalidCredentials,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -212,6 +218,8 @@ impl ErrorCode {
             ErrorCode::SelfApproval => "self_approval",
             ErrorCode::ToolUnclassified => "tool_unclassified",
             ErrorCode::ToolUnavailable => "tool_unavailable",
+            ErrorCode::HandshakeFailed => "handshake_failed",
+            ErrorCode::InvalidCredentials => "invalid_credentials",
             ErrorCode::Internal => "internal",
         }
     }
@@ -270,7 +278,9 @@ impl ErrorCode {
             | ErrorCode::OperationRequired
             | ErrorCode::OperationMismatch
             | ErrorCode::EndpointBlocked
-            | ErrorCode::ApprovalUnavailable => 422,
+            | ErrorCode::ApprovalUnavailable
+            | ErrorCode::HandshakeFailed
+            | ErrorCode::InvalidCredentials => 422,
             ErrorCode::DiscoveryFailed => 502,
             ErrorCode::DiscoveryPending => 504,
             ErrorCode::Internal => 500,

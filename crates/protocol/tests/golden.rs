@@ -168,7 +168,19 @@ golden! {
         connector: "github".into(),
         runner: Some(device_runner()),
         namespace: Some("github".into()),
+        credentials: None,
     };
+    create_connection_with_credentials: CreateConnection = CreateConnection {
+        name: "remote".into(),
+        connector: "remote".into(),
+        runner: None,
+        namespace: None,
+        credentials: Some(connection_credentials()),
+    };
+    connection_credentials: ConnectionCredentials = connection_credentials();
+    credential_reference: CredentialReference = bearer_reference();
+    credential_provider: Vec<CredentialProvider> = one_each!(CredentialProvider:
+        Environment, OsStore, SecretsFile);
     connection_view: ConnectionView = ConnectionView {
         id: CONNECTION,
         workspace_id: WORKSPACE,
@@ -886,6 +898,32 @@ fn ids() -> Ids {
     }
 }
 
+fn bearer_reference() -> CredentialReference {
+    CredentialReference {
+        provider: CredentialProvider::OsStore,
+        name: None,
+        account: Some("remote-token".into()),
+        key: None,
+        prefix: Some("Bearer ".into()),
+    }
+}
+
+fn connection_credentials() -> ConnectionCredentials {
+    ConnectionCredentials {
+        env: std::collections::BTreeMap::from([(
+            "API_TOKEN".into(),
+            CredentialReference {
+                provider: CredentialProvider::Environment,
+                name: Some("REMOTE_API_TOKEN".into()),
+                account: None,
+                key: None,
+                prefix: None,
+            },
+        )]),
+        headers: std::collections::BTreeMap::from([("Authorization".into(), bearer_reference())]),
+    }
+}
+
 fn error_codes() -> Vec<ErrorCode> {
     one_each!(ErrorCode:
         InvalidJson, InvalidRequest, InvalidName, InvalidArguments, InvalidTimeout,
@@ -901,7 +939,7 @@ fn error_codes() -> Vec<ErrorCode> {
         ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, QuotaExceeded,
         PlacementPending, SpecChanged, EndpointBlocked, InvalidNamespace, DiscoveryPending,
         ApprovalUnavailable, ApprovalNotFound, ApprovalDecided, SelfApproval,
-        ToolUnclassified, ToolUnavailable, Internal,
+        ToolUnclassified, ToolUnavailable, HandshakeFailed, InvalidCredentials, Internal,
     )
 }
 
