@@ -565,6 +565,17 @@ pub async fn discover(
     guard: &EndpointGuard,
     deadline: Duration,
 ) -> Result<Vec<DiscoveredTool>, SessionError> {
+    initialize_then_discover(launch, guard, deadline).await?
+}
+
+/// [`discover`], telling the two steps apart: the outer error is the handshake's (the server
+/// could not be reached or started, refused the credentials, or is not an MCP server), the
+/// inner one the tool listing's, after a handshake that passed.
+pub async fn initialize_then_discover(
+    launch: &SessionLaunch,
+    guard: &EndpointGuard,
+    deadline: Duration,
+) -> Result<Result<Vec<DiscoveredTool>, SessionError>, SessionError> {
     let started = Instant::now();
     let session = McpSession::open(launch, guard, deadline).await?;
     let listed = tokio::time::timeout(
@@ -575,11 +586,11 @@ pub async fn discover(
     let stderr_tail = session.stderr_tail();
     // A close cut short by the deadline still kills the group when the session is dropped.
     let _ = tokio::time::timeout(deadline.saturating_sub(started.elapsed()), session.close()).await;
-    listed.unwrap_or(Err(SessionError::Timeout {
+    Ok(listed.unwrap_or(Err(SessionError::Timeout {
         stage: "tools/list",
         after: deadline,
         stderr_tail,
-    }))
+    })))
 }
 
 /// What this runner tells servers about itself.

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
+use switchyard_protocol::api::{ConnectionCredentials, CredentialReference};
 use switchyard_protocol::ids::ConnectionId;
 
 /// How a bindings file's name ends; the secrets file is the sibling with [`SECRETS_SUFFIX`].
@@ -30,7 +31,7 @@ pub(super) struct BindingsFile {
 /// The references bound for one connection.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct ConnectionBinding {
+pub struct ConnectionBinding {
     /// A stdio server's environment variables.
     #[serde(default, deserialize_with = "unique_map")]
     pub env: BTreeMap<String, Reference>,
@@ -40,6 +41,36 @@ pub(super) struct ConnectionBinding {
 }
 
 impl ConnectionBinding {
+    /// Reads credentials given through the API (the same shape as a bindings file entry),
+    /// with every reference checked against its provider. The error says what is wrong with
+    /// which destination; it holds no value (references hold none).
+    pub fn from_credentials(credentials: &ConnectionCredentials) -> Result<Self, String> {
+        fn read(
+            kind: &str,
+            references: &BTreeMap<String, CredentialReference>,
+        ) -> Result<BTreeMap<String, Reference>, String> {
+            references
+                .iter()
+                .map(|(name, reference)| {
+                    let json = serde_json::to_value(reference)
+                        .map_err(|error| format!("{kind} `{name}`: {error}"))?;
+                    let reference = serde_json::from_value(json)
+                        .map_err(|error| format!("{kind} `{name}`: {error}"))?;
+                    Ok((name.clone(), reference))
+                })
+                .collect()
+        }
+        Ok(Self {
+            env: read("environment variable", &credentials.env)?,
+            headers: read("header", &credentials.headers)?,
+        })
+    }
+
+    /// Whether nothing is bound.
+    pub fn is_empty(&self) -> bool {
+        self.env.is_empty() && self.headers.is_empty()
+    }
+
     /// Every binding with its destination, environment variables first.
     pub fn sites(&self, connection: ConnectionId) -> impl Iterator<Item = BindingSite> + '_ {
         let env = self.env.iter().map(move |(name, reference)| BindingSite {
@@ -131,6 +162,11 @@ impl ConnectionBinding {
 /// Reads and parses the bindings file at `path` ([`crate::owned_file`]): refused when it is a
 /// symbolic link, not a regular file, owned by another user, or writable by group or others.
 pub(super) fn read(path: &Path) -> Result<BindingsFile, CredentialError> {
+    parse(path, &read_text(path)?)
+}
+
+/// The text of the bindings file at `path`, opened with the checks [`read`] makes.
+pub(super) fn read_text(path: &Path) -> Result<String, CredentialError> {
     let read_error = |source| CredentialError::BindingsRead {
         path: path.to_owned(),
         source,
@@ -154,8 +190,12 @@ pub(super) fn read(path: &Path) -> Result<BindingsFile, CredentialError> {
         Refusal::Io(error) => read_error(error),
     };
     let file = owned_file::open(path, ModeRule::NotWritableByOthers).map_err(refused)?;
-    let text = std::io::read_to_string(file).map_err(read_error)?;
-    serde_json::from_str(&text).map_err(|error| CredentialError::BindingsSyntax {
+    std::io::read_to_string(file).map_err(read_error)
+}
+
+/// Parses the text of the bindings file at `path`.
+pub(super) fn parse(path: &Path, text: &str) -> Result<BindingsFile, CredentialError> {
+    serde_json::from_str(text).map_err(|error| CredentialError::BindingsSyntax {
         path: path.to_owned(),
         line: error.line(),
         column: error.column(),

@@ -56,6 +56,26 @@ pub enum CredentialError {
         #[source]
         source: std::io::Error,
     },
+    /// The bindings file could not be written (a binding added or removed through the API).
+    #[error("cannot write credential bindings file `{}`: {source}", path.display())]
+    BindingsWrite {
+        /// The file.
+        path: PathBuf,
+        /// The operating-system error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Credentials were given for a connection, but no bindings file is configured to hold
+    /// them.
+    #[error(
+        "connection {connection}: no credential bindings file is configured to hold its \
+         credential references; start the server with `--mcp-credentials-file PATH` (a file \
+         named `*.mcp-bindings.json`)"
+    )]
+    NoBindingsFile {
+        /// The connection.
+        connection: ConnectionId,
+    },
     /// The bindings file is not a regular file.
     #[error("credential bindings file `{}` is not a regular file", path.display())]
     BindingsNotRegular {
@@ -287,6 +307,8 @@ impl CredentialError {
             CredentialError::ReservedDestination { .. }
             | CredentialError::ReservedSource { .. } => codes::RESERVED,
             CredentialError::BindingsRead { .. }
+            | CredentialError::BindingsWrite { .. }
+            | CredentialError::NoBindingsFile { .. }
             | CredentialError::BindingsNotRegular { .. }
             | CredentialError::BindingsSymlink { .. }
             | CredentialError::CleartextHeaders { .. }

@@ -35,7 +35,9 @@ mod rules;
 mod secrets_file;
 mod store;
 mod summary;
+mod writer;
 
+pub use bindings::ConnectionBinding;
 pub use error::{BindingSite, CredentialError, codes};
 pub use os_keyring::OsKeyring;
 pub use reference::{Destination, Reference, Source};

@@ -11,11 +11,12 @@ use super::reference::{Destination, Source};
 use super::rules;
 use super::secrets_file::{self, Secrets};
 use super::store::{SecretStore, StoreError};
+use super::writer;
 use crate::launch::SessionLaunch;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use switchyard_protocol::api::{CallError, ConnectorSpec};
+use switchyard_protocol::api::{CallError, ConnectionCredentials, ConnectorSpec};
 use switchyard_protocol::ids::ConnectionId;
 use switchyard_protocol::runner::LeasedCall;
 
@@ -63,11 +64,6 @@ impl CredentialResolver {
         connection: ConnectionId,
         spec: &ConnectorSpec,
     ) -> Result<SessionLaunch, CredentialError> {
-        let mut launch = SessionLaunch {
-            spec: spec.clone(),
-            env: Vec::new(),
-            headers: Vec::new(),
-        };
         let (path, binding) = match self.lookup(connection)? {
             Lookup::Bound { path, binding } => (path, binding),
             Lookup::Unbound { consulted } => {
@@ -79,28 +75,58 @@ impl CredentialResolver {
                             where_: consulted,
                         })
                     }
-                    _ => Ok(launch),
+                    _ => Ok(SessionLaunch {
+                        spec: spec.clone(),
+                        env: Vec::new(),
+                        headers: Vec::new(),
+                    }),
                 };
             }
         };
-        binding.check(connection)?;
-        let mut values = Values {
-            store: self.store.as_ref(),
-            bindings_path: path,
-            secrets: None,
-        };
-        match spec {
-            ConnectorSpec::Stdio { env: declared, .. } => {
-                launch.env = stdio_env(connection, declared, &binding, path, &mut values)?;
-            }
-            ConnectorSpec::Http { url } => {
-                if !binding.headers.is_empty() {
-                    refuse_cleartext(connection, url)?;
-                }
-                launch.headers = http_headers(connection, &binding, &mut values)?;
-            }
+        resolve_binding(self.store.as_ref(), connection, spec, path, &binding)
+    }
+
+    /// The session launch for connector `spec` placed as `connection` with `binding` (given
+    /// through the API, not yet in the bindings file), resolved as [`Self::resolve`] would once
+    /// it is written there: `secrets_file` references read the configured file's sibling.
+    pub fn resolve_supplied(
+        &self,
+        connection: ConnectionId,
+        spec: &ConnectorSpec,
+        binding: &ConnectionBinding,
+    ) -> Result<SessionLaunch, CredentialError> {
+        let path = self
+            .bindings_file
+            .as_deref()
+            .ok_or(CredentialError::NoBindingsFile { connection })?;
+        resolve_binding(self.store.as_ref(), connection, spec, path, binding)
+    }
+
+    /// Writes `credentials` into the bindings file as `connection`'s binding (see
+    /// [`super::writer`]), replacing any it had.
+    pub fn bind(
+        &self,
+        connection: ConnectionId,
+        credentials: &ConnectionCredentials,
+    ) -> Result<(), CredentialError> {
+        let path = self
+            .bindings_file
+            .as_deref()
+            .ok_or(CredentialError::NoBindingsFile { connection })?;
+        writer::update(path, connection, Some(credentials))
+    }
+
+    /// Removes `connection`'s binding from the bindings file, if it has one.
+    pub fn unbind(&self, connection: ConnectionId) -> Result<(), CredentialError> {
+        match self.bindings_file.as_deref() {
+            Some(path) => writer::update(path, connection, None),
+            None => Ok(()),
         }
-        Ok(launch)
+    }
+
+    /// Whether a bindings file is configured (credentials can be bound through the API).
+    pub fn has_bindings_file(&self) -> bool {
+        self.bindings_file.is_some()
     }
 
     /// Reads the bindings file (again) and takes `connection`'s binding out of it.
@@ -134,6 +160,40 @@ impl CredentialResolver {
             Err(error) => Err(error),
         }
     }
+}
+
+/// `binding` (from the file at `path`, or about to be written there) checked against `spec`
+/// and resolved into a launch.
+fn resolve_binding(
+    store: &dyn SecretStore,
+    connection: ConnectionId,
+    spec: &ConnectorSpec,
+    path: &Path,
+    binding: &ConnectionBinding,
+) -> Result<SessionLaunch, CredentialError> {
+    binding.check(connection)?;
+    let mut launch = SessionLaunch {
+        spec: spec.clone(),
+        env: Vec::new(),
+        headers: Vec::new(),
+    };
+    let mut values = Values {
+        store,
+        bindings_path: path,
+        secrets: None,
+    };
+    match spec {
+        ConnectorSpec::Stdio { env: declared, .. } => {
+            launch.env = stdio_env(connection, declared, binding, path, &mut values)?;
+        }
+        ConnectorSpec::Http { url } => {
+            if !binding.headers.is_empty() {
+                refuse_cleartext(connection, url)?;
+            }
+            launch.headers = http_headers(connection, binding, &mut values)?;
+        }
+    }
+    Ok(launch)
 }
 
 /// A stdio server's environment: only declared variables may be bound, and all of them must be.
