@@ -78,6 +78,7 @@ pub async fn connection(
             connector: connector.to_owned(),
             runner: device.map(|device| format!("device:{device}")),
             namespace: None,
+            credentials: None,
         },
     )
     .await

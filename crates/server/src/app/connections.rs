@@ -2,6 +2,7 @@
 
 use super::audit::connection_summary;
 use super::auth::already_exists;
+use super::handshake::Screened;
 use super::names::{derive_namespace, free_namespace, validate_name, validate_namespace};
 use super::{Actor, App, Audit, views};
 use crate::db::{ConnectionRow, Key};
@@ -11,7 +12,7 @@ use switchyard_mcp_runner::endpoints::EndpointError;
 use switchyard_mcp_runner::redact::Redactor;
 use switchyard_mcp_runner::session::DiscoveredTool;
 use switchyard_protocol::api::*;
-use switchyard_protocol::{ErrorCode, WorkspaceId};
+use switchyard_protocol::{ConnectionId, ErrorCode, WorkspaceId};
 
 impl App {
     /// Places a connector in a workspace (workspace admins only), on the central runner or a
@@ -41,10 +42,34 @@ impl App {
                 free_namespace(&base, &taken)
             }
         };
-        let row = self
+        let id = ConnectionId::new();
+        let screened = match &req.credentials {
+            None => None,
+            Some(credentials) => {
+                self.connection_names_free(workspace, &req.name, &namespace)
+                    .await?;
+                let spec = connector.spec();
+                let screened = self
+                    .screen_credentials(id, (&req.name, &spec), &runner, credentials)
+                    .await?;
+                // Checked: the binding goes in first, so the row never exists without it.
+                self.credentials.bind(id, credentials).map_err(|e| {
+                    AppError::refused(
+                        ErrorCode::InvalidCredentials,
+                        format!("connection `{}`: {e}; nothing was stored", req.name),
+                    )
+                })?;
+                Some(screened)
+            }
+        };
+        let created = self
             .db
-            .connection_create(workspace, (&req.name, &namespace), connector.id, runner)
-            .await
+            .connection_create(id, workspace, (&req.name, &namespace), connector.id, runner)
+            .await;
+        if created.is_err() && req.credentials.is_some() {
+            self.unbind_unstored(id);
+        }
+        let row = created
             .map_err(|e| {
                 if constraint(&e) == Some("connections_workspace_namespace") {
                     AppError::refused(
@@ -57,15 +82,54 @@ impl App {
                     already_exists(e, "connection", &req.name)
                 }
             })?;
+        let mut summary = connection_summary(&row);
+        if let Some(credentials) = &req.credentials {
+            summary["credentials"] = bound_summary(credentials);
+        }
         self.audit(
             Audit::by(actor, "connection.created")
                 .workspace(row.workspace_id)
                 .connection(row.id)
                 .object("connection", Some(row.id.0), &row.name)
-                .after(connection_summary(&row)),
+                .after(summary),
         )
         .await;
-        Ok(views::connection(&row))
+        match screened {
+            Some(Screened::Handshaken(Ok(tools))) => {
+                self.tool_catalog_reconcile(&row, &tools).await?;
+            }
+            Some(Screened::Handshaken(Err(message))) => {
+                self.record_discovery_failure(&row, &message).await?;
+            }
+            Some(Screened::Resolved) | None => return Ok(views::connection(&row)),
+        }
+        Ok(views::connection(&self.db.connection_get(row.id).await?))
+    }
+
+    /// Takes the binding of connection `id` out of the bindings file again: its row could not
+    /// be stored. A failure is logged (the binding names a connection that does not exist,
+    /// which binds nothing).
+    fn unbind_unstored(&self, id: ConnectionId) {
+        if let Err(error) = self.credentials.unbind(id) {
+            tracing::error!(connection = %id, %error, "could not remove the binding of a connection that was not stored");
+        }
+    }
+
+    /// Records that discovering `connection` failed with `message` (already redacted): on
+    /// the connection, as its event.
+    async fn record_discovery_failure(
+        &self,
+        connection: &ConnectionRow,
+        message: &str,
+    ) -> AppResult<()> {
+        self.db
+            .connection_discovery_failed(connection.id, message)
+            .await?;
+        let detail = serde_json::json!({"error": message});
+        self.db
+            .event_record(connection.id, "discovery_failed", &detail, None)
+            .await?;
+        Ok(())
     }
 
     /// The connections of a workspace.
@@ -154,13 +218,7 @@ impl App {
         match discovered {
             Ok(tools) => self.tool_catalog_reconcile(&connection, &tools).await,
             Err(message) => {
-                self.db
-                    .connection_discovery_failed(connection.id, &message)
-                    .await?;
-                let detail = serde_json::json!({"error": message});
-                self.db
-                    .event_record(connection.id, "discovery_failed", &detail, None)
-                    .await?;
+                self.record_discovery_failure(&connection, &message).await?;
                 Err(AppError::refused(
                     code,
                     format!("discovery of `{}` failed: {message}", connection.name),
@@ -258,6 +316,21 @@ impl App {
             .await?
             .ok_or_else(|| connection_not_found(key))
     }
+}
+
+/// What an audit entry says about bound credentials: each destination and its reference's
+/// provider, never a reference's name or a value.
+fn bound_summary(credentials: &ConnectionCredentials) -> serde_json::Value {
+    let providers = |references: &std::collections::BTreeMap<String, CredentialReference>| {
+        references
+            .iter()
+            .map(|(name, reference)| (name.clone(), reference.provider.as_str().into()))
+            .collect::<serde_json::Map<_, _>>()
+    };
+    serde_json::json!({
+        "env": providers(&credentials.env),
+        "headers": providers(&credentials.headers),
+    })
 }
 
 /// The constraint a database error names, if any.

@@ -28,6 +28,8 @@ impl App {
         validate_name("connector", &req.name)?;
         validate_spec(&req.name, &req.spec)?;
         self.screen_endpoint(&req.name, &req.spec).await?;
+        self.connector_name_free(&req.name).await?;
+        self.handshake_connector(&req.name, &req.spec).await?;
         let rows = self
             .db
             .connector_create_all(&[(req.name.clone(), req.spec)])
@@ -54,6 +56,16 @@ impl App {
             validate_spec(name, spec)?;
             self.screen_endpoint(name, spec).await?;
         }
+        for (name, _) in &connectors {
+            self.connector_name_free(name).await?;
+        }
+        // All or nothing: every HTTP endpoint must answer the handshake before any is stored.
+        futures::future::try_join_all(
+            connectors
+                .iter()
+                .map(|(name, spec)| self.handshake_connector(name, spec)),
+        )
+        .await?;
         let rows = self
             .db
             .connector_create_all(&connectors)

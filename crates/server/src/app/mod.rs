@@ -12,6 +12,7 @@ mod device_discovery;
 mod devices;
 mod dispatch;
 mod evidence;
+mod handshake;
 pub(crate) mod names;
 mod operations;
 mod pairing;

@@ -130,15 +130,15 @@ macro_rules! select_connection {
 }
 
 impl Datastore {
-    /// Creates a connection named `name` with namespace slug `namespace`.
+    /// Creates connection `id` named `name` with namespace slug `namespace`.
     pub async fn connection_create(
         &self,
+        id: ConnectionId,
         workspace: WorkspaceId,
         (name, namespace): (&str, &str),
         connector: ConnectorId,
         runner_ref: RunnerRef,
     ) -> Result<ConnectionRow, sqlx::Error> {
-        let id = ConnectionId::new();
         sqlx::query(
             "INSERT INTO connections (id, workspace_id, name, namespace, connector_id, runner_ref)
              VALUES ($1, $2, $3, $4, $5, $6)",

@@ -444,11 +444,12 @@ async fn commands_and_urls_are_shown_only_to_those_who_manage_connectors(pool: P
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
     let command = fixture_bin();
+    let (url, _fixture) = http_fixture(&[], &[]);
     server
         .owner
         .post(
             "/api/v1/connectors",
-            json!({"name": "remote", "transport": "http", "url": "https://mcp.example.test/private-path"}),
+            json!({"name": "remote", "transport": "http", "url": url}),
         )
         .await
         .ok();
@@ -456,10 +457,7 @@ async fn commands_and_urls_are_shown_only_to_those_who_manage_connectors(pool: P
 
     let seen_by_bob = bob.get("/api/v1/connectors").await.ok();
     let text = seen_by_bob.to_string();
-    assert!(
-        !text.contains(&command) && !text.contains("private-path"),
-        "{text}"
-    );
+    assert!(!text.contains(&command) && !text.contains(&url), "{text}");
     let transports: Vec<(&str, &str)> = seen_by_bob
         .as_array()
         .unwrap()
@@ -482,7 +480,7 @@ async fn commands_and_urls_are_shown_only_to_those_who_manage_connectors(pool: P
         .ok()
         .to_string();
     assert!(
-        seen_by_owner.contains(&command) && seen_by_owner.contains("private-path"),
+        seen_by_owner.contains(&command) && seen_by_owner.contains(&url),
         "{seen_by_owner}"
     );
 }

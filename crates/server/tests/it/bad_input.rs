@@ -221,11 +221,12 @@ async fn a_connector_url_with_a_password_is_refused_and_not_echoed(pool: PgPool)
         .await
         .unwrap();
     assert_eq!(stored, 0);
+    let (url, _fixture) = http_fixture(&[], &[]);
     server
         .owner
         .post(
             "/api/v1/connectors",
-            json!({"name": "remote", "transport": "http", "url": "https://mcp.example.test/mcp"}),
+            json!({"name": "remote", "transport": "http", "url": url}),
         )
         .await
         .ok();

@@ -14,11 +14,13 @@ use switchyard_mcp_runner::endpoints::{AllowList, EndpointGuard};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// A server whose allow-list is `allow` (nothing: public addresses only).
+/// A server whose allow-list is `allow` (nothing: public addresses only). Its handshakes give
+/// up after two seconds: an admitted address where nothing answers fails quickly.
 async fn guarded(pool: PgPool, allow: &[&str]) -> TestServer {
     let allow = AllowList::parse(allow.iter().copied()).expect("valid allow-list");
     TestServer::start_with(pool, |config| {
         config.app.endpoints = EndpointGuard::public(allow);
+        config.app.discovery_deadline = Duration::from_secs(2);
     })
     .await
 }
@@ -91,10 +93,11 @@ async fn connectors_at_blocked_addresses_are_refused_and_not_stored(pool: PgPool
 #[sqlx::test(migrations = "../../migrations")]
 async fn the_allow_list_admits_what_it_names_and_nothing_else(pool: PgPool) {
     let server = guarded(pool, &["127.0.0.0/8", "10.2.0.0/16"]).await;
+    let (url, _fixture) = http_fixture(&[], &[]);
+    let port = url::Url::parse(&url).unwrap().port().unwrap();
     for (name, url) in [
-        ("loop", "http://127.0.0.1:9/mcp"),
-        ("named", "http://localhost:9/mcp"),
-        ("lan", "http://10.2.3.4/mcp"),
+        ("loop", url.clone()),
+        ("named", format!("http://localhost:{port}/mcp")),
     ] {
         server
             .owner
@@ -105,6 +108,16 @@ async fn the_allow_list_admits_what_it_names_and_nothing_else(pool: PgPool) {
             .await
             .ok();
     }
+    // Admitted by the guard, then refused only because no MCP server answers there.
+    let message = server
+        .owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "lan", "transport": "http", "url": "http://10.2.3.4/mcp"}),
+        )
+        .await
+        .refused(422, "handshake_failed");
+    assert!(!message.contains("--allow-endpoint"), "{message}");
     server
         .owner
         .post(
@@ -115,7 +128,7 @@ async fn the_allow_list_admits_what_it_names_and_nothing_else(pool: PgPool) {
         .refused(422, "endpoint_blocked");
     let mut names = connector_names(&server).await;
     names.sort();
-    assert_eq!(names, ["lan", "loop", "named"]);
+    assert_eq!(names, ["loop", "named"]);
 }
 
 /// A plain TCP server that counts the connections it accepts and closes them.
@@ -171,10 +184,30 @@ async fn a_redirect_into_a_blocked_range_is_not_followed(pool: PgPool) {
         .post("/api/v1/workspaces", json!({"name": "acme"}))
         .await
         .ok();
-    owner
+    // Adding it: the handshake meets the redirect and refuses it.
+    let message = owner
         .post(
             "/api/v1/connectors",
             json!({"name": "hop", "transport": "http", "url": url}),
+        )
+        .await
+        .refused(422, "endpoint_blocked");
+    assert!(message.contains("127.0.0.1"), "{message}");
+    assert!(connector_names(&server).await.is_empty());
+    // A connector edited to point there (an edit is screened, not handshaken): its discovery
+    // meets the redirect and refuses it.
+    owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "hop", "transport": "stdio", "command": "/bin/true"}),
+        )
+        .await
+        .ok();
+    owner
+        .send(
+            Method::PATCH,
+            "/api/v1/connectors/hop",
+            Some(json!({"transport": "http", "url": url})),
         )
         .await
         .ok();

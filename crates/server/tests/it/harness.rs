@@ -624,3 +624,19 @@ pub async fn wait_for_a_lock_wait(pool: &PgPool, statements: &[&str]) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Starts the fixture MCP server over streamable HTTP on a free loopback port, with `args`
+/// after `http --listen 127.0.0.1:0` and `env` added to its environment; its `/mcp` URL and
+/// the guard that stops it.
+pub fn http_fixture(args: &[&str], env: &[(&str, &str)]) -> (String, ChildGuard) {
+    let mut fixture = std::process::Command::new(fixture_bin())
+        .args(["http", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the fixture starts");
+    let url = read_announcement(&mut fixture, "listening on");
+    (url, ChildGuard(fixture))
+}

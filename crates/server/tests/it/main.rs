@@ -13,6 +13,7 @@ mod device_discovery;
 mod devices;
 mod endpoints;
 mod evidence;
+mod handshake;
 mod harness;
 mod health;
 mod heartbeats;

@@ -129,13 +129,15 @@ async fn connectors_are_owner_only_and_import_drops_secret_values(pool: PgPool) 
     )
     .await
     .refused(403, "forbidden");
+    // An HTTP connector is stored only once its endpoint answered the MCP handshake.
+    let (url, _fixture) = http_fixture(&[], &[]);
     let report = server
         .owner
         .post(
             "/api/v1/connectors/import",
             json!({"mcpServers": {
                 "files": {"command": "npx", "args": ["-y", "files"], "env": {"API_KEY": "canary-8a7f3b"}},
-                "remote": {"url": "https://example.test/mcp"}
+                "remote": {"url": url}
             }}),
         )
         .await

@@ -1,6 +1,6 @@
 //! The happy path a new user walks, in human and in JSON output.
 
-use super::harness::{Server, scratch_dir, set_up_demo, submit_call};
+use super::harness::{Server, fixture_binary, scratch_dir, set_up_demo, submit_call};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
@@ -106,9 +106,11 @@ async fn json_output_is_the_api_object(_: PgPoolOptions, db: PgConnectOptions) {
 async fn import_keeps_env_names_and_never_shows_values(_: PgPoolOptions, db: PgConnectOptions) {
     let server = Server::start(&db).await;
     let cli = server.cli();
+    // An HTTP connector is imported only once its endpoint answers the MCP handshake.
+    let remote = HttpFixture::start();
     let config = json!({"mcpServers": {
         "imported": {"command": "/usr/bin/env", "args": ["true"], "env": {"API_KEY": "sekrit-value-123"}},
-        "remote": {"url": "https://mcp.example.test/mcp"}
+        "remote": {"url": remote.url}
     }});
     let run = cli
         .run_with_stdin(&["connector", "import", "-"], config.to_string().as_bytes())
@@ -128,5 +130,41 @@ async fn import_keeps_env_names_and_never_shows_values(_: PgPoolOptions, db: PgC
             !text.contains("sekrit-value-123"),
             "secret value shown: {text}"
         );
+    }
+}
+
+/// The fixture MCP server over streamable HTTP on a free loopback port; killed when dropped.
+struct HttpFixture {
+    url: String,
+    child: std::process::Child,
+}
+
+impl HttpFixture {
+    fn start() -> HttpFixture {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(fixture_binary())
+            .args(["http", "--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the HTTP fixture");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let line = std::io::BufReader::new(stdout)
+            .lines()
+            .next()
+            .expect("the fixture announces its address")
+            .expect("read the fixture's stdout");
+        let url = line
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected announcement {line:?}"))
+            .to_owned();
+        HttpFixture { url, child }
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

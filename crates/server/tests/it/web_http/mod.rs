@@ -624,11 +624,14 @@ async fn connectors_import_from_yaml_in_the_web_form(pool: PgPool) {
     let server = TestServer::start(pool.clone()).await;
     let mut web = WebClient::new(&server);
     let csrf = web.sign_in(server.owner.token()).await;
-    let yaml = "mcpServers:\n  remote:\n    url: https://example.test/mcp\n  tools:\n    command: tools-server\n    env:\n      SECRET_KEY: canary-77aa\n";
+    let (url, _fixture) = http_fixture(&[], &[]);
+    let yaml = format!(
+        "mcpServers:\n  remote:\n    url: {url}\n  tools:\n    command: tools-server\n    env:\n      SECRET_KEY: canary-77aa\n"
+    );
     let page = web
         .post(
             "/connectors/import",
-            &[("csrf", &csrf), ("format", "yaml"), ("document", yaml)],
+            &[("csrf", &csrf), ("format", "yaml"), ("document", &yaml)],
         )
         .await;
     assert_eq!(page.status, StatusCode::OK);
@@ -659,6 +662,34 @@ async fn connectors_import_from_yaml_in_the_web_form(pool: PgPool) {
         "{}",
         broken.body
     );
+    // An HTTP endpoint that does not answer the MCP handshake is refused on the form, and
+    // nothing is stored.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/mcp", listener.local_addr().unwrap())
+    };
+    let refused = web
+        .post(
+            "/connectors",
+            &[
+                ("csrf", &csrf),
+                ("name", "gone"),
+                ("transport", "http"),
+                ("url", &closed),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        refused.body.contains("MCP handshake failed"),
+        "{}",
+        refused.body
+    );
+    server
+        .owner
+        .get("/api/v1/connectors/gone")
+        .await
+        .refused(404, "connector_not_found");
     // Non-owners read connectors but get no forms, and are refused if they post anyway.
     let bob = server.user("bob").await;
     let mut bob_web = WebClient::new(&server);
