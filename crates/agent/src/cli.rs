@@ -495,6 +495,14 @@ pub enum ConnectionCommand {
         /// derived from the name when omitted.
         #[arg(long)]
         namespace: Option<String>,
+        /// Credential references for a central connection, as JSON from FILE or `-` (stdin):
+        /// `{"headers": {"Authorization": {"provider": "environment", "name": "TOKEN",
+        /// "prefix": "Bearer "}}}` (HTTP) or `{"env": {NAME: reference}}` (stdio). References
+        /// only, never values. The server checks them with the MCP handshake, then writes them
+        /// to its bindings file (`--mcp-credentials-file`); if anything fails nothing is
+        /// stored. See docs/CREDENTIALS.md.
+        #[arg(long, value_name = "FILE|-")]
+        credentials: Option<InputSource>,
     },
     /// List a workspace's connections, retired ones included.
     List {

@@ -4,11 +4,12 @@
 use crate::cli::ConnectionCommand;
 use crate::client::{Body, Client};
 use crate::error::CliError;
+use crate::input::read_json_object;
 use crate::output::{Output, Table, retired_state, time};
 use serde_json::Value;
 use switchyard_protocol::api::{
-    ConnectionEventView, ConnectionView, CreateConnection, DiscoveryView, ReceiptPolicyView,
-    SetReceiptPolicy, ToolView,
+    ConnectionCredentials, ConnectionEventView, ConnectionView, CreateConnection, DiscoveryView,
+    ReceiptPolicyView, SetReceiptPolicy, ToolView,
 };
 
 /// Runs a `connection` subcommand.
@@ -20,21 +21,46 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
             connector,
             runner,
             namespace,
+            credentials,
         } => {
+            let credentials = match credentials {
+                Some(source) => {
+                    let bytes = read_json_object(&source)?;
+                    Some(
+                        serde_json::from_slice::<ConnectionCredentials>(&bytes).map_err(
+                            |error| CliError::InvalidJson {
+                                name: source.to_string(),
+                                source: error,
+                            },
+                        )?,
+                    )
+                }
+                None => None,
+            };
             let body = CreateConnection {
                 name,
                 connector,
                 runner,
                 namespace,
+                credentials,
             };
             let reply = client
                 .post(&["workspaces", &workspace, "connections"], Body::of(&body))
                 .await?;
             out.reply(&reply, |c: ConnectionView| {
-                format!(
+                let mut line = format!(
                     "created connection {} ({}, namespace {}): connector {} on runner {}",
                     c.name, c.id, c.namespace, c.connector_name, c.runner
-                )
+                );
+                if let Some(error) = &c.last_discovery_error {
+                    line.push_str(&format!(
+                        "\ntool discovery failed: {error}\nretry with `switchyard connection discover {workspace} {}`",
+                        c.name
+                    ));
+                } else if c.last_discovery_at.is_some() {
+                    line.push_str("; tools discovered (classify them with `switchyard tool classify`)");
+                }
+                line
             })
         }
         ConnectionCommand::List { workspace } => {
