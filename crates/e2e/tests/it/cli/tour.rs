@@ -3,6 +3,7 @@
 use super::harness::{Server, fixture_binary, scratch_dir, set_up_demo, submit_call};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use std::os::unix::fs::PermissionsExt;
 
 #[sqlx::test(migrations = false)]
 async fn tour_from_workspace_to_a_finished_call(_: PgPoolOptions, db: PgConnectOptions) {
@@ -107,7 +108,7 @@ async fn import_keeps_env_names_and_never_shows_values(_: PgPoolOptions, db: PgC
     let server = Server::start(&db).await;
     let cli = server.cli();
     // An HTTP connector is imported only once its endpoint answers the MCP handshake.
-    let remote = HttpFixture::start();
+    let remote = HttpFixture::start(&[], &[]);
     let config = json!({"mcpServers": {
         "imported": {"command": "/usr/bin/env", "args": ["true"], "env": {"API_KEY": "sekrit-value-123"}},
         "remote": {"url": remote.url}
@@ -133,6 +134,83 @@ async fn import_keeps_env_names_and_never_shows_values(_: PgPoolOptions, db: PgC
     }
 }
 
+#[sqlx::test(migrations = false)]
+async fn a_connection_is_placed_with_its_credential_references(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let dir = scratch_dir("credentials");
+    let bindings = dir.join("central.mcp-bindings.json");
+    let secrets = dir.join("central.mcp-secrets.json");
+    std::fs::write(
+        &secrets,
+        json!({"right": "tour-token-31d7", "wrong": "nope-nope"}).to_string(),
+    )
+    .expect("write the secrets file");
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600))
+        .expect("chmod the secrets file");
+    let server = Server::start_with_env(
+        &db,
+        &[(
+            "SWITCHYARD_MCP_CREDENTIALS_FILE",
+            bindings.to_str().expect("a UTF-8 path"),
+        )],
+    )
+    .await;
+    let cli = server.cli();
+    let remote = HttpFixture::start(
+        &["--bearer-env", "FIXTURE_TOKEN"],
+        &[("FIXTURE_TOKEN", "tour-token-31d7")],
+    );
+    cli.run(&["workspace", "create", "acme"]).success();
+    cli.run(&["connector", "add", "remote", "--http", &remote.url])
+        .success();
+    let credentials = |key: &str| {
+        json!({"headers": {"Authorization":
+            {"provider": "secrets_file", "key": key, "prefix": "Bearer "}}})
+        .to_string()
+    };
+    let create = [
+        "connection",
+        "create",
+        "acme",
+        "remote",
+        "--connector",
+        "remote",
+        "--credentials",
+        "-",
+    ];
+
+    let refused = cli
+        .run_with_stdin(&create, credentials("wrong").as_bytes())
+        .code(4);
+    assert!(
+        refused.stderr.contains("refused the credential"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!bindings.exists(), "a refused credential was written");
+
+    let created = cli
+        .run_with_stdin(&create, credentials("right").as_bytes())
+        .success();
+    assert!(
+        created.stdout.contains("tools discovered"),
+        "{}",
+        created.stdout
+    );
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&bindings).expect("the bindings file was written"))
+            .expect("JSON");
+    assert_eq!(
+        file["bindings"].as_object().map(|b| b.len()),
+        Some(1),
+        "{file}"
+    );
+    let tools = cli.run(&["tool", "list", "acme", "remote"]).success();
+    assert!(tools.stdout.contains("echo"), "{}", tools.stdout);
+}
+
 /// The fixture MCP server over streamable HTTP on a free loopback port; killed when dropped.
 struct HttpFixture {
     url: String,
@@ -140,10 +218,13 @@ struct HttpFixture {
 }
 
 impl HttpFixture {
-    fn start() -> HttpFixture {
+    /// Started with `args` after `http --listen 127.0.0.1:0`, and `env` added.
+    fn start(args: &[&str], env: &[(&str, &str)]) -> HttpFixture {
         use std::io::BufRead;
         let mut child = std::process::Command::new(fixture_binary())
             .args(["http", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
