@@ -1,6 +1,6 @@
 //! Cancelling calls, releasing warm sessions and reading connection lifecycle events.
 
-use super::{Actor, App, views};
+use super::{Actor, App, Audit, views};
 use crate::db::CancelEffect;
 use crate::error::{AppError, AppResult};
 use serde_json::json;
@@ -10,9 +10,9 @@ use switchyard_protocol::{CallId, ConnectionId, ErrorCode, RunnerRef};
 
 impl App {
     /// Cancels a call (Use on its profile needed): a call awaiting approval, queued or leased
-    /// is cancelled at once (a held call's question closed with it) and its waiting readers
-    /// woken, a running one is asked to stop through its runner, a finished one is left as
-    /// it is.
+    /// is cancelled at once (a held call's question closed with it, `approval.cancelled` in
+    /// the audit log) and its waiting readers woken, a running one is asked to stop through
+    /// its runner, a finished one is left as it is.
     pub async fn call_cancel(
         &self,
         actor: &Actor,
@@ -21,8 +21,23 @@ impl App {
     ) -> AppResult<CancelAnswer> {
         let before = self.call_get(actor, ws, call).await?;
         let effect = self.sent(self.db.call_cancel(before.workspace_id, before.id).await?);
+        if effect
+            == (CancelEffect::Cancelled {
+                question_closed: true,
+            })
+        {
+            self.audit(
+                Audit::by(actor, "approval.cancelled")
+                    .workspace(before.workspace_id)
+                    .connection(before.connection_id)
+                    .object("call", Some(before.id.0), &before.tool_name)
+                    .before(json!({"state": "awaiting_approval"}))
+                    .after(json!({"state": "cancelled"})),
+            )
+            .await;
+        }
         let outcome = match effect {
-            CancelEffect::Cancelled => CancelOutcome::Cancelled,
+            CancelEffect::Cancelled { .. } => CancelOutcome::Cancelled,
             CancelEffect::Requested => CancelOutcome::CancellationRequested,
             CancelEffect::Nothing => CancelOutcome::AlreadyFinished,
         };

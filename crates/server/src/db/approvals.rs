@@ -1,7 +1,8 @@
 //! Approval questions (`approvals`, one per held call) and their answers, the profiles'
 //! approval policies and the workspaces' approval timeout. An answer is one guarded statement
 //! on the call (`WHERE state = 'awaiting_approval'`) that also records the answer beside it,
-//! so two answers at once, or an answer racing the expiry sweep, change the call once.
+//! so two answers at once, or an answer racing the expiry sweep or a cancel, change the call
+//! once.
 
 use super::audit::{NewAuditEntry, append};
 use super::{Committed, Datastore, Wakeup};
@@ -13,6 +14,9 @@ use switchyard_protocol::{
     CallId, CallState, ConnectionId, DeviceId, ProfileId, RequestId, RunnerRef, UserId, WorkspaceId,
 };
 
+/// At most this many questions expire per sweep, so that one transaction (and its audit
+/// entries' chain locks) stays short after a mass expiry; the next sweep takes the rest.
+pub const EXPIRE_BATCH: i64 = 500;
 /// A question with its call, as a person reads it.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ApprovalRow {
@@ -101,7 +105,7 @@ pub enum Answered {
     Approved,
     /// Declined: the call ended `declined`.
     Declined,
-    /// Nothing changed: it was answered already, or expired, or the answer was not allowed
+    /// Nothing changed: it was answered already, expired or cancelled, or the answer was not allowed
     /// by the time it was applied.
     Unchanged,
 }
@@ -253,9 +257,10 @@ impl Datastore {
     }
 
     /// Expires the calls whose question waited longer than their workspace's approval timeout
-    /// (none for a workspace without one), in one guarded statement, and appends an
-    /// `approval.expired` entry (actor: the system) for each to the audit log in the same
-    /// transaction. Returns their ids, with the wake-ups their waiting readers need.
+    /// (none for a workspace without one), the oldest [`EXPIRE_BATCH`] at most (locked ones,
+    /// being answered or expired by another replica, skipped), in one guarded statement, and
+    /// appends an `approval.expired` entry (actor: the system) for each to the audit log in the
+    /// same transaction. Returns their ids, with the wake-ups their waiting readers need.
     pub async fn approval_expire_overdue(&self) -> Result<Committed<Vec<CallId>>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let expired: Vec<ExpiredQuestion> = sqlx::query_as(
@@ -264,9 +269,14 @@ impl Datastore {
                      error_code = 'approval_expired',
                      error_message = 'nobody answered its approval question within the workspace''s approval timeout; it was never sent'
                  FROM workspaces w
-                 WHERE c.approval_held AND c.state = 'awaiting_approval' AND w.id = c.workspace_id
-                   AND w.approval_timeout_seconds IS NOT NULL
-                   AND c.created_at < now() - make_interval(secs => w.approval_timeout_seconds)
+                 WHERE w.id = c.workspace_id AND c.state = 'awaiting_approval'
+                   AND c.id IN (
+                     SELECT o.id FROM calls o JOIN workspaces ow ON ow.id = o.workspace_id
+                     WHERE o.approval_held AND o.state = 'awaiting_approval'
+                       AND ow.approval_timeout_seconds IS NOT NULL
+                       AND o.created_at < now() - make_interval(secs => ow.approval_timeout_seconds)
+                     ORDER BY o.created_at LIMIT $1
+                     FOR UPDATE OF o SKIP LOCKED)
                  RETURNING c.id, c.workspace_id, c.request_id, c.connection_id, c.tool_name,
                      w.approval_timeout_seconds),
              recorded AS (
@@ -276,6 +286,7 @@ impl Datastore {
                  approval_timeout_seconds
              FROM expired ORDER BY workspace_id, id",
         )
+        .bind(EXPIRE_BATCH)
         .fetch_all(&mut *tx)
         .await?;
         if !expired.is_empty() {

@@ -1,7 +1,7 @@
 //! The Approvals page: the calls of a workspace waiting for a person, with everything needed
 //! to answer them (tool, connection, profile, who asked and when, why it asks, the exact
 //! arguments) and Approve and Decline buttons for holders of Approve. It follows the questions
-//! over Server-Sent Events: a new question appears and an answered or expired one disappears
+//! over Server-Sent Events: a new question appears and an answered, expired or cancelled one disappears
 //! without a reload. The app layer decides every answer; its refusal (such as
 //! `self_approval`) comes back on the page.
 

@@ -321,10 +321,11 @@ async fn a_cancelled_held_call_never_runs_and_its_question_is_closed(pool: PgPoo
     assert_eq!(held["state"], "awaiting_approval");
     let id = held["id"].as_str().unwrap().to_owned();
 
-    // A reader waiting on the call is answered once it is cancelled.
+    // A reader waiting on the call is answered once it is cancelled (woken: well before its
+    // wait of a minute would end).
     let waiter = {
         let owner = gate.server.owner.clone();
-        let path = format!("/api/v1/workspaces/acme/calls/{id}?wait_ms=25000");
+        let path = format!("/api/v1/workspaces/acme/calls/{id}?wait_ms=60000");
         tokio::spawn(async move { owner.get(&path).await.ok() })
     };
     let cancelled = gate
@@ -339,7 +340,26 @@ async fn a_cancelled_held_call_never_runs_and_its_question_is_closed(pool: PgPoo
     assert_eq!(cancelled["outcome"], "cancelled", "{cancelled}");
     assert_eq!(cancelled["call"]["state"], "cancelled");
     assert_eq!(cancelled["call"]["error"]["code"], "cancelled");
-    assert_eq!(waiter.await.unwrap()["state"], "cancelled");
+    let woken = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("the waiting reader was not woken")
+        .unwrap();
+    assert_eq!(woken["state"], "cancelled");
+    // Closing the question is an approval decision the log names, with who made it.
+    let log = gate
+        .server
+        .owner
+        .get("/api/v1/workspaces/acme/audit")
+        .await
+        .ok();
+    let entry = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "approval.cancelled")
+        .unwrap_or_else(|| panic!("no approval.cancelled entry in {log}"));
+    assert_eq!(entry["actor"]["name"], "owner", "{entry}");
+    assert_eq!(entry["object"]["id"], id.as_str(), "{entry}");
 
     // The question is closed: no longer pending, and answering it is refused.
     let listed = gate
@@ -378,6 +398,53 @@ async fn a_cancelled_held_call_never_runs_and_its_question_is_closed(pool: PgPoo
     assert_eq!(twice["outcome"], "already_finished");
     gate.runner_drained().await;
     assert_eq!(count_lines(&gate.counter), 0, "a cancelled call ran");
+}
+
+/// An approval and a cancel sent at once: exactly one of them closes the question, the other
+/// is told so, and the call runs only when the approval won (and the cancel came too late to
+/// stop it).
+#[sqlx::test(migrations = "../../migrations")]
+async fn an_approval_racing_a_cancel_closes_the_question_once(pool: PgPool) {
+    let gate = Gate::new(pool.clone()).await;
+    let mut approvals_won = 0;
+    for round in 0..6 {
+        let held = gate
+            .submit(&call_body(
+                "count",
+                json!({"label": format!("race {round}")}),
+            ))
+            .await;
+        let id = held["id"].as_str().unwrap().to_owned();
+        let cancel_path = format!("/api/v1/workspaces/acme/calls/{id}/cancel");
+        let (approved, cancelled) = tokio::join!(
+            gate.answer(&gate.approver, &held, "approve", json!({})),
+            gate.server.owner.post(&cancel_path, json!({})),
+        );
+        let cancelled = cancelled.ok();
+        let question = gate
+            .approver
+            .get(&format!("/api/v1/workspaces/acme/approvals/{id}"))
+            .await
+            .ok();
+        if approved.status.is_success() {
+            approvals_won += 1;
+            assert_eq!(question["state"], "approved", "{question}");
+        } else {
+            assert_eq!(approved.code(), "approval_decided", "{:?}", approved.body);
+            assert_eq!(question["state"], "cancelled", "{question}");
+            assert_eq!(cancelled["outcome"], "cancelled", "{cancelled}");
+        }
+        let done = gate.server.owner.wait_call("acme", &id, WAIT).await;
+        assert!(
+            ["succeeded", "cancelled"].contains(&done["state"].as_str().unwrap()),
+            "{done}"
+        );
+    }
+    gate.runner_drained().await;
+    assert!(
+        count_lines(&gate.counter) <= approvals_won,
+        "a call ran that no approval let through"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]

@@ -80,8 +80,7 @@ pub async fn pair_device(server: &TestServer, ws: &str, profile: &str) -> Device
 }
 
 /// The fixture's tools, as a device's runner lists them for a discovery.
-pub const FIXTURE_TOOLS: [&str; 14] = [
-    "append_count",
+pub const FIXTURE_TOOLS: [&str; 13] = [
     "big",
     "count",
     "count_then_crash",

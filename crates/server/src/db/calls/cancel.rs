@@ -10,7 +10,10 @@ use switchyard_protocol::{CallId, RunnerRef, WorkspaceId};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CancelEffect {
     /// `awaiting_approval`/`queued`/`leased` → `cancelled`: nothing had been sent.
-    Cancelled,
+    Cancelled {
+        /// It awaited approval: its question was closed `cancelled`.
+        question_closed: bool,
+    },
     /// The call is running: cancellation was requested from its runner.
     Requested,
     /// The call was already finished (or unknown); nothing changed.
@@ -28,7 +31,7 @@ impl Datastore {
         workspace: WorkspaceId,
         id: CallId,
     ) -> Result<Committed<CancelEffect>, sqlx::Error> {
-        let cancelled: Option<CallId> = sqlx::query_scalar(
+        let cancelled: Option<(CallId, bool)> = sqlx::query_as(
             "WITH cancelled AS (
                  UPDATE calls SET state = 'cancelled', approval_held = false, finished_at = now(),
                      error_code = 'cancelled',
@@ -40,19 +43,22 @@ impl Datastore {
                  RETURNING id),
              closed AS (
                  UPDATE approvals a SET state = 'cancelled', decided_at = now()
-                 FROM cancelled WHERE a.call_id = cancelled.id AND a.state = 'pending')
-             SELECT id FROM cancelled",
+                 FROM cancelled WHERE a.call_id = cancelled.id AND a.state = 'pending'
+                 RETURNING a.call_id)
+             SELECT id, EXISTS (SELECT 1 FROM closed) FROM cancelled",
         )
         .bind(workspace)
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        if let Some(call) = cancelled {
+        if let Some((call, question_closed)) = cancelled {
             return Ok(
-                Committed::new(CancelEffect::Cancelled).waking(Wakeup::Settled {
-                    call,
-                    recorded: None,
-                }),
+                Committed::new(CancelEffect::Cancelled { question_closed }).waking(
+                    Wakeup::Settled {
+                        call,
+                        recorded: None,
+                    },
+                ),
             );
         }
         let runner: Option<RunnerRef> = sqlx::query_scalar(
