@@ -9,7 +9,8 @@ use switchyard_protocol::api::*;
 
 impl App {
     /// Replaces a connector's transport and target (owners only). The same spec again changes
-    /// nothing.
+    /// nothing. A new HTTP target is screened and must answer the MCP handshake, as when a
+    /// connector is added; a refusal leaves the connector as it was.
     pub async fn connector_update(
         &self,
         actor: &Actor,
@@ -23,6 +24,7 @@ impl App {
             return Ok(views::connector(&connector));
         }
         self.screen_endpoint(&connector.name, &spec).await?;
+        self.handshake_connector(&connector.name, &spec).await?;
         let row = self.db.connector_update(connector.id, &spec).await?;
         tracing::info!(connector = %row.name, revision = row.revision, "connector changed; it needs approval again if it runs a command");
         self.audit(

@@ -194,8 +194,7 @@ async fn a_redirect_into_a_blocked_range_is_not_followed(pool: PgPool) {
         .refused(422, "endpoint_blocked");
     assert!(message.contains("127.0.0.1"), "{message}");
     assert!(connector_names(&server).await.is_empty());
-    // A connector edited to point there (an edit is screened, not handshaken): its discovery
-    // meets the redirect and refuses it.
+    // Nor by editing a connector to point there: the edit's handshake refuses it too.
     owner
         .post(
             "/api/v1/connectors",
@@ -210,7 +209,14 @@ async fn a_redirect_into_a_blocked_range_is_not_followed(pool: PgPool) {
             Some(json!({"transport": "http", "url": url})),
         )
         .await
-        .ok();
+        .refused(422, "endpoint_blocked");
+    // A connector stored there before these checks existed (written as an older release
+    // would have): its discovery meets the redirect and refuses it.
+    sqlx::query("UPDATE connectors SET transport = 'http', url = $1, command = NULL, args = '[]' WHERE name = 'hop'")
+        .bind(&url)
+        .execute(&server.pool)
+        .await
+        .unwrap();
     owner
         .post(
             "/api/v1/workspaces/acme/connections",

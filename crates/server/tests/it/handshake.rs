@@ -102,6 +102,20 @@ async fn connectors_whose_handshake_fails_are_not_stored(pool: PgPool) {
         .await
         .ok();
     assert_eq!(connector_count(&pool).await, 2);
+
+    // Editing one to point at an endpoint that is not MCP is refused the same way, and the
+    // connector keeps its target.
+    let message = owner
+        .send(
+            reqwest::Method::PATCH,
+            "/api/v1/connectors/good",
+            Some(json!({"transport": "http", "url": not_mcp})),
+        )
+        .await
+        .refused(422, "handshake_failed");
+    assert!(message.contains("nothing was stored"), "{message}");
+    let kept = owner.get("/api/v1/connectors/good").await.ok();
+    assert_eq!(kept["url"], good.as_str(), "{kept}");
 }
 
 /// A server whose central bindings file is `bindings`, next to a secrets file holding the
