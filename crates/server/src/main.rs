@@ -119,8 +119,8 @@ enum Command {
             default_value_t = switchyard_server::serve::DEFAULT_MAX_CONNECTIONS
         )]
         http_max_connections: usize,
-        /// Most calls a workspace may have queued; a submission past it is refused (429
-        /// `quota_exceeded`) and nothing is queued.
+        /// Most calls a workspace may have queued or awaiting approval; a submission past it
+        /// is refused (429 `quota_exceeded`) and nothing is queued.
         #[arg(
             long,
             env = "SWITCHYARD_MAX_QUEUED_PER_WORKSPACE",

@@ -1,6 +1,7 @@
 //! The app layer: every operation the API offers, with its authorization decided here.
 //! Handlers call exactly one function of this module; this module calls the datastore.
 
+mod admission;
 mod approvals;
 mod audit;
 mod auth;

@@ -91,7 +91,7 @@ pub(super) fn submitter_workspace(id: &str, name: &str, user: &str, device: &str
 /// so concurrent submissions may overshoot a quota by as many as submit at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CallQuotas {
-    /// Most calls queued in a workspace.
+    /// Most calls queued, or held for a person's approval, in a workspace.
     pub max_queued: u32,
     /// Most calls leased or running in a workspace.
     pub max_running: u32,
@@ -229,7 +229,7 @@ pub struct SubmitContext {
     pub environment_id: Option<EnvironmentId>,
     /// The operation the request names, if it is one of the workspace.
     pub operation: Option<OperationScope>,
-    /// The workspace's queued calls, counted up to [`CallQuotas::max_queued`].
+    /// The workspace's queued and held calls, each counted up to [`CallQuotas::max_queued`].
     pub queued_calls: i64,
     /// The workspace's leased and running calls, counted up to [`CallQuotas::max_running`].
     pub running_calls: i64,
@@ -465,11 +465,14 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
              COALESCE(pta.policy, pc.approval_policy) AS r_approval_policy,
              e.id AS r_environment,
              o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment,
-             -- The workspace's queued and in-flight calls, each counted up to its quota: bounded
-             -- scans of calls_queued and calls_in_flight, whose predicates these repeat.
+             -- The workspace's waiting calls (queued, or held for a person) and in-flight calls,
+             -- each counted up to its quota: bounded scans of calls_queued, calls_awaiting and
+             -- calls_in_flight, whose predicates these repeat.
              (SELECT count(*) FROM (SELECT 1 FROM calls qc WHERE qc.workspace_id = ws.id
                   AND qc.lease_epoch IS NULL AND qc.finished_at IS NULL AND NOT qc.approval_held
-                  LIMIT {max_queued}) q) AS r_queued_calls,
+                  LIMIT {max_queued}) q)
+             + (SELECT count(*) FROM (SELECT 1 FROM calls hc WHERE hc.workspace_id = ws.id
+                  AND hc.approval_held LIMIT {max_queued}) h) AS r_queued_calls,
              (SELECT count(*) FROM (SELECT 1 FROM calls rc WHERE rc.workspace_id = ws.id
                   AND rc.lease_epoch IS NOT NULL AND rc.finished_at IS NULL LIMIT {max_running}) q) AS r_running_calls
          {from}

@@ -129,3 +129,51 @@ async fn a_workspace_at_its_running_quota_queues_nothing_more(pool: PgPool) {
     assert_eq!(calls_stored(&pool, &next["request_id"]).await, 0);
     release_the_runner(&server, ws, &held).await;
 }
+
+/// Calls held for a person count toward the queued quota: unanswered questions cannot pile up
+/// past it, and answering one makes room again.
+#[sqlx::test(migrations = "../../migrations")]
+async fn calls_awaiting_approval_count_toward_the_queued_quota(pool: PgPool) {
+    let quotas = CallQuotas {
+        max_queued: 2,
+        ..CallQuotas::default()
+    };
+    let server = server_with(pool.clone(), quotas).await;
+    let ws = &setup_workspace(&server, "acme", &[]).await.ws;
+    server
+        .owner
+        .put(
+            &format!("/api/v1/workspaces/{ws}/profiles/main/approval-policy"),
+            json!({"connection": "fixture", "tool": "echo", "policy": "always"}),
+        )
+        .await
+        .ok();
+    let path = format!("/api/v1/workspaces/{ws}/calls");
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let call = server
+            .owner
+            .post(&path, call_body("echo", json!({"text": "x"})))
+            .await
+            .ok();
+        assert_eq!(call["state"], "awaiting_approval", "{call}");
+        held.push(call["id"].as_str().unwrap().to_owned());
+    }
+    let third = call_body("echo", json!({"text": "x"}));
+    let message = server
+        .owner
+        .post(&path, third.clone())
+        .await
+        .refused(429, "quota_exceeded");
+    assert!(message.contains("awaiting approval"), "{message}");
+    assert_eq!(calls_stored(&pool, &third["request_id"]).await, 0);
+
+    // Cancelling a question makes room for the next.
+    server
+        .owner
+        .post(&format!("{path}/{}/cancel", held[0]), json!({}))
+        .await
+        .ok();
+    let accepted = server.owner.post(&path, third.clone()).await.ok();
+    assert_eq!(accepted["state"], "awaiting_approval", "{accepted}");
+}
