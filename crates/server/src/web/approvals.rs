@@ -19,7 +19,6 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use futures::Stream;
 use std::convert::Infallible;
-use switchyard_protocol::ErrorCode;
 use switchyard_protocol::approval::{ApprovalState, ApprovalView, DecideApproval};
 
 /// A question as the page shows it.
@@ -210,12 +209,7 @@ pub(super) async fn events(
     signed_in: SignedIn,
     Path(ws): Path<String>,
 ) -> WebResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    let slot = s.streams.take(&signed_in.session_id).ok_or_else(|| {
-        AppError::refused(
-            ErrorCode::TooManyStreams,
-            "this session has as many live views (calls, approvals) open as it may; close one and reload",
-        )
-    })?;
+    let slot = s.streams.slot_for(&signed_in.session_id)?;
     let actor = signed_in.session.actor.clone();
     let workspace = s.app.workspace_get(&actor, &ws).await?;
     let watch = Watch {

@@ -10,7 +10,6 @@ use super::session::{CsrfOnly, Protected, SignedIn, encode_query};
 use super::streams::StreamSlot;
 use crate::app::{Actor, CallQuery, Principal};
 use crate::db::PageFrom;
-use crate::error::AppError;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -337,12 +336,7 @@ pub(super) async fn events(
     signed_in: SignedIn,
     Path((ws, call)): Path<(String, String)>,
 ) -> WebResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    let slot = s.streams.take(&signed_in.session_id).ok_or_else(|| {
-        AppError::refused(
-            ErrorCode::TooManyStreams,
-            "this session has as many live views (calls, approvals) open as it may; close one and reload",
-        )
-    })?;
+    let slot = s.streams.slot_for(&signed_in.session_id)?;
     let actor = signed_in.session.actor.clone();
     let first = s.app.call_get(&actor, &ws, &call).await?;
     let names = Names::load(&s, &actor, &ws, &first).await?;

@@ -2,8 +2,10 @@
 //! session and capped: each holds a waiting read, so one session cannot open them without
 //! bound.
 
+use crate::error::AppError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use switchyard_protocol::ErrorCode;
 
 /// The streams open per session.
 #[derive(Debug)]
@@ -39,6 +41,17 @@ impl OpenStreams {
         Some(StreamSlot {
             streams: Arc::clone(self),
             session: session.to_owned(),
+        })
+    }
+
+    /// [`Self::take`] for a live view's route: refused `too_many_streams` when `session` has
+    /// `max` open.
+    pub(super) fn slot_for(self: &Arc<Self>, session: &str) -> Result<StreamSlot, AppError> {
+        self.take(session).ok_or_else(|| {
+            AppError::refused(
+                ErrorCode::TooManyStreams,
+                "this session has as many live views (calls, approvals) open as it may; close one and reload",
+            )
         })
     }
 }
