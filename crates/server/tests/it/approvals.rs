@@ -26,42 +26,11 @@ impl Gate {
         let scratch = scratch_dir("approvals");
         let counter = scratch.path("count");
         let server = TestServer::start(pool).await;
-        setup_workspace(&server, "acme", &["--count-file", &counter]).await;
-        let approver = server.user("approver").await;
-        let bob = server.user("bob").await;
-        for user in ["approver", "bob"] {
-            server
-                .owner
-                .post(
-                    "/api/v1/workspaces/acme/members",
-                    json!({"user": user, "role": "member"}),
-                )
-                .await
-                .ok();
-        }
-        for (user, grant) in [
-            ("approver", "approve"),
-            ("bob", "use"),
-            ("owner", "approve"),
-        ] {
-            server
-                .owner
-                .post(
-                    "/api/v1/workspaces/acme/profiles/main/grants",
-                    json!({"user": user, grant: true}),
-                )
-                .await
-                .ok();
-        }
-        let policies = server
-            .owner
-            .send(
-                reqwest::Method::PUT,
-                "/api/v1/workspaces/acme/profiles/main/approval-policy",
-                Some(json!({"connection": "fixture", "tool": "count", "policy": "always"})),
-            )
-            .await
-            .ok();
+        let Gated {
+            approver,
+            bob,
+            policies,
+        } = approval_gate(&server, &counter).await;
         assert_eq!(
             policies["policies"],
             json!([

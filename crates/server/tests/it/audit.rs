@@ -295,14 +295,7 @@ async fn the_installation_log_is_the_owners_and_verifies_like_a_workspaces(pool:
         .get("/api/v1/audit?connection=fixture")
         .await
         .refused(400, "invalid_request");
-    let ada = server.user("ada").await;
-    owner
-        .post(
-            "/api/v1/workspaces/acme/members",
-            json!({"user": "ada", "role": "admin"}),
-        )
-        .await
-        .ok();
+    let ada = server.member("acme", "ada", "admin").await;
     ada.get("/api/v1/workspaces/acme/audit").await.ok();
     let message = ada.get("/api/v1/audit").await.refused(403, "forbidden");
     assert!(message.contains("installation owners"), "{message}");

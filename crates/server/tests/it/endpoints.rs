@@ -283,20 +283,7 @@ async fn a_central_call_is_refused_when_its_endpoint_is_no_longer_allowed(pool: 
         .await
         .ok();
     owner.classify_all("acme", "fixture").await;
-    owner
-        .post(
-            "/api/v1/workspaces/acme/profiles",
-            json!({"name": "main", "connections": ["fixture"]}),
-        )
-        .await
-        .ok();
-    owner
-        .post(
-            "/api/v1/workspaces/acme/profiles/main/grants",
-            json!({"user": "owner", "use": true}),
-        )
-        .await
-        .ok();
+    owner.owner_profile("acme", "main", &["fixture"]).await;
     let call = owner
         .post(
             "/api/v1/workspaces/acme/calls",

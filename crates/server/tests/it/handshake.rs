@@ -256,20 +256,7 @@ async fn a_refused_credential_leaves_no_row_and_no_binding(pool: PgPool) {
         .refused(409, "already_exists");
 
     owner.classify_all("acme", "remote").await;
-    owner
-        .post(
-            "/api/v1/workspaces/acme/profiles",
-            json!({"name": "main", "connections": ["remote"]}),
-        )
-        .await
-        .ok();
-    owner
-        .post(
-            "/api/v1/workspaces/acme/profiles/main/grants",
-            json!({"user": "owner", "use": true}),
-        )
-        .await
-        .ok();
+    owner.owner_profile("acme", "main", &["remote"]).await;
     let call = owner
         .post(
             "/api/v1/workspaces/acme/calls",

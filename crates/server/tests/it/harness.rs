@@ -130,6 +130,20 @@ impl TestServer {
         }
     }
 
+    /// Creates a plain user `name`, adds them to workspace `ws` as `role` (`member` or `admin`)
+    /// and returns a client acting as them.
+    pub async fn member(&self, ws: &str, name: &str, role: &str) -> Client {
+        let user = self.user(name).await;
+        self.owner
+            .post(
+                &format!("/api/v1/workspaces/{ws}/members"),
+                json!({"user": name, "role": role}),
+            )
+            .await
+            .ok();
+        user
+    }
+
     /// Creates a plain user and a client acting as them.
     pub async fn user(&self, name: &str) -> Client {
         let app = App::new(Datastore::new(self.pool.clone()), AppConfig::default());
@@ -319,6 +333,23 @@ impl Client {
         }
     }
 
+    /// Creates profile `profile` of `ws` over `connections` and grants the installation owner
+    /// Use on it, as a test about to submit calls does. Panics on a refusal.
+    pub async fn owner_profile(&self, ws: &str, profile: &str, connections: &[&str]) {
+        self.post(
+            &format!("/api/v1/workspaces/{ws}/profiles"),
+            json!({"name": profile, "connections": connections}),
+        )
+        .await
+        .ok();
+        self.post(
+            &format!("/api/v1/workspaces/{ws}/profiles/{profile}/grants"),
+            json!({"user": "owner", "use": true}),
+        )
+        .await
+        .ok();
+    }
+
     /// Polls a call until it leaves awaiting_approval/queued/leased/running, or panics after
     /// `within`.
     pub async fn wait_call(&self, ws: &str, call_id: &str, within: Duration) -> Value {
@@ -399,21 +430,54 @@ pub async fn setup_workspace(server: &TestServer, ws: &str, args: &[&str]) -> Se
         .await
         .ok();
     owner.classify_all(ws, "fixture").await;
-    owner
-        .post(
-            &format!("/api/v1/workspaces/{ws}/profiles"),
-            json!({"name": "main", "connections": ["fixture"]}),
-        )
-        .await
-        .ok();
-    owner
-        .post(
-            &format!("/api/v1/workspaces/{ws}/profiles/main/grants"),
-            json!({"user": "owner", "use": true}),
-        )
-        .await
-        .ok();
+    owner.owner_profile(ws, "main", &["fixture"]).await;
     Setup { ws: ws.to_owned() }
+}
+
+/// What `approval_gate` set up: the two members and the policies its last change answered.
+pub struct Gated {
+    /// Member holding Approve on `main`.
+    pub approver: Client,
+    /// Member holding only Use on `main`.
+    pub bob: Client,
+    /// `PUT …/approval-policy`'s answer.
+    pub policies: Value,
+}
+
+/// `setup_workspace` of `acme` whose `count` tool appends to `counter` and asks under the
+/// tool's `always` policy; `approver` holds Approve on `main`, `bob` only Use, and the owner
+/// (who submits) Use and Approve.
+pub async fn approval_gate(server: &TestServer, counter: &str) -> Gated {
+    setup_workspace(server, "acme", &["--count-file", counter]).await;
+    let approver = server.member("acme", "approver", "member").await;
+    let bob = server.member("acme", "bob", "member").await;
+    for (user, grant) in [
+        ("approver", "approve"),
+        ("bob", "use"),
+        ("owner", "approve"),
+    ] {
+        server
+            .owner
+            .post(
+                "/api/v1/workspaces/acme/profiles/main/grants",
+                json!({"user": user, grant: true}),
+            )
+            .await
+            .ok();
+    }
+    let policies = server
+        .owner
+        .put(
+            "/api/v1/workspaces/acme/profiles/main/approval-policy",
+            json!({"connection": "fixture", "tool": "count", "policy": "always"}),
+        )
+        .await
+        .ok();
+    Gated {
+        approver,
+        bob,
+        policies,
+    }
 }
 
 /// A call body for `setup_workspace`'s profile and connection.

@@ -109,20 +109,7 @@ async fn a_header_credential_reaches_the_server_and_is_stored_nowhere(pool: PgPo
             .any(|t| t["name"] == "echo")
     );
     client.classify_all("acme", "remote").await;
-    client
-        .post(
-            "/api/v1/workspaces/acme/profiles",
-            json!({"name": "main", "connections": ["remote"]}),
-        )
-        .await
-        .ok();
-    client
-        .post(
-            "/api/v1/workspaces/acme/profiles/main/grants",
-            json!({"user": "owner", "use": true}),
-        )
-        .await
-        .ok();
+    client.owner_profile("acme", "main", &["remote"]).await;
 
     let body = |tool: &str, arguments: serde_json::Value| {
         json!({"request_id": uuid::Uuid::new_v4(), "profile_id": "main", "connection_id": "remote",
@@ -227,20 +214,7 @@ async fn the_reference_server_works_over_streamable_http(pool: PgPool) {
         .await
         .ok();
     owner.classify_all("interop", "everything").await;
-    owner
-        .post(
-            "/api/v1/workspaces/interop/profiles",
-            json!({"name": "p", "connections": ["everything"]}),
-        )
-        .await
-        .ok();
-    owner
-        .post(
-            "/api/v1/workspaces/interop/profiles/p/grants",
-            json!({"user": "owner", "use": true}),
-        )
-        .await
-        .ok();
+    owner.owner_profile("interop", "p", &["everything"]).await;
     let call = owner
         .post(
             "/api/v1/workspaces/interop/calls",

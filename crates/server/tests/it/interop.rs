@@ -54,20 +54,7 @@ async fn the_reference_server_runs_through_the_whole_path(pool: PgPool) {
         .expect("echo tool listed");
     assert_eq!(echo["annotations"]["readOnlyHint"], true);
     owner.classify_all("interop", "everything").await;
-    owner
-        .post(
-            "/api/v1/workspaces/interop/profiles",
-            json!({"name": "p", "connections": ["everything"]}),
-        )
-        .await
-        .ok();
-    owner
-        .post(
-            "/api/v1/workspaces/interop/profiles/p/grants",
-            json!({"user": "owner", "use": true}),
-        )
-        .await
-        .ok();
+    owner.owner_profile("interop", "p", &["everything"]).await;
     let call = owner
         .post(
             "/api/v1/workspaces/interop/calls",

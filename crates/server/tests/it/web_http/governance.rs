@@ -34,19 +34,6 @@ async fn classification(server: &TestServer, connection: &str, tool: &str) -> Va
 }
 
 /// Adds user `name` to `acme` as a plain member.
-async fn member(server: &TestServer, name: &str) -> Client {
-    let user = server.user(name).await;
-    server
-        .owner
-        .post(
-            "/api/v1/workspaces/acme/members",
-            json!({"user": name, "role": "member"}),
-        )
-        .await
-        .ok();
-    user
-}
-
 #[sqlx::test(migrations = "../../migrations")]
 async fn an_admin_classifies_tools_on_the_connection_page_and_sees_its_history(pool: PgPool) {
     let server = TestServer::start(pool.clone()).await;
@@ -68,7 +55,7 @@ async fn an_admin_classifies_tools_on_the_connection_page_and_sees_its_history(p
         )
         .await
         .ok();
-    let bob = member(&server, "bob").await;
+    let bob = server.member("acme", "bob", "member").await;
     let page = "/workspaces/acme/connections/raw";
 
     let mut web = WebClient::new(&server);
@@ -190,35 +177,10 @@ async fn an_admin_classifies_tools_on_the_connection_page_and_sees_its_history(p
     );
 }
 
-/// `acme` where calls of `count` ask under the tool's `always` policy; `approver` holds Approve
-/// on `main`, `bob` only Use, and the owner (who submits) Use and Approve.
+/// `approval_gate`'s workspace on a new server, with its approver and Use-only member.
 async fn gated(pool: PgPool, counter: &str) -> (TestServer, Client, Client) {
     let server = TestServer::start(pool).await;
-    setup_workspace(&server, "acme", &["--count-file", counter]).await;
-    let approver = member(&server, "approver").await;
-    let bob = member(&server, "bob").await;
-    for (user, grant) in [
-        ("approver", "approve"),
-        ("bob", "use"),
-        ("owner", "approve"),
-    ] {
-        server
-            .owner
-            .post(
-                "/api/v1/workspaces/acme/profiles/main/grants",
-                json!({"user": user, grant: true}),
-            )
-            .await
-            .ok();
-    }
-    server
-        .owner
-        .put(
-            "/api/v1/workspaces/acme/profiles/main/approval-policy",
-            json!({"connection": "fixture", "tool": "count", "policy": "always"}),
-        )
-        .await
-        .ok();
+    let Gated { approver, bob, .. } = approval_gate(&server, counter).await;
     (server, approver, bob)
 }
 
@@ -294,7 +256,7 @@ async fn approvers_answer_on_the_approvals_page_and_the_app_decides(pool: PgPool
         refused.body
     );
     // Carol, a member with no grant on the profile, sees neither the question nor its arguments.
-    let carol = member(&server, "carol").await;
+    let carol = server.member("acme", "carol", "member").await;
     let mut carol_web = WebClient::new(&server);
     carol_web.sign_in(carol.token()).await;
     let unseen = carol_web.get("/workspaces/acme/approvals").await;
