@@ -150,6 +150,9 @@ pub enum ErrorCode {
     /// A connection's credential references cannot be used (malformed, reserved destination,
     /// value missing, no bindings file to hold them): nothing was stored.
     InvalidCredentials,
+    /// The `/mcp` session named by `Mcp-Session-Id` does not exist for this principal (it
+    /// ended, or another principal started it): start a new one with `initialize`.
+    McpSessionNotFound,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -220,6 +223,7 @@ impl ErrorCode {
             ErrorCode::ToolUnavailable => "tool_unavailable",
             ErrorCode::HandshakeFailed => "handshake_failed",
             ErrorCode::InvalidCredentials => "invalid_credentials",
+            ErrorCode::McpSessionNotFound => "mcp_session_not_found",
             ErrorCode::Internal => "internal",
         }
     }
@@ -251,7 +255,8 @@ impl ErrorCode {
             | ErrorCode::MemberNotFound
             | ErrorCode::OperationNotFound
             | ErrorCode::EvidenceNotFound
-            | ErrorCode::ApprovalNotFound => 404,
+            | ErrorCode::ApprovalNotFound
+            | ErrorCode::McpSessionNotFound => 404,
             ErrorCode::AmbiguousName
             | ErrorCode::AlreadyExists
             | ErrorCode::ConnectorNotApproved

@@ -939,7 +939,8 @@ fn error_codes() -> Vec<ErrorCode> {
         ConnectionRetired, ConnectorRetired, ProfileRetired, AnswerTooLong, QuotaExceeded,
         PlacementPending, SpecChanged, EndpointBlocked, InvalidNamespace, DiscoveryPending,
         ApprovalUnavailable, ApprovalNotFound, ApprovalDecided, SelfApproval,
-        ToolUnclassified, ToolUnavailable, HandshakeFailed, InvalidCredentials, Internal,
+        ToolUnclassified, ToolUnavailable, HandshakeFailed, InvalidCredentials,
+        McpSessionNotFound, Internal,
     )
 }
 

@@ -5,13 +5,14 @@
 //!
 //! Layers: `http` (thin handlers) → `app` (operations and authorization) → `db` (every SQL
 //! statement). `central` is the runner inside the server; `web` is the call inspector, a web UI
-//! over the same app layer.
+//! over the same app layer; `mcp` is `/mcp`, the MCP server agents connect to.
 
 pub mod app;
 pub mod central;
 pub mod db;
 pub mod error;
 pub mod http;
+pub mod mcp;
 pub mod private_file;
 pub mod serve;
 pub mod sweeper;

@@ -12,6 +12,7 @@ use switchyard_mcp_runner::{ExecutorConfig, SessionCapFlags};
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
 use switchyard_server::db::{CallQuotas, Datastore, MIGRATOR, PoolHealth};
+use switchyard_server::mcp::McpConfig;
 use switchyard_server::serve::{HttpLimits, ServeConfig, serve};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
@@ -150,6 +151,16 @@ enum Command {
             value_delimiter = ','
         )]
         allow_endpoints: Vec<String>,
+        /// A `Host` header value (`name` or `name:port`) that `/mcp` accepts. Repeatable; the
+        /// environment variable takes a comma-separated list. Unset: the loopback names when
+        /// listening on loopback, else any name (every `/mcp` request carries a bearer token).
+        #[arg(
+            long = "mcp-allowed-host",
+            env = "SWITCHYARD_MCP_ALLOWED_HOSTS",
+            value_name = "HOST[:PORT]",
+            value_delimiter = ','
+        )]
+        mcp_allowed_hosts: Vec<String>,
     },
     /// Apply database migrations.
     Migrate,
@@ -305,6 +316,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             max_running_per_workspace,
             session_caps,
             allow_endpoints,
+            mcp_allowed_hosts,
         } => {
             Datastore::new(pool.clone()).readiness().await?;
             let allow = AllowList::parse(allow_endpoints.iter().map(String::as_str))
@@ -358,6 +370,9 @@ async fn run(cli: Cli) -> Result<(), String> {
                 http: HttpLimits {
                     header_read_timeout: Duration::from_secs(http_header_timeout_seconds),
                     max_connections: http_max_connections.max(1),
+                },
+                mcp: McpConfig {
+                    allowed_hosts: (!mcp_allowed_hosts.is_empty()).then_some(mcp_allowed_hosts),
                 },
             };
             let shutdown = CancellationToken::new();

@@ -3,6 +3,7 @@
 use crate::app::{App, AppConfig, WakeupFeed};
 use crate::central::{self, CentralConfig};
 use crate::db::Datastore;
+use crate::mcp::McpConfig;
 use crate::sweeper::{self, SweeperConfig};
 use crate::web::{self, WebConfig};
 use std::io::Write;
@@ -25,6 +26,8 @@ pub struct ServeConfig {
     pub web: WebConfig,
     /// Bounds of the HTTP listener.
     pub http: HttpLimits,
+    /// `/mcp` settings.
+    pub mcp: McpConfig,
 }
 
 /// Bounds of the HTTP listener, against clients that hold connections without using them.
@@ -81,6 +84,12 @@ pub async fn start(db: Datastore, config: ServeConfig) -> std::io::Result<Runnin
     let runner = tokio::spawn(central::run(app.clone(), config.central, shutdown.clone()));
     let router = crate::http::router(app.clone())
         .merge(web::router(app.clone(), config.web, shutdown.clone()))
+        .merge(crate::mcp::router(
+            app.clone(),
+            &config.mcp,
+            addr,
+            &shutdown,
+        ))
         .layer(axum::middleware::from_fn(crate::http::track_request));
     let http_shutdown = shutdown.clone();
     let done = tokio::spawn(async move {

@@ -4,7 +4,7 @@
 //! queued too long, erases inputs and results (and observation outputs) past retention,
 //! removes old resolution explanations, publishes pending evidence (retrying failures at most
 //! 60 s apart until their deadline), writes calls submitted and ended to the audit log and
-//! deletes expired web sessions. Every change is a
+//! deletes expired web sessions and idle `/mcp` sessions. Every change is a
 //! guarded update, so replicas sweeping at once is harmless.
 
 use crate::app::App;
@@ -148,6 +148,10 @@ async fn sweep(
     let sessions = db.web_session_sweep().await?;
     if sessions > 0 {
         tracing::debug!(sessions, "deleted expired web sessions");
+    }
+    let mcp_sessions = db.mcp_session_sweep().await?;
+    if mcp_sessions > 0 {
+        tracing::debug!(mcp_sessions, "deleted idle /mcp sessions");
     }
     Ok(())
 }

@@ -14,6 +14,9 @@ mod devices;
 mod dispatch;
 mod evidence;
 mod handshake;
+mod mcp_access;
+mod mcp_calls;
+mod mcp_catalog;
 pub(crate) mod names;
 mod operations;
 mod pairing;
@@ -42,6 +45,9 @@ pub use dispatch::leasing::LeaseBatch;
 pub(crate) use dispatch::leasing::LeaseFeed;
 pub use dispatch::wakeups::WakeupFeed;
 pub use evidence::ERASURE_NOTICE;
+pub use mcp_catalog::{
+    McpCatalog, McpConnectionNotice, McpRoute, McpTool, Unavailable as McpUnavailable,
+};
 pub use principal::{
     DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref, expect_device_credential,
 };
@@ -79,7 +85,14 @@ pub struct AppConfig {
     /// Which addresses HTTP connectors may point at: checked when one is added or edited, at
     /// discovery and by the central runner at every connect (`--allow-endpoint`).
     pub endpoints: switchyard_mcp_runner::endpoints::EndpointGuard,
+    /// How long `/mcp` holds a `tools/call` for its call to settle (with progress
+    /// notifications) before answering that it awaits approval or still runs; below common
+    /// MCP clients' 60 s request timeout.
+    pub mcp_call_hold: Duration,
 }
+
+/// [`AppConfig::mcp_call_hold`] unless configured.
+pub const DEFAULT_MCP_CALL_HOLD: Duration = Duration::from_secs(55);
 
 /// [`AppConfig::submit_batch_max`] unless configured.
 pub const DEFAULT_SUBMIT_BATCH_MAX: u16 = 64;
@@ -94,6 +107,7 @@ impl Default for AppConfig {
             submit_batch_max: usize::from(DEFAULT_SUBMIT_BATCH_MAX),
             quotas: crate::db::CallQuotas::default(),
             endpoints: switchyard_mcp_runner::endpoints::EndpointGuard::default(),
+            mcp_call_hold: DEFAULT_MCP_CALL_HOLD,
         }
     }
 }

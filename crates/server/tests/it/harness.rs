@@ -14,6 +14,7 @@ use switchyard_protocol::{
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
 use switchyard_server::db::{CallOrigin, Datastore, NewCall};
+use switchyard_server::mcp::McpConfig;
 use switchyard_server::serve::{HttpLimits, Running, ServeConfig, start};
 use switchyard_server::sweeper::SweeperConfig;
 use switchyard_server::web::WebConfig;
@@ -76,6 +77,7 @@ impl TestServer {
             },
             web: WebConfig::default(),
             http: HttpLimits::default(),
+            mcp: McpConfig::default(),
         };
         tweak(&mut config);
         let running = start(Datastore::new(pool.clone()), config)
@@ -113,6 +115,7 @@ impl TestServer {
             },
             web: WebConfig::default(),
             http: HttpLimits::default(),
+            mcp: McpConfig::default(),
         };
         tweak(&mut config);
         let running = start(Datastore::new(first.pool.clone()), config)

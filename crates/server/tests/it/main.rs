@@ -22,6 +22,7 @@ mod idempotency;
 mod interop;
 mod leases;
 mod lifecycle;
+mod mcp_endpoint;
 mod namespaces;
 mod placements;
 mod quotas;

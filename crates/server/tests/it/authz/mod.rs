@@ -30,7 +30,7 @@ mod world;
 use crate::harness::*;
 use principal::{Principal, Who, form_body, http, sign_in, sign_in_form};
 use reqwest::Method;
-use reqwest::header::{AUTHORIZATION, CONNECTION, CONTENT_TYPE, COOKIE, LOCATION, UPGRADE};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_TYPE, COOKIE, LOCATION, UPGRADE};
 use serde_json::Value;
 use sqlx::PgPool;
 use std::collections::BTreeSet;
@@ -71,7 +71,10 @@ impl Row {
     }
 
     fn is_web(&self) -> bool {
-        !(self.path.starts_with("/api/") || self.path == "/healthz" || self.path == "/readyz")
+        !(self.path.starts_with("/api/")
+            || self.path == "/healthz"
+            || self.path == "/readyz"
+            || self.path == "/mcp")
     }
 }
 
@@ -106,6 +109,10 @@ fn matrix() -> Vec<Row> {
     GET  "/api/v1/me"                                                => 401  200  200  200  200  200  200  200  401  401  401;
     GET  "/api/v1/tokens"                                            => 401  200  200  200  200  200  200  200  401  401  401;
     POST "/api/v1/tokens" json({"name": "t-{me}"})                   => 401  201  201  201  201  201  201  201  401  401  401;
+    // `/mcp`: any user's token (an agent's too); a device credential never. Starting a session
+    // writes it.
+    POST "/mcp" json({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "matrix", "version": "1"}}})
+                                                                     => 401  200  200  200  200  200  200  200  401  401  401;
     // Workspaces, members, environments.
     GET  "/api/v1/workspaces"                                        => 401  200  200  200  200  200  200  200  401  401  401;
     POST "/api/v1/workspaces" json({"name": "ws-{me}"})              => 401  201  201  201  201  201  201  201  401  401  401;
@@ -322,6 +329,9 @@ async fn send(
         request = request.header(COOKIE, format!("switchyard_session={}", session.cookie));
     } else if let Some(bearer) = &who.bearer {
         request = request.header(AUTHORIZATION, format!("Bearer {bearer}"));
+    }
+    if row.path == "/mcp" {
+        request = request.header(ACCEPT, "application/json, text/event-stream");
     }
     if row.path.ends_with("/runner/channel") {
         request = request

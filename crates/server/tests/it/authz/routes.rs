@@ -1,6 +1,7 @@
 //! The routes the server serves, read from its source: every `.route("…", get(…).post(…))` in
-//! `src/http/*.rs` (under `/api/v1`, but for the health checks) and `src/web/*.rs`. The router
-//! cannot list its routes, so this is how a route added without a row in the matrix is caught.
+//! `src/http/*.rs` (under `/api/v1`, but for the health checks) and `src/web/*.rs`, and the
+//! `.route_service("…"` of `src/mcp/mod.rs` (as POST). The router cannot list its routes, so
+//! this is how a route added without a row in the matrix is caught.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -40,6 +41,13 @@ pub fn served() -> BTreeSet<String> {
                 }
             }
         }
+    }
+    // `/mcp` is rmcp's service: every JSON-RPC request is a POST (GET and DELETE act only on a
+    // session a POST started).
+    let mcp = std::fs::read_to_string(src.join("mcp/mod.rs")).expect("reading src/mcp/mod.rs");
+    for path in mcp.split(".route_service(\"").skip(1) {
+        let path = path.split('"').next().unwrap_or_default();
+        routes.insert(format!("POST {path}"));
     }
     routes
 }

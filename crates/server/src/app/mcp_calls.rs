@@ -1,0 +1,70 @@
+//! `/mcp` tool calls: each an ordinary Switchyard call under its route's profile, submitted by
+//! the principal, with the request_id the client chose (or a fresh one) — so a retry with
+//! the same request_id finds the same call, running or ended.
+
+use super::mcp_catalog::McpTool;
+use super::principal::Principal;
+use super::{Actor, App};
+use crate::error::AppResult;
+use std::time::Duration;
+use switchyard_protocol::api::{CallView, CancelAnswer, SubmitCall};
+use switchyard_protocol::{CallId, RequestId, WorkspaceId};
+
+impl App {
+    /// Submits (or, for a known request_id, finds) the call of `tool` with `arguments` for
+    /// `actor`, under the tool's route.
+    pub async fn mcp_call_submit(
+        &self,
+        actor: &Actor,
+        tool: &McpTool,
+        arguments: serde_json::Value,
+        request_id: RequestId,
+    ) -> AppResult<CallView> {
+        let req = SubmitCall {
+            request_id,
+            profile_id: tool.route.profile_id.to_string(),
+            connection_id: tool.route.connection_id.to_string(),
+            tool_name: tool.tool_name.clone(),
+            arguments,
+            environment_id: None,
+            client_session_id: None,
+            timeout_seconds: None,
+            operation_id: None,
+        };
+        let principal = Principal::User(actor.clone());
+        let (view, _) = self
+            .call_submit_as(&principal, &tool.route.workspace_id.to_string(), req)
+            .await?;
+        Ok(view)
+    }
+
+    /// The call, once settled or after `wait` (each wait is bounded as `?wait_ms=` reads are).
+    pub async fn mcp_call_wait(
+        &self,
+        actor: &Actor,
+        workspace: WorkspaceId,
+        call: CallId,
+        wait: Duration,
+    ) -> AppResult<CallView> {
+        let principal = Principal::User(actor.clone());
+        self.call_wait_as(&principal, &workspace.to_string(), &call.to_string(), wait)
+            .await
+    }
+
+    /// Cancels the call (the client sent `notifications/cancelled` for its request).
+    pub async fn mcp_call_cancel(
+        &self,
+        actor: &Actor,
+        workspace: WorkspaceId,
+        call: CallId,
+    ) -> AppResult<CancelAnswer> {
+        self.call_cancel(actor, &workspace.to_string(), &call.to_string())
+            .await
+    }
+
+    /// How long `/mcp` holds a `tools/call` for its call to settle before answering that it
+    /// awaits approval or still runs.
+    pub fn mcp_call_hold(&self) -> Duration {
+        self.config.mcp_call_hold
+    }
+}

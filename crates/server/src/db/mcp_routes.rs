@@ -1,0 +1,58 @@
+//! The routes of an `/mcp` principal: each connection it may use, with the profile it holds
+//! Use on that includes it (a connection reached through several profiles is listed once per
+//! profile; choosing is the app's).
+
+use super::Datastore;
+use switchyard_protocol::{ConnectionId, ProfileId, RunnerRef, UserId, WorkspaceId};
+
+/// A connection a user may use, through one profile.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct McpRouteRow {
+    /// The connection.
+    pub connection_id: ConnectionId,
+    /// Its name.
+    pub connection_name: String,
+    /// Its namespace (the slug its tools are exposed under).
+    pub namespace: String,
+    /// Where its calls run.
+    pub runner_ref: RunnerRef,
+    /// The error of its latest discovery, if that failed.
+    pub last_discovery_error: Option<String>,
+    /// Whether it was ever discovered.
+    pub discovered: bool,
+    /// Its workspace.
+    pub workspace_id: WorkspaceId,
+    /// The workspace's name.
+    pub workspace_name: String,
+    /// The profile the user holds Use on.
+    pub profile_id: ProfileId,
+    /// The profile's name.
+    pub profile_name: String,
+    /// The tools the profile grants on the connection (`None`: all of them).
+    pub granted_tools: Option<Vec<String>>,
+}
+
+impl Datastore {
+    /// Every (connection, profile) pair by which `user` may call a connection's tools: Use on
+    /// an unretired profile of a workspace the user is a member of, that includes the
+    /// unretired connection; by workspace, namespace and profile name.
+    pub async fn mcp_routes(&self, user: UserId) -> Result<Vec<McpRouteRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT c.id AS connection_id, c.name AS connection_name, c.namespace, c.runner_ref,
+                    c.last_discovery_error, c.last_discovery_at IS NOT NULL AS discovered,
+                    w.id AS workspace_id, w.name AS workspace_name,
+                    p.id AS profile_id, p.name AS profile_name, pc.tools AS granted_tools
+             FROM profile_grants g
+             JOIN profiles p ON p.id = g.profile_id AND p.retired_at IS NULL
+             JOIN workspace_members m ON m.workspace_id = p.workspace_id AND m.user_id = g.user_id
+             JOIN workspaces w ON w.id = p.workspace_id
+             JOIN profile_connections pc ON pc.profile_id = p.id
+             JOIN connections c ON c.id = pc.connection_id AND c.retired_at IS NULL
+             WHERE g.user_id = $1 AND g.grant_kind = 'use'
+             ORDER BY w.name, c.namespace, p.name",
+        )
+        .bind(user)
+        .fetch_all(&self.pool)
+        .await
+    }
+}

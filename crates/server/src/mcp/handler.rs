@@ -1,0 +1,225 @@
+//! The MCP server `/mcp` speaks: one handler per session (per request in the stateless
+//! era), reading the authenticated principal from each request's `http::request::Parts`.
+
+use super::auth::McpPrincipal;
+use super::call::{self, Waiting};
+use crate::app::{Actor, App, McpCatalog, McpTool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, DiscoverResult,
+    Extensions, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
+    ListToolsResult, PaginatedRequestParams, RequestId as JsonRpcId, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use switchyard_protocol::{CallId, WorkspaceId};
+
+/// The calls of a session's requests in flight, by JSON-RPC id, so that the client's
+/// `notifications/cancelled` cancels the right one.
+#[derive(Debug, Default)]
+struct InFlight(Mutex<HashMap<JsonRpcId, Slot>>);
+
+/// A request in flight.
+#[derive(Debug)]
+enum Slot {
+    /// Its call.
+    Call {
+        actor: Actor,
+        workspace: WorkspaceId,
+        call: CallId,
+    },
+    /// The client cancelled it before its call was known.
+    Cancelled,
+}
+
+/// The `/mcp` MCP server.
+#[derive(Clone, Debug)]
+pub(super) struct SwitchyardMcp {
+    app: App,
+    in_flight: Arc<InFlight>,
+}
+
+impl SwitchyardMcp {
+    /// A handler for one session (or one stateless request).
+    pub(super) fn new(app: App) -> Self {
+        Self {
+            app,
+            in_flight: Arc::default(),
+        }
+    }
+
+    /// What the principal is offered now.
+    async fn catalog(&self, extensions: &Extensions) -> Result<(Actor, McpCatalog), ErrorData> {
+        let actor = principal(extensions)?;
+        let catalog = self
+            .app
+            .mcp_catalog(&actor.user)
+            .await
+            .map_err(call::internal)?;
+        Ok((actor, catalog))
+    }
+
+    /// Records the call of request `id`; false when the client already cancelled the request.
+    fn track(&self, id: &JsonRpcId, slot: Slot) -> bool {
+        let mut in_flight = self.in_flight.0.lock().unwrap_or_else(|p| p.into_inner());
+        !matches!(in_flight.insert(id.clone(), slot), Some(Slot::Cancelled))
+    }
+
+    /// Forgets request `id`.
+    fn untrack(&self, id: &JsonRpcId) {
+        let mut in_flight = self.in_flight.0.lock().unwrap_or_else(|p| p.into_inner());
+        in_flight.remove(id);
+    }
+}
+
+/// The principal the authentication middleware put on the request.
+fn principal(extensions: &Extensions) -> Result<Actor, ErrorData> {
+    extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<McpPrincipal>())
+        .map(|principal| principal.0.clone())
+        .ok_or_else(|| ErrorData::internal_error("the request was not authenticated", None))
+}
+
+impl ServerHandler for SwitchyardMcp {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        info.server_info = Implementation::new("switchyard", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        let (_, catalog) = self.catalog(&context.extensions).await?;
+        result.instructions = Some(super::instructions::of(&catalog));
+        Ok(result)
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let (_, catalog) = self.catalog(&context.extensions).await?;
+        let mut info = self.get_info();
+        info.instructions = Some(super::instructions::of(&catalog));
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let (_, catalog) = self.catalog(&context.extensions).await?;
+        Ok(ListToolsResult::with_all_items(
+            catalog.tools.iter().map(listed).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let request_id = call::request_id(&context.meta)?;
+        let (actor, catalog) = self.catalog(&context.extensions).await?;
+        let tool = catalog
+            .find(&request.name)
+            .ok_or_else(|| call::unknown_tool(&request.name))?;
+        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let submitted = match self
+            .app
+            .mcp_call_submit(&actor, tool, arguments, request_id)
+            .await
+        {
+            Ok(view) => view,
+            Err(error) => return call::refused(error).map(CallToolResponse::from),
+        };
+        let slot = Slot::Call {
+            actor: actor.clone(),
+            workspace: submitted.workspace_id,
+            call: submitted.id,
+        };
+        if !self.track(&context.id, slot) {
+            self.untrack(&context.id);
+            let _ = self
+                .app
+                .mcp_call_cancel(&actor, submitted.workspace_id, submitted.id)
+                .await;
+        }
+        let waiting = Waiting {
+            app: &self.app,
+            actor: &actor,
+            peer: &context.peer,
+            progress: context.meta.get_progress_token(),
+            gone: &context.ct,
+        };
+        let answer = waiting.answer(submitted).await;
+        // A request cancelled by its client keeps its slot: the notification that cancelled it
+        // is handled on its own, possibly after this, and cancels the call from there.
+        if !context.ct.is_cancelled() {
+            self.untrack(&context.id);
+        }
+        answer.map(CallToolResponse::from)
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        let Some(id) = notification.request_id else {
+            return;
+        };
+        let slot = {
+            let mut in_flight = self.in_flight.0.lock().unwrap_or_else(|p| p.into_inner());
+            match in_flight.remove(&id) {
+                Some(Slot::Call {
+                    actor,
+                    workspace,
+                    call,
+                }) => Some((actor, workspace, call)),
+                Some(Slot::Cancelled) | None => {
+                    in_flight.insert(id, Slot::Cancelled);
+                    None
+                }
+            }
+        };
+        if let Some((actor, workspace, call)) = slot
+            && let Err(error) = self.app.mcp_call_cancel(&actor, workspace, call).await
+        {
+            tracing::warn!(%error, %call, "a call its /mcp client cancelled was not cancelled");
+        }
+    }
+}
+
+/// A listed tool as MCP describes it.
+fn listed(tool: &McpTool) -> Tool {
+    let schema: JsonObject = match &tool.input_schema {
+        serde_json::Value::Object(schema) => schema.clone(),
+        _ => JsonObject::new(),
+    };
+    let mut listed = Tool::new(
+        tool.exposed_name.clone(),
+        tool.description.clone().unwrap_or_default(),
+        Arc::new(schema),
+    );
+    if let Some(annotations) = tool
+        .annotations
+        .clone()
+        .and_then(|a| serde_json::from_value::<ToolAnnotations>(a).ok())
+    {
+        listed = listed.annotate(annotations);
+    }
+    listed
+}
