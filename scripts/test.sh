@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command: checks formatting, builds the workspace, runs clippy and rustdoc with
 # warnings as errors, and runs every test against a real PostgreSQL, the published MCP
-# reference server and headless Chromium. What it needs from the machine it installs when it
-# runs as root with apt-get, else it says what to install. Extra arguments go to `cargo test`
-# (e.g. a test-name filter).
+# reference server and clients (the Python SDK, the Inspector's CLI) and headless Chromium.
+# What it needs from the machine it installs when it runs as root with apt-get, else it says
+# what to install. Extra arguments go to `cargo test` (e.g. a test-name filter).
 #
 # Database, first that applies:
 #   1. DATABASE_URL, when set;
@@ -24,8 +24,16 @@ source "$repo_root/scripts/lib/prereqs.sh"
 # change test results unannounced. Bump deliberately: `npm view <package> version`.
 readonly EVERYTHING_PACKAGE=@modelcontextprotocol/server-everything
 readonly EVERYTHING_VERSION=2026.8.31
-# Kept outside the repository so that `cargo` and git never see node_modules.
+# MCP clients nobody here wrote, for the interop tests of `/mcp` (and of the fixture's HTTP
+# mode), pinned likewise: the official Python SDK's client (`mcp` on PyPI; `pip index versions
+# mcp`) and the MCP Inspector's CLI (`npm view <package> version`). Both speak both protocol
+# eras: the 2025-11-25 initialize handshake and the stateless 2026-07-28 one.
+readonly PYTHON_MCP_VERSION=2.3.0
+readonly INSPECTOR_PACKAGE=@modelcontextprotocol/inspector
+readonly INSPECTOR_VERSION=2.12.0
+# Kept outside the repository so that `cargo` and git never see node_modules or the venv.
 readonly NPM_PREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/npm"
+readonly PYTHON_VENV="${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/python-mcp"
 readonly PG_PREFERRED_PORT=25320
 
 section() {
@@ -58,11 +66,17 @@ trap 'exit 143' TERM
 
 section "Prerequisites"
 # psql and pg_isready find a running server; initdb makes a throwaway cluster when none runs;
-# Node.js and npm run the MCP reference server of the interop tests; headless Chromium and its
-# WebDriver drive the web UI's end-to-end tests.
-packages=(nodejs:node npm:npm chromium:chromium chromium-driver:chromedriver)
+# Node.js and npm run the MCP reference server and the Inspector of the interop tests, python3
+# the Python SDK's client; headless Chromium and its WebDriver drive the web UI's end-to-end
+# tests.
+packages=(nodejs:node npm:npm python3:python3 chromium:chromium chromium-driver:chromedriver)
 [[ -n ${DATABASE_URL:-} ]] || packages+=(postgresql-client:psql postgresql:initdb)
 need_packages "${packages[@]}"
+# The Python SDK goes into a virtual environment; Debian's python3 makes one only with its
+# python3-venv package (a python3 from elsewhere usually brings venv and ensurepip along).
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    need_packages python3-venv:
+fi
 echo "All present."
 
 section "Database"
@@ -100,6 +114,43 @@ if [[ ! -f $SWITCHYARD_TEST_EVERYTHING ]]; then
 fi
 export SWITCHYARD_TEST_EVERYTHING
 echo "SWITCHYARD_TEST_EVERYTHING=$SWITCHYARD_TEST_EVERYTHING"
+
+section "MCP clients (Python mcp $PYTHON_MCP_VERSION, $INSPECTOR_PACKAGE@$INSPECTOR_VERSION)"
+SWITCHYARD_TEST_PYTHON_MCP="$PYTHON_VENV/bin/python"
+installed_version=$("$SWITCHYARD_TEST_PYTHON_MCP" -c \
+    'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || true)
+if [[ $installed_version == "$PYTHON_MCP_VERSION" ]]; then
+    echo "Python mcp already installed in $PYTHON_VENV"
+else
+    echo "Installing Python mcp into $PYTHON_VENV"
+    python3 -m venv --clear "$PYTHON_VENV"
+    "$SWITCHYARD_TEST_PYTHON_MCP" -m pip install --quiet --disable-pip-version-check \
+        "mcp==$PYTHON_MCP_VERSION"
+fi
+inspector_dir="$NPM_PREFIX/node_modules/$INSPECTOR_PACKAGE"
+installed_version=$(node -p 'require(process.argv[1]).version' "$inspector_dir/package.json" \
+    2>/dev/null || true)
+if [[ $installed_version == "$INSPECTOR_VERSION" ]]; then
+    echo "Inspector already installed in $NPM_PREFIX"
+else
+    echo "Installing the Inspector into $NPM_PREFIX"
+    mkdir -p "$NPM_PREFIX"
+    # Its package.json asks for Node.js 22.19; its CLI mode runs on the machine's Node.js 20 too
+    # (the interop tests are the check), and npm only warns about the engine.
+    npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --loglevel=error \
+        "$INSPECTOR_PACKAGE@$INSPECTOR_VERSION"
+fi
+# The CLI's own entry point (the package's `inspector --cli` launcher runs the same code).
+SWITCHYARD_TEST_INSPECTOR="$inspector_dir/clients/cli/build/index.js"
+for client in "$SWITCHYARD_TEST_PYTHON_MCP" "$SWITCHYARD_TEST_INSPECTOR"; do
+    if [[ ! -f $client ]]; then
+        echo "error: $client is missing after the install" >&2
+        exit 1
+    fi
+done
+export SWITCHYARD_TEST_PYTHON_MCP SWITCHYARD_TEST_INSPECTOR
+echo "SWITCHYARD_TEST_PYTHON_MCP=$SWITCHYARD_TEST_PYTHON_MCP"
+echo "SWITCHYARD_TEST_INSPECTOR=$SWITCHYARD_TEST_INSPECTOR"
 
 section "Format (cargo fmt --check)"
 cargo fmt --all --check
