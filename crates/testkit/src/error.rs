@@ -46,6 +46,17 @@ pub enum Error {
     /// A process did not get where it should, or an answer was not what the step needs.
     #[error("{0}")]
     Setup(String),
+    /// An MCP client (the Python SDK, the Inspector CLI) failed or printed something else
+    /// than its answer.
+    #[error("{client} failed ({status}); {output}")]
+    McpClient {
+        /// Which client.
+        client: String,
+        /// Its exit status, or what was wrong with what it printed.
+        status: String,
+        /// What it printed (stdout and stderr).
+        output: String,
+    },
     /// A bounded wait ran out.
     #[error("{what} (gave up after {within:?})")]
     TimedOut {

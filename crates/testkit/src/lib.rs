@@ -9,6 +9,7 @@
 //! - [`server`]: the server's admin commands and `serve` as a process;
 //! - [`runner`]: the device runner as a process;
 //! - [`api`]: the HTTP API client;
+//! - [`mcp_clients`]: published MCP clients (Python SDK, Inspector CLI) against an endpoint;
 //! - [`setup`]: workspace, connector, connection and profile through the API;
 //! - [`pairing`]: pairing a device and saving its identity;
 //! - [`poll`]: waiting for a condition with a bound;
@@ -38,6 +39,7 @@ pub mod api;
 pub mod bins;
 pub mod child_env;
 pub mod error;
+pub mod mcp_clients;
 pub mod pairing;
 pub mod poll;
 mod process;
