@@ -2,6 +2,7 @@
 //! Handlers call exactly one function of this module; this module calls the datastore.
 
 mod admission;
+pub(crate) mod agent_catalog;
 mod approvals;
 mod audit;
 mod auth;
