@@ -7,14 +7,14 @@
 //!   (PyPI). It runs `mcp_clients/client.py` beside this crate's `src/`, one session that lists
 //!   the tools and may call one with `_meta`, printing JSON. That SDK's `Client` offers
 //!   2025-11-25 through the initialize handshake (`mode="legacy"`; it also knows 2024-11-05 to
-//!   2025-06-18) and 2026-07-28 stateless (`mode="2026-07-28"`; its default `auto` probes
-//!   `server/discover` and falls back to the handshake).
+//!   2025-06-18) and 2026-07-28 stateless (its default `mode="auto"` probes `server/discover`,
+//!   takes 2026-07-28 when the server offers it and falls back to the handshake otherwise).
 //! - `SWITCHYARD_TEST_INSPECTOR`: the CLI entry (`clients/cli/build/index.js`) of
 //!   `@modelcontextprotocol/inspector` 2.12.0 (npm), run with `node`, one process per method.
 //!   `--protocol-era legacy` negotiates 2025-11-25 with `initialize`, `modern` pins 2026-07-28
 //!   (`server/discover`, no fallback).
 //!
-//! Each function pins an [`Era`], so a test says which era it exercises and can check the
+//! Each function takes an [`Era`], so a test says which era it exercises and checks the
 //! negotiated version. Bearer tokens stay out of every command line: the Python client reads
 //! its token from an environment variable, the Inspector from a private config file (its only
 //! other way is `--header` on the command line).
@@ -65,11 +65,14 @@ impl Era {
         }
     }
 
-    /// The Python SDK's `Client(mode=…)`.
+    /// The Python SDK's `Client(mode=…)`. For 2026-07-28 its default, `auto`: it asks
+    /// `server/discover` (which carries the instructions) and takes 2026-07-28 when offered,
+    /// where `mode="2026-07-28"` would skip the probe and never see the instructions. A test
+    /// checks [`Listing::protocol_version`], so a fallback to the handshake cannot pass unseen.
     fn python_mode(self) -> &'static str {
         match self {
             Era::Handshake => "legacy",
-            Era::Stateless => "2026-07-28",
+            Era::Stateless => "auto",
         }
     }
 
