@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+pub use crate::agents::*;
 pub use crate::audit::*;
 pub use crate::placement::*;
 pub use crate::reconcile::*;
@@ -419,8 +420,12 @@ pub struct SetTools {
 /// `POST /api/v1/workspaces/{ws}/profiles/{p}/grants`: adds the named grants (independent).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GrantRequest {
-    /// User id or name.
-    pub user: String,
+    /// User id or name (a person); exactly one of `user` and `agent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Agent id or name in the workspace: it may hold Use only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// Grant Use: run tools and read results.
     #[serde(default, rename = "use")]
     pub use_: bool,

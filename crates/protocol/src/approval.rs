@@ -176,6 +176,35 @@ pub fn decide(floor: Floor, destructive: bool, policy: ApprovalPolicy) -> Decisi
     }
 }
 
+/// [`decide`] for a call with two policies — the profile's, and the submitting agent's own
+/// for the connection when it set one: the stricter answer wins (refused over held over run),
+/// so an agent's setting can add a person but never take one away. Returns the decision and
+/// the policy that made it.
+pub fn decide_with_agent(
+    floor: Floor,
+    destructive: bool,
+    profile: ApprovalPolicy,
+    agent: Option<ApprovalPolicy>,
+) -> (Decision, ApprovalPolicy) {
+    let strictness = |decision: &Decision| match decision {
+        Decision::Run => 0,
+        Decision::Ask(_) => 1,
+        Decision::Refuse => 2,
+    };
+    let by_profile = (decide(floor, destructive, profile), profile);
+    match agent {
+        Some(agent) => {
+            let by_agent = (decide(floor, destructive, agent), agent);
+            if strictness(&by_agent.0) > strictness(&by_profile.0) {
+                by_agent
+            } else {
+                by_profile
+            }
+        }
+        None => by_profile,
+    }
+}
+
 /// Whether a tool's MCP annotations mark it destructive, with the MCP defaults: an explicit
 /// `destructiveHint` says; without one, a tool is destructive unless `readOnlyHint` is true
 /// (the specification's default, and the fail-safe reading of a server that says nothing).
@@ -364,6 +393,47 @@ mod tests {
     use super::*;
     use ApprovalPolicy::*;
     use Floor::*;
+
+    /// An agent's policy can add a person, never take one away: over every floor, annotation
+    /// and pair of policies, the answer is the stricter of the two alone, and without an agent
+    /// policy it is the profile's.
+    #[test]
+    fn an_agent_policy_only_tightens() {
+        let rank = |d: Decision| match d {
+            Decision::Run => 0,
+            Decision::Ask(_) => 1,
+            Decision::Refuse => 2,
+        };
+        for floor in ALL_FLOORS {
+            for destructive in [false, true] {
+                for profile in ALL_POLICIES {
+                    assert_eq!(
+                        decide_with_agent(floor, destructive, profile, None),
+                        (decide(floor, destructive, profile), profile)
+                    );
+                    for agent in ALL_POLICIES {
+                        let (both, _) = decide_with_agent(floor, destructive, profile, Some(agent));
+                        let alone = [profile, agent].map(|p| rank(decide(floor, destructive, p)));
+                        assert_eq!(
+                            rank(both),
+                            alone[0].max(alone[1]),
+                            "{floor:?} {destructive} {profile:?} {agent:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // The profile holds a high-risk call for a person; an agent's `never` refuses it.
+        assert_eq!(
+            decide_with_agent(NeedsPerson, false, Default, Some(Never)),
+            (Decision::Refuse, Never)
+        );
+        // The profile runs a destructive call; the agent's `destructive` holds it.
+        assert_eq!(
+            decide_with_agent(AutoApproved, true, Default, Some(Destructive)),
+            (Decision::Ask(AskReason::Destructive), Destructive)
+        );
+    }
 
     /// Every policy × floor × annotation, written out: the table the issue states.
     #[test]

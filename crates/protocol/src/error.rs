@@ -153,6 +153,11 @@ pub enum ErrorCode {
     /// The `/mcp` session named by `Mcp-Session-Id` does not exist for this principal (it
     /// ended, or another principal started it): start a new one with `initialize`.
     McpSessionNotFound,
+    /// No agent of this id or name in the workspace.
+    AgentNotFound,
+    /// The grant would give an agent one connection through two profiles that grant it
+    /// differently (other tools or environment): nothing was granted.
+    ConflictingRoutes,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -224,6 +229,8 @@ impl ErrorCode {
             ErrorCode::HandshakeFailed => "handshake_failed",
             ErrorCode::InvalidCredentials => "invalid_credentials",
             ErrorCode::McpSessionNotFound => "mcp_session_not_found",
+            ErrorCode::AgentNotFound => "agent_not_found",
+            ErrorCode::ConflictingRoutes => "conflicting_routes",
             ErrorCode::Internal => "internal",
         }
     }
@@ -256,8 +263,10 @@ impl ErrorCode {
             | ErrorCode::OperationNotFound
             | ErrorCode::EvidenceNotFound
             | ErrorCode::ApprovalNotFound
-            | ErrorCode::McpSessionNotFound => 404,
+            | ErrorCode::McpSessionNotFound
+            | ErrorCode::AgentNotFound => 404,
             ErrorCode::AmbiguousName
+            | ErrorCode::ConflictingRoutes
             | ErrorCode::AlreadyExists
             | ErrorCode::ConnectorNotApproved
             | ErrorCode::LastAdmin

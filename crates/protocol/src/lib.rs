@@ -6,6 +6,7 @@
 //! `tests/golden/` pins that promise: one JSON file per wire type, each checked against an
 //! example value and read back (see `tests/golden/README.md`).
 
+pub mod agents;
 pub mod api;
 pub mod approval;
 pub mod audit;

@@ -3,6 +3,7 @@
 //! columns, [`Epoch`] an `int8`, and the enums and [`RunnerRef`] `text` holding their wire
 //! names, so a row reads as typed values and never as strings compared by hand.
 
+use crate::agents::{AgentMode, Announce, AuthFailure, PrincipalKind, ToolSyncFailure};
 use crate::approval::{ApprovalPolicy, ApprovalState, AskReason};
 use crate::ids::*;
 use crate::placement::SpecDigest;
@@ -94,5 +95,10 @@ column_as_text!(
     ApprovalPolicy,
     ApprovalState,
     AskReason,
-    Risk
+    Risk,
+    PrincipalKind,
+    AgentMode,
+    AuthFailure,
+    ToolSyncFailure,
+    Announce
 );

@@ -231,7 +231,8 @@ golden! {
         tools: Some(vec!["create_issue".into()]),
     };
     grant_request: GrantRequest = GrantRequest {
-        user: "bob".into(),
+        user: Some("bob".into()),
+        agent: None,
         use_: true,
         manage: false,
         share: true,
@@ -374,6 +375,52 @@ golden! {
             message: "entry 5 is missing (entry 6 follows entry 4)".into(),
         }),
     };
+    // agents.rs
+    principal_kind: Vec<PrincipalKind> = one_each!(PrincipalKind: Person, Agent);
+    agent_mode: Vec<AgentMode> = one_each!(AgentMode: Tools, Menu);
+    auth_failure: Vec<AuthFailure> = one_each!(AuthFailure: Stop, Degrade);
+    tool_sync_failure: Vec<ToolSyncFailure> = one_each!(ToolSyncFailure: Warn, Silent);
+    announce: Vec<Announce> = one_each!(Announce: Auto, Never);
+    create_agent: CreateAgent = CreateAgent {
+        name: "triage-bot".into(),
+        mode: AgentMode::Tools,
+        defer_all: false,
+    };
+    edit_agent: EditAgent = EditAgent { mode: Some(AgentMode::Menu), defer_all: None };
+    agent_created: AgentCreated = AgentCreated {
+        agent: agent_view(),
+        token: "sy_0123456789abcdef".into(),
+    };
+    agent_view: AgentView = agent_view();
+    agent_detail: AgentDetail = AgentDetail {
+        agent: agent_view(),
+        profiles: vec![AgentProfileView { id: PROFILE, name: "deploy-bot".into() }],
+        connections: vec![AgentConnectionView {
+            connection_id: CONNECTION,
+            connection_name: "github".into(),
+            settings: agent_connection_settings(),
+        }],
+    };
+    agent_profile_view: AgentProfileView = AgentProfileView {
+        id: PROFILE,
+        name: "deploy-bot".into(),
+    };
+    agent_connection_view: AgentConnectionView = AgentConnectionView {
+        connection_id: CONNECTION,
+        connection_name: "github".into(),
+        settings: agent_connection_settings(),
+    };
+    agent_connection_settings: AgentConnectionSettings = agent_connection_settings();
+    agent_tools_view: AgentToolsView = AgentToolsView {
+        mode: AgentMode::Tools,
+        tools: vec![agent_tool_view()],
+        deferred: vec![],
+        dropped: vec![dropped_tool_view()],
+        unavailable: vec![unavailable_connection_view()],
+    };
+    agent_tool_view: AgentToolView = agent_tool_view();
+    dropped_tool_view: DroppedToolView = dropped_tool_view();
+    unavailable_connection_view: UnavailableConnectionView = unavailable_connection_view();
     // approval.rs
     approval_policy: Vec<ApprovalPolicy> = one_each!(ApprovalPolicy:
         Default, Destructive, Always, Never,
@@ -856,6 +903,56 @@ fn token_view() -> TokenView {
 }
 
 /// A fixed time.
+fn agent_view() -> AgentView {
+    AgentView {
+        id: BOB,
+        workspace_id: WORKSPACE,
+        name: "triage-bot".into(),
+        mode: AgentMode::Tools,
+        defer_all: false,
+        created_at: at("2026-12-06T10:00:00Z"),
+        revoked_at: None,
+    }
+}
+
+fn agent_connection_settings() -> AgentConnectionSettings {
+    AgentConnectionSettings {
+        include: vec!["list_*".into(), "get_issue".into()],
+        exclude: vec!["*_admin".into()],
+        read_only: true,
+        non_destructive: false,
+        idempotent: false,
+        defer: true,
+        approve: Some(ApprovalPolicy::Destructive),
+        auth_failure: AuthFailure::Degrade,
+        tool_sync_failure: ToolSyncFailure::Warn,
+        announce: Announce::Auto,
+    }
+}
+
+fn agent_tool_view() -> AgentToolView {
+    AgentToolView {
+        name: "github__list_issues".into(),
+        connection: "github".into(),
+        tool: "list_issues".into(),
+    }
+}
+
+fn dropped_tool_view() -> DroppedToolView {
+    DroppedToolView {
+        connection: "github".into(),
+        tool: "delete_repo".into(),
+        reason: "not_read_only".into(),
+    }
+}
+
+fn unavailable_connection_view() -> UnavailableConnectionView {
+    UnavailableConnectionView {
+        connection: "linear".into(),
+        reason: "needs_authorization".into(),
+    }
+}
+
 fn at(rfc3339: &str) -> DateTime<Utc> {
     rfc3339.parse().unwrap()
 }
@@ -940,7 +1037,7 @@ fn error_codes() -> Vec<ErrorCode> {
         PlacementPending, SpecChanged, EndpointBlocked, InvalidNamespace, DiscoveryPending,
         ApprovalUnavailable, ApprovalNotFound, ApprovalDecided, SelfApproval,
         ToolUnclassified, ToolUnavailable, HandshakeFailed, InvalidCredentials,
-        McpSessionNotFound, Internal,
+        McpSessionNotFound, AgentNotFound, ConflictingRoutes, Internal,
     )
 }
 
