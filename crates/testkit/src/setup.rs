@@ -203,7 +203,8 @@ pub async fn profile(
     api.post(
         &format!("/workspaces/{workspace}/profiles/{name}/grants"),
         &GrantRequest {
-            user: user.to_owned(),
+            user: Some(user.to_owned()),
+            agent: None,
             use_: true,
             manage: false,
             share: false,

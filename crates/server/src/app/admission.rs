@@ -183,20 +183,32 @@ pub(super) fn decide(
             discovery: false,
         },
     };
-    let policy = found.approval_policy.unwrap_or_default();
+    let profile_policy = found.approval_policy.unwrap_or_default();
     let destructive = marks_destructive(connection.tool_annotations.as_ref());
     let floor = Floor::of(
         classification.side_effect,
         classification.risk == Risk::High,
     );
-    match approval::decide(floor, destructive, policy) {
+    let (decision, policy) = approval::decide_with_agent(
+        floor,
+        destructive,
+        profile_policy,
+        found.agent_approval_policy,
+    );
+    match decision {
         approval::Decision::Run => Ok(Decision::New(call)),
         approval::Decision::Ask(why) => Ok(Decision::Held { call, why, policy }),
         approval::Decision::Refuse => Err(AppError::refused(
             ErrorCode::ApprovalUnavailable,
             format!(
-                "tool `{}` needs a person's approval and profile `{}`'s approval policy for connection `{}` is `never`; nothing was queued (ask a holder of Manage to change the policy)",
-                req.tool_name, profile.name, connection.name
+                "tool `{}` needs a person's approval and the approval policy for connection `{}` is `never` ({}); nothing was queued (ask a holder of Manage to change the policy)",
+                req.tool_name,
+                connection.name,
+                if profile_policy == ApprovalPolicy::Never {
+                    format!("profile `{}`", profile.name)
+                } else {
+                    "the agent's setting".to_owned()
+                },
             ),
         )),
     }

@@ -47,8 +47,16 @@ impl App {
                 "a device credential cannot be used here (only on the runner API and for a device's own calls and operations); use a personal API token",
             ));
         }
-        match self.db.user_by_token_hash(&hash_token(token)).await? {
+        let hash = hash_token(token);
+        match self.db.user_by_token_hash(&hash).await? {
             Some(user) => Ok(Actor { user }),
+            // Only on a refusal: say why an agent's token does not work here.
+            None if self.db.mcp_principal_by_token_hash(&hash).await?.is_some() => {
+                Err(AppError::refused(
+                    ErrorCode::Unauthenticated,
+                    "an agent token is accepted on /mcp only; use a personal API token here",
+                ))
+            }
             None => Err(AppError::refused(
                 ErrorCode::Unauthenticated,
                 "the API token is not valid; create one with `switchyard-server admin create-user`",
@@ -127,12 +135,21 @@ impl App {
         )
     }
 
-    /// A user by id or name.
+    /// A person by id or name; an agent is refused here (`switchyard agent …` manages agents).
     pub(crate) async fn find_user(&self, key: &str) -> AppResult<UserRow> {
-        self.db
-            .user_find(&Key::parse(key))
-            .await?
-            .ok_or_else(|| AppError::refused(ErrorCode::UserNotFound, format!("no user `{key}`")))
+        let user = self.db.user_find(&Key::parse(key)).await?.ok_or_else(|| {
+            AppError::refused(ErrorCode::UserNotFound, format!("no user `{key}`"))
+        })?;
+        if user.kind == switchyard_protocol::agents::PrincipalKind::Agent {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "`{}` is an agent, not a person: manage it with `switchyard agent …` (grants: `profile grant --agent`)",
+                    user.name
+                ),
+            ));
+        }
+        Ok(user)
     }
 
     /// Creates a user and returns it with its first token (shown once).

@@ -3,6 +3,7 @@
 
 mod admission;
 pub(crate) mod agent_catalog;
+mod agents;
 mod approvals;
 mod audit;
 mod auth;

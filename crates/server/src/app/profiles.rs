@@ -4,9 +4,10 @@
 use super::auth::already_exists;
 use super::names::validate_name;
 use super::{Actor, App, Audit, views};
-use crate::db::{Grants, Key, NewProfile, ProfileRow};
+use crate::db::{Grants, Key, NewProfile, ProfileRow, UserRow};
 use crate::error::{AppError, AppResult};
 use serde_json::json;
+use switchyard_protocol::agents::PrincipalKind;
 use switchyard_protocol::api::*;
 use switchyard_protocol::{ErrorCode, WorkspaceId};
 
@@ -115,7 +116,10 @@ impl App {
             ));
         }
         let grants = named_grants(&req)?;
-        let user = self.find_user(&req.user).await?;
+        let user = self.grantee(membership.workspace.id, &req).await?;
+        if user.kind == PrincipalKind::Agent {
+            self.check_agent_grant(&user, &profile, grants).await?;
+        }
         if grants.use_ && user.id == actor.user.id && !actor.user.is_owner {
             return Err(AppError::refused(
                 ErrorCode::Forbidden,
@@ -168,7 +172,7 @@ impl App {
             ));
         }
         let grants = named_grants(&req)?;
-        let user = self.find_user(&req.user).await?;
+        let user = self.grantee(membership.workspace.id, &req).await?;
         let before = self.db.grants_of(profile.id, user.id).await?;
         self.db
             .grant_remove(&profile, user.id, grants, actor.user.id)
@@ -238,7 +242,7 @@ impl App {
         &self,
         actor: &Actor,
         profile: &ProfileRow,
-        user: &crate::db::UserRow,
+        user: &UserRow,
         before: Grants,
     ) -> AppResult<()> {
         let after = self.db.grants_of(profile.id, user.id).await?;
@@ -310,6 +314,66 @@ impl App {
                 .collect(),
             retired: views::retired(row.retired_at, row.retired_by),
         })
+    }
+
+    /// Whom a grant request names: a person (`user`) or an agent of the workspace (`agent`),
+    /// exactly one of them.
+    async fn grantee(&self, workspace: WorkspaceId, req: &GrantRequest) -> AppResult<UserRow> {
+        match (&req.user, &req.agent) {
+            (Some(user), None) => self.find_user(user).await,
+            (None, Some(agent)) => {
+                let agent = self.find_agent(workspace, agent).await?;
+                self.db
+                    .user_find(&Key::Id(agent.user_id.0))
+                    .await?
+                    .ok_or_else(|| {
+                        AppError::Internal(format!("agent {} has no user", agent.user_id))
+                    })
+            }
+            _ => Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                "name exactly one grantee: `user` (a person) or `agent`",
+            )),
+        }
+    }
+
+    /// Refuses a grant to an agent of anything but Use, to a revoked agent, or one that would
+    /// reach a connection through two profiles that grant it differently.
+    async fn check_agent_grant(
+        &self,
+        agent: &UserRow,
+        profile: &ProfileRow,
+        grants: Grants,
+    ) -> AppResult<()> {
+        if grants.manage || grants.share || grants.approve {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                "an agent can hold Use only: it never manages, shares or approves",
+            ));
+        }
+        let row = self.db.agent_of_user(agent.id).await?;
+        if row.is_some_and(|row| row.revoked_at.is_some()) {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!("agent `{}` is revoked; create a new one", agent.name),
+            ));
+        }
+        if let Some((connection, other)) = self
+            .db
+            .route_conflicts(agent.id, profile.id)
+            .await?
+            .into_iter()
+            .next()
+        {
+            return Err(AppError::refused(
+                ErrorCode::ConflictingRoutes,
+                format!(
+                    "agent `{}` already reaches connection `{connection}` through profile `{other}`, which grants it differently (tools, environment or approval policy); grant one profile per connection, or make them grant it alike",
+                    agent.name
+                ),
+            ));
+        }
+        Ok(())
     }
 
     pub(crate) async fn find_profile(

@@ -5,6 +5,7 @@
 //! returns what it committed, with the wake-ups that calls for ([`Committed`]).
 
 mod access_changes;
+mod agents;
 mod approvals;
 mod audit;
 mod audit_calls;
@@ -36,6 +37,7 @@ mod users;
 mod web_sessions;
 mod workspaces;
 
+pub use agents::{AgentConnectionRow, AgentRow, NewAgent};
 pub use approvals::{Answered, ApprovalPolicyRow, ApprovalRow};
 pub use audit::{
     AuditFilter, AuditHead, AuditRow, EntryFields, INSTALLATION_CHAIN, NewAuditEntry, chain_of,

@@ -225,6 +225,8 @@ pub struct SubmitContext {
     /// The approval policy that applies: the profile's override for the tool, else its
     /// policy for the connection (`None` when the profile does not include it).
     pub approval_policy: Option<ApprovalPolicy>,
+    /// The submitting agent's own approval policy for the connection, if it set one.
+    pub agent_approval_policy: Option<ApprovalPolicy>,
     /// The environment the request names.
     pub environment_id: Option<EnvironmentId>,
     /// The operation the request names, if it is one of the workspace.
@@ -245,6 +247,8 @@ impl FromRow<'_, PgRow> for SubmitContext {
                 id,
                 name: row.try_get("r_token_user_name")?,
                 is_owner: row.try_get("r_token_user_is_owner")?,
+                // An API token's submit read finds persons only (`users::user_by_token`).
+                kind: switchyard_protocol::agents::PrincipalKind::Person,
                 created_at: row.try_get("r_token_user_created_at")?,
             }),
             None => None,
@@ -301,6 +305,7 @@ impl FromRow<'_, PgRow> for SubmitContext {
             profile_has_connection: row.try_get("r_profile_has_connection")?,
             tool_granted: row.try_get("r_tool_granted")?,
             approval_policy: row.try_get("r_approval_policy")?,
+            agent_approval_policy: row.try_get("r_agent_approval_policy")?,
             environment_id: row.try_get("r_environment")?,
             operation,
             queued_calls: row.try_get("r_queued_calls")?,
@@ -463,6 +468,9 @@ fn read_cte(named: &Named, submitter: &SubmitterSql) -> String {
              (pc.tools IS NULL OR {tool_name} = ANY (pc.tools)) AS r_tool_granted,
              -- The approval policy: the tool's override, else the connection's.
              COALESCE(pta.policy, pc.approval_policy) AS r_approval_policy,
+             -- An agent's own policy for the connection (a primary-key probe; none for people).
+             (SELECT ac.approve FROM agent_connections ac
+              WHERE ac.agent_id = {user} AND ac.connection_id = cn.id) AS r_agent_approval_policy,
              e.id AS r_environment,
              o.id AS r_operation, o.profile_id AS r_operation_profile, o.environment_id AS r_operation_environment,
              -- The workspace's waiting calls (queued, or held for a person) and in-flight calls,

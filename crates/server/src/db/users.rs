@@ -3,6 +3,7 @@
 use super::{Datastore, Key};
 use chrono::{DateTime, Utc};
 use switchyard_protocol::UserId;
+use switchyard_protocol::agents::PrincipalKind;
 use uuid::Uuid;
 
 /// A row of `users`.
@@ -14,17 +15,19 @@ pub struct UserRow {
     pub name: String,
     /// Installation owner.
     pub is_owner: bool,
+    /// A person, or an agent (whose token is accepted on `/mcp` only).
+    pub kind: PrincipalKind,
     /// Creation time.
     pub created_at: DateTime<Utc>,
 }
 
-/// `SELECT u.* …`: the user holding the unrevoked API token whose hash is the placeholder
-/// `hash` (and neither revoked nor expired). Shared by [`Datastore::user_by_token_hash`] and a submission's read, which reads it
+/// `SELECT u.* …`: the person holding the unrevoked API token whose hash is the placeholder
+/// `hash` (and neither revoked nor expired); an agent's token finds nobody here. Shared by [`Datastore::user_by_token_hash`] and a submission's read, which reads it
 /// with everything else.
 pub(super) fn user_by_token(hash: &str) -> String {
     format!(
         "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
-         WHERE t.token_hash = {hash} AND {live}",
+         WHERE t.token_hash = {hash} AND u.kind = 'person' AND {live}",
         live = super::tokens::token_live!(),
     )
 }
@@ -58,13 +61,36 @@ impl Datastore {
         Ok(user)
     }
 
-    /// The user holding an unrevoked token with this hash.
+    /// The person holding an unrevoked token with this hash (never an agent).
     pub async fn user_by_token_hash(
         &self,
         token_hash: &[u8],
     ) -> Result<Option<UserRow>, sqlx::Error> {
         static BY_TOKEN: std::sync::LazyLock<std::sync::Arc<str>> =
             std::sync::LazyLock::new(|| user_by_token("$1").into());
+        sqlx::query_as(super::sql::text(&BY_TOKEN))
+            .bind(token_hash)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
+    /// The person or unrevoked agent holding an unrevoked token with this hash: who may use
+    /// `/mcp`.
+    pub async fn mcp_principal_by_token_hash(
+        &self,
+        token_hash: &[u8],
+    ) -> Result<Option<UserRow>, sqlx::Error> {
+        static BY_TOKEN: std::sync::LazyLock<std::sync::Arc<str>> =
+            std::sync::LazyLock::new(|| {
+                format!(
+                    "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
+                     WHERE t.token_hash = $1 AND {live}
+                       AND NOT EXISTS (SELECT 1 FROM agents a
+                                       WHERE a.user_id = u.id AND a.revoked_at IS NOT NULL)",
+                    live = super::tokens::token_live!(),
+                )
+                .into()
+            });
         sqlx::query_as(super::sql::text(&BY_TOKEN))
             .bind(token_hash)
             .fetch_optional(&self.pool)

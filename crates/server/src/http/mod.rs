@@ -1,6 +1,7 @@
 //! The HTTP API: thin handlers that extract input, authenticate, call one app-layer function
 //! and return its view. Routes are listed in docs/API.md (device runners' in docs/RUNNER-API.md).
 
+mod agents;
 mod approvals;
 mod audit;
 mod auth;
@@ -105,6 +106,7 @@ pub fn router(app: App) -> Router {
         .merge(audit::routes())
         .merge(devices::routes())
         .merge(tokens::routes())
+        .merge(agents::routes())
         .merge(runner::routes())
         .merge(reconcile::routes())
         .merge(retire::routes())

@@ -168,7 +168,8 @@ pub(super) async fn grant_revoke(
     let actor = &protected.signed_in.session.actor;
     let form = protected.form;
     let mut req = GrantRequest {
-        user: form.user,
+        user: Some(form.user),
+        agent: None,
         use_: false,
         manage: false,
         share: false,

@@ -2,6 +2,7 @@
 //! test, real MCP servers as child processes.
 
 mod access;
+mod agents;
 mod approvals;
 mod audit;
 mod authz;

@@ -165,6 +165,14 @@ fn matrix() -> Vec<Row> {
                                                                      => 401  404  403  200  403  403  200  403  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/profiles/{profile}/connections/{connection}/tools" json({"tools": null})
                                                                      => 401  404  403  200  403  200  403  403  401  401  401;
+    // Agents: members see them; workspace admins create and configure them.
+    GET  "/api/v1/workspaces/{ws}/agents"                            => 401  404  200  200  200  200  200  200  401  401  401;
+    POST "/api/v1/workspaces/{ws}/agents" json({"name": "a-{me}"})   => 401  404  403  201  403  403  403  403  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/agents/{agent}"                    => 401  404  200  200  200  200  200  200  401  401  401;
+    PATCH "/api/v1/workspaces/{ws}/agents/{agent}" json({"defer_all": true})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
+    PUT  "/api/v1/workspaces/{ws}/agents/{agent}/connections/{connection}" json({"read_only": true})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
     // Approvals: people only. `{call}` asked no question, so every member finds none.
     GET  "/api/v1/workspaces/{ws}/approvals"                         => 401  404  200  200  200  200  200  200  401  401  401;
     GET  "/api/v1/workspaces/{ws}/approvals/{call}"                  => 401  404  404  404  404  404  404  404  401  401  401;
@@ -226,6 +234,8 @@ fn matrix() -> Vec<Row> {
     POST "/api/v1/workspaces/{ws}/calls/{call=spare_call}/erase" json({})
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;
     POST "/api/v1/workspaces/{ws}/devices/{device}/revoke" json({})  => 401  404  403  200  200  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/agents/{agent=spare_agent}/revoke" json({})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
     POST "/api/v1/workspaces/{ws}/members/{user}/remove" json({})    => 401  404  403  200  403  403  403  403  401  401  401;
     POST "/api/v1/tokens/{token}/revoke" json({})                    => 401  404  200  404  404  404  404  404  401  401  401;
 
@@ -398,8 +408,10 @@ fn writes_nothing(row: &Row, who: &Who, status: u16) -> bool {
 
 /// The parameters naming one workspace's objects, and the world's values (by id) that name
 /// `acme`'s.
-const OBJECTS: [(&str, &str); 7] = [
+const OBJECTS: [(&str, &str); 9] = [
     ("connection", "connection_id"),
+    ("agent", "agent_id"),
+    ("agent=spare_agent", "agent_id"),
     ("profile", "profile_id"),
     ("call", "call"),
     ("device", "device_id"),

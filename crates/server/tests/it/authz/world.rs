@@ -242,6 +242,18 @@ pub async fn build(server: &TestServer) -> World {
             .await
             .ok();
     }
+    // Two agents: one the rows configure, a spare the revoke row uses up.
+    let agent = alice
+        .post("/api/v1/workspaces/acme/agents", json!({"name": "bot"}))
+        .await
+        .ok();
+    alice
+        .post(
+            "/api/v1/workspaces/acme/agents",
+            json!({"name": "spare-bot"}),
+        )
+        .await
+        .ok();
     let captured = alice
         .send(
             reqwest::Method::PUT,
@@ -348,6 +360,9 @@ pub async fn build(server: &TestServer) -> World {
         ("web_device", text(&web_spare_device["id"])),
         ("device_id", device_id),
         ("connection_id", text(&connection["id"])),
+        ("agent", "bot".to_owned()),
+        ("spare_agent", "spare-bot".to_owned()),
+        ("agent_id", text(&agent["agent"]["id"])),
         ("profile_id", text(&profile["id"])),
         ("local", text(&local["id"])),
         ("local_digest", local_digest),

@@ -1,0 +1,293 @@
+//! Agents as principals: created by workspace admins, granted Use on profiles as a person is,
+//! and configured per connection. An agent's token is accepted on `/mcp` only
+//! ([`App::authenticate_mcp`]); everywhere else it is refused, so an agent can never approve,
+//! classify or manage (migration `0024_agents.sql`).
+
+use super::audit::Audit;
+use super::auth::{already_exists, hash_token, new_token};
+use super::{Actor, App};
+use crate::db::{AgentConnectionRow, AgentRow, Key, NewAgent};
+use crate::error::{AppError, AppResult};
+use serde_json::json;
+use switchyard_protocol::ErrorCode;
+use switchyard_protocol::WorkspaceId;
+use switchyard_protocol::agents::{
+    AgentConnectionSettings, AgentConnectionView, AgentCreated, AgentDetail, AgentProfileView,
+    AgentView, CreateAgent, EditAgent,
+};
+
+/// Most globs in one of a connection's `include` or `exclude` lists.
+const MAX_GLOBS: usize = 64;
+/// Longest glob.
+const MAX_GLOB_LEN: usize = 128;
+
+impl App {
+    /// Authenticates a bearer token for `/mcp`: a person's API token, or an unrevoked
+    /// agent's. A device credential is refused.
+    pub async fn authenticate_mcp(&self, token: &str) -> AppResult<Actor> {
+        if token.starts_with(super::principal::DEVICE_CREDENTIAL_PREFIX) {
+            return Err(AppError::refused(
+                ErrorCode::Unauthenticated,
+                "a device credential cannot be used on /mcp; use an agent token (`switchyard agent create`) or a personal API token",
+            ));
+        }
+        match self
+            .db
+            .mcp_principal_by_token_hash(&hash_token(token))
+            .await?
+        {
+            Some(user) => Ok(Actor { user }),
+            None => Err(AppError::refused(
+                ErrorCode::Unauthenticated,
+                "the token is not valid (or its agent was revoked); create one with `switchyard agent create`",
+            )),
+        }
+    }
+
+    /// Creates an agent (workspace admins) and returns it with its token, shown once.
+    pub async fn agent_create(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        req: CreateAgent,
+    ) -> AppResult<AgentCreated> {
+        let membership = self.admin_membership(actor, ws).await?;
+        super::names::validate_name("agent", &req.name)?;
+        let token = new_token().map_err(|e| AppError::Internal(format!("no randomness: {e}")))?;
+        let workspace = &membership.workspace;
+        let row = self
+            .db
+            .agent_create(NewAgent {
+                workspace: workspace.id,
+                name: &req.name,
+                user_name: &agent_user_name(&req.name, &workspace.name),
+                mode: req.mode,
+                defer_all: req.defer_all,
+                created_by: actor.user.id,
+                token_hash: &hash_token(&token),
+            })
+            .await
+            .map_err(|e| already_exists(e, "agent", &req.name))?;
+        self.audit(
+            Audit::by(actor, "agent.created")
+                .workspace(workspace.id)
+                .object("agent", Some(row.user_id.0), &row.name)
+                .after(json!({"mode": row.mode, "defer_all": row.defer_all})),
+        )
+        .await;
+        Ok(AgentCreated {
+            agent: agent_view(&row),
+            token,
+        })
+    }
+
+    /// A workspace's agents (members).
+    pub async fn agent_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<AgentView>> {
+        let membership = self.membership(actor, ws).await?;
+        let rows = self.db.agent_list(membership.workspace.id).await?;
+        Ok(rows.iter().map(agent_view).collect())
+    }
+
+    /// An agent with the profiles it holds Use on and its per-connection settings (members).
+    pub async fn agent_show(&self, actor: &Actor, ws: &str, agent: &str) -> AppResult<AgentDetail> {
+        let membership = self.membership(actor, ws).await?;
+        let row = self.find_agent(membership.workspace.id, agent).await?;
+        self.agent_detail(&row).await
+    }
+
+    /// Changes an agent's mode or deferral (workspace admins).
+    pub async fn agent_edit(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        agent: &str,
+        req: EditAgent,
+    ) -> AppResult<AgentView> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let row = self.find_agent(membership.workspace.id, agent).await?;
+        let mode = req.mode.unwrap_or(row.mode);
+        let defer_all = req.defer_all.unwrap_or(row.defer_all);
+        if (mode, defer_all) == (row.mode, row.defer_all) {
+            return Ok(agent_view(&row));
+        }
+        let after = self.db.agent_edit(row.user_id, mode, defer_all).await?;
+        self.audit(
+            Audit::by(actor, "agent.changed")
+                .workspace(row.workspace_id)
+                .object("agent", Some(row.user_id.0), &row.name)
+                .before(json!({"mode": row.mode, "defer_all": row.defer_all}))
+                .after(json!({"mode": after.mode, "defer_all": after.defer_all})),
+        )
+        .await;
+        Ok(agent_view(&after))
+    }
+
+    /// Revokes an agent (workspace admins): its token stops working at once and its Use
+    /// grants are taken, as `profile revoke` takes them. Revoking twice changes nothing.
+    pub async fn agent_revoke(&self, actor: &Actor, ws: &str, agent: &str) -> AppResult<AgentView> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let row = self.find_agent(membership.workspace.id, agent).await?;
+        if row.revoked_at.is_some() {
+            return Ok(agent_view(&row));
+        }
+        let profiles = self.db.agent_revoke(row.user_id, actor.user.id).await?;
+        let use_only = crate::db::Grants {
+            use_: true,
+            ..Default::default()
+        };
+        for profile in profiles {
+            if let Some(profile) = self
+                .db
+                .profile_find(row.workspace_id, &Key::Id(profile.0))
+                .await?
+            {
+                self.db
+                    .grant_remove(&profile, row.user_id, use_only, actor.user.id)
+                    .await?;
+            }
+        }
+        self.audit(
+            Audit::by(actor, "agent.revoked")
+                .workspace(row.workspace_id)
+                .object("agent", Some(row.user_id.0), &row.name),
+        )
+        .await;
+        let after = self
+            .find_agent(row.workspace_id, &row.user_id.0.to_string())
+            .await?;
+        Ok(agent_view(&after))
+    }
+
+    /// Replaces an agent's settings for one connection of its workspace (workspace admins).
+    pub async fn agent_connection_set(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        agent: &str,
+        connection: &str,
+        settings: AgentConnectionSettings,
+    ) -> AppResult<AgentConnectionView> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let row = self.find_agent(membership.workspace.id, agent).await?;
+        let connection = self
+            .find_connection(membership.workspace.id, connection)
+            .await?;
+        check_globs("include", &settings.include)?;
+        check_globs("exclude", &settings.exclude)?;
+        let before = self
+            .db
+            .agent_connections(row.user_id)
+            .await?
+            .into_iter()
+            .find(|c| c.connection_id == connection.id)
+            .map(|c| c.settings());
+        self.db
+            .agent_connection_set(row.user_id, connection.id, &settings, actor.user.id)
+            .await?;
+        if before.as_ref() != Some(&settings) {
+            self.audit(
+                Audit::by(actor, "agent.connection_changed")
+                    .workspace(row.workspace_id)
+                    .connection(connection.id)
+                    .object("agent", Some(row.user_id.0), &row.name)
+                    .before(json!({"connection": connection.name, "settings": before}))
+                    .after(json!({"connection": connection.name, "settings": settings})),
+            )
+            .await;
+        }
+        Ok(AgentConnectionView {
+            connection_id: connection.id,
+            connection_name: connection.name,
+            settings,
+        })
+    }
+
+    /// The agent of the workspace named by `key` (id or name).
+    pub(crate) async fn find_agent(
+        &self,
+        workspace: WorkspaceId,
+        key: &str,
+    ) -> AppResult<AgentRow> {
+        self.db
+            .agent_find(workspace, &Key::parse(key))
+            .await?
+            .ok_or_else(|| {
+                AppError::refused(
+                    ErrorCode::AgentNotFound,
+                    format!(
+                        "no agent `{key}` in this workspace; `switchyard agent list` shows them"
+                    ),
+                )
+            })
+    }
+
+    async fn agent_detail(&self, row: &AgentRow) -> AppResult<AgentDetail> {
+        let profiles = self
+            .db
+            .agent_use_profiles(row.workspace_id, row.user_id)
+            .await?
+            .into_iter()
+            .map(|(id, name)| AgentProfileView { id, name })
+            .collect();
+        let connections = self
+            .db
+            .agent_connections(row.user_id)
+            .await?
+            .iter()
+            .map(connection_view)
+            .collect();
+        Ok(AgentDetail {
+            agent: agent_view(row),
+            profiles,
+            connections,
+        })
+    }
+}
+
+/// An agent's user name: `<agent>@<workspace>`, which no person's name can be.
+fn agent_user_name(agent: &str, workspace: &str) -> String {
+    format!("{agent}@{workspace}")
+}
+
+/// Refuses a glob list that is too long, or a glob that is empty, too long or has characters
+/// no tool name has.
+fn check_globs(list: &str, globs: &[String]) -> AppResult<()> {
+    let invalid = |message: String| AppError::refused(ErrorCode::InvalidRequest, message);
+    if globs.len() > MAX_GLOBS {
+        return Err(invalid(format!(
+            "`{list}` has {} globs; at most {MAX_GLOBS}",
+            globs.len()
+        )));
+    }
+    for glob in globs {
+        let printable = glob.chars().all(|c| !c.is_control() && !c.is_whitespace());
+        if glob.is_empty() || glob.len() > MAX_GLOB_LEN || !printable {
+            return Err(invalid(format!(
+                "`{list}` glob `{}` is not valid: use 1–{MAX_GLOB_LEN} characters without spaces (`*` matches any run, `?` one character)",
+                glob.escape_debug()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// An agent as the wire shows it.
+pub(crate) fn agent_view(row: &AgentRow) -> AgentView {
+    AgentView {
+        id: row.user_id,
+        workspace_id: row.workspace_id,
+        name: row.name.clone(),
+        mode: row.mode,
+        defer_all: row.defer_all,
+        created_at: row.created_at,
+        revoked_at: row.revoked_at,
+    }
+}
+
+fn connection_view(row: &AgentConnectionRow) -> AgentConnectionView {
+    AgentConnectionView {
+        connection_id: row.connection_id,
+        connection_name: row.connection_name.clone(),
+        settings: row.settings(),
+    }
+}
