@@ -194,6 +194,11 @@ impl Client {
         self.send(Method::PUT, self.url(segments)?, body).await
     }
 
+    /// `PATCH /api/v1/<segments…>` with `body`.
+    pub async fn patch(&self, segments: &[&str], body: Body) -> Result<Reply, CliError> {
+        self.send(Method::PATCH, self.url(segments)?, body).await
+    }
+
     /// The URL of `/api/v1/<segments…>`, each segment percent-encoded.
     fn url(&self, segments: &[&str]) -> Result<Url, CliError> {
         // URLs normalize `.` and `..` away (even percent-encoded), so such a name would silently

@@ -4,8 +4,10 @@
 //! credential value: connectors name environment variables, never their values, and what a
 //! call runs is decided by the server from the workspace's approved configuration.
 
+mod agents;
 mod governance;
 
+pub use agents::{AgentCommand, AgentSet};
 pub use governance::{ApprovalCommand, AuditCommand, AuditLog, ToolCommand};
 
 use crate::input::InputSource;
@@ -53,6 +55,9 @@ pub enum Command {
     /// Submit tool calls and follow them.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Create agents, the principals MCP clients connect to `/mcp` as, and set what they see.
+    #[command(subcommand)]
+    Agent(AgentCommand),
     /// Pair this machine with a server as a device: shows a code for a user to approve, then
     /// stores the device identity under a local profile. With `--json`, prints one JSON object
     /// per line: the code first, the stored identity last.
@@ -591,9 +596,12 @@ pub struct ProfileGrant {
     pub workspace: String,
     /// Profile id or name.
     pub profile: String,
-    /// User id or name.
+    /// User id or name (a person).
+    #[arg(long, required_unless_present = "agent", conflicts_with = "agent")]
+    pub user: Option<String>,
+    /// Agent id or name (`switchyard agent list`): it may hold Use only.
     #[arg(long)]
-    pub user: String,
+    pub agent: Option<String>,
     /// Use: run tools and read results.
     #[arg(long = "use", id = "use_")]
     pub use_: bool,

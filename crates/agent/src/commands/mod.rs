@@ -5,6 +5,7 @@
 //! `mcp-runner` hands over to the runner helper; every other command authenticates as
 //! [`crate::auth`] decides. `mcp reconcile|resolve` go under [`mcp`].
 
+mod agent;
 mod approval;
 mod audit;
 mod connection;
@@ -45,6 +46,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Tool(cmd) => tool::run(&client()?, out, cmd).await,
         Command::Profile(cmd) => profile::run(&client()?, out, cmd).await,
         Command::Mcp(cmd) => mcp::run(&client()?, out, cmd).await,
+        Command::Agent(cmd) => agent::run(&client()?, out, cmd).await,
         Command::Device(cmd) => device::run(&client()?, out, cmd).await,
         Command::Scope(cmd) => scope::run(&client()?, out, cmd).await,
         Command::Token(cmd) => token::run(&client()?, out, cmd).await,

@@ -187,6 +187,7 @@ async fn grants(
         workspace,
         profile,
         user,
+        agent,
         use_,
         manage,
         share,
@@ -194,6 +195,7 @@ async fn grants(
     } = args;
     let body = GrantRequest {
         user,
+        agent,
         use_,
         manage,
         share,
