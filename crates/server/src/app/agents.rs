@@ -1,6 +1,6 @@
 //! Agents as principals: created by workspace admins, granted Use on profiles as a person is,
 //! and configured per connection. An agent's token is accepted on `/mcp` only
-//! ([`App::authenticate_mcp`]); everywhere else it is refused, so an agent can never approve,
+//! ([`App::mcp_authenticate`]); everywhere else it is refused, so an agent can never approve,
 //! classify or manage (migration `0024_agents.sql`).
 
 use super::audit::Audit;
@@ -22,28 +22,6 @@ const MAX_GLOBS: usize = 64;
 const MAX_GLOB_LEN: usize = 128;
 
 impl App {
-    /// Authenticates a bearer token for `/mcp`: a person's API token, or an unrevoked
-    /// agent's. A device credential is refused.
-    pub async fn authenticate_mcp(&self, token: &str) -> AppResult<Actor> {
-        if token.starts_with(super::principal::DEVICE_CREDENTIAL_PREFIX) {
-            return Err(AppError::refused(
-                ErrorCode::Unauthenticated,
-                "a device credential cannot be used on /mcp; use an agent token (`switchyard agent create`) or a personal API token",
-            ));
-        }
-        match self
-            .db
-            .mcp_principal_by_token_hash(&hash_token(token))
-            .await?
-        {
-            Some(user) => Ok(Actor { user }),
-            None => Err(AppError::refused(
-                ErrorCode::Unauthenticated,
-                "the token is not valid (or its agent was revoked); create one with `switchyard agent create`",
-            )),
-        }
-    }
-
     /// Creates an agent (workspace admins) and returns it with its token, shown once.
     pub async fn agent_create(
         &self,

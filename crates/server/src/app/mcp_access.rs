@@ -18,11 +18,15 @@ impl App {
                 "a device credential cannot be used on /mcp; use an agent token (`switchyard agent create`) or your personal API token",
             ));
         }
-        match self.db.user_by_token_hash(&hash_token(token)).await? {
+        match self
+            .db
+            .mcp_principal_by_token_hash(&hash_token(token))
+            .await?
+        {
             Some(user) => Ok(Actor { user }),
             None => Err(AppError::refused(
                 ErrorCode::Unauthenticated,
-                "the token is not valid (revoked, expired or never issued); use an agent token (`switchyard agent create`) or your personal API token",
+                "the token is not valid (revoked, expired, never issued, or its agent was revoked); use an agent token (`switchyard agent create`) or your personal API token",
             )),
         }
     }

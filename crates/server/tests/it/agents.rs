@@ -59,7 +59,7 @@ async fn an_agent_token_works_on_mcp_only_and_stops_when_revoked(pool: PgPool) {
     // `/mcp` authenticates it as itself.
     let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
     let actor = app
-        .authenticate_mcp(&token)
+        .mcp_authenticate(&token)
         .await
         .expect("accepted on /mcp");
     assert_eq!(actor.user.name, "triage-bot@acme");
@@ -81,7 +81,7 @@ async fn an_agent_token_works_on_mcp_only_and_stops_when_revoked(pool: PgPool) {
         .await
         .ok();
     assert!(revoked["revoked_at"].is_string());
-    let refused = app.authenticate_mcp(&token).await.expect_err("revoked");
+    let refused = app.mcp_authenticate(&token).await.expect_err("revoked");
     assert!(refused.to_string().contains("revoked"), "{refused}");
 }
 
@@ -287,7 +287,7 @@ async fn an_agents_approval_policy_adds_a_person_beside_the_profiles(pool: PgPoo
         .await
         .ok();
     let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
-    let agent = app.authenticate_mcp(&token).await.unwrap();
+    let agent = app.mcp_authenticate(&token).await.unwrap();
 
     // Under the profile's default policy a low-risk call runs.
     let (call, _) = app
