@@ -1,24 +1,30 @@
-//! What an `/mcp` principal sees: its routes (each connection it may use, through one
-//! profile), the tools listed to its client and one notice per connection.
+//! What an `/mcp` principal sees: it gathers the principal's routes (each connection it may
+//! use, through one profile), their cached catalogs and — for an agent — its settings, and
+//! hands them to the pure builder ([`super::agent_catalog`]), which decides names, filters,
+//! deferral and the menu. Nothing here touches the network: a catalog is what discovery read.
 //!
-//! The gathering reads the principal's routes and their cached catalogs; persons get the
-//! default settings (every granted, classified, available tool; names `namespace__tool`).
-//! Part B's pure builder (`app/agent_catalog/`) takes over the exposure rules (filters,
-//! shortening, deferred search, the menu) once it lands, and agents' settings with it.
+//! A connection reached through several profiles is routed through the first by name when they
+//! grant it alike, and offers nothing (`conflicting_routes`) when they do not. A connection
+//! whose latest discovery failed is unavailable (`unreachable`, or `needs_authorization` when
+//! its credential was refused); under an agent's `auth_failure = stop` a refused connection
+//! keeps its tools and each call is answered that it needs authorizing.
 
-use super::App;
-use crate::db::{McpRouteRow, ToolRow};
-use crate::error::AppResult;
+use super::agent_catalog::{
+    Availability, CallRefusal, Catalog, CatalogInput, ConnectionInput, ExposedTool, RouteSettings,
+    ToolInput, ToolRoute, UnavailableReason,
+};
+use super::{Actor, App};
+use crate::db::{AgentConnectionRow, McpRouteRow, ToolRow, UserRow};
+use crate::error::{AppError, AppResult};
 use std::collections::{BTreeMap, HashMap};
-use switchyard_protocol::{ConnectionId, ProfileId, WorkspaceId};
+use switchyard_protocol::agents::{
+    AgentMode, AgentToolView, AgentToolsView, Announce, AuthFailure, DroppedToolView,
+    ToolSyncFailure, UnavailableConnectionView,
+};
+use switchyard_protocol::api::{ToolHints, ToolState};
+use switchyard_protocol::{ConnectionId, ErrorCode, ProfileId, WorkspaceId};
 
-/// The separator between a connection's namespace and a tool's own name.
-const NAME_SEPARATOR: &str = "__";
-/// The longest exposed name a client is given (MCP clients allow 64; room is left for their
-/// own prefix).
-const MAX_EXPOSED_NAME: usize = 52;
-
-/// Where a listed tool's calls go.
+/// Where a tool's calls go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct McpRoute {
     /// The workspace.
@@ -29,7 +35,7 @@ pub struct McpRoute {
     pub connection_id: ConnectionId,
 }
 
-/// One tool as the client sees it.
+/// One tool as the client sees it, and where its calls go.
 #[derive(Clone, Debug)]
 pub struct McpTool {
     /// The name the client calls.
@@ -38,28 +44,16 @@ pub struct McpTool {
     pub tool_name: String,
     /// Its route.
     pub route: McpRoute,
-    /// Its description, as discovered.
+    /// Its title, if any.
+    pub title: Option<String>,
+    /// Its description, bounded.
     pub description: Option<String>,
     /// Its input schema, as discovered.
     pub input_schema: serde_json::Value,
-    /// Its annotations (MCP hints), as discovered.
-    pub annotations: Option<serde_json::Value>,
-}
-
-/// Why a connection's tools are not offered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unavailable {
-    /// Its latest discovery failed.
-    Unreachable,
-}
-
-impl Unavailable {
-    /// The stable reason code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Unavailable::Unreachable => "unreachable",
-        }
-    }
+    /// Its output schema, as discovered.
+    pub output_schema: Option<serde_json::Value>,
+    /// The server's hints, as discovered.
+    pub hints: ToolHints,
 }
 
 /// A connection the principal may use, as announced to its client.
@@ -67,22 +61,59 @@ impl Unavailable {
 pub struct McpConnectionNotice {
     /// The connection's namespace.
     pub namespace: String,
-    /// How many of its tools are listed.
+    /// How many of its tools are offered (listed or behind search).
     pub tools: usize,
     /// Why its tools are not offered, if they are not.
-    pub unavailable: Option<Unavailable>,
+    pub unavailable: Option<UnavailableReason>,
+}
+
+/// Why a call by name, or by provider and tool, is refused: safe to show the model.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum McpRefusal {
+    /// The catalog does not offer it.
+    #[error(transparent)]
+    Catalog(#[from] CallRefusal),
+    /// Its connection's credential was refused (`auth_failure = stop`).
+    #[error(
+        "connection `{namespace}` needs authorizing: its credential was refused; ask an admin to authorize it, then call again"
+    )]
+    NeedsAuthorization {
+        /// The connection's namespace.
+        namespace: String,
+    },
 }
 
 /// Everything an `/mcp` principal is offered.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct McpCatalog {
+    /// How the principal sees tools (a person: `tools`).
+    pub mode: AgentMode,
+    /// The builder's decisions: names, filters, deferral, search and the menu.
+    pub catalog: Catalog,
     /// The listed tools, by exposed name.
     pub tools: Vec<McpTool>,
-    /// One notice per usable connection, by namespace.
+    /// One notice per connection to announce, by namespace.
     pub connections: Vec<McpConnectionNotice>,
+    /// Each connection's route.
+    routes: HashMap<ConnectionId, McpRoute>,
+    /// Connections whose credential was refused under `auth_failure = stop`.
+    refused: HashMap<ConnectionId, String>,
 }
 
 impl McpCatalog {
+    /// The tool a client calls by `name` (`tools/call`, or `call_tool` for a deferred one).
+    pub fn call(&self, name: &str) -> Result<McpTool, McpRefusal> {
+        let route = self.catalog.lookup(name)?;
+        self.resolve(&route, name)
+    }
+
+    /// The tool `mcp_call` names by provider and tool (the grant checked again).
+    pub fn menu_call(&self, provider: &str, tool: &str) -> Result<McpTool, McpRefusal> {
+        let route = self.catalog.mcp_call(provider, tool)?;
+        let exposed = format!("{}/{}", route.namespace, route.tool);
+        self.resolve(&route, &exposed)
+    }
+
     /// The listed tool with this exposed name.
     pub fn find(&self, exposed_name: &str) -> Option<&McpTool> {
         self.tools
@@ -90,89 +121,299 @@ impl McpCatalog {
             .ok()
             .map(|at| &self.tools[at])
     }
-}
 
-impl App {
-    /// What `user` is offered on `/mcp`: its routes' granted, classified, available tools and
-    /// a notice per connection. A connection reached through several profiles is routed
-    /// through the first by name; exposed names two tools would share are offered by neither.
-    pub async fn mcp_catalog(&self, user: &crate::db::UserRow) -> AppResult<McpCatalog> {
-        let routes = one_route_per_connection(self.db.mcp_routes(user.id).await?);
-        let mut by_name: BTreeMap<String, Vec<McpTool>> = BTreeMap::new();
-        let mut connections = Vec::with_capacity(routes.len());
-        for route in routes {
-            if route.last_discovery_error.is_some() || !route.discovered {
-                connections.push(McpConnectionNotice {
-                    namespace: route.namespace,
-                    tools: 0,
-                    unavailable: Some(Unavailable::Unreachable),
-                });
-                continue;
-            }
-            let tools = self.db.tool_list(route.connection_id).await?;
-            let offered: Vec<McpTool> = tools
-                .into_iter()
-                .filter(|tool| offered(&route, tool))
-                .filter_map(|tool| exposed(&route, tool))
-                .collect();
-            connections.push(McpConnectionNotice {
-                namespace: route.namespace.clone(),
-                tools: offered.len(),
-                unavailable: None,
+    fn resolve(&self, route: &ToolRoute, exposed: &str) -> Result<McpTool, McpRefusal> {
+        if let Some(namespace) = self.refused.get(&route.connection_id) {
+            return Err(McpRefusal::NeedsAuthorization {
+                namespace: namespace.clone(),
             });
-            for tool in offered {
-                by_name
-                    .entry(tool.exposed_name.clone())
-                    .or_default()
-                    .push(tool);
-            }
         }
-        let tools = by_name
-            .into_values()
-            .filter(|same| same.len() == 1)
-            .flatten()
-            .collect();
-        Ok(McpCatalog { tools, connections })
+        let tool = self
+            .catalog
+            .listed()
+            .chain(self.catalog.deferred())
+            .find(|t| t.connection_id == route.connection_id && t.tool == route.tool);
+        let (title, description, input_schema, output_schema, hints) = match tool {
+            Some(t) => (
+                t.title.clone(),
+                t.description.clone(),
+                t.input_schema.clone(),
+                t.output_schema.clone(),
+                t.hints,
+            ),
+            // The menu resolves a tool by its own name even where its exposed name collided.
+            None => (
+                None,
+                None,
+                serde_json::json!({}),
+                None,
+                ToolHints::default(),
+            ),
+        };
+        Ok(McpTool {
+            exposed_name: exposed.to_owned(),
+            tool_name: route.tool.clone(),
+            route: self.routes[&route.connection_id].clone(),
+            title,
+            description,
+            input_schema,
+            output_schema,
+            hints,
+        })
     }
 }
 
-/// The routes with each connection once: through its first profile by name.
-fn one_route_per_connection(routes: Vec<McpRouteRow>) -> Vec<McpRouteRow> {
-    let mut seen: HashMap<ConnectionId, ()> = HashMap::new();
-    routes
-        .into_iter()
-        .filter(|route| seen.insert(route.connection_id, ()).is_none())
+impl App {
+    /// What `user` is offered on `/mcp`: its routes' tools as its settings and the builder
+    /// decide, and a notice per connection to announce.
+    pub async fn mcp_catalog(&self, user: &UserRow) -> AppResult<McpCatalog> {
+        let agent = match user.kind {
+            switchyard_protocol::agents::PrincipalKind::Agent => {
+                self.db.agent_of_user(user.id).await?
+            }
+            switchyard_protocol::agents::PrincipalKind::Person => None,
+        };
+        let settings: HashMap<ConnectionId, AgentConnectionRow> = match &agent {
+            Some(agent) => self
+                .db
+                .agent_connections(agent.user_id)
+                .await?
+                .into_iter()
+                .map(|row| (row.connection_id, row))
+                .collect(),
+            None => HashMap::new(),
+        };
+        let mut input = CatalogInput {
+            connections: Vec::new(),
+            defer_all: agent.as_ref().is_some_and(|a| a.defer_all),
+        };
+        let mut routes = HashMap::new();
+        let mut refused = HashMap::new();
+        let mut quiet = Vec::new();
+        for (route, conflicting) in routes_by_connection(self.db.mcp_routes(user.id).await?) {
+            let setting = settings.get(&route.connection_id);
+            let failure = discovery_failure(&route);
+            let stop = setting.is_none_or(|s| s.auth_failure == AuthFailure::Stop);
+            let availability = match failure {
+                Some(UnavailableReason::NeedsAuthorization) if stop && route.discovered => {
+                    refused.insert(route.connection_id, route.namespace.clone());
+                    Availability::Answered
+                }
+                Some(reason) => Availability::Unavailable(reason),
+                None => Availability::Answered,
+            };
+            let announce = setting.is_none_or(|s| s.announce == Announce::Auto);
+            let silent = setting.is_some_and(|s| s.tool_sync_failure == ToolSyncFailure::Silent);
+            if !announce || (silent && matches!(availability, Availability::Unavailable(_))) {
+                quiet.push(route.connection_id);
+            }
+            if let Some(error) = &route.last_discovery_error {
+                tracing::info!(connection = %route.connection_id, %error, "an /mcp principal's connection is unavailable");
+            }
+            let tools = self.db.tool_list(route.connection_id).await?;
+            routes.insert(
+                route.connection_id,
+                McpRoute {
+                    workspace_id: route.workspace_id,
+                    profile_id: route.profile_id,
+                    connection_id: route.connection_id,
+                },
+            );
+            input.connections.push(ConnectionInput {
+                id: route.connection_id,
+                namespace: route.namespace.clone(),
+                name: route.connection_name.clone(),
+                prefix_tools: route.prefix_tools,
+                availability,
+                conflicting_routes: conflicting,
+                settings: setting.map(route_settings).unwrap_or_default(),
+                tools: tools.iter().map(|tool| tool_input(&route, tool)).collect(),
+            });
+        }
+        let catalog = Catalog::build(input);
+        for dropped in catalog.dropped() {
+            if dropped.reason == super::agent_catalog::DropReason::NameCollision {
+                tracing::info!(principal = %user.name, connection = %dropped.namespace, tool = %dropped.tool, "an /mcp tool name is offered by two connections: neither offers it");
+            }
+        }
+        let tools = catalog.listed().map(|t| mcp_tool(t, &routes)).collect();
+        let connections = catalog
+            .connections()
+            .iter()
+            .filter(|c| !quiet.contains(&c.id))
+            .map(|c| McpConnectionNotice {
+                namespace: c.namespace.clone(),
+                tools: c.offered,
+                unavailable: match c.availability {
+                    Availability::Unavailable(reason) => Some(reason),
+                    Availability::Answered if refused.contains_key(&c.id) => {
+                        Some(UnavailableReason::NeedsAuthorization)
+                    }
+                    Availability::Answered => None,
+                },
+            })
+            .collect();
+        Ok(McpCatalog {
+            mode: agent.map_or(AgentMode::Tools, |a| a.mode),
+            catalog,
+            tools,
+            connections,
+            routes,
+            refused,
+        })
+    }
+
+    /// Exactly the tool list agent `agent` sees on `/mcp`, with every tool it does not see and
+    /// why (workspace members).
+    pub async fn agent_tools(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        agent: &str,
+    ) -> AppResult<AgentToolsView> {
+        let membership = self.membership(actor, ws).await?;
+        let row = self.find_agent(membership.workspace.id, agent).await?;
+        let user = self
+            .db
+            .user_find(&crate::db::Key::Id(row.user_id.0))
+            .await?
+            .ok_or_else(|| {
+                AppError::refused(ErrorCode::AgentNotFound, "the agent has no principal")
+            })?;
+        let offered = self.mcp_catalog(&user).await?;
+        let view = |t: &ExposedTool| AgentToolView {
+            name: t.name.clone(),
+            connection: t.namespace.clone(),
+            tool: t.tool.clone(),
+        };
+        Ok(AgentToolsView {
+            mode: offered.mode,
+            tools: offered.catalog.listed().map(view).collect(),
+            deferred: offered.catalog.deferred().map(view).collect(),
+            dropped: offered
+                .catalog
+                .dropped()
+                .iter()
+                .map(|d| DroppedToolView {
+                    connection: d.namespace.clone(),
+                    tool: d.tool.clone(),
+                    reason: d.reason.as_str().to_owned(),
+                })
+                .collect(),
+            unavailable: offered
+                .catalog
+                .connections()
+                .iter()
+                .filter_map(|c| {
+                    let reason = match c.availability {
+                        _ if c.conflicting_routes => "conflicting_routes",
+                        Availability::Unavailable(reason) => reason.as_str(),
+                        Availability::Answered if offered.refused.contains_key(&c.id) => {
+                            UnavailableReason::NeedsAuthorization.as_str()
+                        }
+                        Availability::Answered => return None,
+                    };
+                    Some(UnavailableConnectionView {
+                        connection: c.namespace.clone(),
+                        reason: reason.to_owned(),
+                    })
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Each connection once, with whether its routes conflict: the first route by profile name
+/// when every route grants it alike (tools, environment, approval policy), else marked.
+fn routes_by_connection(rows: Vec<McpRouteRow>) -> Vec<(McpRouteRow, bool)> {
+    let mut by_connection: BTreeMap<(String, ConnectionId), Vec<McpRouteRow>> = BTreeMap::new();
+    for row in rows {
+        by_connection
+            .entry((row.workspace_name.clone(), row.connection_id))
+            .or_default()
+            .push(row);
+    }
+    by_connection
+        .into_values()
+        .filter_map(|mut routes| {
+            routes.sort_by(|a, b| a.profile_name.cmp(&b.profile_name));
+            let grant = |r: &McpRouteRow| {
+                let mut tools = r.granted_tools.clone();
+                if let Some(tools) = &mut tools {
+                    tools.sort();
+                }
+                (tools, r.environment_id, r.approval_policy)
+            };
+            let conflicting = routes.windows(2).any(|w| grant(&w[0]) != grant(&w[1]));
+            routes.into_iter().next().map(|first| (first, conflicting))
+        })
         .collect()
 }
 
-/// Whether a cached tool is offered on its route: granted by the profile, available, not
-/// retired, classified.
-fn offered(route: &McpRouteRow, tool: &ToolRow) -> bool {
-    let granted = route
-        .granted_tools
-        .as_ref()
-        .is_none_or(|granted| granted.contains(&tool.name));
-    granted && tool.available && !tool.retired && tool.classification().is_some()
+/// Why a connection is unavailable: its latest discovery failed, or it never answered one.
+/// A refused credential reads as `needs_authorization` (the runner's `Unauthorized` and
+/// credential errors say so in their text, which is all a failed discovery keeps).
+fn discovery_failure(route: &McpRouteRow) -> Option<UnavailableReason> {
+    match &route.last_discovery_error {
+        Some(error) => {
+            let error = error.to_ascii_lowercase();
+            Some(
+                if error.contains("unauthorized") || error.contains("credential") {
+                    UnavailableReason::NeedsAuthorization
+                } else {
+                    UnavailableReason::Unreachable
+                },
+            )
+        }
+        None if !route.discovered => Some(UnavailableReason::Unreachable),
+        None => None,
+    }
 }
 
-/// The tool as listed, unless its exposed name would not fit a client's tool-name alphabet
-/// (`[A-Za-z0-9_.-]`, at most [`MAX_EXPOSED_NAME`] characters).
-fn exposed(route: &McpRouteRow, tool: ToolRow) -> Option<McpTool> {
-    let exposed_name = format!("{}{NAME_SEPARATOR}{}", route.namespace, tool.name);
-    let fits = exposed_name.len() <= MAX_EXPOSED_NAME
-        && exposed_name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-    fits.then(|| McpTool {
-        exposed_name,
-        tool_name: tool.name,
-        route: McpRoute {
-            workspace_id: route.workspace_id,
-            profile_id: route.profile_id,
-            connection_id: route.connection_id,
-        },
-        description: tool.description,
-        input_schema: tool.input_schema.0,
-        annotations: tool.annotations.map(|a| a.0),
-    })
+fn route_settings(row: &AgentConnectionRow) -> RouteSettings {
+    RouteSettings {
+        include: row.include.clone(),
+        exclude: row.exclude.clone(),
+        read_only: row.read_only,
+        non_destructive: row.non_destructive,
+        idempotent: row.idempotent,
+        defer: row.defer,
+    }
+}
+
+fn tool_input(route: &McpRouteRow, tool: &ToolRow) -> ToolInput {
+    let annotations = tool.annotations.as_ref().map(|a| &a.0);
+    ToolInput {
+        name: tool.name.clone(),
+        title: annotations
+            .and_then(|a| a.get("title"))
+            .and_then(|t| t.as_str())
+            .map(str::to_owned),
+        description: tool.description.clone(),
+        hints: ToolHints::from_annotations(annotations),
+        input_schema: tool.input_schema.0.clone(),
+        output_schema: None,
+        state: ToolState::derive(
+            tool.retired,
+            tool.available,
+            tool.classification().is_some(),
+        ),
+        granted: route
+            .granted_tools
+            .as_ref()
+            .is_none_or(|granted| granted.contains(&tool.name)),
+    }
+}
+
+fn mcp_tool(tool: &ExposedTool, routes: &HashMap<ConnectionId, McpRoute>) -> McpTool {
+    McpTool {
+        exposed_name: tool.name.clone(),
+        tool_name: tool.tool.clone(),
+        route: routes[&tool.connection_id].clone(),
+        title: tool.title.clone(),
+        description: tool.description.clone(),
+        input_schema: tool.input_schema.clone(),
+        output_schema: tool.output_schema.clone(),
+        hints: tool.hints,
+    }
 }

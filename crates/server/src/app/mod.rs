@@ -2,7 +2,7 @@
 //! Handlers call exactly one function of this module; this module calls the datastore.
 
 mod admission;
-pub(crate) mod agent_catalog;
+pub mod agent_catalog;
 mod agents;
 mod approvals;
 mod audit;
@@ -47,9 +47,7 @@ pub use dispatch::leasing::LeaseBatch;
 pub(crate) use dispatch::leasing::LeaseFeed;
 pub use dispatch::wakeups::WakeupFeed;
 pub use evidence::ERASURE_NOTICE;
-pub use mcp_catalog::{
-    McpCatalog, McpConnectionNotice, McpRoute, McpTool, Unavailable as McpUnavailable,
-};
+pub use mcp_catalog::{McpCatalog, McpConnectionNotice, McpRefusal, McpRoute, McpTool};
 pub use principal::{
     DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref, expect_device_credential,
 };

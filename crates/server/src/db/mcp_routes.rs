@@ -3,7 +3,8 @@
 //! profile; choosing is the app's).
 
 use super::Datastore;
-use switchyard_protocol::{ConnectionId, ProfileId, RunnerRef, UserId, WorkspaceId};
+use switchyard_protocol::approval::ApprovalPolicy;
+use switchyard_protocol::{ConnectionId, EnvironmentId, ProfileId, RunnerRef, UserId, WorkspaceId};
 
 /// A connection a user may use, through one profile.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -30,6 +31,12 @@ pub struct McpRouteRow {
     pub profile_name: String,
     /// The tools the profile grants on the connection (`None`: all of them).
     pub granted_tools: Option<Vec<String>>,
+    /// The profile's environment.
+    pub environment_id: EnvironmentId,
+    /// The profile's approval policy for the connection.
+    pub approval_policy: ApprovalPolicy,
+    /// Whether the connection's tools are exposed as `namespace__tool`.
+    pub prefix_tools: bool,
 }
 
 impl Datastore {
@@ -41,7 +48,8 @@ impl Datastore {
             "SELECT c.id AS connection_id, c.name AS connection_name, c.namespace, c.runner_ref,
                     c.last_discovery_error, c.last_discovery_at IS NOT NULL AS discovered,
                     w.id AS workspace_id, w.name AS workspace_name,
-                    p.id AS profile_id, p.name AS profile_name, pc.tools AS granted_tools
+                    p.id AS profile_id, p.name AS profile_name, pc.tools AS granted_tools,
+                    p.environment_id, pc.approval_policy, c.prefix_tools
              FROM profile_grants g
              JOIN profiles p ON p.id = g.profile_id AND p.retired_at IS NULL
              JOIN workspace_members m ON m.workspace_id = p.workspace_id AND m.user_id = g.user_id

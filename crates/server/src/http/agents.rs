@@ -22,6 +22,7 @@ pub(super) fn routes() -> Router<AppState> {
             get(agent_show).patch(agent_edit),
         )
         .route("/workspaces/{ws}/agents/{agent}/revoke", post(agent_revoke))
+        .route("/workspaces/{ws}/agents/{agent}/tools", get(agent_tools))
         .route(
             "/workspaces/{ws}/agents/{agent}/connections/{connection}",
             put(agent_connection_set),
@@ -63,6 +64,14 @@ async fn agent_show(
     Path((ws, agent)): Path<(String, String)>,
 ) -> Result<Json<AgentDetail>, ApiError> {
     Ok(Json(s.app.agent_show(&actor, &ws, &agent).await?))
+}
+
+async fn agent_tools(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, agent)): Path<(String, String)>,
+) -> Result<Json<AgentToolsView>, ApiError> {
+    Ok(Json(s.app.agent_tools(&actor, &ws, &agent).await?))
 }
 
 async fn agent_edit(

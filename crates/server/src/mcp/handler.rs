@@ -3,6 +3,9 @@
 
 use super::auth::McpPrincipal;
 use super::call::{self, Waiting};
+use super::meta_tools::{self, MetaCall};
+use crate::app::McpRefusal;
+use crate::app::agent_catalog::CallRefusal;
 use crate::app::{Actor, App, McpCatalog, McpTool};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelledNotificationParam, DiscoverResult,
@@ -14,6 +17,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use switchyard_protocol::agents::AgentMode;
 use switchyard_protocol::{CallId, WorkspaceId};
 
 /// The calls of a session's requests in flight, by JSON-RPC id, so that the client's
@@ -121,9 +125,11 @@ impl ServerHandler for SwitchyardMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let (_, catalog) = self.catalog(&context.extensions).await?;
-        Ok(ListToolsResult::with_all_items(
-            catalog.tools.iter().map(listed).collect(),
-        ))
+        let mut tools = meta_tools::offered(&catalog);
+        if catalog.mode == AgentMode::Tools {
+            tools.extend(catalog.tools.iter().map(listed));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -133,13 +139,47 @@ impl ServerHandler for SwitchyardMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let request_id = call::request_id(&context.meta)?;
         let (actor, catalog) = self.catalog(&context.extensions).await?;
-        let tool = catalog
-            .find(&request.name)
-            .ok_or_else(|| call::unknown_tool(&request.name))?;
-        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let arguments = request.arguments.unwrap_or_default();
+        let (tool, arguments) = match meta_tools::parse(&catalog, &request.name, &arguments) {
+            None => match catalog.call(&request.name) {
+                Ok(tool) => (tool, arguments),
+                Err(McpRefusal::Catalog(CallRefusal::UnknownTool { .. })) => {
+                    return Err(call::unknown_tool(&request.name));
+                }
+                Err(refusal) => return Ok(meta_tools::refusal(&refusal.to_string()).into()),
+            },
+            Some(meta) => match meta? {
+                MetaCall::Search { query, limit } => {
+                    return Ok(meta_tools::search(&catalog, &query, limit).into());
+                }
+                MetaCall::Providers => return Ok(meta_tools::providers(&catalog).into()),
+                MetaCall::Capabilities {
+                    provider,
+                    page,
+                    page_size,
+                } => {
+                    return Ok(
+                        meta_tools::capabilities(&catalog, &provider, page, page_size).into(),
+                    );
+                }
+                MetaCall::CallTool { name, arguments } => match catalog.call(&name) {
+                    Ok(tool) => (tool, arguments),
+                    Err(refusal) => return Ok(meta_tools::refusal(&refusal.to_string()).into()),
+                },
+                MetaCall::MenuCall {
+                    provider,
+                    tool,
+                    arguments,
+                } => match catalog.menu_call(&provider, &tool) {
+                    Ok(tool) => (tool, arguments),
+                    Err(refusal) => return Ok(meta_tools::refusal(&refusal.to_string()).into()),
+                },
+            },
+        };
+        let arguments = serde_json::Value::Object(arguments);
         let submitted = match self
             .app
-            .mcp_call_submit(&actor, tool, arguments, request_id)
+            .mcp_call_submit(&actor, &tool, arguments, request_id)
             .await
         {
             Ok(view) => view,
@@ -214,11 +254,17 @@ fn listed(tool: &McpTool) -> Tool {
         tool.description.clone().unwrap_or_default(),
         Arc::new(schema),
     );
-    if let Some(annotations) = tool
-        .annotations
-        .clone()
-        .and_then(|a| serde_json::from_value::<ToolAnnotations>(a).ok())
-    {
+    if let Some(serde_json::Value::Object(output)) = &tool.output_schema {
+        listed.output_schema = Some(Arc::new(output.clone()));
+    }
+    let hints = &tool.hints;
+    let mut annotations = ToolAnnotations::new();
+    annotations.title = tool.title.clone();
+    annotations.read_only_hint = hints.read_only;
+    annotations.destructive_hint = hints.destructive;
+    annotations.idempotent_hint = hints.idempotent;
+    annotations.open_world_hint = hints.open_world;
+    if annotations != ToolAnnotations::new() {
         listed = listed.annotate(annotations);
     }
     listed

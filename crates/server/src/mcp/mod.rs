@@ -13,6 +13,7 @@ mod auth;
 mod call;
 mod handler;
 mod instructions;
+mod meta_tools;
 mod store;
 
 pub use auth::McpPrincipal;

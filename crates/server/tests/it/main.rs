@@ -23,6 +23,7 @@ mod idempotency;
 mod interop;
 mod leases;
 mod lifecycle;
+mod mcp_agents;
 mod mcp_endpoint;
 mod namespaces;
 mod placements;

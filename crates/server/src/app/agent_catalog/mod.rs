@@ -41,9 +41,6 @@
 //!   pass, with `granted: false`, but never resolves a call to it.
 //! - A search only ever sees deferred tools, so it never shows a removed one.
 
-// Nothing calls the catalog until `/mcp` and `App::mcp_catalog` land (issue #44); remove then.
-#![allow(dead_code, unused_imports)]
-
 mod build;
 mod filter;
 mod menu;

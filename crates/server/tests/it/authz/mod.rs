@@ -169,6 +169,7 @@ fn matrix() -> Vec<Row> {
     GET  "/api/v1/workspaces/{ws}/agents"                            => 401  404  200  200  200  200  200  200  401  401  401;
     POST "/api/v1/workspaces/{ws}/agents" json({"name": "a-{me}"})   => 401  404  403  201  403  403  403  403  401  401  401;
     GET  "/api/v1/workspaces/{ws}/agents/{agent}"                    => 401  404  200  200  200  200  200  200  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/agents/{agent}/tools"              => 401  404  200  200  200  200  200  200  401  401  401;
     PATCH "/api/v1/workspaces/{ws}/agents/{agent}" json({"defer_all": true})
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/agents/{agent}/connections/{connection}" json({"read_only": true})
