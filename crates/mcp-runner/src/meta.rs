@@ -9,10 +9,29 @@ pub const REQUEST_ID_META_KEY: &str = "io.switchyard/request_id";
 /// The `_meta` key carrying a W3C trace context.
 pub const TRACEPARENT_META_KEY: &str = "traceparent";
 
-/// `_meta` for a call: its request id and a W3C `traceparent`
-/// (`00-<trace id>-<parent id>-01`) whose trace id is the call id and whose parent id is taken
-/// from the request id, so retries of one request share a trace.
+/// `_meta` for a call: its request id and a W3C `traceparent` — the one its client sent, so
+/// the MCP server's spans join the client's trace, else `00-<trace id>-<parent id>-01` whose
+/// trace id is the call id and whose parent id is taken from the request id, so retries of
+/// one request share a trace.
 pub fn call_meta(call: &LeasedCall) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert(
+        REQUEST_ID_META_KEY.to_owned(),
+        Value::String(call.request_id.to_string()),
+    );
+    meta.insert(
+        TRACEPARENT_META_KEY.to_owned(),
+        Value::String(
+            call.traceparent
+                .clone()
+                .unwrap_or_else(|| derived_traceparent(call)),
+        ),
+    );
+    meta
+}
+
+/// The `traceparent` of a call whose client sent none.
+fn derived_traceparent(call: &LeasedCall) -> String {
     let trace_id = call.call_id.0.simple().to_string();
     let parent_id = call.request_id.0.simple().to_string()[..16].to_owned();
     // W3C forbids all-zero ids; UUIDs from the server never are, but a client-chosen request id
@@ -22,16 +41,7 @@ pub fn call_meta(call: &LeasedCall) -> Map<String, Value> {
     } else {
         parent_id
     };
-    let mut meta = Map::new();
-    meta.insert(
-        REQUEST_ID_META_KEY.to_owned(),
-        Value::String(call.request_id.to_string()),
-    );
-    meta.insert(
-        TRACEPARENT_META_KEY.to_owned(),
-        Value::String(format!("00-{trace_id}-{parent_id}-01")),
-    );
-    meta
+    format!("00-{trace_id}-{parent_id}-01")
 }
 
 #[cfg(test)]
@@ -44,6 +54,7 @@ mod tests {
 
     fn call(request_id: uuid::Uuid) -> LeasedCall {
         LeasedCall {
+            traceparent: None,
             call_id: CallId(uuid::Uuid::parse_str("0192f0c4-7d4e-7a10-9c1e-3f1a2b3c4d5e").unwrap()),
             request_id: RequestId(request_id),
             epoch: Epoch(1),
@@ -79,6 +90,14 @@ mod tests {
             meta[TRACEPARENT_META_KEY],
             json!("00-0192f0c47d4e7a109c1e3f1a2b3c4d5e-1111222233334444-01")
         );
+    }
+
+    #[test]
+    fn the_client_s_traceparent_is_sent_on_as_it_came() {
+        let mut leased = call(uuid::Uuid::new_v4());
+        let theirs = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        leased.traceparent = Some(theirs.to_owned());
+        assert_eq!(call_meta(&leased)[TRACEPARENT_META_KEY], json!(theirs));
     }
 
     #[test]

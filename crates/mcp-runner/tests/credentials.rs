@@ -84,6 +84,7 @@ impl Drop for KeyringEntry {
 
 fn call(connection: ConnectionId, spec: ConnectorSpec) -> LeasedCall {
     LeasedCall {
+        traceparent: None,
         call_id: CallId::new(),
         request_id: RequestId::new(),
         epoch: Epoch(1),

@@ -41,6 +41,10 @@ pub struct LeasedCall {
     /// lookup) or `discovery` (`tools/list`, answered as `{"tools": [...]}`). Absent: `tool`.
     #[serde(default, skip_serializing_if = "CallKind::is_tool")]
     pub kind: CallKind,
+    /// The W3C `traceparent` the call's client sent, sent on in the `tools/call`'s `_meta`;
+    /// absent: the runner derives one from the call and request ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// Who submitted a call: a user, or a paired device (written `{"user": id}` or

@@ -1330,6 +1330,7 @@ fn connection_target() -> ConnectionTarget {
 
 fn leased_call() -> LeasedCall {
     LeasedCall {
+        traceparent: None,
         call_id: CALL,
         request_id: REQUEST,
         epoch: Epoch(4),

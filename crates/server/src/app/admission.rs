@@ -181,6 +181,7 @@ pub(super) fn decide(
             },
             lookup_of: None,
             discovery: false,
+            trace: None,
         },
     };
     let profile_policy = found.approval_policy.unwrap_or_default();

@@ -10,6 +10,7 @@ use super::results::{RESULT_LIMIT, bound_result};
 use super::{Actor, App, views};
 use crate::db::{
     CallRow, Key, PlainCompletion, StoredCompletion, SubmitKeys, SubmitRead, SubmitterKey,
+    TraceParent,
 };
 use crate::error::{AppError, AppResult};
 use std::collections::HashSet;
@@ -77,8 +78,27 @@ impl App {
         req: SubmitCall,
         wait: Duration,
     ) -> AppResult<(CallView, bool)> {
-        self.submit(SubmittedBy::Principal(principal), ws, req, wait)
+        self.submit(SubmittedBy::Principal(principal), ws, req, wait, None)
             .await
+    }
+
+    /// [`App::call_submit_as`] for a call whose client sent a trace context, carried to the
+    /// MCP server in the call's `_meta` (a retry of a stored request_id keeps the first one's).
+    pub async fn call_submit_traced(
+        &self,
+        principal: &Principal,
+        ws: &str,
+        req: SubmitCall,
+        trace: Option<TraceParent>,
+    ) -> AppResult<(CallView, bool)> {
+        self.submit(
+            SubmittedBy::Principal(principal),
+            ws,
+            req,
+            Duration::ZERO,
+            trace,
+        )
+        .await
     }
 
     /// [`App::call_submit_waiting`] for the bearer token a request presented, not checked yet.
@@ -95,7 +115,7 @@ impl App {
             let principal = Principal::Device(self.authenticate_device(token).await?);
             return self.call_submit_waiting(&principal, ws, req, wait).await;
         }
-        self.submit(SubmittedBy::UserToken(token), ws, req, wait)
+        self.submit(SubmittedBy::UserToken(token), ws, req, wait, None)
             .await
     }
 
@@ -107,6 +127,7 @@ impl App {
         ws: &str,
         req: SubmitCall,
         wait: Duration,
+        trace: Option<TraceParent>,
     ) -> AppResult<(CallView, bool)> {
         let deadline = Instant::now() + wait.min(MAX_CALL_WAIT);
         let token_hash;
@@ -152,7 +173,8 @@ impl App {
                 self.replayed(&principal, ws, existing, &payload_digest, deadline)
                     .await
             }
-            Decision::New(call) => {
+            Decision::New(mut call) => {
+                call.origin.trace = trace;
                 let waiter = (!wait.is_zero())
                     .then(|| self.dispatch.announcer.local.settled_waiter(call.id));
                 let (workspace_id, request_id) = (call.workspace_id, call.request_id);
@@ -174,7 +196,12 @@ impl App {
             }
             // Held for a person: its own statement, never batched nor handed to a lease, and
             // answered at once even to a waiting caller, who learns it awaits approval.
-            Decision::Held { call, why, policy } => {
+            Decision::Held {
+                mut call,
+                why,
+                policy,
+            } => {
+                call.origin.trace = trace;
                 let key = (call.workspace_id, call.request_id);
                 match self.db.call_insert_held(&call, why, policy).await? {
                     Some(row) => Ok((views::call(&row), true)),

@@ -5,20 +5,22 @@
 use super::mcp_catalog::McpTool;
 use super::principal::Principal;
 use super::{Actor, App};
-use crate::error::AppResult;
+use crate::db::TraceParent;
+use crate::error::{AppError, AppResult};
 use std::time::Duration;
 use switchyard_protocol::api::{CallView, CancelAnswer, SubmitCall};
-use switchyard_protocol::{CallId, RequestId, WorkspaceId};
+use switchyard_protocol::{CallId, ErrorCode, RequestId, WorkspaceId};
 
 impl App {
     /// Submits (or, for a known request_id, finds) the call of `tool` with `arguments` for
-    /// `actor`, under the tool's route.
+    /// `actor`, under the tool's route; `trace` is the client's trace context.
     pub async fn mcp_call_submit(
         &self,
         actor: &Actor,
         tool: &McpTool,
         arguments: serde_json::Value,
         request_id: RequestId,
+        trace: Option<TraceParent>,
     ) -> AppResult<CallView> {
         let req = SubmitCall {
             request_id,
@@ -33,7 +35,7 @@ impl App {
         };
         let principal = Principal::User(actor.clone());
         let (view, _) = self
-            .call_submit_as(&principal, &tool.route.workspace_id.to_string(), req)
+            .call_submit_traced(&principal, &tool.route.workspace_id.to_string(), req, trace)
             .await?;
         Ok(view)
     }
@@ -60,6 +62,28 @@ impl App {
     ) -> AppResult<CancelAnswer> {
         self.call_cancel(actor, &workspace.to_string(), &call.to_string())
             .await
+    }
+
+    /// A call named by its id alone (an `/mcp` task's), as `actor` may read it.
+    pub async fn mcp_task_get(&self, actor: &Actor, call: CallId) -> AppResult<CallView> {
+        let workspace = self.task_workspace(call).await?;
+        let principal = Principal::User(actor.clone());
+        self.call_get_as(&principal, &workspace.to_string(), &call.to_string())
+            .await
+    }
+
+    /// Cancels a call named by its id alone (`tasks/cancel`).
+    pub async fn mcp_task_cancel(&self, actor: &Actor, call: CallId) -> AppResult<CancelAnswer> {
+        let workspace = self.task_workspace(call).await?;
+        self.mcp_call_cancel(actor, workspace, call).await
+    }
+
+    /// The workspace of a task's call, or `call_not_found`.
+    async fn task_workspace(&self, call: CallId) -> AppResult<WorkspaceId> {
+        self.db
+            .call_workspace(call)
+            .await?
+            .ok_or_else(|| AppError::refused(ErrorCode::CallNotFound, format!("no task `{call}`")))
     }
 
     /// How long `/mcp` holds a `tools/call` for its call to settle before answering that it

@@ -608,6 +608,7 @@ mod tests {
             retired_by: None,
         };
         LeasedRow {
+            traceparent: None,
             id: CallId::new(),
             created_at: chrono::Utc::now(),
             request_id: Default::default(),

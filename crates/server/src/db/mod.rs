@@ -48,6 +48,7 @@ pub(crate) use calls::PlainCompletion;
 pub use calls::{
     CallFilter, CallOrigin, CallRow, CancelEffect, DeviceCompletion, DeviceStart, ExpiredLeases,
     HandedRow, LeasedRow, LookedUpCall, NewCall, PageFrom, SettledCall, StoredCompletion,
+    TraceParent,
 };
 pub use committed::{Committed, Wakeup};
 pub use connections::{CatalogChanges, ConnectionRow, Reclassified, ToolRow};

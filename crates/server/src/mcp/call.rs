@@ -4,6 +4,7 @@
 //! what to do next.
 
 use crate::app::{Actor, App};
+use crate::db::TraceParent;
 use crate::error::AppError;
 use rmcp::model::{
     CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken, RequestMetaObject,
@@ -39,6 +40,17 @@ pub(super) fn request_id(meta: &RequestMetaObject) -> Result<RequestId, ErrorDat
                 None,
             )
         })
+}
+
+/// The client's trace context (`_meta.traceparent`), carried to the MCP server; a malformed
+/// one is left out (tracing never fails a call).
+pub(super) fn trace(meta: &RequestMetaObject) -> Option<TraceParent> {
+    let text = meta.get_traceparent()?;
+    let trace = TraceParent::parse(text);
+    if trace.is_none() {
+        tracing::debug!(traceparent = text, "a malformed traceparent was left out");
+    }
+    trace
 }
 
 /// What a call's client is told, and how it reaches it.
@@ -86,25 +98,31 @@ impl Waiting<'_> {
             return;
         };
         *progress += 1.0;
-        let message = match call.state {
-            CallState::AwaitingApproval => format!("call {} awaits a person's approval", call.id),
-            state => format!("call {} is {}", call.id, state.as_str()),
-        };
-        let param = ProgressNotificationParam::new(token.clone(), *progress).with_message(message);
+        let param = ProgressNotificationParam::new(token.clone(), *progress)
+            .with_message(state_message(call));
         if let Err(error) = self.peer.notify_progress(param).await {
             tracing::debug!(%error, "a progress notification was not delivered");
         }
     }
 }
 
+/// Where a call stands, in words.
+pub(super) fn state_message(call: &CallView) -> String {
+    match call.state {
+        CallState::AwaitingApproval => format!("call {} awaits a person's approval", call.id),
+        state if settled(state) => format!("call {} ended {}", call.id, state.as_str()),
+        state => format!("call {} is {}", call.id, state.as_str()),
+    }
+}
+
 /// Whether the client's answer is final: terminal, or `unknown`.
-fn settled(state: CallState) -> bool {
+pub(super) fn settled(state: CallState) -> bool {
     state.is_terminal() || state == CallState::Unknown
 }
 
 /// The answer for a settled call: the MCP server's own result when it answered, else a tool
 /// error saying what became of the call.
-fn settled_result(call: &CallView) -> CallToolResult {
+pub(super) fn settled_result(call: &CallView) -> CallToolResult {
     if matches!(call.state, CallState::Succeeded | CallState::ToolError)
         && let Some(result) = &call.result
         && let Ok(result) = serde_json::from_value::<CallToolResult>(result.clone())

@@ -4,14 +4,15 @@
 use super::auth::McpPrincipal;
 use super::call::{self, Waiting};
 use super::meta_tools::{self, MetaCall};
+use super::task;
 use crate::app::McpRefusal;
 use crate::app::agent_catalog::CallRefusal;
 use crate::app::{Actor, App, McpCatalog, McpTool};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, DiscoverResult,
-    Extensions, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
-    ListToolsResult, PaginatedRequestParams, RequestId as JsonRpcId, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CancelledNotificationParam,
+    DiscoverResult, Extensions, GetTaskParams, GetTaskResult, Implementation,
+    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    RequestId as JsonRpcId, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -89,7 +90,11 @@ fn principal(extensions: &Extensions) -> Result<Actor, ErrorData> {
 
 impl ServerHandler for SwitchyardMcp {
     fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .build();
+        let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("switchyard", env!("CARGO_PKG_VERSION"));
         info
     }
@@ -177,9 +182,10 @@ impl ServerHandler for SwitchyardMcp {
             },
         };
         let arguments = serde_json::Value::Object(arguments);
+        let trace = call::trace(&context.meta);
         let submitted = match self
             .app
-            .mcp_call_submit(&actor, &tool, arguments, request_id)
+            .mcp_call_submit(&actor, &tool, arguments, request_id, trace)
             .await
         {
             Ok(view) => view,
@@ -190,6 +196,17 @@ impl ServerHandler for SwitchyardMcp {
             workspace: submitted.workspace_id,
             call: submitted.id,
         };
+        // A client of the tasks extension polls the call instead of waiting for it: a call
+        // that settles within a moment is answered as it is, any other becomes a task.
+        if task::declared(&context) {
+            let call = task::settle_briefly(&self.app, &actor, submitted)
+                .await
+                .map_err(call::internal)?;
+            if !call::settled(call.state) {
+                return Ok(CallToolResponse::Task(task::created(&call)));
+            }
+            return Ok(CallToolResponse::from(call::settled_result(&call)));
+        }
         if !self.track(&context.id, slot) {
             self.untrack(&context.id);
             let _ = self
@@ -211,6 +228,32 @@ impl ServerHandler for SwitchyardMcp {
             self.untrack(&context.id);
         }
         answer.map(CallToolResponse::from)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let actor = principal(&context.extensions)?;
+        let call = task::call_of(&request.task_id)?;
+        match self.app.mcp_task_get(&actor, call).await {
+            Ok(view) => Ok(GetTaskResult::new(task::detailed(&view))),
+            Err(error) => Err(task_refused(&request.task_id, error)),
+        }
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let actor = principal(&context.extensions)?;
+        let call = task::call_of(&request.task_id)?;
+        match self.app.mcp_task_cancel(&actor, call).await {
+            Ok(_) => Ok(()),
+            Err(error) => Err(task_refused(&request.task_id, error)),
+        }
     }
 
     async fn on_cancelled(
@@ -240,6 +283,17 @@ impl ServerHandler for SwitchyardMcp {
         {
             tracing::warn!(%error, %call, "a call its /mcp client cancelled was not cancelled");
         }
+    }
+}
+
+/// A task the principal may not read (or that does not exist) is unknown to it; an internal
+/// failure is an internal error.
+fn task_refused(task_id: &str, error: crate::error::AppError) -> ErrorData {
+    match error {
+        crate::error::AppError::Refused { .. } => {
+            ErrorData::invalid_params(format!("no task `{task_id}` of yours"), None)
+        }
+        other => call::internal(other),
     }
 }
 

@@ -15,6 +15,7 @@ mod handler;
 mod instructions;
 mod meta_tools;
 mod store;
+mod task;
 
 pub use auth::McpPrincipal;
 

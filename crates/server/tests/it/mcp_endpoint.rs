@@ -9,6 +9,9 @@ use sqlx::PgPool;
 use std::time::Duration;
 use uuid::Uuid;
 
+/// A client's W3C trace context.
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 /// A raw `/mcp` client: one principal's token, and the session it is in, if any.
 struct Raw {
     url: String,
@@ -233,12 +236,19 @@ async fn a_person_lists_and_calls_granted_tools_in_a_session(pool: PgPool) {
         .session_request(
             2,
             "tools/call",
-            json!({"name": "fixture__echo", "arguments": {"text": "hello"}}),
+            json!({"name": "fixture__echo", "arguments": {"text": "hello"},
+                   "_meta": {"traceparent": TRACEPARENT}}),
         )
         .await
         .result();
     assert_eq!(called["isError"], json!(false), "{called}");
     assert_eq!(text_of(&called), "hello");
+    // The client's trace context is kept with the call, for the runner to send on.
+    let stored: Option<String> = sqlx::query_scalar("SELECT traceparent FROM calls")
+        .fetch_one(&server.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored.as_deref(), Some(TRACEPARENT));
 
     // The call is an ordinary Switchyard call, submitted by the person.
     let calls = server.owner.get("/api/v1/workspaces/acme/calls").await.ok();
@@ -637,4 +647,127 @@ async fn wait_for_held_call(server: &TestServer) -> String {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_tasks_client_gets_the_held_call_as_a_task_it_polls(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let counter = scratch_dir("mcp-task");
+    let counter = counter.path("count");
+    let gated = approval_gate(&server, &counter).await;
+    let mut raw = Raw::new(&server, server.owner.token());
+    let answer = raw
+        .post(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                "clientInfo": {"name": "raw-test", "version": "1"},
+            }}),
+            &[],
+        )
+        .await;
+    raw.session = answer
+        .headers
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    raw.post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        &[("mcp-protocol-version", "2025-11-25")],
+    )
+    .await;
+
+    // A call that runs at once is answered at once, even to a tasks client.
+    let echoed = raw
+        .session_request(
+            1,
+            "tools/call",
+            json!({"name": "fixture__echo", "arguments": {"text": "now"}}),
+        )
+        .await
+        .result();
+    assert_eq!(text_of(&echoed), "now", "{echoed}");
+
+    let created = raw
+        .session_request(
+            2,
+            "tools/call",
+            json!({"name": "fixture__count", "arguments": {"label": "task"}}),
+        )
+        .await
+        .result();
+    assert_eq!(created["resultType"], "task", "{created}");
+    assert_eq!(created["status"], "working", "{created}");
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    // The task is the Switchyard call.
+    let call = server
+        .owner
+        .get(&format!("/api/v1/workspaces/acme/calls/{task_id}"))
+        .await
+        .ok();
+    assert_eq!(call["state"], "awaiting_approval");
+
+    let polled = raw
+        .session_request(3, "tasks/get", json!({"taskId": task_id}))
+        .await
+        .result();
+    assert_eq!(polled["status"], "working", "{polled}");
+    gated
+        .approver
+        .post(
+            &format!("/api/v1/workspaces/acme/approvals/{task_id}/approve"),
+            json!({}),
+        )
+        .await
+        .ok();
+    server
+        .owner
+        .wait_call("acme", &task_id, Duration::from_secs(20))
+        .await;
+    let done = raw
+        .session_request(4, "tasks/get", json!({"taskId": task_id}))
+        .await
+        .result();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "counted", "{done}");
+    assert_eq!(count_lines(&counter), 1);
+
+    // Another task, cancelled by the client.
+    let second = raw
+        .session_request(
+            5,
+            "tools/call",
+            json!({"name": "fixture__count", "arguments": {"label": "cancel me"}}),
+        )
+        .await
+        .result();
+    let second_id = second["taskId"].as_str().unwrap().to_owned();
+    raw.session_request(6, "tasks/cancel", json!({"taskId": second_id}))
+        .await
+        .result();
+    let cancelled = raw
+        .session_request(7, "tasks/get", json!({"taskId": second_id}))
+        .await
+        .result();
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+
+    // A task is read as its call is: under Use on its profile. Without it, there is no task.
+    let carol = server.member("acme", "carol", "member").await;
+    let carol = Raw::new(&server, carol.token());
+    let mut meta = stateless_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let foreign = carol
+        .post(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
+                   "params": {"taskId": task_id, "_meta": meta}}),
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tasks/get"),
+                ("mcp-name", &task_id),
+            ],
+        )
+        .await
+        .response();
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    assert_eq!(count_lines(&counter), 1);
 }

@@ -222,6 +222,7 @@ pub fn call_on(
     timeout_seconds: u32,
 ) -> LeasedCall {
     LeasedCall {
+        traceparent: None,
         call_id: CallId::new(),
         request_id: RequestId::new(),
         epoch: EPOCH,

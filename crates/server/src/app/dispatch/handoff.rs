@@ -236,6 +236,7 @@ mod tests {
 
     fn work_item(epoch: Epoch) -> LeasedCall {
         LeasedCall {
+            traceparent: None,
             call_id: CallId::new(),
             request_id: RequestId::new(),
             epoch,

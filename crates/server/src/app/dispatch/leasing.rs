@@ -255,5 +255,6 @@ pub(crate) fn work_item(row: LeasedRow, epoch: Epoch) -> LeasedCall {
             None => Submitter::User(row.created_by),
         },
         kind: row.kind,
+        traceparent: row.traceparent,
     }
 }

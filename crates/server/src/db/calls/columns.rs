@@ -4,8 +4,8 @@
 //! is one line there (beside the [`NewCall`] field it comes from), and no statement numbers a
 //! parameter by hand.
 
-use super::NewCall;
 use super::lease::handed_target;
+use super::{NewCall, TraceParent};
 use crate::db::sql::{Params, Text, text};
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArguments, Postgres};
@@ -44,6 +44,10 @@ pub(super) fn submitted<'a>(call: &'a NewCall, to: &mut impl Columns<'a>) {
     to.column("submitted_by_device", call.origin.device_id);
     to.column("kind", call.kind());
     to.column("parent_call_id", call.origin.lookup_of);
+    to.column(
+        "traceparent",
+        call.origin.trace.as_ref().map(TraceParent::as_str),
+    );
 }
 
 /// The column names [`submitted`] declares, in order.

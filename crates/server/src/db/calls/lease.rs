@@ -59,6 +59,8 @@ pub struct LeasedRow {
     pub kind: CallKind,
     /// For a receipt lookup: that call as it is now (`None` if it is gone).
     pub parent: Option<LookedUpCall>,
+    /// The trace context its client sent, if any.
+    pub traceparent: Option<String>,
     /// For a connection placed on a device: the spec digest its owner accepted, if they did
     /// (`db/placements.rs`). The device runner compares it with the spec it receives.
     pub accepted_spec_digest: Option<SpecDigest>,
@@ -113,6 +115,7 @@ impl<'r> sqlx::FromRow<'r, PgRow> for LeasedRow {
             profile_id: row.try_get("profile_id")?,
             created_by: row.try_get("created_by")?,
             submitted_by_device: row.try_get("submitted_by_device")?,
+            traceparent: row.try_get("traceparent")?,
             target_digest: row.try_get("target_digest")?,
             parent_call_id: row.try_get("parent_call_id")?,
             kind: row.try_get("kind")?,
@@ -204,7 +207,7 @@ fn lease_statement() -> Text {
                  WHERE c.id = picked.id
                  RETURNING c.id, c.created_at, c.request_id, c.connection_id, c.tool_name, c.arguments, c.timeout_seconds,
                      c.client_session_id, c.profile_id, c.created_by, c.submitted_by_device,
-                     c.target_digest, c.parent_call_id, c.kind, k.revision AS connection_revision,
+                     c.traceparent, c.target_digest, c.parent_call_id, c.kind, k.revision AS connection_revision,
                      x.id AS connector_id, x.name AS connector_name, x.transport AS connector_transport,
                      x.command AS connector_command, x.args AS connector_args, x.env_names AS connector_env_names,
                      x.url AS connector_url, x.revision AS connector_revision,

@@ -172,4 +172,68 @@ pub struct CallOrigin {
     /// Set for the discovery (`tools/list`) of a connection placed on a device, run by its
     /// runner (`app/device_discovery.rs`).
     pub discovery: bool,
+    /// The trace context the client sent, carried to the MCP server.
+    pub trace: Option<TraceParent>,
+}
+
+/// A W3C `traceparent` (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, lower case,
+/// neither id all zeros), as a client sent it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TraceParent([u8; 55]);
+
+impl TraceParent {
+    /// The trace context in `text`, if it is a valid version-00 `traceparent`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let bytes: [u8; 55] = text.trim().as_bytes().try_into().ok()?;
+        let hex = |range: std::ops::Range<usize>| {
+            bytes[range.clone()]
+                .iter()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+                && bytes[range].iter().any(|b| *b != b'0')
+        };
+        let dashes = bytes[2] == b'-' && bytes[35] == b'-' && bytes[52] == b'-';
+        let flags = bytes[53..]
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
+        (&bytes[..2] == b"00" && dashes && hex(3..35) && hex(36..52) && flags)
+            .then_some(Self(bytes))
+    }
+
+    /// The `traceparent` text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII is ever stored (`parse`).
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for TraceParent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod trace_tests {
+    use super::TraceParent;
+
+    #[test]
+    fn only_a_valid_version_00_traceparent_parses() {
+        let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(
+            TraceParent::parse(valid)
+                .map(|t| t.as_str().to_owned())
+                .as_deref(),
+            Some(valid)
+        );
+        for invalid in [
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01",
+            "garbage",
+        ] {
+            assert!(TraceParent::parse(invalid).is_none(), "{invalid}");
+        }
+    }
 }

@@ -116,6 +116,15 @@ impl Datastore {
             .await
     }
 
+    /// The workspace of a call (for a reader who names the call alone; reading it is
+    /// authorized in that workspace).
+    pub async fn call_workspace(&self, id: CallId) -> Result<Option<WorkspaceId>, sqlx::Error> {
+        sqlx::query_scalar("SELECT workspace_id FROM calls WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
     /// The newest calls of a workspace on profiles the user currently holds Use on.
     pub async fn call_list_usable(
         &self,
