@@ -771,3 +771,49 @@ async fn a_tasks_client_gets_the_held_call_as_a_task_it_polls(pool: PgPool) {
     assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
     assert_eq!(count_lines(&counter), 1);
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_session_unused_for_a_day_is_swept_and_then_unknown(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let mut raw = Raw::new(&server, server.owner.token());
+    raw.initialize().await;
+    sqlx::query("UPDATE mcp_sessions SET last_used_at = now() - interval '25 hours'")
+        .execute(&server.pool)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM mcp_sessions")
+            .fetch_one(&server.pool)
+            .await
+            .unwrap();
+        if left == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the sweeper left it");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let answer = raw.session_request(1, "tools/list", json!({})).await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND, "{}", answer.body);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_loopback_server_refuses_another_host_name(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let raw = Raw::new(&server, server.owner.token());
+    let answer = raw
+        .post(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw-test", "version": "1"}}}),
+            &[("host", "rebound.example")],
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN, "{}", answer.body);
+    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM mcp_sessions")
+        .fetch_one(&server.pool)
+        .await
+        .unwrap();
+    assert_eq!(sessions, 0);
+}
