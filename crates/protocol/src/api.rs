@@ -274,6 +274,19 @@ pub struct ImportReport {
     pub warnings: Vec<String>,
 }
 
+/// `PUT /api/v1/workspaces/{ws}/connections/{connection}/prefix-tools`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetPrefixTools {
+    /// `true`: `namespace__tool` (the default); `false`: the tool's own name.
+    pub prefix_tools: bool,
+}
+
+/// A connection's tools are prefixed unless it says otherwise.
+fn prefixed() -> bool {
+    true
+}
+
 /// `POST /api/v1/workspaces/{ws}/connections`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CreateConnection {
@@ -383,6 +396,9 @@ pub struct ConnectionView {
     /// Set while it is retired: it runs nothing, and its tools are retired with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retired: Option<RetiredView>,
+    /// Whether its tools reach agents as `namespace__tool` (else by their own names).
+    #[serde(default = "prefixed")]
+    pub prefix_tools: bool,
 }
 
 /// `POST /api/v1/workspaces/{ws}/connections/{c}/discover` answer.

@@ -194,7 +194,9 @@ golden! {
         last_discovery_error: None,
         created_at: at("2026-03-02T09:04:58.771020Z"),
         retired: Some(retired_view()),
+        prefix_tools: true,
     };
+    set_prefix_tools: SetPrefixTools = SetPrefixTools { prefix_tools: false };
     retired_view: RetiredView = retired_view();
     tool_view: ToolView = tool_view();
     // tools.rs

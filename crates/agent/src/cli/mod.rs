@@ -456,6 +456,18 @@ pub enum ConnectionCommand {
         /// Connection id or name.
         connection: String,
     },
+    /// Whether the connection's tools reach agents as `namespace__tool` (`on`, the default) or
+    /// by their own names (`off`; a name two connections share is then offered by neither).
+    PrefixTools {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        connection: String,
+        /// `on` or `off`.
+        #[arg(value_parser = ["on", "off"])]
+        setting: String,
+    },
     /// Start or contact the connection's MCP server and cache its tool catalog.
     Discover {
         /// Workspace id or name.

@@ -9,7 +9,7 @@ use crate::output::{Output, Table, retired_state, time};
 use serde_json::Value;
 use switchyard_protocol::api::{
     ConnectionCredentials, ConnectionEventView, ConnectionView, CreateConnection, DiscoveryView,
-    ReceiptPolicyView, SetReceiptPolicy, ToolView,
+    ReceiptPolicyView, SetPrefixTools, SetReceiptPolicy, ToolView,
 };
 
 /// Runs a `connection` subcommand.
@@ -104,6 +104,34 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
             workspace,
             connection,
         } => retire(client, out, &workspace, &connection, "restore").await,
+        ConnectionCommand::PrefixTools {
+            workspace,
+            connection,
+            setting,
+        } => {
+            let body = SetPrefixTools {
+                prefix_tools: setting == "on",
+            };
+            let reply = client
+                .put(
+                    &connection_path(&workspace, &connection, "prefix-tools"),
+                    Body::of(&body),
+                )
+                .await?;
+            out.reply(&reply, |c: ConnectionView| {
+                if c.prefix_tools {
+                    format!(
+                        "connection {}: tools reach agents as {}__<tool>",
+                        c.name, c.namespace
+                    )
+                } else {
+                    format!(
+                        "connection {}: tools reach agents by their own names",
+                        c.name
+                    )
+                }
+            })
+        }
         ConnectionCommand::Discover {
             workspace,
             connection,

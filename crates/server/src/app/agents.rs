@@ -15,6 +15,7 @@ use switchyard_protocol::agents::{
     AgentConnectionSettings, AgentConnectionView, AgentCreated, AgentDetail, AgentProfileView,
     AgentView, CreateAgent, EditAgent,
 };
+use switchyard_protocol::api::{ConnectionView, SetPrefixTools};
 
 /// Most globs in one of a connection's `include` or `exclude` lists.
 const MAX_GLOBS: usize = 64;
@@ -178,6 +179,37 @@ impl App {
             connection_name: connection.name,
             settings,
         })
+    }
+
+    /// Sets whether a connection's tools reach agents as `namespace__tool` or by their own
+    /// names (the manage-integrations right: workspace admins and the owner).
+    pub async fn connection_set_prefix_tools(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        connection: &str,
+        req: SetPrefixTools,
+    ) -> AppResult<ConnectionView> {
+        let membership = self.integrations_membership(actor, ws).await?;
+        let row = self
+            .find_connection(membership.workspace.id, connection)
+            .await?;
+        if row.prefix_tools != req.prefix_tools {
+            self.db
+                .connection_set_prefix_tools(row.id, req.prefix_tools)
+                .await?;
+            self.audit(
+                Audit::by(actor, "connection.prefix_tools_changed")
+                    .workspace(row.workspace_id)
+                    .connection(row.id)
+                    .object("connection", Some(row.id.0), &row.name)
+                    .before(json!({"prefix_tools": row.prefix_tools}))
+                    .after(json!({"prefix_tools": req.prefix_tools})),
+            )
+            .await;
+        }
+        let after = self.db.connection_get(row.id).await?;
+        Ok(super::views::connection(&after))
     }
 
     /// The agent of the workspace named by `key` (id or name).

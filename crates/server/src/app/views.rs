@@ -92,6 +92,7 @@ pub(crate) fn connection(row: &ConnectionRow) -> ConnectionView {
         last_discovery_error: row.last_discovery_error.clone(),
         created_at: row.created_at,
         retired: retired(row.retired_at, row.retired_by),
+        prefix_tools: row.prefix_tools,
     }
 }
 

@@ -37,6 +37,8 @@ pub struct ConnectionRow {
     pub retired_at: Option<DateTime<Utc>>,
     /// Who retired it.
     pub retired_by: Option<UserId>,
+    /// Whether its tools reach agents as `namespace__tool` (else by their own names).
+    pub prefix_tools: bool,
 }
 
 /// A row of `tools`.
@@ -122,7 +124,7 @@ macro_rules! select_connection {
         concat!(
             "SELECT c.id, c.workspace_id, c.name, c.namespace, c.connector_id, k.name AS connector_name,
                  c.runner_ref, c.revision, c.last_discovery_at, c.last_discovery_error, c.created_at,
-                 c.retired_at, c.retired_by
+                 c.retired_at, c.retired_by, c.prefix_tools
              FROM connections c JOIN connectors k ON k.id = c.connector_id ",
             $clauses
         )
@@ -130,6 +132,20 @@ macro_rules! select_connection {
 }
 
 impl Datastore {
+    /// Sets whether a connection's tools reach agents prefixed with its namespace.
+    pub async fn connection_set_prefix_tools(
+        &self,
+        connection: ConnectionId,
+        prefix_tools: bool,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query("UPDATE connections SET prefix_tools = $2 WHERE id = $1")
+            .bind(connection)
+            .bind(prefix_tools)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Creates connection `id` named `name` with namespace slug `namespace`.
     pub async fn connection_create(
         &self,

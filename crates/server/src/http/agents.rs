@@ -1,5 +1,6 @@
 //! Routes for a workspace's agents: create (the token is shown once), list, show, edit,
-//! revoke, per-connection settings, and the tool list an agent sees.
+//! revoke, per-connection settings, the tool list an agent sees, and whether a connection's
+//! tools reach agents prefixed.
 
 use super::AppState;
 use super::error::{ApiError, ApiJson};
@@ -26,6 +27,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route(
             "/workspaces/{ws}/agents/{agent}/connections/{connection}",
             put(agent_connection_set),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/prefix-tools",
+            put(connection_set_prefix_tools),
         )
 }
 
@@ -100,6 +105,19 @@ async fn agent_connection_set(
     Ok(Json(
         s.app
             .agent_connection_set(&actor, &ws, &agent, &connection, settings)
+            .await?,
+    ))
+}
+
+async fn connection_set_prefix_tools(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, connection)): Path<(String, String)>,
+    ApiJson(req): ApiJson<SetPrefixTools>,
+) -> Result<Json<ConnectionView>, ApiError> {
+    Ok(Json(
+        s.app
+            .connection_set_prefix_tools(&actor, &ws, &connection, req)
             .await?,
     ))
 }

@@ -224,7 +224,7 @@ async fn the_provider_menu_shows_ungranted_tools_and_checks_the_grant_again(pool
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn two_connections_offering_one_unprefixed_name_both_lose_it(pool: PgPool) {
-    let server = TestServer::start(pool.clone()).await;
+    let server = TestServer::start(pool).await;
     let token = agent_in_acme(&server).await;
     let owner = &server.owner;
     owner
@@ -257,10 +257,16 @@ async fn two_connections_offering_one_unprefixed_name_both_lose_it(pool: PgPool)
         )
         .await
         .ok();
-    sqlx::query("UPDATE connections SET prefix_tools = false")
-        .execute(&pool)
-        .await
-        .unwrap();
+    for connection in ["fixture", "second"] {
+        let view = owner
+            .put(
+                &format!("/api/v1/workspaces/acme/connections/{connection}/prefix-tools"),
+                json!({"prefix_tools": false}),
+            )
+            .await
+            .ok();
+        assert_eq!(view["prefix_tools"], false);
+    }
     let view = owner
         .get("/api/v1/workspaces/acme/agents/bot/tools")
         .await

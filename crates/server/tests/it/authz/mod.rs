@@ -150,6 +150,8 @@ fn matrix() -> Vec<Row> {
     // Classifying takes the manage-integrations right: workspace admins and the owner.
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/tools/{tool}/classification" json({"side_effect": true, "risk": "low"})
                                                                      => 401  404  403  200  403  403  403  200  401  401  401;
+    PUT  "/api/v1/workspaces/{ws}/connections/{connection}/prefix-tools" json({"prefix_tools": true})
+                                                                     => 401  404  403  200  403  403  403  200  401  401  401;
     GET  "/api/v1/workspaces/{ws}/connections/{connection}/events"   => 401  404  200  200  200  200  200  200  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/receipt-policy" json({"tool": "echo", "arguments": {"text": "{{request_id}}"}})
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;
