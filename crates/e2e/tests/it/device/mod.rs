@@ -4,6 +4,7 @@
 mod discovery;
 mod harness;
 mod large;
+mod mcp_clients;
 mod placements;
 mod proxy;
 mod runner;
