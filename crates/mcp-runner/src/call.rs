@@ -237,7 +237,7 @@ pub(crate) async fn run_call<C: ControlPlane>(
 /// Runs a leased discovery: `tools/list` on a fresh session of the connection (launched
 /// through the same resolver, so the accepted spec digest is checked before any credential is
 /// resolved), sent only once the start is acknowledged, and reported as
-/// `{"tools": [...]}`, redacted like any result. It never uses a warm session: it is nobody's
+/// `{"tools": [...], "about": …}`, redacted like any result. It never uses a warm session: it is nobody's
 /// call, and listing tools has no effect, so any failure is `failed`.
 async fn run_discovery<C: ControlPlane>(
     context: Arc<CallContext<C>>,
@@ -259,7 +259,9 @@ async fn run_discovery<C: ControlPlane>(
     let deadline = Duration::from_secs(u64::from(call.timeout_seconds));
     let completion = tokio::select! {
         listed = crate::session::discover(&launch, &context.endpoints, deadline) => match listed {
-            Ok(tools) => Completion::Succeeded { result: json!({ "tools": tools }) },
+            Ok(found) => Completion::Succeeded {
+                result: json!({ "tools": found.tools, "about": found.about }),
+            },
             Err(error) => Completion::Failed {
                 error: call_error("discovery_failed", error.to_string()),
             },

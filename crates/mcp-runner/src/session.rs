@@ -294,6 +294,24 @@ impl McpSession {
         }
     }
 
+    /// What the server said about itself at `initialize`: its instructions, else its
+    /// description, on one line and bounded to [`MAX_ABOUT`] characters.
+    pub fn about(&self) -> Option<String> {
+        let info = self.client.peer_info()?;
+        let said = info.instructions.as_deref().or(info
+            .server_info
+            .as_ref()
+            .and_then(|server| server.description.as_deref()))?;
+        let line = said.split_whitespace().collect::<Vec<_>>().join(" ");
+        if line.is_empty() {
+            return None;
+        }
+        Some(match line.char_indices().nth(MAX_ABOUT) {
+            Some((cut, _)) => format!("{}…", &line[..cut]),
+            None => line,
+        })
+    }
+
     /// Lists every tool, following `nextCursor` pages. Has no deadline of its own: bound it
     /// with a timeout (as [`discover`] does).
     pub async fn list_tools(&self) -> Result<Vec<DiscoveredTool>, SessionError> {
@@ -558,13 +576,27 @@ impl McpSession {
     }
 }
 
+/// What a discovery read from a server: its tools, and what it says it is for.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Discovery {
+    /// Every tool it listed.
+    pub tools: Vec<DiscoveredTool>,
+    /// What it said about itself at `initialize` (its instructions, else its description),
+    /// bounded to [`MAX_ABOUT`] characters.
+    #[serde(default)]
+    pub about: Option<String>,
+}
+
+/// The longest `about` kept from a server.
+pub const MAX_ABOUT: usize = 500;
+
 /// Opens a session (HTTP: to an address `guard` admits), lists its tools and closes it, all
 /// within `deadline`.
 pub async fn discover(
     launch: &SessionLaunch,
     guard: &EndpointGuard,
     deadline: Duration,
-) -> Result<Vec<DiscoveredTool>, SessionError> {
+) -> Result<Discovery, SessionError> {
     initialize_then_discover(launch, guard, deadline).await?
 }
 
@@ -575,9 +607,10 @@ pub async fn initialize_then_discover(
     launch: &SessionLaunch,
     guard: &EndpointGuard,
     deadline: Duration,
-) -> Result<Result<Vec<DiscoveredTool>, SessionError>, SessionError> {
+) -> Result<Result<Discovery, SessionError>, SessionError> {
     let started = Instant::now();
     let session = McpSession::open(launch, guard, deadline).await?;
+    let about = session.about();
     let listed = tokio::time::timeout(
         deadline.saturating_sub(started.elapsed()),
         session.list_tools(),
@@ -586,11 +619,12 @@ pub async fn initialize_then_discover(
     let stderr_tail = session.stderr_tail();
     // A close cut short by the deadline still kills the group when the session is dropped.
     let _ = tokio::time::timeout(deadline.saturating_sub(started.elapsed()), session.close()).await;
-    Ok(listed.unwrap_or(Err(SessionError::Timeout {
+    let listed = listed.unwrap_or(Err(SessionError::Timeout {
         stage: "tools/list",
         after: deadline,
         stderr_tail,
-    })))
+    }));
+    Ok(listed.map(|tools| Discovery { tools, about }))
 }
 
 /// What this runner tells servers about itself.

@@ -10,7 +10,7 @@ use crate::error::{AppError, AppResult};
 use switchyard_mcp_runner::SessionError;
 use switchyard_mcp_runner::endpoints::EndpointError;
 use switchyard_mcp_runner::redact::Redactor;
-use switchyard_mcp_runner::session::DiscoveredTool;
+use switchyard_mcp_runner::session::Discovery;
 use switchyard_protocol::api::*;
 use switchyard_protocol::{ConnectionId, ErrorCode, WorkspaceId};
 
@@ -95,8 +95,8 @@ impl App {
         )
         .await;
         match screened {
-            Some(Screened::Handshaken(Ok(tools))) => {
-                self.tool_catalog_reconcile(&row, &tools).await?;
+            Some(Screened::Handshaken(Ok(found))) => {
+                self.tool_catalog_reconcile(&row, &found).await?;
             }
             Some(Screened::Handshaken(Err(message))) => {
                 self.record_discovery_failure(&row, &message).await?;
@@ -216,7 +216,7 @@ impl App {
             Err(e) => Err(e.to_string()),
         };
         match discovered {
-            Ok(tools) => self.tool_catalog_reconcile(&connection, &tools).await,
+            Ok(found) => self.tool_catalog_reconcile(&connection, &found).await,
             Err(message) => {
                 self.record_discovery_failure(&connection, &message).await?;
                 Err(AppError::refused(
@@ -236,11 +236,11 @@ impl App {
     pub(crate) async fn tool_catalog_reconcile(
         &self,
         connection: &ConnectionRow,
-        tools: &[DiscoveredTool],
+        found: &Discovery,
     ) -> AppResult<DiscoveryView> {
-        let changes = self.db.tool_catalog_reconcile(connection.id, tools).await?;
+        let changes = self.db.tool_catalog_reconcile(connection.id, found).await?;
         let detail = serde_json::json!({
-            "tools": tools.len(),
+            "tools": found.tools.len(),
             "added": changes.added,
             "needing_review": changes.needing_review,
             "vanished": changes.vanished,

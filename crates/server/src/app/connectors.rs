@@ -417,6 +417,7 @@ impl App {
                 format!("inspecting `{}` failed: {e}", connector.name),
             ),
         })?;
+        let tools = tools.tools;
         Ok(ConnectorInspection {
             total_tools: tools.len(),
             tools: tools

@@ -24,7 +24,7 @@ use crate::db::{CallOrigin, CallRow, ConnectionRow, Consent, NewCall};
 use crate::error::{AppError, AppResult};
 use serde_json::{Value, json};
 use std::time::Duration;
-use switchyard_mcp_runner::session::DiscoveredTool;
+use switchyard_mcp_runner::session::Discovery;
 use switchyard_protocol::api::{CallKind, DiscoveryView};
 use switchyard_protocol::{CallId, CallState, ErrorCode, RequestId};
 use tokio::time::Instant;
@@ -196,14 +196,14 @@ impl App {
             _ => Err(discovery_error(call)),
         };
         match listed {
-            Ok(tools) => {
+            Ok(found) => {
                 // The same reconcile as a central discovery: classification applies alike.
                 let changes = self
                     .db
-                    .tool_catalog_reconcile(call.connection_id, &tools)
+                    .tool_catalog_reconcile(call.connection_id, &found)
                     .await?;
                 let detail = json!({
-                    "tools": tools.len(),
+                    "tools": found.tools.len(),
                     "added": changes.added,
                     "needing_review": changes.needing_review,
                     "vanished": changes.vanished,
@@ -227,13 +227,16 @@ impl App {
     }
 }
 
-/// The tools a discovery's result lists, or why it lists none that can be trusted.
-fn listed_tools(result: &Value) -> Result<Vec<DiscoveredTool>, String> {
-    let tools = result.get("tools").cloned().ok_or_else(|| {
-        "the device runner's answer lists no `tools`; is the runner older than the server?"
-            .to_owned()
-    })?;
-    serde_json::from_value(tools)
+/// The tools a discovery's result lists (and what the server said it is for), or why it lists
+/// none that can be trusted.
+fn listed_tools(result: &Value) -> Result<Discovery, String> {
+    if result.get("tools").is_none() {
+        return Err(
+            "the device runner's answer lists no `tools`; is the runner older than the server?"
+                .to_owned(),
+        );
+    }
+    serde_json::from_value(result.clone())
         .map_err(|e| format!("the device runner's tool list is malformed: {e}"))
 }
 

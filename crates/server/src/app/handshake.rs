@@ -11,7 +11,7 @@ use switchyard_mcp_runner::credentials::{ConnectionBinding, CredentialError};
 use switchyard_mcp_runner::endpoints::EndpointError;
 use switchyard_mcp_runner::launch::SessionLaunch;
 use switchyard_mcp_runner::redact::Redactor;
-use switchyard_mcp_runner::session::{DiscoveredTool, McpSession, initialize_then_discover};
+use switchyard_mcp_runner::session::{Discovery, McpSession, initialize_then_discover};
 use switchyard_protocol::api::{ConnectionCredentials, ConnectorSpec};
 use switchyard_protocol::{ConnectionId, ErrorCode, RunnerRef, WorkspaceId};
 
@@ -22,7 +22,7 @@ pub(super) enum Screened {
     Resolved,
     /// An HTTP connection: the handshake passed with the credentials; this is what listing
     /// its tools gave (the error message is redacted).
-    Handshaken(Result<Vec<DiscoveredTool>, String>),
+    Handshaken(Result<Discovery, String>),
 }
 
 impl App {

@@ -63,6 +63,8 @@ pub struct McpConnectionNotice {
     pub namespace: String,
     /// How many of its tools are offered (listed or behind search).
     pub tools: usize,
+    /// What its server said it is for, at its latest discovery.
+    pub about: Option<String>,
     /// Why its tools are not offered, if they are not.
     pub unavailable: Option<UnavailableReason>,
 }
@@ -190,6 +192,7 @@ impl App {
         let mut routes = HashMap::new();
         let mut refused = HashMap::new();
         let mut quiet = Vec::new();
+        let mut about = HashMap::new();
         for (route, conflicting) in routes_by_connection(self.db.mcp_routes(user.id).await?) {
             let setting = settings.get(&route.connection_id);
             let failure = discovery_failure(&route);
@@ -210,6 +213,7 @@ impl App {
             if let Some(error) = &route.last_discovery_error {
                 tracing::info!(connection = %route.connection_id, %error, "an /mcp principal's connection is unavailable");
             }
+            about.insert(route.connection_id, route.about.clone());
             let tools = self.db.tool_list(route.connection_id).await?;
             routes.insert(
                 route.connection_id,
@@ -244,6 +248,7 @@ impl App {
             .map(|c| McpConnectionNotice {
                 namespace: c.namespace.clone(),
                 tools: c.offered,
+                about: about.get(&c.id).cloned().flatten(),
                 unavailable: match c.availability {
                     Availability::Unavailable(reason) => Some(reason),
                     Availability::Answered if refused.contains_key(&c.id) => {

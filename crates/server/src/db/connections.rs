@@ -4,7 +4,7 @@ use super::{CallRow, Datastore, Key};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
-use switchyard_mcp_runner::session::DiscoveredTool;
+use switchyard_mcp_runner::session::Discovery;
 use switchyard_protocol::api::{Risk, SpecDigest, ToolClassification};
 use switchyard_protocol::{ConnectionId, ConnectorId, RunnerRef, UserId, WorkspaceId};
 
@@ -232,8 +232,9 @@ impl Datastore {
     pub async fn tool_catalog_reconcile(
         &self,
         connection: ConnectionId,
-        tools: &[DiscoveredTool],
+        discovery: &Discovery,
     ) -> Result<CatalogChanges, sqlx::Error> {
+        let tools = &discovery.tools;
         let mut tx = self.pool.begin().await?;
         let mut changes = CatalogChanges::default();
         for tool in tools {
@@ -271,9 +272,11 @@ impl Datastore {
         .rows_affected();
         changes.vanished = u32::try_from(vanished).unwrap_or(u32::MAX);
         sqlx::query(
-            "UPDATE connections SET last_discovery_at = now(), last_discovery_error = NULL WHERE id = $1",
+            "UPDATE connections SET last_discovery_at = now(), last_discovery_error = NULL, about = $2
+             WHERE id = $1",
         )
         .bind(connection)
+        .bind(&discovery.about)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -37,6 +37,8 @@ pub struct McpRouteRow {
     pub approval_policy: ApprovalPolicy,
     /// Whether the connection's tools are exposed as `namespace__tool`.
     pub prefix_tools: bool,
+    /// What its server said it is for, at its latest discovery.
+    pub about: Option<String>,
 }
 
 impl Datastore {
@@ -49,7 +51,7 @@ impl Datastore {
                     c.last_discovery_error, c.last_discovery_at IS NOT NULL AS discovered,
                     w.id AS workspace_id, w.name AS workspace_name,
                     p.id AS profile_id, p.name AS profile_name, pc.tools AS granted_tools,
-                    p.environment_id, pc.approval_policy, c.prefix_tools
+                    p.environment_id, pc.approval_policy, c.prefix_tools, c.about
              FROM profile_grants g
              JOIN profiles p ON p.id = g.profile_id AND p.retired_at IS NULL
              JOIN workspace_members m ON m.workspace_id = p.workspace_id AND m.user_id = g.user_id

@@ -173,8 +173,8 @@ fn pending_result(call: &CallView) -> CallToolResult {
     );
     let text = match call.state {
         CallState::AwaitingApproval => format!(
-            "Switchyard call {} awaits a person's approval: someone holding Approve on its profile answers it with `switchyard approval approve|decline {}` or on the inspector's Approvals page. {retry}",
-            call.id, call.id
+            "Switchyard call {} awaits a person's approval: someone holding Approve on its profile answers it with `switchyard approval approve|decline {} {}` or on the inspector's Approvals page. {retry}",
+            call.id, call.workspace_id, call.id
         ),
         state => format!(
             "Switchyard call {} is still {} (nothing is lost). {retry}",

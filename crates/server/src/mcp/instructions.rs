@@ -12,7 +12,11 @@ pub(super) fn of(catalog: &McpCatalog) -> String {
     let mut text = String::from(PREAMBLE);
     for notice in &catalog.connections {
         let line = match notice.unavailable {
-            None => json!({"mcp_server": notice.namespace, "tools": notice.tools}),
+            None => json!({
+                "mcp_server": notice.namespace,
+                "tools": notice.tools,
+                "about": notice.about,
+            }),
             Some(reason) => json!({
                 "mcp_server": notice.namespace,
                 "unavailable": true,

@@ -283,3 +283,40 @@ async fn two_connections_offering_one_unprefixed_name_both_lose_it(pool: PgPool)
     assert!(!names(&client).await.contains(&"echo".to_owned()));
     client.cancel().await.unwrap();
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn the_instructions_announce_each_connection_with_what_it_is_for(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let token = agent_in_acme(&server).await;
+    let client = connect(&server, &token).await;
+    let instructions = client
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .expect("instructions");
+    let notices: Vec<Value> = instructions
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    assert_eq!(notices.len(), 1, "{instructions}");
+    assert_eq!(notices[0]["mcp_server"], "fixture");
+    assert!(notices[0]["tools"].as_u64().unwrap() > 1);
+    assert!(
+        notices[0]["about"]
+            .as_str()
+            .unwrap()
+            .starts_with("A controllable MCP server"),
+        "{instructions}"
+    );
+    client.cancel().await.unwrap();
+
+    // `announce = never` keeps the connection out of the notices; its tools stay.
+    set(&server, json!({"announce": "never"})).await;
+    let client = connect(&server, &token).await;
+    let instructions = client
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .unwrap_or_default();
+    assert!(!instructions.contains("\"mcp_server\""), "{instructions}");
+    assert!(names(&client).await.contains(&"fixture__echo".to_owned()));
+    client.cancel().await.unwrap();
+}

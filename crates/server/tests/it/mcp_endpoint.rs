@@ -218,7 +218,7 @@ async fn a_person_lists_and_calls_granted_tools_in_a_session(pool: PgPool) {
     assert_eq!(init["serverInfo"]["name"], "switchyard");
     let instructions = init["instructions"].as_str().expect("instructions");
     assert!(
-        instructions.contains(r#"{"mcp_server":"fixture","tools":"#),
+        instructions.contains(r#""mcp_server":"fixture","tools":"#),
         "{instructions}"
     );
 

@@ -113,7 +113,8 @@ async fn discover_over_http_lists_the_tools() {
         OPEN_DEADLINE,
     )
     .await
-    .expect("discovery");
+    .expect("discovery")
+    .tools;
 
     assert!(tools.iter().any(|tool| tool.name == "echo"));
     assert!(tools.iter().any(|tool| tool.name == "slow"));

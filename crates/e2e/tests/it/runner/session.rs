@@ -402,10 +402,19 @@ async fn a_server_that_never_answers_initialize_times_out_and_is_killed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn discover_lists_the_tools() {
-    let tools = discover(&stdio_launch(&[]), &EndpointGuard::device(), OPEN_DEADLINE)
+async fn discover_lists_the_tools_and_what_the_server_is_for() {
+    let found = discover(&stdio_launch(&[]), &EndpointGuard::device(), OPEN_DEADLINE)
         .await
         .expect("discovery");
+    assert!(
+        found
+            .about
+            .as_deref()
+            .is_some_and(|about| about.starts_with("A controllable MCP server")),
+        "{:?}",
+        found.about
+    );
+    let tools = found.tools;
 
     let mut names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
     names.sort_unstable();
