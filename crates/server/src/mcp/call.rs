@@ -8,6 +8,7 @@ use crate::db::TraceParent;
 use crate::error::AppError;
 use rmcp::model::{
     CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken, RequestMetaObject,
+    ResultType,
 };
 use rmcp::{ErrorData, Peer, RoleServer};
 use serde_json::json;
@@ -125,8 +126,11 @@ pub(super) fn settled(state: CallState) -> bool {
 pub(super) fn settled_result(call: &CallView) -> CallToolResult {
     if matches!(call.state, CallState::Succeeded | CallState::ToolError)
         && let Some(result) = &call.result
-        && let Ok(result) = serde_json::from_value::<CallToolResult>(result.clone())
+        && let Ok(mut result) = serde_json::from_value::<CallToolResult>(result.clone())
     {
+        // An MCP server of the older era sends no `resultType`; the 2026-07-28 era requires
+        // it (rmcp clears it again for a peer of the older era).
+        result.result_type = Some(ResultType::COMPLETE);
         return result;
     }
     let (code, detail) = call.error.as_ref().map_or_else(

@@ -3,8 +3,7 @@
 //! and call the fixture's tools in both protocol eras, 2025-11-25 (initialize, a session) and
 //! 2026-07-28 (stateless), as a person (their API token) and as an agent (its token, granted
 //! Use on the profile). Each call is an ordinary Switchyard call under the
-//! `_meta["io.switchyard/request_id"]` the client sent. (2026-07-28 calls wait for a fix:
-//! [`calls_answered_in`].)
+//! `_meta["io.switchyard/request_id"]` the client sent.
 
 use crate::harness::*;
 use serde_json::{Value, json};
@@ -49,22 +48,12 @@ async fn call_by_request_id(server: &TestServer, ws: &str, request_id: Uuid) -> 
         .unwrap_or_else(|| panic!("no call with request_id {request_id}: {calls}"))
 }
 
-/// Whether both clients accept `/mcp`'s `tools/call` answers in `era`. Not yet in 2026-07-28:
-/// a result passed through from the MCP server lacks the `resultType` that era requires, and
-/// both clients refuse it ("missing required resultType"); `settled_result` in
-/// `crates/server/src/mcp/call.rs` must set it. Until then the stateless era is listed, not
-/// called. Remove this once it does.
-fn calls_answered_in(era: Era) -> bool {
-    era == Era::Handshake
-}
-
-/// Both clients, in both eras, list `fixture__echo` and call it through `endpoint` (see
-/// [`calls_answered_in`]); each call is a succeeded Switchyard call under the request id the
+/// Both clients, in both eras, list `fixture__echo` and call it through `endpoint`; each call is a succeeded Switchyard call under the request id the
 /// client sent.
 async fn both_clients_list_and_call(server: &TestServer, ws: &str, endpoint: &Endpoint) {
     for era in Era::ALL {
         let (call, request_id) = echo(&format!("python {era:?}"));
-        let python = python_sdk(endpoint, era, calls_answered_in(era).then_some(&call))
+        let python = python_sdk(endpoint, era, Some(&call))
             .await
             .expect("the Python SDK's session through /mcp");
         assert_eq!(python.listing.protocol_version, era.protocol_version());
@@ -80,9 +69,6 @@ async fn both_clients_list_and_call(server: &TestServer, ws: &str, endpoint: &En
         assert_eq!(listing.protocol_version, era.protocol_version());
         assert_eq!(listing.names(), python.listing.names(), "{era:?}");
         assert_announces_fixture(listing.instructions.as_deref());
-        if !calls_answered_in(era) {
-            continue;
-        }
 
         let outcome = python.call.expect("the Python SDK's call");
         assert_succeeded(&outcome, &format!("python {era:?}"));
@@ -110,10 +96,16 @@ async fn both_clients_list_and_call(server: &TestServer, ws: &str, endpoint: &En
 #[track_caller]
 fn assert_announces_fixture(instructions: Option<&str>) {
     let instructions = instructions.expect("the server's instructions");
+    let fixture = instructions
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|notice| notice["mcp_server"] == "fixture")
+        .unwrap_or_else(|| panic!("no notice of the fixture: {instructions}"));
     assert!(
-        instructions.contains(r#"{"mcp_server":"fixture","tools":"#),
-        "{instructions}"
+        fixture["tools"].as_u64().is_some_and(|n| n > 0),
+        "{fixture}"
     );
+    assert!(fixture["about"].is_string(), "{fixture}");
 }
 
 #[track_caller]

@@ -2,8 +2,7 @@
 //! Inspector's CLI (installed by scripts/test.sh; `switchyard_testkit::mcp_clients`) list the
 //! device's tools and call one in both protocol eras, as alice and as an agent; each call runs
 //! on the device through its runner, under the request id the client sent in `_meta`, and
-//! reaches the device's MCP server with the client's `_meta.traceparent`. (2026-07-28 calls
-//! wait for a fix: [`calls_answered_in`].)
+//! reaches the device's MCP server with the client's `_meta.traceparent`.
 
 use super::harness::{Paired, Server, WORKSPACE, fixture_spec, scratch};
 use serde_json::{Value, json};
@@ -26,15 +25,6 @@ fn echo(text: &str) -> (ToolCall, Uuid) {
         .request_id(request_id)
         .traceparent(TRACEPARENT);
     (call, request_id)
-}
-
-/// Whether both clients accept `/mcp`'s `tools/call` answers in `era`. Not yet in 2026-07-28:
-/// a result passed through from the MCP server lacks the `resultType` that era requires, and
-/// both clients refuse it ("missing required resultType"); `settled_result` in
-/// `crates/server/src/mcp/call.rs` must set it. Until then the stateless era is listed, not
-/// called. Remove this once it does.
-fn calls_answered_in(era: Era) -> bool {
-    era == Era::Handshake
 }
 
 /// The `tools/call` requests the fixture behind `stdin_copy` received.
@@ -114,7 +104,7 @@ async fn published_clients_list_and_call_a_device_tool_through_mcp(
         for era in Era::ALL {
             let text = format!("python as {who} on the device, {era:?}");
             let (call, request_id) = echo(&text);
-            let python = python_sdk(&endpoint, era, calls_answered_in(era).then_some(&call))
+            let python = python_sdk(&endpoint, era, Some(&call))
                 .await
                 .expect("the Python SDK's session through /mcp");
             assert_eq!(python.listing.protocol_version, era.protocol_version());
@@ -128,9 +118,6 @@ async fn published_clients_list_and_call_a_device_tool_through_mcp(
                 .expect("the Inspector's listing through /mcp");
             assert_eq!(listing.protocol_version, era.protocol_version());
             assert_eq!(listing.names(), python.listing.names(), "{who}, {era:?}");
-            if !calls_answered_in(era) {
-                continue;
-            }
 
             let outcome = python.call.expect("the Python SDK's call");
             ran_on_the_device(&paired, request_id, &outcome, &text).await;
@@ -144,11 +131,12 @@ async fn published_clients_list_and_call_a_device_tool_through_mcp(
     }
     // Each call reached the device's MCP server once, in the client's trace.
     let received = tool_calls(&copy);
-    let answered = Era::ALL
-        .iter()
-        .filter(|era| calls_answered_in(**era))
-        .count();
-    assert_eq!(received.len(), 2 * 2 * answered, "{}", runner.log_text());
+    assert_eq!(
+        received.len(),
+        2 * 2 * Era::ALL.len(),
+        "{}",
+        runner.log_text()
+    );
     for request in &received {
         assert!(request.contains(TRACEPARENT), "{request}");
     }
