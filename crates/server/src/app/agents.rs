@@ -6,7 +6,7 @@
 use super::audit::Audit;
 use super::auth::{already_exists, hash_token, new_token};
 use super::{Actor, App};
-use crate::db::{AgentConnectionRow, AgentRow, Key, NewAgent};
+use crate::db::{AgentConnectionRow, AgentRow, CancelEffect, Key, NewAgent};
 use crate::error::{AppError, AppResult};
 use serde_json::json;
 use switchyard_protocol::ErrorCode;
@@ -101,8 +101,9 @@ impl App {
         Ok(agent_view(&after))
     }
 
-    /// Revokes an agent (workspace admins): its token stops working at once and its Use
-    /// grants are taken, as `profile revoke` takes them. Revoking twice changes nothing.
+    /// Revokes an agent (workspace admins): its token stops working at once, its calls no
+    /// runner has taken (queued, or awaiting approval) are cancelled, and its Use grants are
+    /// taken, as `profile revoke` takes them. Revoking twice changes nothing.
     pub async fn agent_revoke(&self, actor: &Actor, ws: &str, agent: &str) -> AppResult<AgentView> {
         let membership = self.admin_membership(actor, ws).await?;
         let row = self.find_agent(membership.workspace.id, agent).await?;
@@ -110,6 +111,27 @@ impl App {
             return Ok(agent_view(&row));
         }
         let profiles = self.db.agent_revoke(row.user_id, actor.user.id).await?;
+        // What it submitted and no runner has taken will not run: queued calls and calls
+        // waiting for a person are cancelled (one guarded update each, as `mcp cancel` does).
+        for (workspace, call, connection, tool) in
+            self.db.calls_waiting_of_submitter(row.user_id).await?
+        {
+            let effect = self.sent(self.db.call_cancel(workspace, call).await?);
+            if let CancelEffect::Cancelled {
+                question_closed: true,
+            } = effect
+            {
+                self.audit(
+                    Audit::by(actor, "approval.cancelled")
+                        .workspace(workspace)
+                        .connection(connection)
+                        .object("call", Some(call.0), &tool)
+                        .before(json!({"state": "awaiting_approval"}))
+                        .after(json!({"state": "cancelled"})),
+                )
+                .await;
+            }
+        }
         let use_only = crate::db::Grants {
             use_: true,
             ..Default::default()

@@ -236,8 +236,19 @@ fn listed_tools(result: &Value) -> Result<Discovery, String> {
                 .to_owned(),
         );
     }
-    serde_json::from_value(result.clone())
-        .map_err(|e| format!("the device runner's tool list is malformed: {e}"))
+    let mut found: Discovery = serde_json::from_value(result.clone())
+        .map_err(|e| format!("the device runner's tool list is malformed: {e}"))?;
+    // The runner bounds it; a runner is not trusted to.
+    found.about = found.about.map(|about| {
+        match about
+            .char_indices()
+            .nth(switchyard_mcp_runner::session::MAX_ABOUT)
+        {
+            Some((cut, _)) => format!("{}…", &about[..cut]),
+            None => about,
+        }
+    });
+    Ok(found)
 }
 
 /// Why a settled discovery found no catalog, for people.

@@ -116,14 +116,6 @@ impl McpCatalog {
         self.resolve(&route, &exposed)
     }
 
-    /// The listed tool with this exposed name.
-    pub fn find(&self, exposed_name: &str) -> Option<&McpTool> {
-        self.tools
-            .binary_search_by(|tool| tool.exposed_name.as_str().cmp(exposed_name))
-            .ok()
-            .map(|at| &self.tools[at])
-    }
-
     fn resolve(&self, route: &ToolRoute, exposed: &str) -> Result<McpTool, McpRefusal> {
         if let Some(namespace) = self.refused.get(&route.connection_id) {
             return Err(McpRefusal::NeedsAuthorization {
@@ -211,7 +203,7 @@ impl App {
                 quiet.push(route.connection_id);
             }
             if let Some(error) = &route.last_discovery_error {
-                tracing::info!(connection = %route.connection_id, %error, "an /mcp principal's connection is unavailable");
+                tracing::debug!(connection = %route.connection_id, %error, "an /mcp principal's connection is unavailable");
             }
             about.insert(route.connection_id, route.about.clone());
             let tools = self.db.tool_list(route.connection_id).await?;

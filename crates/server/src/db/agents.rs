@@ -9,7 +9,7 @@ use switchyard_protocol::agents::{
     AgentConnectionSettings, AgentMode, Announce, AuthFailure, ToolSyncFailure,
 };
 use switchyard_protocol::approval::ApprovalPolicy;
-use switchyard_protocol::{ConnectionId, ProfileId, UserId, WorkspaceId};
+use switchyard_protocol::{CallId, ConnectionId, ProfileId, UserId, WorkspaceId};
 use uuid::Uuid;
 
 /// A row of `agents`.
@@ -324,6 +324,21 @@ impl Datastore {
         )
         .bind(user)
         .bind(profile)
+        .fetch_all(&self.pool)
+        .await
+    }
+    /// The calls `user` submitted that have not been handed to a runner: queued, or held for
+    /// a person's approval (what revoking an agent cancels).
+    pub async fn calls_waiting_of_submitter(
+        &self,
+        user: UserId,
+    ) -> Result<Vec<(WorkspaceId, CallId, ConnectionId, String)>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT workspace_id, id, connection_id, tool_name FROM calls
+             WHERE created_by = $1 AND finished_at IS NULL AND lease_epoch IS NULL
+             ORDER BY created_at",
+        )
+        .bind(user)
         .fetch_all(&self.pool)
         .await
     }

@@ -27,7 +27,8 @@ pub struct SessionTimes {
 
 impl Datastore {
     /// Creates a session for the holder of the unrevoked API token with `token_hash`. Returns
-    /// `None` when no such token exists (nothing is written then).
+    /// `None` when no person holds such a token — an agent's token signs nobody in (nothing is
+    /// written then).
     pub async fn web_session_insert(
         &self,
         id_hash: &[u8],
@@ -40,7 +41,8 @@ impl Datastore {
                  INSERT INTO web_sessions (id_hash, user_id, token_id, csrf_token, expires_at)
                  SELECT $1, t.user_id, t.id, $3,
                         now() + LEAST(make_interval(secs => $4), make_interval(secs => $5))
-                 FROM api_tokens t WHERE t.token_hash = $2 AND ",
+                 FROM api_tokens t JOIN users tu ON tu.id = t.user_id AND tu.kind = 'person'
+                 WHERE t.token_hash = $2 AND ",
             token_live!(),
             "
                  RETURNING user_id, csrf_token)
@@ -67,7 +69,8 @@ impl Datastore {
                  UPDATE web_sessions s SET last_used_at = now(),
                      expires_at = LEAST(s.created_at + make_interval(secs => $3), now() + make_interval(secs => $2))
                  FROM api_tokens t
-                 WHERE s.id_hash = $1 AND s.expires_at > now() AND t.id = s.token_id AND ",
+                 WHERE s.id_hash = $1 AND s.expires_at > now() AND t.id = s.token_id
+                   AND EXISTS (SELECT 1 FROM users tu WHERE tu.id = t.user_id AND tu.kind = 'person') AND ",
             token_live!(),
             "
                  RETURNING s.user_id, s.csrf_token)

@@ -56,6 +56,14 @@ async fn an_agent_token_works_on_mcp_only_and_stops_when_revoked(pool: PgPool) {
         .await
         .refused(401, "unauthenticated");
 
+    // The inspector signs nobody in with it.
+    assert!(
+        crate::authz::principal::sign_in(&server, &token)
+            .await
+            .is_none(),
+        "an agent token signed in to the inspector"
+    );
+
     // `/mcp` authenticates it as itself.
     let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
     let actor = app
@@ -63,6 +71,30 @@ async fn an_agent_token_works_on_mcp_only_and_stops_when_revoked(pool: PgPool) {
         .await
         .expect("accepted on /mcp");
     assert_eq!(actor.user.name, "triage-bot@acme");
+
+    // A call of its that waits for a person is cancelled by the revoke: nobody can approve it
+    // into running afterwards.
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/main/grants",
+            json!({"agent": "triage-bot", "use": true}),
+        )
+        .await
+        .ok();
+    server
+        .owner
+        .put(
+            "/api/v1/workspaces/acme/agents/triage-bot/connections/fixture",
+            json!({"approve": "always"}),
+        )
+        .await
+        .ok();
+    let (held, _) = app
+        .call_submit(&actor, "acme", submission("echo"))
+        .await
+        .unwrap();
+    assert_eq!(held.state, CallState::AwaitingApproval);
 
     // Listed, then revoked: the token stops working at once.
     let list = server
@@ -83,6 +115,12 @@ async fn an_agent_token_works_on_mcp_only_and_stops_when_revoked(pool: PgPool) {
     assert!(revoked["revoked_at"].is_string());
     let refused = app.mcp_authenticate(&token).await.expect_err("revoked");
     assert!(refused.to_string().contains("revoked"), "{refused}");
+    let call = server
+        .owner
+        .get(&format!("/api/v1/workspaces/acme/calls/{}", held.id))
+        .await
+        .ok();
+    assert_eq!(call["state"], "cancelled", "{call}");
 }
 
 #[sqlx::test(migrations = "../../migrations")]

@@ -22,7 +22,7 @@
 //! `uma`'s, …); `{name=other}` fills `{name}` with the world's `other` instead. In bodies,
 //! `{me}` is the asking principal's name and `{uuid}` a fresh UUID.
 
-mod principal;
+pub(crate) mod principal;
 mod routes;
 mod snapshot;
 mod world;
