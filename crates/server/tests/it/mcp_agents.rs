@@ -320,3 +320,126 @@ async fn the_instructions_announce_each_connection_with_what_it_is_for(pool: PgP
     assert!(names(&client).await.contains(&"fixture__echo".to_owned()));
     client.cancel().await.unwrap();
 }
+
+/// An HTTP fixture on `port`, demanding `FIXTURE_TOKEN` as its bearer token when `locked`.
+fn http_fixture_on(port: u16, locked: bool) -> ChildGuard {
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec!["http", "--listen", listen.as_str()];
+    if locked {
+        args.extend(["--bearer-env", "FIXTURE_TOKEN"]);
+    }
+    let mut fixture = std::process::Command::new(fixture_bin())
+        .args(&args)
+        .env("FIXTURE_TOKEN", "a-token-switchyard-does-not-hold")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the fixture starts");
+    read_announcement(&mut fixture, "listening on");
+    ChildGuard(fixture)
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_refused_credential_stops_calls_or_degrades_the_connection(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let token = agent_in_acme(&server).await;
+    let owner = &server.owner;
+    // An HTTP connection discovered while its server asked for nothing…
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let open = http_fixture_on(port, false);
+    owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "remote", "transport": "http", "url": format!("http://127.0.0.1:{port}/mcp")}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "remote", "connector": "remote"}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections/remote/discover",
+            json!({}),
+        )
+        .await
+        .ok();
+    owner.classify_all("acme", "remote").await;
+    owner
+        .post(
+            "/api/v1/workspaces/acme/profiles",
+            json!({"name": "remote-use", "connections": ["remote"]}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/remote-use/grants",
+            json!({"agent": "bot", "use": true}),
+        )
+        .await
+        .ok();
+    // …then refusing the credential Switchyard holds (none): its next discovery fails.
+    drop(open);
+    let _locked = http_fixture_on(port, true);
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections/remote/discover",
+            json!({}),
+        )
+        .await
+        .refused(502, "discovery_failed");
+
+    // `stop` (the default): the tools stay listed, and a call says the connection needs
+    // authorizing; the instructions name it unavailable.
+    let client = connect(&server, &token).await;
+    assert!(names(&client).await.contains(&"remote__echo".to_owned()));
+    let stopped = call(&client, "remote__echo", json!({"text": "x"})).await;
+    assert_eq!(stopped["isError"], true, "{stopped}");
+    assert!(text(&stopped).contains("needs authorizing"), "{stopped}");
+    let instructions = client
+        .peer_info()
+        .and_then(|i| i.instructions.clone())
+        .unwrap();
+    let remote = instructions
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|notice| notice["mcp_server"] == "remote")
+        .unwrap_or_else(|| panic!("no notice of remote: {instructions}"));
+    assert_eq!(remote["unavailable"], true, "{remote}");
+    assert_eq!(remote["reason"], "needs_authorization", "{remote}");
+    client.cancel().await.unwrap();
+
+    // `degrade`: its tools are left out; the other connection's stay.
+    owner
+        .put(
+            "/api/v1/workspaces/acme/agents/bot/connections/remote",
+            json!({"auth_failure": "degrade"}),
+        )
+        .await
+        .ok();
+    let client = connect(&server, &token).await;
+    let listed = names(&client).await;
+    assert!(
+        !listed.iter().any(|n| n.starts_with("remote__")),
+        "{listed:?}"
+    );
+    assert!(listed.contains(&"fixture__echo".to_owned()), "{listed:?}");
+    client.cancel().await.unwrap();
+    let view = owner
+        .get("/api/v1/workspaces/acme/agents/bot/tools")
+        .await
+        .ok();
+    assert_eq!(
+        view["unavailable"],
+        json!([{"connection": "remote", "reason": "needs_authorization"}]),
+        "{view}"
+    );
+}
