@@ -4,6 +4,8 @@
 pub mod idle;
 pub mod latency;
 pub mod load;
+pub mod mcp;
+pub mod mcp_report;
 pub mod replay;
 pub mod report;
 pub mod soak;
@@ -16,7 +18,9 @@ use crate::procs::rss_bytes;
 use crate::rng::Rng;
 use crate::stack::{Stack, Target, note};
 use crate::stats::Summary;
-use report::{CallCost, Placement, Results, Steady, Throughput};
+use mcp::McpCaller;
+use mcp_report::McpFigures;
+use report::{CallCost, Check, Placement, Results, Steady, Throughput};
 use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
@@ -87,6 +91,10 @@ pub struct Plan {
     pub soak_rate: f64,
     /// The soak's length (three phases).
     pub soak_duration: Duration,
+    /// Tools granted to the agent whose `tools/list` through `/mcp` is timed.
+    pub mcp_list_tools: usize,
+    /// Timed `tools/list` requests.
+    pub mcp_list_samples: usize,
 }
 
 impl Plan {
@@ -112,6 +120,8 @@ impl Plan {
                 heartbeat_every: s(10),
                 soak_rate: 500.0,
                 soak_duration: s(600),
+                mcp_list_tools: 500,
+                mcp_list_samples: 100,
             },
             Mode::Quick => Plan {
                 mode,
@@ -131,6 +141,8 @@ impl Plan {
                 heartbeat_every: s(10),
                 soak_rate: 500.0,
                 soak_duration: s(24),
+                mcp_list_tools: 500,
+                mcp_list_samples: 40,
             },
             Mode::Smoke => Plan {
                 mode,
@@ -150,6 +162,8 @@ impl Plan {
                 heartbeat_every: s(1),
                 soak_rate: 100.0,
                 soak_duration: Duration::from_millis(1500),
+                mcp_list_tools: 20,
+                mcp_list_samples: 3,
             },
         };
         if let Some(soak) = soak {
@@ -247,6 +261,10 @@ pub async fn throughput_only(
 struct Latencies {
     /// Direct rmcp calls to a warm fixture.
     baseline: Summary,
+    /// Central calls through `/mcp` by an agent, request → result.
+    mcp: Summary,
+    /// The protocol version of the `/mcp` session.
+    mcp_protocol_version: String,
     /// A device call's durable writes alone, in sequence.
     floor: Summary,
     /// What each of those writes took.
@@ -269,6 +287,8 @@ enum Series<'a> {
     Floor(&'a mut DurableFloor),
     /// Calls submitted to the server for this placement.
     Placed(&'a Target),
+    /// Central calls through `/mcp`.
+    Mcp(&'a McpCaller),
 }
 
 impl Series<'_> {
@@ -278,13 +298,15 @@ impl Series<'_> {
             Series::Direct(direct) => direct.noop().await,
             Series::Floor(floor) => floor.sample().await,
             Series::Placed(target) => latency::one_call(&stack.api, target).await,
+            Series::Mcp(caller) => caller.noop().await,
         }
     }
 }
 
 /// Pairs a device and starts its runner (and, given `compare_runner`, a second device whose
-/// runner is that binary), warms every series up, analyzes, then measures the direct call, the
-/// durable floor and each placement in turn, one sample of each per round in a shuffled order:
+/// runner is that binary), opens an agent's `/mcp` session, warms every series up, analyzes,
+/// then measures the direct call, the durable floor, each placement and the central call
+/// through `/mcp` in turn, one sample of each per round in a shuffled order:
 /// drift in a noisy machine's speed then shifts every series alike instead of whichever ran
 /// during it, and the placements' figures differ by what their paths do.
 async fn latencies(
@@ -326,11 +348,15 @@ async fn latencies(
     };
     let direct = DirectFixture::start(&bins.fixture).await?;
     let mut floor = DurableFloor::start(&stack.database_url, &dir.join("floor-outbox")).await?;
+    note("opening an agent's session with /mcp");
+    let mcp = McpCaller::start(stack).await?;
+    let mcp_protocol_version = mcp.protocol_version();
     let mut series = vec![
         Series::Direct(&direct),
         Series::Floor(&mut floor),
         Series::Placed(&stack.central),
         Series::Placed(&device.target),
+        Series::Mcp(&mcp),
     ];
     if let Some((device, _)) = &compared {
         series.push(Series::Placed(&device.target));
@@ -345,7 +371,7 @@ async fn latencies(
     }
     pg::analyze(&stack.pool).await?;
 
-    note("added latency: direct calls, the durable floor, central and device calls in turn");
+    note("added latency: direct calls, the durable floor, central, device and /mcp calls in turn");
     let mut samples = vec![Vec::with_capacity(plan.latency_samples); series.len()];
     let mut order: Vec<usize> = (0..series.len()).collect();
     let mut rng = Rng::new(ORDER_SEED);
@@ -360,13 +386,17 @@ async fn latencies(
     }
     drop(series);
     direct.close().await;
+    mcp.close().await;
     let floor_parts = floor.close(plan.latency_samples).await?;
     let mut summaries = samples.iter().map(|s| Summary::of(s));
     let mut next = || summaries.next().unwrap_or_default();
-    let (baseline, floor, central, on_device) = (next(), next(), next(), next());
+    let (baseline, floor, central, on_device, through_mcp) =
+        (next(), next(), next(), next(), next());
     let compared = compared.map(|(_, runner)| (next(), runner));
     Ok(Latencies {
         baseline,
+        mcp: through_mcp,
+        mcp_protocol_version,
         floor,
         floor_parts,
         central,
@@ -402,10 +432,30 @@ pub struct LatencyOnly {
     /// with the others.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compared_runner_added_latency_ms: Option<Summary>,
+    /// The `/mcp` figures: its central call measured in turn with the others, and
+    /// `tools/list` for an agent granted many tools.
+    #[serde(flatten)]
+    pub mcp: McpFigures,
+    /// The `/mcp` target against them.
+    pub targets: Vec<Check>,
 }
 
-/// Added latency alone, as the full run measures it; with `compare_runner`, also through a
-/// second device running that binary.
+impl Latencies {
+    /// The `/mcp` figures of these rounds, with `tools_list`.
+    fn mcp_figures(&self, tools_list: mcp::ToolsList) -> McpFigures {
+        McpFigures::new(
+            self.mcp_protocol_version.clone(),
+            self.mcp,
+            &self.central,
+            &self.baseline,
+            &self.floor,
+            tools_list,
+        )
+    }
+}
+
+/// Added latency alone, as the full run measures it (the `/mcp` call and `tools/list`
+/// included); with `compare_runner`, also through a second device running that binary.
 pub async fn latency_only(
     plan: &Plan,
     bins: Binaries,
@@ -416,7 +466,10 @@ pub async fn latency_only(
     let mut stack = Stack::start(bins.clone(), database_url, dir, &[]).await?;
     let measured = async {
         let l = latencies(plan, &stack, &bins, dir, compare_runner).await?;
+        let mcp = l.mcp_figures(mcp::tools_list(plan, &stack).await?);
         Ok(LatencyOnly {
+            targets: mcp.checks(),
+            mcp,
             added_latency_ms: Placement {
                 central: l.central.minus(&l.baseline),
                 device: l.device.minus(&l.baseline),
@@ -478,6 +531,8 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
 
     let Latencies {
         baseline,
+        mcp: through_mcp,
+        mcp_protocol_version,
         floor,
         floor_parts,
         central,
@@ -564,6 +619,17 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
     .await?;
     soak.requested_rate_calls_per_s = plan.soak_rate;
 
+    // Last, so that the connections it places weigh on no other figure.
+    let tools_list = mcp::tools_list(plan, &stack).await?;
+    let mcp = McpFigures::new(
+        mcp_protocol_version,
+        through_mcp,
+        &central,
+        &baseline,
+        &floor,
+        tools_list,
+    );
+
     runner.signal(nix::sys::signal::Signal::SIGTERM)?;
     let _ = runner.wait_exit(Duration::from_secs(30)).await;
     for index in 0..stack.servers.len() {
@@ -602,6 +668,7 @@ pub async fn run(plan: &Plan, bins: Binaries, database_url: &str, dir: &Path) ->
             companion_rss_bytes,
         },
         soak,
+        mcp,
         load_average_at_end: std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
             .trim()

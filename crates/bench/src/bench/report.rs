@@ -3,6 +3,7 @@
 
 use super::idle::Idle;
 use super::load::PerCall;
+use super::mcp_report::McpFigures;
 use super::replay::Replay;
 use super::soak::Soak;
 use crate::cpu::CpuTimes;
@@ -177,6 +178,10 @@ pub struct Results {
     pub idle_runners: IdleReport,
     /// The soak.
     pub soak: Soak,
+    /// `/mcp`: its call beside the REST API's and the direct call, `tools/list` with many
+    /// tools (keys `mcp_…`).
+    #[serde(flatten)]
+    pub mcp: McpFigures,
     /// /proc/loadavg when the run ended.
     pub load_average_at_end: String,
 }
@@ -195,7 +200,7 @@ pub struct Check {
 }
 
 impl Results {
-    /// Every target of issue #7 against this run's figures.
+    /// Every target of issues #7 and #44 against this run's figures.
     pub fn checks(&self) -> Vec<Check> {
         let mut checks = Vec::new();
         let mut check = |figure: &str, target: &str, measured: String, met: bool| {
@@ -306,6 +311,7 @@ impl Results {
             format!("{:.2}×", k.p99_ratio),
             k.p99_ratio <= 2.0 && k.p99_ratio > 0.0,
         );
+        checks.extend(self.mcp.checks());
         checks
     }
 
@@ -374,6 +380,7 @@ impl Results {
             ratio(self.added_latency_ms.central.p50, self.floor_ms.p50),
             ratio(self.added_latency_ms.device.p50, self.floor_ms.p50)
         );
+        self.mcp.write_rows(&mut out, row);
         row(
             &mut out,
             "replay of a duplicate request_id",

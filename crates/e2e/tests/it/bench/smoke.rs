@@ -73,6 +73,28 @@ async fn the_smoke_run_writes_every_promised_figure(_: PgPoolOptions, db: PgConn
         json["floor_parts_ms"]
     );
     assert!(floor > 0.0, "{:#}", json["floor_ms"]);
+    // `/mcp`: its call in the same rounds, beside the REST call, and `tools/list` of what the
+    // smoke plan grants (20 tools, over two of the fixture's connections).
+    for key in [
+        "mcp_call_ms",
+        "mcp_added_latency_ms",
+        "mcp_added_over_api_ms",
+    ] {
+        number(&json, &[key, "p50"]);
+        number(&json, &[key, "p99"]);
+    }
+    number(&json, &["mcp_added_over_floor", "mcp_over_api", "p50"]);
+    assert_eq!(number(&json, &["mcp_tools_list", "tools"]), 20.0);
+    assert!(number(&json, &["mcp_tools_list", "ms", "p50"]) > 0.0);
+    assert_eq!(
+        number(&json, &["mcp_call_ms", "count"]),
+        number(&json, &["added_latency_ms", "central", "count"]),
+        "the /mcp call is measured in the REST call's rounds"
+    );
+    assert!(
+        table.contains("/mcp tools/call over the REST call"),
+        "{table}"
+    );
     // The one correctness figure among them: concurrent duplicates make exactly one call.
     assert_eq!(
         number(&json, &["replay", "calls_created"]),
