@@ -302,14 +302,7 @@ impl McpSession {
             .server_info
             .as_ref()
             .and_then(|server| server.description.as_deref()))?;
-        let line = said.split_whitespace().collect::<Vec<_>>().join(" ");
-        if line.is_empty() {
-            return None;
-        }
-        Some(match line.char_indices().nth(MAX_ABOUT) {
-            Some((cut, _)) => format!("{}…", &line[..cut]),
-            None => line,
-        })
+        bounded_about(said)
     }
 
     /// Lists every tool, following `nextCursor` pages. Has no deadline of its own: bound it
@@ -589,6 +582,19 @@ pub struct Discovery {
 
 /// The longest `about` kept from a server.
 pub const MAX_ABOUT: usize = 500;
+
+/// What a server `said` about itself as [`Discovery::about`] keeps it: on one line, cut to
+/// [`MAX_ABOUT`] characters (ending in `…`); `None` when it said nothing but whitespace.
+pub fn bounded_about(said: &str) -> Option<String> {
+    let line = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() {
+        return None;
+    }
+    Some(match line.char_indices().nth(MAX_ABOUT) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    })
+}
 
 /// Opens a session (HTTP: to an address `guard` admits), lists its tools and closes it, all
 /// within `deadline`.

@@ -24,7 +24,7 @@ use crate::db::{CallOrigin, CallRow, ConnectionRow, Consent, NewCall};
 use crate::error::{AppError, AppResult};
 use serde_json::{Value, json};
 use std::time::Duration;
-use switchyard_mcp_runner::session::Discovery;
+use switchyard_mcp_runner::session::{Discovery, bounded_about};
 use switchyard_protocol::api::{CallKind, DiscoveryView};
 use switchyard_protocol::{CallId, CallState, ErrorCode, RequestId};
 use tokio::time::Instant;
@@ -239,15 +239,7 @@ fn listed_tools(result: &Value) -> Result<Discovery, String> {
     let mut found: Discovery = serde_json::from_value(result.clone())
         .map_err(|e| format!("the device runner's tool list is malformed: {e}"))?;
     // The runner bounds it; a runner is not trusted to.
-    found.about = found.about.map(|about| {
-        match about
-            .char_indices()
-            .nth(switchyard_mcp_runner::session::MAX_ABOUT)
-        {
-            Some((cut, _)) => format!("{}…", &about[..cut]),
-            None => about,
-        }
-    });
+    found.about = found.about.as_deref().and_then(bounded_about);
     Ok(found)
 }
 
