@@ -6,7 +6,7 @@
 use super::audit::Audit;
 use super::auth::{already_exists, hash_token, new_token};
 use super::{Actor, App};
-use crate::db::{AgentConnectionRow, AgentRow, CancelEffect, Key, NewAgent};
+use crate::db::{AgentConnectionRow, AgentRow, Key, NewAgent};
 use crate::error::{AppError, AppResult};
 use serde_json::json;
 use switchyard_protocol::ErrorCode;
@@ -117,20 +117,8 @@ impl App {
             self.db.calls_waiting_of_submitter(row.user_id).await?
         {
             let effect = self.sent(self.db.call_cancel(workspace, call).await?);
-            if let CancelEffect::Cancelled {
-                question_closed: true,
-            } = effect
-            {
-                self.audit(
-                    Audit::by(actor, "approval.cancelled")
-                        .workspace(workspace)
-                        .connection(connection)
-                        .object("call", Some(call.0), &tool)
-                        .before(json!({"state": "awaiting_approval"}))
-                        .after(json!({"state": "cancelled"})),
-                )
+            self.audit_cancel(actor, effect, (workspace, connection, call), &tool)
                 .await;
-            }
         }
         let use_only = crate::db::Grants {
             use_: true,

@@ -6,7 +6,7 @@ use crate::error::{AppError, AppResult};
 use serde_json::json;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::LifecycleEvent;
-use switchyard_protocol::{CallId, ConnectionId, ErrorCode, RunnerRef};
+use switchyard_protocol::{CallId, ConnectionId, ErrorCode, RunnerRef, WorkspaceId};
 
 impl App {
     /// Cancels a call (Use on its profile needed): a call awaiting approval, queued or leased
@@ -21,21 +21,13 @@ impl App {
     ) -> AppResult<CancelAnswer> {
         let before = self.call_get(actor, ws, call).await?;
         let effect = self.sent(self.db.call_cancel(before.workspace_id, before.id).await?);
-        if effect
-            == (CancelEffect::Cancelled {
-                question_closed: true,
-            })
-        {
-            self.audit(
-                Audit::by(actor, "approval.cancelled")
-                    .workspace(before.workspace_id)
-                    .connection(before.connection_id)
-                    .object("call", Some(before.id.0), &before.tool_name)
-                    .before(json!({"state": "awaiting_approval"}))
-                    .after(json!({"state": "cancelled"})),
-            )
-            .await;
-        }
+        self.audit_cancel(
+            actor,
+            effect,
+            (before.workspace_id, before.connection_id, before.id),
+            &before.tool_name,
+        )
+        .await;
         let outcome = match effect {
             CancelEffect::Cancelled { .. } => CancelOutcome::Cancelled,
             CancelEffect::Requested => CancelOutcome::CancellationRequested,
@@ -43,6 +35,32 @@ impl App {
         };
         let call = self.call_get(actor, ws, call).await?;
         Ok(CancelAnswer { outcome, call })
+    }
+
+    /// Audits a cancel by `actor` of `call` (its workspace, connection and id) that closed its
+    /// approval question (`approval.cancelled`); any other effect is not an audited change.
+    pub(crate) async fn audit_cancel(
+        &self,
+        actor: &Actor,
+        effect: CancelEffect,
+        (workspace, connection, call): (WorkspaceId, ConnectionId, CallId),
+        tool: &str,
+    ) {
+        if effect
+            == (CancelEffect::Cancelled {
+                question_closed: true,
+            })
+        {
+            self.audit(
+                Audit::by(actor, "approval.cancelled")
+                    .workspace(workspace)
+                    .connection(connection)
+                    .object("call", Some(call.0), tool)
+                    .before(json!({"state": "awaiting_approval"}))
+                    .after(json!({"state": "cancelled"})),
+            )
+            .await;
+        }
     }
 
     /// Drains the actor's own warm sessions with this key (under any profile) on one
