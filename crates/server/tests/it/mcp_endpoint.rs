@@ -7,12 +7,14 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::time::Duration;
+use switchyard_testkit::poll::{Bound, Check};
 use uuid::Uuid;
 
 /// A client's W3C trace context.
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// A raw `/mcp` client: one principal's token, and the session it is in, if any.
+#[derive(Clone)]
 struct Raw {
     url: String,
     token: String,
@@ -597,12 +599,7 @@ async fn a_client_s_cancellation_cancels_the_held_call(pool: PgPool) {
     let mut raw = Raw::new(&server, server.owner.token());
     raw.initialize().await;
     let pending = {
-        let raw = Raw {
-            url: raw.url.clone(),
-            token: raw.token.clone(),
-            session: raw.session.clone(),
-            http: raw.http.clone(),
-        };
+        let raw = raw.clone();
         tokio::spawn(async move {
             raw.session_request(
                 7,
@@ -632,21 +629,20 @@ async fn a_client_s_cancellation_cancels_the_held_call(pool: PgPool) {
 
 /// The id of the one call awaiting approval in `acme`, once there is one.
 async fn wait_for_held_call(server: &TestServer) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let calls = server.owner.get("/api/v1/workspaces/acme/calls").await.ok();
-        if let Some(call) = calls["calls"]
-            .as_array()
-            .and_then(|calls| calls.iter().find(|c| c["state"] == "awaiting_approval"))
-        {
-            return call["id"].as_str().unwrap().to_owned();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no call awaits approval: {calls}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    Bound::new(Duration::from_secs(20), Duration::from_millis(20))
+        .until(async || {
+            let calls = server.owner.get("/api/v1/workspaces/acme/calls").await.ok();
+            let held = calls["calls"]
+                .as_array()
+                .and_then(|calls| calls.iter().find(|c| c["state"] == "awaiting_approval"))
+                .and_then(|call| call["id"].as_str());
+            Ok(match held {
+                Some(id) => Check::Done(id.to_owned()),
+                None => Check::NotYet(format!("no call awaits approval: {calls}")),
+            })
+        })
+        .await
+        .expect("a call awaits approval")
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -782,18 +778,20 @@ async fn a_session_unused_for_a_day_is_swept_and_then_unknown(pool: PgPool) {
         .execute(&server.pool)
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM mcp_sessions")
-            .fetch_one(&server.pool)
-            .await
-            .unwrap();
-        if left == 0 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the sweeper left it");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Bound::new(Duration::from_secs(20), Duration::from_millis(50))
+        .until(async || {
+            let left: i64 = sqlx::query_scalar("SELECT count(*) FROM mcp_sessions")
+                .fetch_one(&server.pool)
+                .await
+                .unwrap();
+            Ok(if left == 0 {
+                Check::Done(())
+            } else {
+                Check::NotYet(format!("the sweeper left {left} session(s)"))
+            })
+        })
+        .await
+        .expect("the sweeper removes the session");
     let answer = raw.session_request(1, "tools/list", json!({})).await;
     assert_eq!(answer.status, StatusCode::NOT_FOUND, "{}", answer.body);
 }
