@@ -10,8 +10,10 @@ use switchyard_protocol::ErrorCode;
 
 impl App {
     /// Authenticates the bearer token of an `/mcp` request: any user's live token (a person's
-    /// API token, or an agent's); a device credential is refused (`unauthenticated`).
-    pub async fn mcp_authenticate(&self, token: &str) -> AppResult<Actor> {
+    /// API token, or an agent's); a device credential is refused (`unauthenticated`). A
+    /// request naming a session must be its starter's (`mcp_session_not_found` otherwise).
+    /// One read, whichever it is.
+    pub async fn mcp_authenticate(&self, token: &str, session: Option<&str>) -> AppResult<Actor> {
         if token.starts_with(DEVICE_CREDENTIAL_PREFIX) {
             return Err(AppError::refused(
                 ErrorCode::Unauthenticated,
@@ -20,24 +22,17 @@ impl App {
         }
         match self
             .db
-            .mcp_principal_by_token_hash(&hash_token(token))
+            .mcp_principal_in_session(&hash_token(token), session)
             .await?
         {
-            Some(user) => Ok(Actor { user }),
             None => Err(AppError::refused(
                 ErrorCode::Unauthenticated,
                 "the token is not valid (revoked, expired, never issued, or its agent was revoked); use an agent token (`switchyard agent create`) or your personal API token",
             )),
-        }
-    }
-
-    /// Refuses (`mcp_session_not_found`) unless the `/mcp` session `id` exists and was started
-    /// by `actor`; records the use when it was.
-    pub async fn mcp_session_check(&self, actor: &Actor, id: &str) -> AppResult<()> {
-        if self.db.mcp_session_touch(id, actor.user.id).await? {
-            Ok(())
-        } else {
-            Err(session_not_found(id))
+            Some(found) => match session {
+                Some(id) if !found.session_owned => Err(session_not_found(id)),
+                _ => Ok(Actor { user: found.user }),
+            },
         }
     }
 

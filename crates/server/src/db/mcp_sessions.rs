@@ -7,6 +7,10 @@ use switchyard_protocol::UserId;
 
 /// A session not named by any request this long is deleted by the sweeper.
 pub const MCP_SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+/// A session's use is recorded at most this often (by the principal's read,
+/// [`Datastore::mcp_principal_in_session`]): far below [`MCP_SESSION_IDLE`], so a session in
+/// use is never swept.
+pub const MCP_SESSION_TOUCH_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl Datastore {
     /// Stores (or replaces) a session's `initialize` parameters; the owner is set by
@@ -37,18 +41,6 @@ impl Datastore {
                 .bind(user)
                 .execute(&self.pool)
                 .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// Whether the session exists and belongs to `user`; a use is recorded when it does.
-    pub async fn mcp_session_touch(&self, id: &str, user: UserId) -> Result<bool, sqlx::Error> {
-        let done = sqlx::query(
-            "UPDATE mcp_sessions SET last_used_at = now() WHERE id = $1 AND user_id = $2",
-        )
-        .bind(id)
-        .bind(user)
-        .execute(&self.pool)
-        .await?;
         Ok(done.rows_affected() == 1)
     }
 

@@ -73,7 +73,7 @@ pub use submit::{
     SubmitterKey,
 };
 pub use tokens::TokenRow;
-pub use users::UserRow;
+pub use users::{McpPrincipalRow, UserRow};
 pub use web_sessions::{SessionTimes, WebSessionRow};
 pub use workspaces::{EnvironmentRow, MemberRemoval, MemberRow, WorkspaceRow};
 

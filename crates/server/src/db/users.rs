@@ -1,5 +1,6 @@
 //! Users and personal API tokens (stored as SHA-256 hashes).
 
+use super::mcp_sessions::MCP_SESSION_TOUCH_EVERY;
 use super::{Datastore, Key};
 use chrono::{DateTime, Utc};
 use switchyard_protocol::UserId;
@@ -19,6 +20,28 @@ pub struct UserRow {
     pub kind: PrincipalKind,
     /// Creation time.
     pub created_at: DateTime<Utc>,
+}
+
+/// `SELECT u.* …`: the person or unrevoked agent holding the unrevoked token whose hash is
+/// the placeholder `hash` — who may use `/mcp`.
+fn mcp_principal(hash: &str) -> String {
+    format!(
+        "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
+         WHERE t.token_hash = {hash} AND {live}
+           AND NOT EXISTS (SELECT 1 FROM agents a
+                           WHERE a.user_id = u.id AND a.revoked_at IS NOT NULL)",
+        live = super::tokens::token_live!(),
+    )
+}
+
+/// An `/mcp` request's principal ([`Datastore::mcp_principal_in_session`]).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct McpPrincipalRow {
+    /// The principal.
+    #[sqlx(flatten)]
+    pub user: UserRow,
+    /// Whether the session the request named exists and was started by this principal.
+    pub session_owned: bool,
 }
 
 /// `SELECT u.* …`: the person holding the unrevoked API token whose hash is the placeholder
@@ -81,18 +104,42 @@ impl Datastore {
         token_hash: &[u8],
     ) -> Result<Option<UserRow>, sqlx::Error> {
         static BY_TOKEN: std::sync::LazyLock<std::sync::Arc<str>> =
+            std::sync::LazyLock::new(|| mcp_principal("$1").into());
+        sqlx::query_as(super::sql::text(&BY_TOKEN))
+            .bind(token_hash)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
+    /// [`Datastore::mcp_principal_by_token_hash`] and, for a request naming `/mcp` session
+    /// `session`, whether that principal started it — in one read. The session's use is
+    /// recorded only when the last one recorded is older than [`MCP_SESSION_TOUCH_EVERY`]: most
+    /// requests only read, and a read waits for no durable commit.
+    pub async fn mcp_principal_in_session(
+        &self,
+        token_hash: &[u8],
+        session: Option<&str>,
+    ) -> Result<Option<McpPrincipalRow>, sqlx::Error> {
+        static IN_SESSION: std::sync::LazyLock<std::sync::Arc<str>> =
             std::sync::LazyLock::new(|| {
                 format!(
-                    "SELECT u.* FROM users u JOIN api_tokens t ON t.user_id = u.id
-                     WHERE t.token_hash = $1 AND {live}
-                       AND NOT EXISTS (SELECT 1 FROM agents a
-                                       WHERE a.user_id = u.id AND a.revoked_at IS NOT NULL)",
-                    live = super::tokens::token_live!(),
+                    "WITH principal AS ({principal}),
+                          owned AS (SELECT s.id, s.last_used_at
+                                    FROM mcp_sessions s JOIN principal p ON s.user_id = p.id
+                                    WHERE s.id = $2),
+                          touched AS (UPDATE mcp_sessions s SET last_used_at = now() FROM owned
+                                      WHERE s.id = owned.id
+                                        AND owned.last_used_at < now() - make_interval(secs => $3)
+                                      RETURNING 1)
+                     SELECT p.*, EXISTS (SELECT 1 FROM owned) AS session_owned FROM principal p",
+                    principal = mcp_principal("$1"),
                 )
                 .into()
             });
-        sqlx::query_as(super::sql::text(&BY_TOKEN))
+        sqlx::query_as(super::sql::text(&IN_SESSION))
             .bind(token_hash)
+            .bind(session)
+            .bind(MCP_SESSION_TOUCH_EVERY.as_secs_f64())
             .fetch_optional(&self.pool)
             .await
     }

@@ -26,8 +26,13 @@ pub(super) async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let actor = match bearer(&request) {
-        Some(token) => app.mcp_authenticate(token).await,
+        Some(token) => app.mcp_authenticate(token, session.as_deref()).await,
         None => Err(AppError::refused(
             ErrorCode::Unauthenticated,
             "send an agent token or your personal API token as `Authorization: Bearer <token>`",
@@ -37,16 +42,6 @@ pub(super) async fn authenticate(
         Ok(actor) => actor,
         Err(error) => return refused(error),
     };
-    let session = request
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    if let Some(session) = &session
-        && let Err(error) = app.mcp_session_check(&actor, session).await
-    {
-        return refused(error);
-    }
     request.extensions_mut().insert(McpPrincipal(actor.clone()));
     let response = next.run(request).await;
     // A request without a session that was answered with one started it (`initialize`).

@@ -67,7 +67,7 @@ async fn an_agent_token_works_on_mcp_only_and_stops_when_revoked(pool: PgPool) {
     // `/mcp` authenticates it as itself.
     let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
     let actor = app
-        .mcp_authenticate(&token)
+        .mcp_authenticate(&token, None)
         .await
         .expect("accepted on /mcp");
     assert_eq!(actor.user.name, "triage-bot@acme");
@@ -113,7 +113,10 @@ async fn an_agent_token_works_on_mcp_only_and_stops_when_revoked(pool: PgPool) {
         .await
         .ok();
     assert!(revoked["revoked_at"].is_string());
-    let refused = app.mcp_authenticate(&token).await.expect_err("revoked");
+    let refused = app
+        .mcp_authenticate(&token, None)
+        .await
+        .expect_err("revoked");
     assert!(refused.to_string().contains("revoked"), "{refused}");
     let call = server
         .owner
@@ -325,7 +328,7 @@ async fn an_agents_approval_policy_adds_a_person_beside_the_profiles(pool: PgPoo
         .await
         .ok();
     let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
-    let agent = app.mcp_authenticate(&token).await.unwrap();
+    let agent = app.mcp_authenticate(&token, None).await.unwrap();
 
     // Under the profile's default policy a low-risk call runs.
     let (call, _) = app
