@@ -161,22 +161,42 @@ impl App {
     /// What `user` is offered on `/mcp`: its routes' tools as its settings and the builder
     /// decide, and a notice per connection to announce.
     pub async fn mcp_catalog(&self, user: &UserRow) -> AppResult<McpCatalog> {
-        let agent = match user.kind {
-            switchyard_protocol::agents::PrincipalKind::Agent => {
-                self.db.agent_of_user(user.id).await?
-            }
-            switchyard_protocol::agents::PrincipalKind::Person => None,
-        };
-        let settings: HashMap<ConnectionId, AgentConnectionRow> = match &agent {
-            Some(agent) => self
-                .db
-                .agent_connections(agent.user_id)
-                .await?
-                .into_iter()
-                .map(|row| (row.connection_id, row))
-                .collect(),
-            None => HashMap::new(),
-        };
+        // Two round trips whatever the principal reaches: its agent row, settings and routes
+        // side by side, then every routed connection's tools in one read.
+        let is_agent = user.kind == switchyard_protocol::agents::PrincipalKind::Agent;
+        let (agent, settings, routes_read) = tokio::try_join!(
+            async {
+                if is_agent {
+                    self.db.agent_of_user(user.id).await
+                } else {
+                    Ok(None)
+                }
+            },
+            async {
+                if is_agent {
+                    self.db.agent_connections(user.id).await
+                } else {
+                    Ok(Vec::new())
+                }
+            },
+            self.db.mcp_routes(user.id),
+        )?;
+        let settings: HashMap<ConnectionId, AgentConnectionRow> = settings
+            .into_iter()
+            .map(|row| (row.connection_id, row))
+            .collect();
+        let routed = routes_by_connection(routes_read);
+        let connection_ids: Vec<ConnectionId> = routed
+            .iter()
+            .map(|(route, _)| route.connection_id)
+            .collect();
+        let mut tools_of: HashMap<ConnectionId, Vec<ToolRow>> = HashMap::new();
+        for row in self.db.tool_lists(&connection_ids).await? {
+            tools_of
+                .entry(row.connection_id)
+                .or_default()
+                .push(row.tool);
+        }
         let mut input = CatalogInput {
             connections: Vec::new(),
             defer_all: agent.as_ref().is_some_and(|a| a.defer_all),
@@ -185,7 +205,7 @@ impl App {
         let mut refused = HashMap::new();
         let mut quiet = Vec::new();
         let mut about = HashMap::new();
-        for (route, conflicting) in routes_by_connection(self.db.mcp_routes(user.id).await?) {
+        for (route, conflicting) in routed {
             let setting = settings.get(&route.connection_id);
             let failure = discovery_failure(&route);
             let stop = setting.is_none_or(|s| s.auth_failure == AuthFailure::Stop);
@@ -206,7 +226,7 @@ impl App {
                 tracing::debug!(connection = %route.connection_id, %error, "an /mcp principal's connection is unavailable");
             }
             about.insert(route.connection_id, route.about.clone());
-            let tools = self.db.tool_list(route.connection_id).await?;
+            let tools = tools_of.remove(&route.connection_id).unwrap_or_default();
             routes.insert(
                 route.connection_id,
                 McpRoute {

@@ -84,6 +84,16 @@ macro_rules! tool_columns {
     };
 }
 
+/// A cached tool with its connection ([`Datastore::tool_lists`]).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct ConnectionToolRow {
+    /// The tool's connection.
+    pub connection_id: ConnectionId,
+    /// The tool.
+    #[sqlx(flatten)]
+    pub tool: ToolRow,
+}
+
 /// A tool just classified ([`Datastore::tool_classify`]), with what it was before.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct Reclassified {
@@ -334,6 +344,21 @@ impl Datastore {
             " FROM tools WHERE connection_id = $1 ORDER BY name"
         ))
         .bind(connection)
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    /// The cached catalogs of `connections` in one read, by connection and tool name.
+    pub async fn tool_lists(
+        &self,
+        connections: &[ConnectionId],
+    ) -> Result<Vec<ConnectionToolRow>, sqlx::Error> {
+        sqlx::query_as(concat!(
+            "SELECT connection_id, ",
+            tool_columns!(),
+            " FROM tools WHERE connection_id = ANY($1) ORDER BY connection_id, name"
+        ))
+        .bind(connections)
         .fetch_all(&self.pool)
         .await
     }

@@ -51,7 +51,7 @@ pub use calls::{
     TraceParent,
 };
 pub use committed::{Committed, Wakeup};
-pub use connections::{CatalogChanges, ConnectionRow, Reclassified, ToolRow};
+pub use connections::{CatalogChanges, ConnectionRow, ConnectionToolRow, Reclassified, ToolRow};
 pub use connectors::ConnectorRow;
 pub use devices::DeviceRow;
 pub use events::{EVENTS_KEPT, EventRow};
