@@ -37,6 +37,21 @@ pub enum CompletionRecorded {
     Superseded,
 }
 
+/// How a submission waits for its call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SubmitWait {
+    /// Up to this long (at most [`MAX_CALL_WAIT`]) for the call to settle.
+    For(Duration),
+    /// Not at all: a new call's settle waiter is handed back instead, for a submitter that
+    /// waits in its own way.
+    Subscribe,
+}
+
+/// A submission's answer without a waiter to hand back.
+fn no_waiter((view, fresh): (CallView, bool)) -> (CallView, bool, Option<SettledWaiter>) {
+    (view, fresh, None)
+}
+
 impl App {
     /// Submits a call, or returns the existing one for a retried request_id. The bool is true
     /// when the call was created by this request.
@@ -78,27 +93,39 @@ impl App {
         req: SubmitCall,
         wait: Duration,
     ) -> AppResult<(CallView, bool)> {
-        self.submit(SubmittedBy::Principal(principal), ws, req, wait, None)
-            .await
+        let (view, fresh, _) = self
+            .submit(
+                SubmittedBy::Principal(principal),
+                ws,
+                req,
+                SubmitWait::For(wait),
+                None,
+            )
+            .await?;
+        Ok((view, fresh))
     }
 
-    /// [`App::call_submit_as`] for a call whose client sent a trace context, carried to the
-    /// MCP server in the call's `_meta` (a retry of a stored request_id keeps the first one's).
-    pub async fn call_submit_traced(
+    /// [`App::call_submit_as`] for a submitter that waits on its call itself (`/mcp`), whose
+    /// client may have sent a trace context (carried to the MCP server in the call's `_meta`; a
+    /// retry of a stored request_id keeps the first one's). A new, unsettled call comes back
+    /// with its settle waiter, subscribed before its insert, for [`App::call_wait_with`].
+    pub(crate) async fn call_submit_traced(
         &self,
         principal: &Principal,
         ws: &str,
         req: SubmitCall,
         trace: Option<TraceParent>,
-    ) -> AppResult<(CallView, bool)> {
-        self.submit(
-            SubmittedBy::Principal(principal),
-            ws,
-            req,
-            Duration::ZERO,
-            trace,
-        )
-        .await
+    ) -> AppResult<(CallView, Option<SettledWaiter>)> {
+        let (view, _, waiter) = self
+            .submit(
+                SubmittedBy::Principal(principal),
+                ws,
+                req,
+                SubmitWait::Subscribe,
+                trace,
+            )
+            .await?;
+        Ok((view, waiter))
     }
 
     /// [`App::call_submit_waiting`] for the bearer token a request presented, not checked yet.
@@ -115,8 +142,16 @@ impl App {
             let principal = Principal::Device(self.authenticate_device(token).await?);
             return self.call_submit_waiting(&principal, ws, req, wait).await;
         }
-        self.submit(SubmittedBy::UserToken(token), ws, req, wait, None)
-            .await
+        let (view, fresh, _) = self
+            .submit(
+                SubmittedBy::UserToken(token),
+                ws,
+                req,
+                SubmitWait::For(wait),
+                None,
+            )
+            .await?;
+        Ok((view, fresh))
     }
 
     /// [`App::call_submit_waiting`] for either kind of submitter: its submit read (made with
@@ -126,10 +161,14 @@ impl App {
         by: SubmittedBy<'_>,
         ws: &str,
         req: SubmitCall,
-        wait: Duration,
+        wait: SubmitWait,
         trace: Option<TraceParent>,
-    ) -> AppResult<(CallView, bool)> {
-        let deadline = Instant::now() + wait.min(MAX_CALL_WAIT);
+    ) -> AppResult<(CallView, bool, Option<SettledWaiter>)> {
+        let deadline = Instant::now()
+            + match wait {
+                SubmitWait::For(wait) => wait.min(MAX_CALL_WAIT),
+                SubmitWait::Subscribe => Duration::ZERO,
+            };
         let token_hash;
         let keys = SubmitKeys {
             workspace: Key::parse(ws),
@@ -169,21 +208,27 @@ impl App {
             Decision::Replay {
                 existing,
                 payload_digest,
-            } => {
-                self.replayed(&principal, ws, existing, &payload_digest, deadline)
-                    .await
-            }
+            } => self
+                .replayed(&principal, ws, existing, &payload_digest, deadline)
+                .await
+                .map(no_waiter),
             Decision::New(mut call) => {
                 call.origin.trace = trace;
-                let waiter = (!wait.is_zero())
+                let waiter = (wait != SubmitWait::For(Duration::ZERO))
                     .then(|| self.dispatch.announcer.local.settled_waiter(call.id));
                 let (workspace_id, request_id) = (call.workspace_id, call.request_id);
                 let payload_digest = call.payload_digest.clone();
                 match self.dispatch.submissions.insert(call).await? {
-                    Some(row) => self.inserted(&principal, ws, &row, waiter, deadline).await,
+                    Some(row) if wait == SubmitWait::Subscribe => {
+                        Ok((views::call(&row), true, waiter))
+                    }
+                    Some(row) => self
+                        .inserted(&principal, ws, &row, waiter, deadline)
+                        .await
+                        .map(no_waiter),
                     // A concurrent submission with the same request_id won the insert.
-                    None => {
-                        self.lost_insert(
+                    None => self
+                        .lost_insert(
                             &principal,
                             ws,
                             (workspace_id, request_id),
@@ -191,7 +236,7 @@ impl App {
                             deadline,
                         )
                         .await
-                    }
+                        .map(no_waiter),
                 }
             }
             // Held for a person: its own statement, never batched nor handed to a lease, and
@@ -204,11 +249,11 @@ impl App {
                 call.origin.trace = trace;
                 let key = (call.workspace_id, call.request_id);
                 match self.db.call_insert_held(&call, why, policy).await? {
-                    Some(row) => Ok((views::call(&row), true)),
-                    None => {
-                        self.lost_insert(&principal, ws, key, &call.payload_digest, deadline)
-                            .await
-                    }
+                    Some(row) => Ok((views::call(&row), true, None)),
+                    None => self
+                        .lost_insert(&principal, ws, key, &call.payload_digest, deadline)
+                        .await
+                        .map(no_waiter),
                 }
             }
         }

@@ -2,6 +2,8 @@
 //! the principal, with the request_id the client chose (or a fresh one) — so a retry with
 //! the same request_id finds the same call, running or ended.
 
+use super::dispatch::call_wait::MAX_CALL_WAIT;
+use super::dispatch::wakeups::SettledWaiter;
 use super::mcp_catalog::McpTool;
 use super::principal::Principal;
 use super::{Actor, App};
@@ -10,18 +12,20 @@ use crate::error::{AppError, AppResult};
 use std::time::Duration;
 use switchyard_protocol::api::{CallView, CancelAnswer, SubmitCall};
 use switchyard_protocol::{CallId, ErrorCode, RequestId, WorkspaceId};
+use tokio::time::Instant;
 
 impl App {
     /// Submits (or, for a known request_id, finds) the call of `tool` with `arguments` for
-    /// `actor`, under the tool's route; `trace` is the client's trace context.
-    pub async fn mcp_call_submit(
+    /// `actor`, under the tool's route; `trace` is the client's trace context. A new, unsettled
+    /// call comes with its settle waiter, for the first [`App::mcp_call_wait`].
+    pub(crate) async fn mcp_call_submit(
         &self,
         actor: &Actor,
         tool: &McpTool,
         arguments: serde_json::Value,
         request_id: RequestId,
         trace: Option<TraceParent>,
-    ) -> AppResult<CallView> {
+    ) -> AppResult<(CallView, Option<SettledWaiter>)> {
         let req = SubmitCall {
             request_id,
             profile_id: tool.route.profile_id.to_string(),
@@ -34,23 +38,31 @@ impl App {
             operation_id: None,
         };
         let principal = Principal::User(actor.clone());
-        let (view, _) = self
-            .call_submit_traced(&principal, &tool.route.workspace_id.to_string(), req, trace)
-            .await?;
-        Ok(view)
+        self.call_submit_traced(&principal, &tool.route.workspace_id.to_string(), req, trace)
+            .await
     }
 
     /// The call, once settled or after `wait` (each wait is bounded as `?wait_ms=` reads are).
-    pub async fn mcp_call_wait(
+    /// With the `waiter` its submission handed back, the wait begins without a read: the
+    /// waiter has seen every completion since before the call was inserted.
+    pub(crate) async fn mcp_call_wait(
         &self,
         actor: &Actor,
         workspace: WorkspaceId,
         call: CallId,
+        waiter: Option<SettledWaiter>,
         wait: Duration,
     ) -> AppResult<CallView> {
         let principal = Principal::User(actor.clone());
-        self.call_wait_as(&principal, &workspace.to_string(), &call.to_string(), wait)
-            .await
+        let (ws, call) = (workspace.to_string(), call.to_string());
+        match waiter {
+            Some(waiter) => {
+                let deadline = Instant::now() + wait.min(MAX_CALL_WAIT);
+                self.call_wait_with(&principal, &ws, &call, waiter, deadline)
+                    .await
+            }
+            None => self.call_wait_as(&principal, &ws, &call, wait).await,
+        }
     }
 
     /// Cancels the call (the client sent `notifications/cancelled` for its request).

@@ -45,6 +45,7 @@ pub use device_discovery::DISCOVERY_WAIT;
 pub(crate) use dispatch::batcher::Batcher;
 pub use dispatch::leasing::LeaseBatch;
 pub(crate) use dispatch::leasing::LeaseFeed;
+pub(crate) use dispatch::wakeups::SettledWaiter;
 pub use dispatch::wakeups::WakeupFeed;
 pub use evidence::ERASURE_NOTICE;
 pub use mcp_catalog::{McpCatalog, McpConnectionNotice, McpRefusal, McpRoute, McpTool};

@@ -3,7 +3,7 @@
 //! and answered as the MCP server answered — or as a tool error that says what happened and
 //! what to do next.
 
-use crate::app::{Actor, App};
+use crate::app::{Actor, App, SettledWaiter};
 use crate::db::TraceParent;
 use crate::error::AppError;
 use rmcp::model::{
@@ -70,8 +70,13 @@ pub(super) struct Waiting<'a> {
 }
 
 impl Waiting<'_> {
-    /// Holds `call` until it settles or the hold ends, and answers it.
-    pub(super) async fn answer(&self, mut call: CallView) -> Result<CallToolResult, ErrorData> {
+    /// Holds `call` until it settles or the hold ends, and answers it; `waiter` is the one its
+    /// submission handed back, if any.
+    pub(super) async fn answer(
+        &self,
+        mut call: CallView,
+        mut waiter: Option<SettledWaiter>,
+    ) -> Result<CallToolResult, ErrorData> {
         let deadline = Instant::now() + self.app.mcp_call_hold();
         let mut progress = 0.0;
         loop {
@@ -85,7 +90,7 @@ impl Waiting<'_> {
             self.notify(&call, &mut progress).await;
             let wait = (deadline - now).min(PROGRESS_EVERY);
             call = tokio::select! {
-                read = self.app.mcp_call_wait(self.actor, call.workspace_id, call.id, wait) => {
+                read = self.app.mcp_call_wait(self.actor, call.workspace_id, call.id, waiter.take(), wait) => {
                     read.map_err(internal)?
                 }
                 () = self.gone.cancelled() => return Ok(pending_result(&call)),

@@ -183,7 +183,7 @@ impl ServerHandler for SwitchyardMcp {
         };
         let arguments = serde_json::Value::Object(arguments);
         let trace = call::trace(&context.meta);
-        let submitted = match self
+        let (submitted, waiter) = match self
             .app
             .mcp_call_submit(&actor, &tool, arguments, request_id, trace)
             .await
@@ -199,7 +199,7 @@ impl ServerHandler for SwitchyardMcp {
         // A client of the tasks extension polls the call instead of waiting for it: a call
         // that settles within a moment is answered as it is, any other becomes a task.
         if task::declared(&context) {
-            let call = task::settle_briefly(&self.app, &actor, submitted)
+            let call = task::settle_briefly(&self.app, &actor, submitted, waiter)
                 .await
                 .map_err(call::internal)?;
             if !call::settled(call.state) {
@@ -221,7 +221,7 @@ impl ServerHandler for SwitchyardMcp {
             progress: context.meta.get_progress_token(),
             gone: &context.ct,
         };
-        let answer = waiting.answer(submitted).await;
+        let answer = waiting.answer(submitted, waiter).await;
         // A request cancelled by its client keeps its slot: the notification that cancelled it
         // is handled on its own, possibly after this, and cancels the call from there.
         if !context.ct.is_cancelled() {

@@ -3,7 +3,7 @@
 //! or cancels it (`tasks/cancel`). A task reads its call afresh at every poll, on any replica.
 
 use super::call::{self, settled, settled_result};
-use crate::app::{Actor, App};
+use crate::app::{Actor, App, SettledWaiter};
 use crate::error::AppResult;
 use rmcp::model::{CreateTaskResult, DetailedTask, Task, TaskPayload, TaskStatus};
 use rmcp::service::RequestContext;
@@ -18,17 +18,25 @@ const POLL_INTERVAL_MS: u64 = 1000;
 const DIRECT_ANSWER_WITHIN: Duration = Duration::from_secs(2);
 
 /// The call once settled, or as it is after [`DIRECT_ANSWER_WITHIN`] — at once when it awaits
-/// a person, who will not answer within a moment.
+/// a person, who will not answer within a moment; `waiter` is the one its submission handed
+/// back, if any.
 pub(super) async fn settle_briefly(
     app: &App,
     actor: &Actor,
     call: CallView,
+    waiter: Option<SettledWaiter>,
 ) -> AppResult<CallView> {
     if settled(call.state) || call.state == CallState::AwaitingApproval {
         return Ok(call);
     }
-    app.mcp_call_wait(actor, call.workspace_id, call.id, DIRECT_ANSWER_WITHIN)
-        .await
+    app.mcp_call_wait(
+        actor,
+        call.workspace_id,
+        call.id,
+        waiter,
+        DIRECT_ANSWER_WITHIN,
+    )
+    .await
 }
 
 /// Whether the request's client declared the tasks extension.
