@@ -153,5 +153,12 @@ async fn sweep(
     if mcp_sessions > 0 {
         tracing::debug!(mcp_sessions, "deleted idle /mcp sessions");
     }
+    let mcp_requests = db.mcp_request_sweep().await?;
+    if mcp_requests > 0 {
+        tracing::debug!(
+            mcp_requests,
+            "forgot /mcp requests and cancellations past their time"
+        );
+    }
     Ok(())
 }
