@@ -7,7 +7,7 @@ use super::dispatch::wakeups::SettledWaiter;
 use super::mcp_catalog::McpTool;
 use super::principal::Principal;
 use super::{Actor, App};
-use crate::db::TraceParent;
+use crate::db::{InFlight, TraceParent};
 use crate::error::{AppError, AppResult};
 use std::time::Duration;
 use switchyard_protocol::api::{CallView, CancelAnswer, SubmitCall};
@@ -65,7 +65,8 @@ impl App {
         }
     }
 
-    /// Cancels the call (the client sent `notifications/cancelled` for its request).
+    /// Cancels the call for its `/mcp` client, as `mcp cancel` does (and audited alike): the
+    /// client cancelled or left its request, or cancelled the call's task.
     pub async fn mcp_call_cancel(
         &self,
         actor: &Actor,
@@ -74,6 +75,57 @@ impl App {
     ) -> AppResult<CancelAnswer> {
         self.call_cancel(actor, &workspace.to_string(), &call.to_string())
             .await
+    }
+
+    /// Records that request `request` (a JSON-RPC id as JSON text) of `/mcp` session `session`
+    /// is `call`, held open; a request its client already cancelled has the call cancelled.
+    pub async fn mcp_request_record(
+        &self,
+        actor: &Actor,
+        (session, request): (&str, &str),
+        workspace: WorkspaceId,
+        call: CallId,
+    ) -> AppResult<()> {
+        if !self
+            .db
+            .mcp_request_record(session, request, workspace, call)
+            .await?
+        {
+            self.mcp_call_cancel(actor, workspace, call).await?;
+            self.db.mcp_request_forget(session, request, None).await?;
+        }
+        Ok(())
+    }
+
+    /// Forgets request `request` of `session` once its answer is sent (if it still is `call`).
+    pub async fn mcp_request_forget(
+        &self,
+        (session, request): (&str, &str),
+        call: CallId,
+    ) -> AppResult<()> {
+        Ok(self
+            .db
+            .mcp_request_forget(session, request, Some(call))
+            .await?)
+    }
+
+    /// The client of `session` cancelled its request `request` (`notifications/cancelled`,
+    /// received by any replica): its call is cancelled, or, when the request has recorded
+    /// none yet, it will be as it records one.
+    pub async fn mcp_request_cancel(
+        &self,
+        actor: &Actor,
+        (session, request): (&str, &str),
+    ) -> AppResult<()> {
+        if let InFlight::Call { workspace, call } =
+            self.db.mcp_request_cancel(session, request).await?
+        {
+            self.mcp_call_cancel(actor, workspace, call).await?;
+            self.db
+                .mcp_request_forget(session, request, Some(call))
+                .await?;
+        }
+        Ok(())
     }
 
     /// A call named by its id alone (an `/mcp` task's), as `actor` may read it.

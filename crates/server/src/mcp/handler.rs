@@ -3,6 +3,7 @@
 
 use super::auth::McpPrincipal;
 use super::call::{self, Waiting};
+use super::in_flight::{self, Cancelled, Held};
 use super::meta_tools::{self, MetaCall};
 use super::task;
 use crate::app::McpRefusal;
@@ -12,47 +13,27 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CancelledNotificationParam,
     DiscoverResult, Extensions, GetTaskParams, GetTaskResult, Implementation,
     InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    RequestId as JsonRpcId, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use switchyard_protocol::agents::AgentMode;
-use switchyard_protocol::{CallId, WorkspaceId};
-
-/// The calls of a session's requests in flight, by JSON-RPC id, so that the client's
-/// `notifications/cancelled` cancels the right one.
-#[derive(Debug, Default)]
-struct InFlight(Mutex<HashMap<JsonRpcId, Slot>>);
-
-/// A request in flight.
-#[derive(Debug)]
-enum Slot {
-    /// Its call.
-    Call {
-        actor: Actor,
-        workspace: WorkspaceId,
-        call: CallId,
-    },
-    /// The client cancelled it before its call was known.
-    Cancelled,
-}
+use tokio_util::sync::CancellationToken;
 
 /// The `/mcp` MCP server.
 #[derive(Clone, Debug)]
 pub(super) struct SwitchyardMcp {
     app: App,
-    in_flight: Arc<InFlight>,
+    /// Cancelled when the server stops.
+    shutdown: CancellationToken,
 }
 
 impl SwitchyardMcp {
-    /// A handler for one session (or one stateless request).
-    pub(super) fn new(app: App) -> Self {
-        Self {
-            app,
-            in_flight: Arc::default(),
-        }
+    /// A handler for one session (or one stateless request) of a server that stops when
+    /// `shutdown` is cancelled.
+    pub(super) fn new(app: App, shutdown: CancellationToken) -> Self {
+        Self { app, shutdown }
     }
 
     /// What the principal is offered now.
@@ -64,18 +45,6 @@ impl SwitchyardMcp {
             .await
             .map_err(call::internal)?;
         Ok((actor, catalog))
-    }
-
-    /// Records the call of request `id`; false when the client already cancelled the request.
-    fn track(&self, id: &JsonRpcId, slot: Slot) -> bool {
-        let mut in_flight = self.in_flight.0.lock().unwrap_or_else(|p| p.into_inner());
-        !matches!(in_flight.insert(id.clone(), slot), Some(Slot::Cancelled))
-    }
-
-    /// Forgets request `id`.
-    fn untrack(&self, id: &JsonRpcId) {
-        let mut in_flight = self.in_flight.0.lock().unwrap_or_else(|p| p.into_inner());
-        in_flight.remove(id);
     }
 }
 
@@ -191,11 +160,6 @@ impl ServerHandler for SwitchyardMcp {
             Ok(view) => view,
             Err(error) => return call::refused(error).map(CallToolResponse::from),
         };
-        let slot = Slot::Call {
-            actor: actor.clone(),
-            workspace: submitted.workspace_id,
-            call: submitted.id,
-        };
         // A client of the tasks extension polls the call instead of waiting for it: a call
         // that settles within a moment is answered as it is, any other becomes a task.
         if task::declared(&context) {
@@ -207,13 +171,16 @@ impl ServerHandler for SwitchyardMcp {
             }
             return Ok(CallToolResponse::from(call::settled_result(&call)));
         }
-        if !self.track(&context.id, slot) {
-            self.untrack(&context.id);
-            let _ = self
-                .app
-                .mcp_call_cancel(&actor, submitted.workspace_id, submitted.id)
-                .await;
-        }
+        let held = Held {
+            app: &self.app,
+            actor: &actor,
+            cancelled: Cancelled::of(&context),
+            request: &context.id,
+            workspace: submitted.workspace_id,
+            call: submitted.id,
+            gone: &context.ct,
+            shutdown: &self.shutdown,
+        };
         let waiting = Waiting {
             app: &self.app,
             actor: &actor,
@@ -221,12 +188,7 @@ impl ServerHandler for SwitchyardMcp {
             progress: context.meta.get_progress_token(),
             gone: &context.ct,
         };
-        let answer = waiting.answer(submitted, waiter).await;
-        // A request cancelled by its client keeps its slot: the notification that cancelled it
-        // is handled on its own, possibly after this, and cancels the call from there.
-        if !context.ct.is_cancelled() {
-            self.untrack(&context.id);
-        }
+        let answer = held.answer(waiting.answer(submitted, waiter)).await;
         answer.map(CallToolResponse::from)
     }
 
@@ -259,29 +221,24 @@ impl ServerHandler for SwitchyardMcp {
     async fn on_cancelled(
         &self,
         notification: CancelledNotificationParam,
-        _context: NotificationContext<RoleServer>,
+        context: NotificationContext<RoleServer>,
     ) {
-        let Some(id) = notification.request_id else {
+        // Only a session's notifications reach here: rmcp answers a stateless one 202 and
+        // drops it (that era cancels by closing the stream, `in_flight.rs`).
+        let (Some(id), Some(session), Ok(actor)) = (
+            notification.request_id,
+            in_flight::session_of(&context.extensions),
+            principal(&context.extensions),
+        ) else {
             return;
         };
-        let slot = {
-            let mut in_flight = self.in_flight.0.lock().unwrap_or_else(|p| p.into_inner());
-            match in_flight.remove(&id) {
-                Some(Slot::Call {
-                    actor,
-                    workspace,
-                    call,
-                }) => Some((actor, workspace, call)),
-                Some(Slot::Cancelled) | None => {
-                    in_flight.insert(id, Slot::Cancelled);
-                    None
-                }
-            }
-        };
-        if let Some((actor, workspace, call)) = slot
-            && let Err(error) = self.app.mcp_call_cancel(&actor, workspace, call).await
+        let request = in_flight::json_id(&id);
+        if let Err(error) = self
+            .app
+            .mcp_request_cancel(&actor, (&session, &request))
+            .await
         {
-            tracing::warn!(%error, %call, "a call its /mcp client cancelled was not cancelled");
+            tracing::warn!(%error, request = %id, "a request its /mcp client cancelled was not cancelled");
         }
     }
 }

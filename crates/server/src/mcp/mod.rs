@@ -7,11 +7,13 @@
 //! Both protocol eras are served: 2025-11-25 (`initialize`, `Mcp-Session-Id`) and 2026-07-28
 //! (stateless, `server/discover`, `Mcp-Method`/`Mcp-Name` headers). A session lives in the
 //! database (`store.rs`): any replica answers any request of it, replaying its handshake when
-//! it does not hold the session in memory.
+//! it does not hold the session in memory. So does a held `tools/call`'s call, so that its
+//! client's cancellation takes effect whichever replica hears it (`in_flight.rs`).
 
 mod auth;
 mod call;
 mod handler;
+mod in_flight;
 mod instructions;
 mod meta_tools;
 mod store;
@@ -63,8 +65,14 @@ pub fn router(
         .with_allowed_hosts(allowed_hosts(config, listen));
     http.session_store = Some(Arc::new(store::PgSessionStore::new(app.clone())));
     let handler_app = app.clone();
+    let handler_shutdown = shutdown.clone();
     let service = StreamableHttpService::new(
-        move || Ok(handler::SwitchyardMcp::new(handler_app.clone())),
+        move || {
+            Ok(handler::SwitchyardMcp::new(
+                handler_app.clone(),
+                handler_shutdown.clone(),
+            ))
+        },
         Arc::new(LocalSessionManager::default()),
         http,
     );

@@ -15,23 +15,23 @@ const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-
 
 /// A raw `/mcp` client: one principal's token, and the session it is in, if any.
 #[derive(Clone)]
-struct Raw {
+pub(crate) struct Raw {
     url: String,
     token: String,
-    session: Option<String>,
+    pub(crate) session: Option<String>,
     http: reqwest::Client,
 }
 
 /// A raw answer: status, headers and the JSON-RPC message(s) of its body.
-struct RawAnswer {
-    status: StatusCode,
+pub(crate) struct RawAnswer {
+    pub(crate) status: StatusCode,
     headers: reqwest::header::HeaderMap,
-    body: String,
+    pub(crate) body: String,
 }
 
 impl RawAnswer {
     /// The JSON-RPC messages of the body, whether JSON or an event stream.
-    fn messages(&self) -> Vec<Value> {
+    pub(crate) fn messages(&self) -> Vec<Value> {
         if let Ok(value) = serde_json::from_str::<Value>(&self.body) {
             return vec![value];
         }
@@ -44,7 +44,7 @@ impl RawAnswer {
 
     /// The response (result or error) among the messages.
     #[track_caller]
-    fn response(&self) -> Value {
+    pub(crate) fn response(&self) -> Value {
         self.messages()
             .into_iter()
             .find(|m| m.get("result").is_some() || m.get("error").is_some())
@@ -53,7 +53,7 @@ impl RawAnswer {
 
     /// The result of a successful response.
     #[track_caller]
-    fn result(&self) -> Value {
+    pub(crate) fn result(&self) -> Value {
         let response = self.response();
         assert!(
             response.get("result").is_some(),
@@ -65,7 +65,7 @@ impl RawAnswer {
 }
 
 impl Raw {
-    fn new(server: &TestServer, token: &str) -> Self {
+    pub(crate) fn new(server: &TestServer, token: &str) -> Self {
         Raw {
             url: format!("http://{}/mcp", server.addr),
             token: token.to_owned(),
@@ -75,7 +75,7 @@ impl Raw {
     }
 
     /// POSTs a JSON-RPC message with `headers` besides the transport's own.
-    async fn post(&self, message: Value, headers: &[(&str, &str)]) -> RawAnswer {
+    pub(crate) async fn post(&self, message: Value, headers: &[(&str, &str)]) -> RawAnswer {
         let mut request = self
             .http
             .post(&self.url)
@@ -103,7 +103,7 @@ impl Raw {
     }
 
     /// Starts a 2025-11-25 session: `initialize`, then `notifications/initialized`.
-    async fn initialize(&mut self) -> Value {
+    pub(crate) async fn initialize(&mut self) -> Value {
         let answer = self
             .post(
                 json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -134,7 +134,7 @@ impl Raw {
     }
 
     /// A request in the session.
-    async fn session_request(&self, id: u64, method: &str, params: Value) -> RawAnswer {
+    pub(crate) async fn session_request(&self, id: u64, method: &str, params: Value) -> RawAnswer {
         self.post(
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
             &[("mcp-protocol-version", "2025-11-25")],
@@ -143,7 +143,12 @@ impl Raw {
     }
 
     /// A stateless 2026-07-28 request with its required headers and `_meta`.
-    async fn stateless(&self, method: &str, name: Option<&str>, mut params: Value) -> RawAnswer {
+    pub(crate) async fn stateless(
+        &self,
+        method: &str,
+        name: Option<&str>,
+        mut params: Value,
+    ) -> RawAnswer {
         params["_meta"] = stateless_meta();
         let mut headers = vec![
             ("mcp-protocol-version", "2026-07-28"),
@@ -180,7 +185,7 @@ fn tool_names(result: &Value) -> Vec<String> {
 }
 
 /// The text of a `CallToolResult`.
-fn text_of(result: &Value) -> String {
+pub(crate) fn text_of(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
         .unwrap_or_default()
@@ -628,7 +633,7 @@ async fn a_client_s_cancellation_cancels_the_held_call(pool: PgPool) {
 }
 
 /// The id of the one call awaiting approval in `acme`, once there is one.
-async fn wait_for_held_call(server: &TestServer) -> String {
+pub(crate) async fn wait_for_held_call(server: &TestServer) -> String {
     Bound::new(Duration::from_secs(20), Duration::from_millis(20))
         .until(async || {
             let calls = server.owner.get("/api/v1/workspaces/acme/calls").await.ok();
