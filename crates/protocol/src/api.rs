@@ -615,11 +615,66 @@ pub struct CallView {
     pub erased_at: Option<DateTime<Utc>>,
 }
 
-/// `GET /api/v1/workspaces/{ws}/calls` answer.
+/// A call as the history list shows it: who submitted what, where it ran and how it ended —
+/// never its arguments, result or error message (read one call for those).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallSummary {
+    /// The call's id.
+    pub id: CallId,
+    /// Its workspace.
+    pub workspace_id: WorkspaceId,
+    /// The client's idempotency key.
+    pub request_id: RequestId,
+    /// The profile it runs under.
+    pub profile_id: ProfileId,
+    /// The connection it runs on.
+    pub connection_id: ConnectionId,
+    /// The environment it runs in.
+    pub environment_id: EnvironmentId,
+    /// The tool.
+    pub tool_name: String,
+    /// An ordinary tool call, a receipt lookup or a discovery.
+    pub kind: CallKind,
+    /// For a lookup: the unknown call it looks up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_call_id: Option<CallId>,
+    /// Current state.
+    pub state: CallState,
+    /// For a `resolved` call: the outcome it was settled with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution_outcome: Option<ResolutionOutcome>,
+    /// Where it was placed: `central` or `device:<id>`.
+    pub runner: String,
+    /// The user who submitted it (for a device's call, the user who approved the device).
+    pub submitted_by: UserId,
+    /// The device that submitted it, if a device did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_by_device: Option<DeviceId>,
+    /// The stable code of why it failed or became unknown (its message is in the call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// When it was submitted.
+    pub created_at: DateTime<Utc>,
+    /// When the server acknowledged its start.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it reached its current terminal or unknown state.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// When retention erased its inputs and results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_expired_at: Option<DateTime<Utc>>,
+    /// When its evidence was erased.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erased_at: Option<DateTime<Utc>>,
+}
+
+/// `GET /api/v1/workspaces/{ws}/calls` answer: one page of the history, newest first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CallList {
     /// Newest first.
-    pub calls: Vec<CallView>,
+    pub calls: Vec<CallSummary>,
+    /// Pass as `cursor` (with the same filters) for the next, older page; absent on the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// What a cancel request did.

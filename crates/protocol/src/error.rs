@@ -22,6 +22,13 @@ pub enum ErrorCode {
     InvalidTimeout,
     /// A connector definition is incomplete or contradictory.
     InvalidConnector,
+    /// A filter of a list (`state`, `tool`, `connection`, `submitter`, `placement`, `since`,
+    /// `until`, `limit`) is unknown or has a value it cannot take: the message names it and
+    /// what it accepts.
+    InvalidFilter,
+    /// A list's `cursor` is not one the server issued for these filters (garbled, edited, or
+    /// from other filters): repeat the filters it came with, or start over without it.
+    InvalidCursor,
     /// No valid token or session was presented.
     Unauthenticated,
     /// The caller is known but lacks the authority needed (e.g. Use on the profile).
@@ -172,6 +179,8 @@ impl ErrorCode {
             ErrorCode::InvalidArguments => "invalid_arguments",
             ErrorCode::InvalidTimeout => "invalid_timeout",
             ErrorCode::InvalidConnector => "invalid_connector",
+            ErrorCode::InvalidFilter => "invalid_filter",
+            ErrorCode::InvalidCursor => "invalid_cursor",
             ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::WorkspaceNotFound => "workspace_not_found",
@@ -244,6 +253,8 @@ impl ErrorCode {
             | ErrorCode::InvalidArguments
             | ErrorCode::InvalidTimeout
             | ErrorCode::InvalidConnector
+            | ErrorCode::InvalidFilter
+            | ErrorCode::InvalidCursor
             | ErrorCode::InvalidNamespace
             | ErrorCode::ExplanationTooLong => 400,
             ErrorCode::Unauthenticated | ErrorCode::DeviceRevoked => 401,

@@ -269,7 +269,11 @@ golden! {
     };
     call_error: CallError = timeout_error();
     call_view: CallView = settled_call();
-    call_list: CallList = CallList { calls: vec![queued_call()] };
+    call_summary: CallSummary = call_summary();
+    call_list: CallList = CallList {
+        calls: vec![call_summary()],
+        next_cursor: Some("c1.0123456789abcdef".into()),
+    };
     cancel_outcome: Vec<CancelOutcome> = one_each!(CancelOutcome:
         Cancelled, CancellationRequested, AlreadyFinished,
     );
@@ -1026,7 +1030,8 @@ fn connection_credentials() -> ConnectionCredentials {
 fn error_codes() -> Vec<ErrorCode> {
     one_each!(ErrorCode:
         InvalidJson, InvalidRequest, InvalidName, InvalidArguments, InvalidTimeout,
-        InvalidConnector, Unauthenticated, Forbidden, WorkspaceNotFound, EnvironmentNotFound,
+        InvalidConnector, InvalidFilter, InvalidCursor, Unauthenticated, Forbidden,
+        WorkspaceNotFound, EnvironmentNotFound,
         ConnectorNotFound, ConnectionNotFound, ProfileNotFound, UserNotFound, CallNotFound,
         ToolNotFound, AmbiguousName, AlreadyExists, ConnectorNotApproved,
         ConnectionNotInProfile, EnvironmentMismatch, DiscoveryFailed, McpRequestConflict,
@@ -1228,6 +1233,32 @@ fn queued_call() -> CallView {
         observations: Vec::new(),
         resolution: None,
         lineage: None,
+        erased_at: None,
+    }
+}
+
+/// A finished call as the history list shows it: no arguments, result or error message.
+fn call_summary() -> CallSummary {
+    CallSummary {
+        id: CALL,
+        workspace_id: WORKSPACE,
+        request_id: REQUEST,
+        profile_id: PROFILE,
+        connection_id: CONNECTION,
+        environment_id: PROD,
+        tool_name: "create_issue".into(),
+        kind: CallKind::Tool,
+        parent_call_id: None,
+        state: CallState::Unknown,
+        resolution_outcome: None,
+        runner: device_runner(),
+        submitted_by: ALICE,
+        submitted_by_device: Some(DEVICE),
+        error_code: Some("timeout".into()),
+        created_at: at("2026-03-02T09:14:05.318204Z"),
+        started_at: Some(at("2026-03-02T09:14:06.000001Z")),
+        finished_at: Some(at("2026-03-02T09:16:06.5Z")),
+        retention_expired_at: None,
         erased_at: None,
     }
 }

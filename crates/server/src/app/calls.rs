@@ -21,9 +21,6 @@ use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-/// How many calls a list returns.
-const LIST_LIMIT: i64 = 100;
-
 /// What happened to a reported completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CompletionRecorded {
@@ -365,18 +362,6 @@ impl App {
         self.call_view_with(&row, read.lineage).await
     }
 
-    /// The newest calls the actor may read.
-    pub async fn call_list(&self, actor: &Actor, ws: &str) -> AppResult<CallList> {
-        let membership = self.membership(actor, ws).await?;
-        let rows = self
-            .db
-            .call_list_usable(membership.workspace.id, actor.user.id, LIST_LIMIT)
-            .await?;
-        Ok(CallList {
-            calls: rows.iter().map(views::call).collect(),
-        })
-    }
-
     /// Records a runner's completion report under its lease epoch.
     pub async fn call_record_completion(
         &self,
@@ -647,6 +632,7 @@ impl App {
             runner,
             since: query.since,
             until: query.until,
+            ..CallFilter::default()
         };
         let limit = limit.clamp(1, MAX_PAGE);
         // One more than asked tells whether another page follows in the direction of travel.
@@ -665,14 +651,16 @@ impl App {
             match query.from {
                 // Newer pages are read oldest first and reversed: the extra row is the newest.
                 PageFrom::After(_) => drop(rows.remove(0)),
-                PageFrom::Newest | PageFrom::Before(_) => rows.truncate(limit as usize),
+                PageFrom::Newest | PageFrom::Before(_) | PageFrom::Older(..) => {
+                    rows.truncate(limit as usize);
+                }
             }
         }
         let first = rows.first().map(|r| r.id);
         let last = rows.last().map(|r| r.id);
         let (older, newer) = match query.from {
             PageFrom::Newest => (if more { last } else { None }, None),
-            PageFrom::Before(_) => (if more { last } else { None }, first),
+            PageFrom::Before(_) | PageFrom::Older(..) => (if more { last } else { None }, first),
             PageFrom::After(_) => (last, if more { first } else { None }),
         };
         Ok(CallPage {

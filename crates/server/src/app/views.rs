@@ -164,6 +164,32 @@ pub(crate) fn call(row: &CallRow) -> CallView {
     }
 }
 
+/// A call as the history list shows it: no arguments, result or error message.
+pub(crate) fn call_summary(row: &CallRow) -> CallSummary {
+    CallSummary {
+        id: row.id,
+        workspace_id: row.workspace_id,
+        request_id: row.request_id,
+        profile_id: row.profile_id,
+        connection_id: row.connection_id,
+        environment_id: row.environment_id,
+        tool_name: row.tool_name.clone(),
+        kind: row.kind,
+        parent_call_id: row.parent_call_id,
+        state: row.state,
+        resolution_outcome: row.resolution_outcome,
+        runner: row.runner_ref.to_string(),
+        submitted_by: row.created_by,
+        submitted_by_device: row.submitted_by_device,
+        error_code: row.error_code.clone(),
+        created_at: row.created_at,
+        started_at: row.started_at,
+        finished_at: row.finished_at,
+        retention_expired_at: row.retention_expired_at,
+        erased_at: row.evidence_erased_at,
+    }
+}
+
 /// The attempt a call made, if it was ever started.
 pub(crate) fn attempt(row: &CallRow) -> Option<AttemptView> {
     row.started_at?;

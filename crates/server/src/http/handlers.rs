@@ -3,7 +3,7 @@
 use super::AppState;
 use super::auth::PresentedToken;
 use super::error::{ApiError, ApiJson};
-use crate::app::{Actor, Principal, views_user};
+use crate::app::{Actor, CallHistoryQuery, HISTORY_FILTERS, Principal, views_user};
 use crate::error::AppError;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -290,12 +290,21 @@ pub(super) async fn call_submit(
     ))
 }
 
+/// `?state=&tool=&connection=&submitter=&placement=&since=&until=&limit=&cursor=`: a page of
+/// call summaries, newest first.
 pub(super) async fn call_list(
     State(s): State<AppState>,
     actor: Actor,
     Path(ws): Path<String>,
+    query: Result<Query<CallHistoryQuery>, QueryRejection>,
 ) -> Answer<CallList> {
-    Ok(Json(s.app.call_list(&actor, &ws).await?))
+    let Query(query) = query.map_err(|e| {
+        ApiError(AppError::refused(
+            ErrorCode::InvalidFilter,
+            format!("{HISTORY_FILTERS}, each given once: {e}"),
+        ))
+    })?;
+    Ok(Json(s.app.call_history(&actor, &ws, query).await?))
 }
 
 /// `?wait_ms=N` on a call's read or submission.

@@ -8,6 +8,7 @@ mod audit;
 mod authz;
 mod bad_input;
 mod browser;
+mod call_history;
 mod calls;
 mod classification;
 mod device_discovery;

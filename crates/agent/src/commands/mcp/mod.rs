@@ -31,10 +31,12 @@ pub async fn run(client: &Client, out: Output, cmd: McpCommand) -> Result<(), Cl
         McpCommand::Status {
             workspace,
             call: None,
-        } => status::list(client, out, &workspace).await,
+            page,
+        } => status::list(client, out, &workspace, &page).await,
         McpCommand::Status {
             workspace,
             call: Some(call),
+            page: _,
         } => status::show(client, out, &workspace, &call).await,
         McpCommand::Cancel { workspace, call } => cancel::run(client, out, &workspace, &call).await,
         McpCommand::Release {

@@ -184,3 +184,68 @@ fn result_text(call: &Value) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[sqlx::test(migrations = false)]
+async fn status_pages_the_history_and_follows_every_page(_: PgPoolOptions, db: PgConnectOptions) {
+    let server = Server::start(&db).await;
+    let cli = server.cli();
+    set_up_demo(&cli);
+    let ids: Vec<String> = ["one", "two", "three"]
+        .iter()
+        .map(|text| {
+            let call = call_and_wait(&cli, "echo", json!({"text": text}), 0);
+            call["id"].as_str().expect("call id").to_owned()
+        })
+        .collect();
+
+    // One page of two, newest first, and how to read the next.
+    let first = cli
+        .run(&["mcp", "status", "demo", "--tool", "echo", "--limit", "2"])
+        .success();
+    let rows = |stdout: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|id| ids.iter().any(|known| known == id))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(rows(&first.stdout), [ids[2].clone(), ids[1].clone()]);
+    let cursor = first
+        .stdout
+        .split('`')
+        .find_map(|part| part.strip_prefix("--cursor "))
+        .unwrap_or_else(|| panic!("no next cursor: {}", first.stdout))
+        .to_owned();
+    let second = cli
+        .run(&[
+            "mcp", "status", "demo", "--tool", "echo", "--limit", "2", "--cursor", &cursor,
+        ])
+        .success();
+    assert_eq!(rows(&second.stdout), [ids[0].clone()]);
+    assert!(!second.stdout.contains("--cursor"), "{}", second.stdout);
+
+    // `--all` follows every page; the JSON holds summaries, no arguments or results.
+    let all = cli
+        .run(&["--json", "mcp", "status", "demo", "--limit", "1", "--all"])
+        .success()
+        .json();
+    let listed: Vec<&str> = all["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert_eq!(listed, [ids[2].as_str(), ids[1].as_str(), ids[0].as_str()]);
+    assert!(all["calls"][0].get("result").is_none(), "{all}");
+
+    // A filter the server cannot take is its refusal, exit 4.
+    let refused = cli
+        .run(&["mcp", "status", "demo", "--state", "finished"])
+        .code(4);
+    assert!(
+        refused.stderr.contains("invalid_filter"),
+        "{}",
+        refused.stderr
+    );
+}

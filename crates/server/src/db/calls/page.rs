@@ -1,4 +1,4 @@
-//! Reading calls: one by its id or request_id, the newest a user may read, and a filtered page.
+//! Reading calls: one by its id or request_id, and a filtered, keyset-paginated page.
 
 use super::CallRow;
 use crate::db::Datastore;
@@ -6,7 +6,7 @@ use crate::db::sql::{Params, Text, text};
 use chrono::{DateTime, Utc};
 use std::sync::{Arc, LazyLock};
 use switchyard_protocol::{
-    CallId, CallState, ConnectionId, RequestId, RunnerRef, UserId, WorkspaceId,
+    CallId, CallState, ConnectionId, DeviceId, RequestId, RunnerRef, UserId, WorkspaceId,
 };
 
 /// Which calls a page of the calls list shows (all conditions must hold).
@@ -14,8 +14,14 @@ use switchyard_protocol::{
 pub struct CallFilter {
     /// Only calls in this state.
     pub state: Option<CallState>,
+    /// Only calls of this tool.
+    pub tool: Option<String>,
     /// Only calls on this connection.
     pub connection: Option<ConnectionId>,
+    /// Only calls this user submitted themselves (not through a device).
+    pub submitter_user: Option<UserId>,
+    /// Only calls this device submitted.
+    pub submitter_device: Option<DeviceId>,
     /// Only calls placed on this runner.
     pub runner: Option<RunnerRef>,
     /// Only calls submitted at or after this time.
@@ -34,11 +40,14 @@ pub enum PageFrom {
     Before(CallId),
     /// Calls newer than this one.
     After(CallId),
+    /// Calls older than this position, `(created_at, id)`: the API's cursor, which holds
+    /// whether or not the call it came from is still readable.
+    Older(DateTime<Utc>, CallId),
 }
 
 /// The statement of a page starting `from`: the filtered calls of a workspace on profiles the
 /// user holds Use on, after the cursor, in the page's order. Every variant takes the same
-/// parameters (the newest page binds its cursor as NULL).
+/// parameters (those a variant does not use are bound as NULL and checked to be).
 fn page_statement(from: PageFrom) -> Text {
     fn build(from: PageFrom) -> Arc<str> {
         let mut params = Params::default();
@@ -46,24 +55,35 @@ fn page_statement(from: PageFrom) -> Text {
             workspace,
             user,
             state,
+            tool,
             connection,
+            submitter_user,
+            submitter_device,
             runner,
             since,
             until,
             cursor,
+            cursor_at,
             limit,
         ] = std::array::from_fn(|_| params.next());
         let tail = match from {
             PageFrom::Newest => format!(
-                "AND {cursor}::uuid IS NULL ORDER BY c.created_at DESC, c.id DESC LIMIT {limit}"
+                "AND {cursor}::uuid IS NULL AND {cursor_at}::timestamptz IS NULL
+                 ORDER BY c.created_at DESC, c.id DESC LIMIT {limit}"
             ),
             PageFrom::Before(_) => format!(
-                "AND (c.created_at, c.id) < (SELECT created_at, id FROM calls WHERE id = {cursor} AND workspace_id = {workspace})
+                "AND {cursor_at}::timestamptz IS NULL
+                 AND (c.created_at, c.id) < (SELECT created_at, id FROM calls WHERE id = {cursor} AND workspace_id = {workspace})
                  ORDER BY c.created_at DESC, c.id DESC LIMIT {limit}"
             ),
             PageFrom::After(_) => format!(
-                "AND (c.created_at, c.id) > (SELECT created_at, id FROM calls WHERE id = {cursor} AND workspace_id = {workspace})
+                "AND {cursor_at}::timestamptz IS NULL
+                 AND (c.created_at, c.id) > (SELECT created_at, id FROM calls WHERE id = {cursor} AND workspace_id = {workspace})
                  ORDER BY c.created_at ASC, c.id ASC LIMIT {limit}"
+            ),
+            PageFrom::Older(..) => format!(
+                "AND (c.created_at, c.id) < ({cursor_at}::timestamptz, {cursor}::uuid)
+                 ORDER BY c.created_at DESC, c.id DESC LIMIT {limit}"
             ),
         };
         format!(
@@ -71,7 +91,11 @@ fn page_statement(from: PageFrom) -> Text {
                  SELECT 1 FROM profile_grants g
                  WHERE g.profile_id = c.profile_id AND g.user_id = {user} AND g.grant_kind = 'use')
                AND ({state}::text IS NULL OR c.state = {state})
+               AND ({tool}::text IS NULL OR c.tool_name = {tool})
                AND ({connection}::uuid IS NULL OR c.connection_id = {connection})
+               AND ({submitter_user}::uuid IS NULL
+                    OR (c.created_by = {submitter_user} AND c.submitted_by_device IS NULL))
+               AND ({submitter_device}::uuid IS NULL OR c.submitted_by_device = {submitter_device})
                AND ({runner}::text IS NULL OR c.runner_ref = {runner})
                AND ({since}::timestamptz IS NULL OR c.created_at >= {since})
                AND ({until}::timestamptz IS NULL OR c.created_at < {until}) {tail}"
@@ -82,10 +106,13 @@ fn page_statement(from: PageFrom) -> Text {
     static BEFORE: LazyLock<Arc<str>> =
         LazyLock::new(|| build(PageFrom::Before(CallId::default())));
     static AFTER: LazyLock<Arc<str>> = LazyLock::new(|| build(PageFrom::After(CallId::default())));
+    static OLDER: LazyLock<Arc<str>> =
+        LazyLock::new(|| build(PageFrom::Older(DateTime::default(), CallId::default())));
     text(match from {
         PageFrom::Newest => &NEWEST,
         PageFrom::Before(_) => &BEFORE,
         PageFrom::After(_) => &AFTER,
+        PageFrom::Older(..) => &OLDER,
     })
 }
 
@@ -125,26 +152,6 @@ impl Datastore {
             .await
     }
 
-    /// The newest calls of a workspace on profiles the user currently holds Use on.
-    pub async fn call_list_usable(
-        &self,
-        workspace: WorkspaceId,
-        user: UserId,
-        limit: i64,
-    ) -> Result<Vec<CallRow>, sqlx::Error> {
-        sqlx::query_as(
-            "SELECT c.* FROM calls c WHERE c.workspace_id = $1 AND EXISTS (
-                 SELECT 1 FROM profile_grants g
-                 WHERE g.profile_id = c.profile_id AND g.user_id = $2 AND g.grant_kind = 'use')
-             ORDER BY c.created_at DESC LIMIT $3",
-        )
-        .bind(workspace)
-        .bind(user)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await
-    }
-
     /// Up to `limit` calls matching `filter` from `from`, newest first, among those the user
     /// may read (current Use on their profile). A cursor that names no call of the workspace
     /// gives an empty page.
@@ -156,19 +163,24 @@ impl Datastore {
         from: PageFrom,
         limit: i64,
     ) -> Result<Vec<CallRow>, sqlx::Error> {
-        let cursor = match from {
-            PageFrom::Newest => None,
-            PageFrom::Before(id) | PageFrom::After(id) => Some(id),
+        let (cursor, cursor_at) = match from {
+            PageFrom::Newest => (None, None),
+            PageFrom::Before(id) | PageFrom::After(id) => (Some(id), None),
+            PageFrom::Older(at, id) => (Some(id), Some(at)),
         };
         let mut rows: Vec<CallRow> = sqlx::query_as(page_statement(from))
             .bind(workspace)
             .bind(user)
             .bind(filter.state)
+            .bind(filter.tool.as_deref())
             .bind(filter.connection)
+            .bind(filter.submitter_user)
+            .bind(filter.submitter_device)
             .bind(filter.runner)
             .bind(filter.since)
             .bind(filter.until)
             .bind(cursor)
+            .bind(cursor_at)
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
