@@ -353,11 +353,28 @@ pub struct EraseAnswer {
     pub notice: String,
 }
 
-/// `PUT /api/v1/workspaces/{ws}/capture-policy`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `PUT /api/v1/workspaces/{ws}/capture-policy`: what to change (at least one; an absent
+/// field keeps its setting).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SetCapturePolicy {
     /// Capture completed managed tool results as evidence records.
-    pub capture_managed_tool_results: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_managed_tool_results: Option<bool>,
+    /// Days an evidence record is kept after its capture, 1–[`MAX_EVIDENCE_RETENTION_DAYS`];
+    /// the sweeper deletes it then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_retention_days: Option<u32>,
+}
+
+/// How long evidence records are kept unless an admin sets otherwise, in days.
+pub const DEFAULT_EVIDENCE_RETENTION_DAYS: u32 = 30;
+
+/// The longest evidence retention, in days (ten years).
+pub const MAX_EVIDENCE_RETENTION_DAYS: u32 = 3650;
+
+/// [`DEFAULT_EVIDENCE_RETENTION_DAYS`], for views written before retention was set.
+fn default_retention_days() -> u32 {
+    DEFAULT_EVIDENCE_RETENTION_DAYS
 }
 
 /// A workspace's evidence capture policy and its queue.
@@ -375,6 +392,9 @@ pub struct CapturePolicyView {
     pub dropped: u64,
     /// Pending evidence given up after its 30-day deadline.
     pub expired: u64,
+    /// Days an evidence record is kept after its capture before the sweeper deletes it.
+    #[serde(default = "default_retention_days")]
+    pub evidence_retention_days: u32,
     /// When the policy last changed.
     pub updated_at: Option<DateTime<Utc>>,
 }

@@ -552,7 +552,8 @@ golden! {
             .into(),
     };
     set_capture_policy: SetCapturePolicy = SetCapturePolicy {
-        capture_managed_tool_results: true,
+        capture_managed_tool_results: Some(true),
+        evidence_retention_days: Some(90),
     };
     capture_policy_view: CapturePolicyView = CapturePolicyView {
         workspace_id: WORKSPACE,
@@ -561,6 +562,7 @@ golden! {
         pending_bytes: 18_432,
         dropped: 0,
         expired: 0,
+        evidence_retention_days: 30,
         updated_at: Some(at("2026-03-02T09:08:10.000981Z")),
     };
     evidence_view: EvidenceView = EvidenceView {

@@ -3,7 +3,8 @@
 //! calls whose approval question waited past their workspace's approval timeout and calls
 //! queued too long, erases inputs and results (and observation outputs) past retention,
 //! removes old resolution explanations, publishes pending evidence (retrying failures at most
-//! 60 s apart until their deadline), writes calls submitted and ended to the audit log and
+//! 60 s apart until their deadline), deletes evidence records past their workspace's
+//! retention (the calls keep their disposition), writes calls submitted and ended to the audit log and
 //! deletes expired web sessions and idle `/mcp` sessions. Every change is a
 //! guarded update, so replicas sweeping at once is harmless.
 
@@ -47,6 +48,9 @@ impl Default for SweeperConfig {
 /// How often a pass settles the calls of every expired runner lease; the passes between
 /// settle those of leases that expired in the last minute (see [`ExpiredLeases`]).
 pub const FULL_LEASE_SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// At most this many evidence records are deleted for age per pass.
+const EVIDENCE_EXPIRED_PER_PASS: i64 = 1000;
 
 /// At most this many calls' submissions, and as many ends, go to the audit log per pass.
 const AUDIT_CALLS_PER_PASS: i64 = 2000;
@@ -137,6 +141,15 @@ async fn sweep(
         tracing::warn!(
             given_up,
             "gave up pending evidence not published within its deadline"
+        );
+    }
+    let aged = db
+        .evidence_sweep_retention(EVIDENCE_EXPIRED_PER_PASS)
+        .await?;
+    if aged > 0 {
+        tracing::info!(
+            aged,
+            "deleted evidence records past their workspace's retention"
         );
     }
     let audited = db

@@ -284,6 +284,10 @@ pub enum WorkspaceCommand {
         /// workspace's members.
         #[arg(long, value_name = "on|off")]
         capture_managed_tool_results: Option<Switch>,
+        /// Keep evidence records this many days after their capture (1–3650; 30 unless set),
+        /// then delete them; the calls keep their disposition.
+        #[arg(long, value_name = "DAYS")]
+        evidence_retention_days: Option<u32>,
     },
     /// Set how long a call waits for approval before it expires (workspace admins).
     #[command(group(ArgGroup::new("timeout").required(true).args(["seconds", "none"])))]

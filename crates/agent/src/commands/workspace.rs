@@ -105,16 +105,18 @@ pub async fn run(client: &Client, out: Output, cmd: WorkspaceCommand) -> Result<
         WorkspaceCommand::CapturePolicy {
             workspace,
             capture_managed_tool_results,
+            evidence_retention_days,
         } => {
             let path = ["workspaces", workspace.as_str(), "capture-policy"];
-            let reply = match capture_managed_tool_results {
-                Some(switch) => {
-                    let body = SetCapturePolicy {
-                        capture_managed_tool_results: switch == Switch::On,
-                    };
-                    client.put(&path, Body::of(&body)).await?
-                }
-                None => client.get(&path).await?,
+            let body = SetCapturePolicy {
+                capture_managed_tool_results: capture_managed_tool_results
+                    .map(|switch| switch == Switch::On),
+                evidence_retention_days,
+            };
+            let reply = if body == SetCapturePolicy::default() {
+                client.get(&path).await?
+            } else {
+                client.put(&path, Body::of(&body)).await?
             };
             out.reply(&reply, |p: CapturePolicyView| capture_text(&p))
         }
@@ -124,12 +126,13 @@ pub async fn run(client: &Client, out: Output, cmd: WorkspaceCommand) -> Result<
 /// A capture policy for people.
 fn capture_text(p: &CapturePolicyView) -> String {
     format!(
-        "capture of managed tool results: {}; pending evidence: {} ({} bytes); dropped when full: {}; given up: {}",
+        "capture of managed tool results: {}; evidence kept {} days; pending evidence: {} ({} bytes); dropped when full: {}; given up: {}",
         if p.capture_managed_tool_results {
             "on"
         } else {
             "off"
         },
+        p.evidence_retention_days,
         p.pending_records,
         p.pending_bytes,
         p.dropped,

@@ -36,8 +36,9 @@ impl App {
         Ok(views::capture_policy(workspace, row.as_ref()))
     }
 
-    /// Turns capture of completed managed tool results on or off (workspace admins). Turning
-    /// it on captures completions from now on only; it grants no Use.
+    /// Turns capture of completed managed tool results on or off, and sets how long evidence
+    /// records are kept (workspace admins). Turning capture on captures completions from now on
+    /// only; it grants no Use. A shorter retention applies to records already kept too.
     pub async fn capture_policy_set(
         &self,
         actor: &Actor,
@@ -45,9 +46,37 @@ impl App {
         req: SetCapturePolicy,
     ) -> AppResult<CapturePolicyView> {
         let workspace = self.admin_membership(actor, ws).await?.workspace.id;
+        if req.capture_managed_tool_results.is_none() && req.evidence_retention_days.is_none() {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                "give `capture_managed_tool_results` (true or false), `evidence_retention_days`, or both",
+            ));
+        }
+        let retention = req
+            .evidence_retention_days
+            .map(|days| {
+                (1..=MAX_EVIDENCE_RETENTION_DAYS)
+                    .contains(&days)
+                    .then(|| i32::try_from(days).ok())
+                    .flatten()
+                    .ok_or_else(|| {
+                        AppError::refused(
+                            ErrorCode::InvalidRequest,
+                            format!(
+                                "`evidence_retention_days` must be from 1 to {MAX_EVIDENCE_RETENTION_DAYS}, not {days}"
+                            ),
+                        )
+                    })
+            })
+            .transpose()?;
         let row = self
             .db
-            .capture_policy_set(workspace, req.capture_managed_tool_results, actor.user.id)
+            .capture_policy_set(
+                workspace,
+                req.capture_managed_tool_results,
+                retention,
+                actor.user.id,
+            )
             .await?;
         Ok(views::capture_policy(workspace, Some(&row)))
     }

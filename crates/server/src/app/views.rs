@@ -255,7 +255,8 @@ pub(crate) fn receipt_policy(row: &crate::db::ReceiptPolicyRow) -> ReceiptPolicy
     }
 }
 
-/// A workspace's capture policy; no row means it was never set (off, empty queue).
+/// A workspace's capture policy; no row means it was never set (off, empty queue, the default
+/// retention).
 pub(crate) fn capture_policy(
     workspace: WorkspaceId,
     row: Option<&crate::db::CapturePolicyRow>,
@@ -268,6 +269,9 @@ pub(crate) fn capture_policy(
         pending_bytes: row.map_or(0, |r| count(r.pending_bytes)),
         dropped: row.map_or(0, |r| count(r.dropped)),
         expired: row.map_or(0, |r| count(r.expired)),
+        evidence_retention_days: row.map_or(DEFAULT_EVIDENCE_RETENTION_DAYS, |r| {
+            u32::try_from(r.evidence_retention_days).unwrap_or(DEFAULT_EVIDENCE_RETENTION_DAYS)
+        }),
         updated_at: row.and_then(|r| r.updated_at),
     }
 }

@@ -21,6 +21,7 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use sqlx::types::Json;
 use std::time::Duration;
+use switchyard_protocol::api::DEFAULT_EVIDENCE_RETENTION_DAYS;
 use switchyard_protocol::{
     CallId, ConnectionId, ConnectorId, EnvironmentId, EvidenceId, ObservationId, OperationId,
     ProfileId, RequestId, RunnerRef, UserId, WorkspaceId,
@@ -71,6 +72,8 @@ pub struct CapturePolicyRow {
     pub dropped: i64,
     /// Pending evidence given up at its deadline.
     pub expired: i64,
+    /// Days a record is kept after its capture.
+    pub evidence_retention_days: i32,
     /// When the policy last changed.
     pub updated_at: Option<DateTime<Utc>>,
 }
@@ -173,6 +176,11 @@ pub enum EraseRefusal {
     Active,
 }
 
+/// [`DEFAULT_EVIDENCE_RETENTION_DAYS`] as the column's type.
+fn default_retention_days() -> i32 {
+    i32::try_from(DEFAULT_EVIDENCE_RETENTION_DAYS).unwrap_or(i32::MAX)
+}
+
 impl Datastore {
     /// Offers evidence for capture on `conn`, inside the completion's transaction: queued when
     /// the workspace captures and its queue has room, else counted as dropped. One statement
@@ -245,7 +253,7 @@ impl Datastore {
         workspace: WorkspaceId,
     ) -> Result<Option<CapturePolicyRow>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT workspace_id, capture_managed_tool_results, pending_records, pending_bytes, dropped, expired, updated_at
+            "SELECT workspace_id, capture_managed_tool_results, pending_records, pending_bytes, dropped, expired, evidence_retention_days, updated_at
              FROM capture_policies WHERE workspace_id = $1",
         )
         .bind(workspace)
@@ -253,25 +261,53 @@ impl Datastore {
         .await
     }
 
-    /// Turns capture on or off. Evidence already pending is published either way.
+    /// Turns capture on or off and sets how long records are kept (each when given; an
+    /// absent one keeps its setting, or its default on a new row). Evidence already pending is
+    /// published either way.
     pub async fn capture_policy_set(
         &self,
         workspace: WorkspaceId,
-        capture: bool,
+        capture: Option<bool>,
+        retention_days: Option<i32>,
         by: UserId,
     ) -> Result<CapturePolicyRow, sqlx::Error> {
         sqlx::query_as(
-            "INSERT INTO capture_policies (workspace_id, capture_managed_tool_results, updated_by, updated_at)
-             VALUES ($1, $2, $3, now())
-             ON CONFLICT (workspace_id) DO UPDATE SET capture_managed_tool_results = EXCLUDED.capture_managed_tool_results,
+            "INSERT INTO capture_policies (workspace_id, capture_managed_tool_results, evidence_retention_days,
+                 updated_by, updated_at)
+             VALUES ($1, COALESCE($2, false), COALESCE($3, $5), $4, now())
+             ON CONFLICT (workspace_id) DO UPDATE SET
+                 capture_managed_tool_results = COALESCE($2, capture_policies.capture_managed_tool_results),
+                 evidence_retention_days = COALESCE($3, capture_policies.evidence_retention_days),
                  updated_by = EXCLUDED.updated_by, updated_at = now()
-             RETURNING workspace_id, capture_managed_tool_results, pending_records, pending_bytes, dropped, expired, updated_at",
+             RETURNING workspace_id, capture_managed_tool_results, pending_records, pending_bytes, dropped, expired, evidence_retention_days, updated_at",
         )
         .bind(workspace)
         .bind(capture)
+        .bind(retention_days)
         .bind(by)
+        .bind(default_retention_days())
         .fetch_one(&self.pool)
         .await
+    }
+
+    /// Deletes evidence records kept past their workspace's retention (counted from capture;
+    /// [`DEFAULT_EVIDENCE_RETENTION_DAYS`] where no policy says otherwise), at most `batch` of them.
+    /// Their calls keep their disposition; a resolution that cited one keeps its outcome and
+    /// loses the citation. Returns how many were deleted.
+    pub async fn evidence_sweep_retention(&self, batch: i64) -> Result<u64, sqlx::Error> {
+        sqlx::query(
+            "DELETE FROM evidence_records WHERE id IN (
+                 SELECT e.id FROM evidence_records e
+                 LEFT JOIN capture_policies p ON p.workspace_id = e.workspace_id
+                 WHERE e.captured_at < now() - interval '1 day'
+                   AND e.captured_at < now() - make_interval(days => COALESCE(p.evidence_retention_days, $1))
+                 LIMIT $2)",
+        )
+        .bind(default_retention_days())
+        .bind(batch)
+        .execute(&self.pool)
+        .await
+        .map(|done| done.rows_affected())
     }
 
     /// Publishes pending evidence that is due, oldest first: each record moves into

@@ -15,6 +15,7 @@ mod device_discovery;
 mod devices;
 mod endpoints;
 mod evidence;
+mod evidence_expiry;
 mod handshake;
 mod harness;
 mod health;
