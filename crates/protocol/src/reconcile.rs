@@ -366,6 +366,44 @@ pub struct SetCapturePolicy {
     pub evidence_retention_days: Option<u32>,
 }
 
+/// One capture exclusion of a connection: what Switchyard never keeps of its calls (of every
+/// tool when `tool` is absent, else of that tool). Either `capture_nothing`, or fields to drop.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureExclusion {
+    /// The tool; absent for every tool of the connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Keep no arguments, result or evidence: only the disposition (state, error code, times).
+    #[serde(default)]
+    pub capture_nothing: bool,
+    /// Top-level argument fields removed from the retained arguments once the call completes.
+    #[serde(default)]
+    pub drop_argument_fields: Vec<String>,
+    /// Top-level fields of the result's `structuredContent` (and of text content that is a JSON
+    /// object) dropped before the result is bounded, stored or captured.
+    #[serde(default)]
+    pub drop_result_fields: Vec<String>,
+}
+
+/// `PUT /api/v1/workspaces/{ws}/connections/{connection}/capture-exclusions`: the connection's
+/// exclusions, replacing those it had (an empty list removes them all).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetCaptureExclusions {
+    /// At most one per tool, and one for the whole connection.
+    pub exclusions: Vec<CaptureExclusion>,
+}
+
+/// A connection's capture exclusions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureExclusionsView {
+    /// The connection.
+    pub connection_id: ConnectionId,
+    /// The connection-wide one first, then by tool.
+    pub exclusions: Vec<CaptureExclusion>,
+    /// When they were last set.
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
 /// How long evidence records are kept unless an admin sets otherwise, in days.
 pub const DEFAULT_EVIDENCE_RETENTION_DAYS: u32 = 30;
 

@@ -551,6 +551,22 @@ golden! {
                  did outside Switchyard: an effect that happened still happened."
             .into(),
     };
+    capture_exclusion: CaptureExclusion = password_exclusion();
+    set_capture_exclusions: SetCaptureExclusions = SetCaptureExclusions {
+        exclusions: vec![
+            password_exclusion(),
+            CaptureExclusion {
+                tool: None,
+                capture_nothing: true,
+                ..CaptureExclusion::default()
+            },
+        ],
+    };
+    capture_exclusions_view: CaptureExclusionsView = CaptureExclusionsView {
+        connection_id: CONNECTION,
+        exclusions: vec![password_exclusion()],
+        updated_at: Some(at("2026-03-02T09:08:11.5Z")),
+    };
     set_capture_policy: SetCapturePolicy = SetCapturePolicy {
         capture_managed_tool_results: Some(true),
         evidence_retention_days: Some(90),
@@ -1236,6 +1252,16 @@ fn queued_call() -> CallView {
         resolution: None,
         lineage: None,
         erased_at: None,
+    }
+}
+
+/// An exclusion that keeps a user-creating tool's secrets out of what is stored.
+fn password_exclusion() -> CaptureExclusion {
+    CaptureExclusion {
+        tool: Some("create_user".into()),
+        capture_nothing: false,
+        drop_argument_fields: vec!["password".into()],
+        drop_result_fields: vec!["api_key".into()],
     }
 }
 

@@ -513,6 +513,33 @@ pub enum ConnectionCommand {
         #[arg(long, value_name = "JSON", requires = "tool")]
         arguments: Option<String>,
     },
+    /// Show what Switchyard never keeps of the connection's calls, or change it (workspace
+    /// admins): for one tool (`--tool`) or every tool, keep nothing but the disposition
+    /// (`--capture-nothing`), or drop named argument and result fields before anything is
+    /// stored. Changing one tool's exclusion keeps the others'.
+    #[command(group(ArgGroup::new("change").multiple(true).args(["capture_nothing", "drop_argument", "drop_result", "remove"])))]
+    CaptureExclusions {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        connection: String,
+        /// The tool the change is about; without it, every tool of the connection.
+        #[arg(long, requires = "change")]
+        tool: Option<String>,
+        /// Keep no arguments, result or evidence of its calls, only their disposition.
+        #[arg(long, conflicts_with_all = ["drop_argument", "drop_result", "remove"])]
+        capture_nothing: bool,
+        /// A top-level argument field to drop (repeat for several).
+        #[arg(long, value_name = "FIELD", conflicts_with = "remove")]
+        drop_argument: Vec<String>,
+        /// A result field to drop from `structuredContent` and JSON text (repeat for several).
+        #[arg(long, value_name = "FIELD", conflicts_with = "remove")]
+        drop_result: Vec<String>,
+        /// Remove the exclusion (of `--tool`, or the connection-wide one).
+        #[arg(long)]
+        remove: bool,
+    },
 }
 
 /// `switchyard profile …`

@@ -1,5 +1,5 @@
-//! `switchyard connection create|list|retire|restore|discover|tools|events|receipt-policy`: connectors placed in
-//! a workspace.
+//! `switchyard connection create|list|retire|restore|discover|tools|events|receipt-policy|
+//! capture-exclusions`: connectors placed in a workspace.
 
 use crate::cli::ConnectionCommand;
 use crate::client::{Body, Client};
@@ -8,8 +8,9 @@ use crate::input::read_json_object;
 use crate::output::{Output, Table, retired_state, time};
 use serde_json::Value;
 use switchyard_protocol::api::{
-    ConnectionCredentials, ConnectionEventView, ConnectionView, CreateConnection, DiscoveryView,
-    ReceiptPolicyView, SetPrefixTools, SetReceiptPolicy, ToolView,
+    CaptureExclusion, CaptureExclusionsView, ConnectionCredentials, ConnectionEventView,
+    ConnectionView, CreateConnection, DiscoveryView, ReceiptPolicyView, SetCaptureExclusions,
+    SetPrefixTools, SetReceiptPolicy, ToolView,
 };
 
 /// Runs a `connection` subcommand.
@@ -230,7 +231,81 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
                 )
             })
         }
+        ConnectionCommand::CaptureExclusions {
+            workspace,
+            connection,
+            tool,
+            capture_nothing,
+            drop_argument,
+            drop_result,
+            remove,
+        } => {
+            let changing =
+                capture_nothing || remove || !drop_argument.is_empty() || !drop_result.is_empty();
+            let change = changing.then(|| {
+                let exclusion = (!remove).then(|| CaptureExclusion {
+                    tool: tool.clone(),
+                    capture_nothing,
+                    drop_argument_fields: drop_argument,
+                    drop_result_fields: drop_result,
+                });
+                (tool, exclusion)
+            });
+            capture_exclusions(client, out, &workspace, &connection, change).await
+        }
     }
+}
+
+/// `connection capture-exclusions`: shows them, or changes the one of `tool` (the
+/// connection-wide one without it) and sends them all back.
+async fn capture_exclusions(
+    client: &Client,
+    out: Output,
+    workspace: &str,
+    connection: &str,
+    change: Option<(Option<String>, Option<CaptureExclusion>)>,
+) -> Result<(), CliError> {
+    let path = connection_path(workspace, connection, "capture-exclusions");
+    let reply = match change {
+        None => client.get(&path).await?,
+        Some((tool, exclusion)) => {
+            let current: CaptureExclusionsView = client.get(&path).await?.parse()?;
+            let mut exclusions: Vec<CaptureExclusion> = current
+                .exclusions
+                .into_iter()
+                .filter(|e| e.tool != tool)
+                .collect();
+            exclusions.extend(exclusion);
+            client
+                .put(&path, Body::of(&SetCaptureExclusions { exclusions }))
+                .await?
+        }
+    };
+    out.reply(&reply, |view: CaptureExclusionsView| {
+        let mut table = Table::new(["TOOL", "KEEPS"]);
+        for e in view.exclusions {
+            let keeps = if e.capture_nothing {
+                "nothing but the disposition".to_owned()
+            } else {
+                let list = |fields: &[String]| {
+                    if fields.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        fields.join(",")
+                    }
+                };
+                format!(
+                    "all but arguments {} and result fields {}",
+                    list(&e.drop_argument_fields),
+                    list(&e.drop_result_fields)
+                )
+            };
+            table.row([e.tool.unwrap_or_else(|| "(every tool)".to_owned()), keeps]);
+        }
+        table.render_or(&format!(
+            "connection {connection} keeps everything it is given"
+        ))
+    })
 }
 
 /// `connection retire` or `connection restore` (`action`): answers the connection as it is now.

@@ -6,10 +6,10 @@ use super::auth::hash_token;
 use super::dispatch::call_wait::{MAX_CALL_WAIT, is_settled};
 use super::dispatch::wakeups::SettledWaiter;
 use super::principal::{DEVICE_CREDENTIAL_PREFIX, Principal};
-use super::results::{RESULT_LIMIT, bound_result};
+use super::results::{RESULT_LIMIT, bound_keeping_original};
 use super::{Actor, App, views};
 use crate::db::{
-    CallRow, Key, PlainCompletion, StoredCompletion, SubmitKeys, SubmitRead, SubmitterKey,
+    CallRow, Kept, Key, PlainCompletion, StoredCompletion, SubmitKeys, SubmitRead, SubmitterKey,
     TraceParent,
 };
 use crate::error::{AppError, AppResult};
@@ -445,22 +445,33 @@ impl App {
         runner: RunnerRef,
         call: CallId,
         epoch: Epoch,
-        stored: StoredCompletion,
+        mut stored: StoredCompletion,
         receipt: Option<Uuid>,
     ) -> AppResult<(CompletionRecorded, bool)> {
         let from = from_states(stored.state);
         // The state change and what it implies (a lookup's observation on its unknown call,
-        // captured evidence) are recorded in one transaction; a completion that implies
-        // nothing else is one statement.
+        // captured evidence, what capture exclusions keep) are recorded in one transaction; a
+        // completion that implies nothing else is one statement.
         let effects = self.completion_effects(&stored, receipt);
         // A reader waiting here is handed the call as recorded, read by the statement that
         // records it.
         let read_lineage = self.dispatch.announcer.local.waited_for(call);
-        if let Some(completed) = self
+        let plain = self
             .db
-            .call_complete_with_effects(call, runner, epoch, &from, &stored, effects, read_lineage)
-            .await?
-        {
+            .call_complete_plain_effects(call, runner, epoch, &from, &stored, effects, read_lineage)
+            .await?;
+        let completed = match plain {
+            Some(completed) => Some(completed),
+            None => {
+                // The one statement records no call a capture exclusion applies to: its
+                // completion is filtered here, before anything of it is stored.
+                stored = self.apply_capture_exclusions(call, stored).await?;
+                self.db
+                    .call_complete_with_effects(call, runner, epoch, &from, &stored, effects)
+                    .await?
+            }
+        };
+        if let Some(completed) = completed {
             // A device discovery's catalog is reconciled before its readers are woken.
             if completed.value.call.kind == CallKind::Discovery
                 && let Err(error) = self.discovery_settled(&completed.value.call).await
@@ -540,23 +551,30 @@ fn replay(existing: CallRow, payload_digest: &[u8], principal: &Principal) -> Ap
     }
 }
 
+/// A completion as stored: its result bounded (the result as reported kept beside it only
+/// when that cut it, for capture exclusions to filter first), everything kept until
+/// [`App::apply_capture_exclusions`] says otherwise.
 pub(super) fn stored_completion(completion: Completion) -> StoredCompletion {
     let finished = |state, result: serde_json::Value| {
-        let (result, result_truncated) = bound_result(result, RESULT_LIMIT);
+        let (bounded, unbounded) = bound_keeping_original(result, RESULT_LIMIT);
         StoredCompletion {
             state,
-            result: Some(result),
-            result_truncated,
+            result: Some(bounded),
+            result_truncated: unbounded.is_some(),
+            unbounded,
             error_code: None,
             error_message: None,
+            kept: Kept::All,
         }
     };
     let errored = |state, error: CallError| StoredCompletion {
         state,
         result: None,
         result_truncated: false,
+        unbounded: None,
         error_code: Some(error.code),
         error_message: Some(error.message),
+        kept: Kept::All,
     };
     match completion {
         Completion::Succeeded { result } => finished(CallState::Succeeded, result),

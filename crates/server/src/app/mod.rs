@@ -9,6 +9,7 @@ mod audit;
 mod auth;
 mod call_history;
 mod calls;
+mod capture;
 mod connections;
 mod connector_edit;
 mod connectors;

@@ -553,8 +553,10 @@ mod tests {
             state: CallState::Succeeded,
             result: Some(result),
             result_truncated: false,
+            unbounded: None,
             error_code: None,
             error_message: None,
+            kept: crate::db::Kept::All,
         }
     }
 

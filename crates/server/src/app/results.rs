@@ -9,9 +9,15 @@ pub const RESULT_LIMIT: usize = 1024 * 1024;
 /// text content cut to fit, followed by a marker saying how much was kept; returns whether it
 /// was cut.
 pub fn bound_result(result: Value, limit: usize) -> (Value, bool) {
+    let (bounded, original) = bound_keeping_original(result, limit);
+    (bounded, original.is_some())
+}
+
+/// [`bound_result`], handing back the result as it was when it was cut (`None` when it fit).
+pub fn bound_keeping_original(result: Value, limit: usize) -> (Value, Option<Value>) {
     let size = result.to_string().len();
     if size <= limit {
-        return (result, false);
+        return (result, None);
     }
     let is_error = result
         .get("isError")
@@ -43,7 +49,7 @@ pub fn bound_result(result: Value, limit: usize) -> (Value, bool) {
     text.push_str(&marker);
     (
         json!({"content": [{"type": "text", "text": text}], "isError": is_error}),
-        true,
+        Some(result),
     )
 }
 

@@ -8,7 +8,7 @@ use crate::db::{
 use chrono::{DateTime, Utc};
 use switchyard_protocol::api::*;
 use switchyard_protocol::approval::ApprovalState;
-use switchyard_protocol::{CallState, UserId, WorkspaceId};
+use switchyard_protocol::{CallState, ConnectionId, UserId, WorkspaceId};
 
 /// When and by whom an object was retired, if it is.
 pub(crate) fn retired(at: Option<DateTime<Utc>>, by: Option<UserId>) -> Option<RetiredView> {
@@ -255,6 +255,18 @@ pub(crate) fn receipt_policy(row: &crate::db::ReceiptPolicyRow) -> ReceiptPolicy
     }
 }
 
+/// A connection's capture exclusions.
+pub(crate) fn capture_exclusions(
+    connection: ConnectionId,
+    rows: &[crate::db::CaptureExclusionRow],
+) -> CaptureExclusionsView {
+    CaptureExclusionsView {
+        connection_id: connection,
+        exclusions: rows.iter().map(super::capture::exclusion_view).collect(),
+        updated_at: rows.iter().map(|r| r.updated_at).max(),
+    }
+}
+
 /// A workspace's capture policy; no row means it was never set (off, empty queue, the default
 /// retention).
 pub(crate) fn capture_policy(
@@ -398,7 +410,7 @@ pub(crate) fn audit_entry(row: &crate::db::AuditRow) -> AuditEntryView {
             id: row.object_id,
             name: row.object_name.clone(),
         },
-        connection_id: row.connection_id.map(switchyard_protocol::ConnectionId),
+        connection_id: row.connection_id.map(ConnectionId),
         before: row.before.as_ref().map(|j| j.0.clone()),
         after: row.after.as_ref().map(|j| j.0.clone()),
         request_id: row.request_id.clone(),

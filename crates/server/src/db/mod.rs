@@ -11,6 +11,7 @@ mod audit;
 mod audit_calls;
 mod call_read;
 mod calls;
+mod capture_exclusions;
 mod committed;
 mod connections;
 mod connectors;
@@ -48,9 +49,10 @@ pub use call_read::CallRead;
 pub(crate) use calls::PlainCompletion;
 pub use calls::{
     CallFilter, CallOrigin, CallRow, CancelEffect, DeviceCompletion, DeviceStart, ExpiredLeases,
-    HandedRow, LeasedRow, LookedUpCall, NewCall, PageFrom, SettledCall, StoredCompletion,
+    HandedRow, Kept, LeasedRow, LookedUpCall, NewCall, PageFrom, SettledCall, StoredCompletion,
     TraceParent,
 };
+pub use capture_exclusions::{CaptureExclusionRow, NewCaptureExclusion};
 pub use committed::{Committed, Wakeup};
 pub use connections::{CatalogChanges, ConnectionRow, ConnectionToolRow, Reclassified, ToolRow};
 pub use connectors::ConnectorRow;

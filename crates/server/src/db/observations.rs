@@ -5,7 +5,7 @@
 
 use super::calls::call_complete_on;
 use super::evidence::{Captured, EvidenceOffer, QueueBounds};
-use super::{CallRow, Committed, Datastore, StoredCompletion, Wakeup};
+use super::{CallRow, Committed, Datastore, Kept, StoredCompletion, Wakeup};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -40,6 +40,29 @@ pub struct ObservationRow {
     pub output_expired_at: Option<DateTime<Utc>>,
     /// When erasure removed the output.
     pub erased_at: Option<DateTime<Utc>>,
+}
+
+/// Removes from a completed call's retained arguments what capture exclusions do not keep;
+/// the call as it is then.
+async fn keep_arguments(
+    conn: &mut PgConnection,
+    id: CallId,
+    kept: &Kept,
+) -> Result<CallRow, sqlx::Error> {
+    let (nothing, fields): (bool, &[String]) = match kept {
+        Kept::All => (false, &[]),
+        Kept::AllBut { argument_fields } => (false, argument_fields),
+        Kept::Nothing => (true, &[]),
+    };
+    sqlx::query_as(
+        "UPDATE calls SET arguments = CASE WHEN $2 THEN NULL ELSE arguments - $3::text[] END
+         WHERE id = $1 RETURNING *",
+    )
+    .bind(id)
+    .bind(nothing)
+    .bind(fields)
+    .fetch_one(conn)
+    .await
 }
 
 /// What a completion implies beside its state change, decided by the app layer.
@@ -82,14 +105,12 @@ pub enum LateReceipt {
 }
 
 impl Datastore {
-    /// Records a completion and what it implies, in one transaction: the state change (as one
-    /// guarded update under the runner's epoch); for a lookup, an observation on its parent,
-    /// which a certain answer settles (`unknown` → `resolved`); and the evidence it offers.
-    /// `None` when the report was stale or the call had moved on: nothing was recorded. A
-    /// completion that implies nothing beside its state change is one statement. Readers
-    /// waiting for the call are woken once it committed.
+    /// Records a completion that implies nothing beside its state change — most of them — as
+    /// one statement (with the device's receipt `effects.receipt`), no transaction of several:
+    /// see [`Datastore::call_complete_plain`]. `None` when it recorded nothing: the caller then
+    /// records it with [`Datastore::call_complete_with_effects`] (and stores its receipt).
     #[allow(clippy::too_many_arguments)]
-    pub async fn call_complete_with_effects(
+    pub async fn call_complete_plain_effects(
         &self,
         id: CallId,
         runner: RunnerRef,
@@ -99,9 +120,6 @@ impl Datastore {
         effects: CompletionEffects,
         read_lineage: bool,
     ) -> Result<Option<Committed<Completed>>, sqlx::Error> {
-        // Most completions imply nothing beside the state change: one statement (with the
-        // device's receipt), no transaction of several. The rest, and a report that records
-        // nothing, go on below; their receipts are the caller's to store.
         if let Some(recorded) = self
             .call_complete_plain(
                 id,
@@ -125,15 +143,35 @@ impl Datastore {
                 wakeups,
             }));
         }
+        Ok(None)
+    }
+
+    /// Records a completion and what it implies, in one transaction: the state change (as one
+    /// guarded update under the runner's epoch); what capture exclusions keep of its arguments;
+    /// for a lookup, an observation on its parent, which a certain answer settles (`unknown` →
+    /// `resolved`); and the evidence it offers. `None` when the report was stale or the call had
+    /// moved on: nothing was recorded. Readers waiting for the call are woken once it committed.
+    pub async fn call_complete_with_effects(
+        &self,
+        id: CallId,
+        runner: RunnerRef,
+        epoch: Epoch,
+        from: &[CallState],
+        completion: &StoredCompletion,
+        effects: CompletionEffects,
+    ) -> Result<Option<Committed<Completed>>, sqlx::Error> {
         let settled = Wakeup::Settled {
             call: id,
             recorded: None,
         };
         let mut tx = self.pool.begin().await?;
-        let Some(call) = call_complete_on(&mut tx, id, runner, epoch, from, completion).await?
+        let Some(mut call) = call_complete_on(&mut tx, id, runner, epoch, from, completion).await?
         else {
             return Ok(None);
         };
+        if completion.kept != Kept::All {
+            call = keep_arguments(&mut tx, id, &completion.kept).await?;
+        }
         if call.evidence_erased_at.is_some() {
             // A lookup still running when its parent was erased: keep nothing it answered.
             sqlx::query("UPDATE calls SET result = NULL WHERE id = $1")

@@ -1,5 +1,5 @@
 //! Routes for settling uncertain completions and for evidence: receipt policies, reconcile,
-//! resolve, erase, capture policies and evidence records. Thin handlers, like the others.
+//! resolve, erase, capture policies and exclusions, and evidence records. Thin handlers, like the others.
 
 use super::AppState;
 use super::error::{ApiError, ApiJson};
@@ -23,6 +23,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route(
             "/workspaces/{ws}/capture-policy",
             put(capture_policy_set).get(capture_policy_get),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/capture-exclusions",
+            put(capture_exclusions_set).get(capture_exclusions_get),
         )
         .route("/workspaces/{ws}/evidence/{evidence}", get(evidence_get))
 }
@@ -94,6 +98,31 @@ async fn capture_policy_set(
     ApiJson(req): ApiJson<SetCapturePolicy>,
 ) -> Answer<CapturePolicyView> {
     Ok(Json(s.app.capture_policy_set(&actor, &ws, req).await?))
+}
+
+async fn capture_exclusions_set(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, connection)): Path<(String, String)>,
+    ApiJson(req): ApiJson<SetCaptureExclusions>,
+) -> Answer<CaptureExclusionsView> {
+    Ok(Json(
+        s.app
+            .capture_exclusions_set(&actor, &ws, &connection, req)
+            .await?,
+    ))
+}
+
+async fn capture_exclusions_get(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, connection)): Path<(String, String)>,
+) -> Answer<CaptureExclusionsView> {
+    Ok(Json(
+        s.app
+            .capture_exclusions_get(&actor, &ws, &connection)
+            .await?,
+    ))
 }
 
 async fn capture_policy_get(

@@ -222,3 +222,26 @@ async fn a_device_tool_its_runner_never_listed_is_refused_everywhere(pool: PgPoo
         "only the discovery was queued"
     );
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_capture_exclusion_leaves_a_device_discovery_its_catalog(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let device = setup_device_placement(&server, &scratch_dir("excluded").path("count")).await;
+    // Keep nothing of any call on the connection: a discovery's answer is its catalog, no
+    // tool's result, and is kept.
+    server
+        .owner
+        .put(
+            "/api/v1/workspaces/acme/connections/local/capture-exclusions",
+            json!({"exclusions": [{"capture_nothing": true}]}),
+        )
+        .await
+        .ok();
+    let epoch = acquire_lease(&device, Uuid::new_v4()).await;
+    discover(&server, 0).await.refused(504, "discovery_pending");
+    run_discovery(&device, epoch, &["count", "echo"]).await;
+    assert_eq!(
+        catalog(&server).await,
+        [("count".to_owned(), true), ("echo".to_owned(), true)]
+    );
+}

@@ -1,4 +1,6 @@
-//! Evidence that expires: a retention period per workspace, enforced by the sweeper.
+//! Evidence that expires (a retention period per workspace, enforced by the sweeper) and
+//! capture exclusions (per connection or tool: keep nothing, or drop named fields) applied
+//! before anything is stored.
 
 use crate::harness::*;
 use serde_json::{Value, json};
@@ -194,5 +196,102 @@ async fn expired_evidence_is_deleted_and_its_call_keeps_its_disposition(pool: Pg
         lost_now["resolution"]["source_version_id"].is_null(),
         "{lost_now}"
     );
+    server.stop().await;
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn an_excluded_field_never_reaches_the_database(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    let ws = &setup_workspace(&server, "acme", &[]).await.ws;
+    policy(
+        &server.owner,
+        ws,
+        json!({"capture_managed_tool_results": true}),
+    )
+    .await
+    .ok();
+    let path = format!("/api/v1/workspaces/{ws}/connections/fixture/capture-exclusions");
+    let bob = server.member(ws, "bob", "member").await;
+    let rules = json!({"exclusions": [
+        {"tool": "echo", "drop_argument_fields": ["text"], "drop_result_fields": ["text"]},
+        {"tool": "fail", "capture_nothing": true}
+    ]});
+    bob.put(&path, rules.clone())
+        .await
+        .refused(403, "forbidden");
+    for (bad, says) in [
+        (
+            json!({"exclusions": [{"tool": "echo", "capture_nothing": true, "drop_result_fields": ["a"]}]}),
+            "one or the other",
+        ),
+        (
+            json!({"exclusions": [{"tool": "echo"}]}),
+            "excludes nothing",
+        ),
+        (
+            json!({"exclusions": [{"capture_nothing": true}, {"capture_nothing": true}]}),
+            "twice",
+        ),
+    ] {
+        let message = server
+            .owner
+            .put(&path, bad)
+            .await
+            .refused(400, "invalid_request");
+        assert!(message.contains(says), "{message}");
+    }
+    server.owner.put(&path, rules).await.ok();
+    let shown = bob.get(&path).await.ok();
+    assert_eq!(shown["exclusions"][0]["tool"], "echo", "{shown}");
+    assert_eq!(shown["exclusions"][1]["capture_nothing"], true, "{shown}");
+
+    let echoed = run_to_end(&server, ws, "echo", json!({"text": "excluded-value-9931"})).await;
+    let failed = run_to_end(&server, ws, "fail", json!({"message": "kept-nowhere-4417"})).await;
+    let (echoed, evidence) = published(&server, ws, &echoed).await;
+    assert_eq!(echoed["state"], "succeeded", "{echoed}");
+    assert_eq!(echoed["arguments"], json!({}), "{echoed}");
+    assert_eq!(echoed["result"]["structuredContent"], json!({}), "{echoed}");
+    let output = server
+        .owner
+        .get(&format!("/api/v1/workspaces/{ws}/evidence/{evidence}"))
+        .await
+        .ok();
+    assert_eq!(output["output"]["structuredContent"], json!({}), "{output}");
+    assert_eq!(failed["state"], "tool_error", "{failed}");
+    assert!(
+        failed["result"].is_null() && failed["arguments"].is_null(),
+        "{failed}"
+    );
+    // The sweeper publishes what it captured within a second or so; `fail` captured nothing.
+    let dump = dump_database(&pool).await;
+    assert!(
+        !dump.contains("excluded-value-9931"),
+        "the echoed value is stored"
+    );
+    assert!(
+        !dump.contains("kept-nowhere-4417"),
+        "the failure's message is stored"
+    );
+    let failed_evidence: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM evidence_records WHERE call_id = $1::uuid")
+            .bind(failed["id"].as_str().unwrap())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM pending_evidence")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!((failed_evidence, pending), (0, 0));
+
+    // Removing the exclusions keeps results again from then on.
+    server
+        .owner
+        .put(&path, json!({"exclusions": []}))
+        .await
+        .ok();
+    let kept = run_to_end(&server, ws, "echo", json!({"text": "kept-again"})).await;
+    assert_eq!(result_text(&kept), "kept-again");
+    assert_eq!(kept["arguments"], json!({"text": "kept-again"}));
     server.stop().await;
 }

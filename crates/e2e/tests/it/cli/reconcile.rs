@@ -1,6 +1,6 @@
 //! Settling unknown calls from the command line: a receipt policy and `mcp reconcile`, evidence
-//! capture and `mcp resolve`, and `mcp erase` — each as a user's JSON flow, against the real
-//! server, central runner and fixture.
+//! capture and `mcp resolve`, `mcp erase`, evidence retention and capture exclusions — each as
+//! a user's flow, against the real server, central runner and fixture.
 
 use super::harness::{Server, Switchyard, call_and_wait, scratch_dir, set_up_demo_with};
 use serde_json::json;
@@ -221,4 +221,71 @@ async fn resolve_cites_captured_evidence_and_erase_says_what_it_cannot_undo(
         .json();
     assert!(after["resolution"]["explanation"].is_null(), "{after}");
     assert_eq!(after["resolution_outcome"], "not_applied");
+}
+
+#[sqlx::test(migrations = false)]
+async fn evidence_retention_and_capture_exclusions_are_set_from_the_command_line(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db).await;
+    let cli = server.cli();
+    set_up_demo_with(&cli, &[]);
+    let policy = cli
+        .run(&[
+            "workspace",
+            "capture-policy",
+            "demo",
+            "--evidence-retention-days",
+            "7",
+        ])
+        .success();
+    assert!(
+        policy.stdout.contains("evidence kept 7 days"),
+        "{}",
+        policy.stdout
+    );
+
+    let set = cli
+        .run(&[
+            "connection",
+            "capture-exclusions",
+            "demo",
+            "fx",
+            "--tool",
+            "echo",
+            "--drop-argument",
+            "text",
+            "--drop-result",
+            "text",
+        ])
+        .success();
+    assert!(
+        set.stdout
+            .contains("all but arguments text and result fields text"),
+        "{}",
+        set.stdout
+    );
+    let call = call_and_wait(&cli, "echo", json!({"text": "never-kept-3318"}), 0);
+    assert_eq!(call["state"], "succeeded", "{call}");
+    assert!(!call.to_string().contains("never-kept-3318"), "{call}");
+
+    let removed = cli
+        .run(&[
+            "connection",
+            "capture-exclusions",
+            "demo",
+            "fx",
+            "--tool",
+            "echo",
+            "--remove",
+        ])
+        .success();
+    assert!(
+        removed.stdout.contains("keeps everything"),
+        "{}",
+        removed.stdout
+    );
+    let call = call_and_wait(&cli, "echo", json!({"text": "kept-again-3318"}), 0);
+    assert!(call.to_string().contains("kept-again-3318"), "{call}");
 }

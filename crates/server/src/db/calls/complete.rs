@@ -32,16 +32,38 @@ pub struct StoredCompletion {
     pub result: Option<Value>,
     /// Whether the result was cut.
     pub result_truncated: bool,
+    /// The result as reported, kept only when bounding cut it: a capture exclusion filters
+    /// this, then bounds it again. Never stored.
+    pub unbounded: Option<Value>,
     /// Failure or uncertainty code.
     pub error_code: Option<String>,
     /// Failure or uncertainty explanation.
     pub error_message: Option<String>,
+    /// What capture exclusions keep of the call beside its disposition.
+    pub kept: Kept,
+}
+
+/// What capture exclusions keep of a call when its completion is recorded (its result was
+/// filtered by the app layer already).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Kept {
+    /// Everything: no exclusion applies.
+    #[default]
+    All,
+    /// All but these top-level argument fields.
+    AllBut {
+        /// The argument fields removed from the retained arguments.
+        argument_fields: Vec<String>,
+    },
+    /// Nothing but the disposition: no arguments, no result, no evidence.
+    Nothing,
 }
 
 impl StoredCompletion {
     /// Whether capture takes this outcome (a result the tool answered), when it is on.
     pub(crate) fn capturable(&self) -> bool {
         matches!(self.state, CallState::Succeeded | CallState::ToolError)
+            && self.kept != Kept::Nothing
     }
 }
 
@@ -225,15 +247,17 @@ where
 }
 
 /// The conditions under which a completion implies nothing beside its state change: a tool
-/// call (not a receipt lookup), its evidence not erased, and not captured (`capturable`: SQL
-/// saying whether capture would take this outcome). Shared by the single and the batched
+/// call (not a receipt lookup), its evidence not erased, not captured (`capturable`: SQL
+/// saying whether capture would take this outcome), and no capture exclusion applies. Shared by the single and the batched
 /// plain completion.
 fn plain_guard(capturable: &str) -> String {
     format!(
         "AND kind = 'tool' AND evidence_erased_at IS NULL
          AND NOT ({capturable} AND EXISTS (SELECT 1 FROM capture_policies p
                                           WHERE p.workspace_id = calls.workspace_id
-                                            AND p.capture_managed_tool_results))"
+                                            AND p.capture_managed_tool_results))
+         AND NOT EXISTS (SELECT 1 FROM capture_exclusions x
+                         WHERE x.connection_id = calls.connection_id AND x.tool_name IN ('', calls.tool_name))"
     )
 }
 

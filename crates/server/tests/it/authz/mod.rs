@@ -208,6 +208,9 @@ fn matrix() -> Vec<Row> {
     PUT  "/api/v1/workspaces/{ws}/capture-policy" json({"capture_managed_tool_results": false})
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;
     GET  "/api/v1/workspaces/{ws}/evidence/{evidence}"               => 401  404  403  403  200  403  403  403  401  401  401;
+    GET  "/api/v1/workspaces/{ws}/connections/{connection}/capture-exclusions" => 401  404  200  200  200  200  200  200  401  401  401;
+    PUT  "/api/v1/workspaces/{ws}/connections/{connection}/capture-exclusions" json({"exclusions": []})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
     // Pairing (no authentication: the poll secret proves the device) and devices.
     POST "/api/v1/pairing" json({"device_name": "dev-{me}"})         => 201  201  201  201  201  201  201  201  201  201  201;
     POST "/api/v1/pairing/{pairing}/poll" json({"poll_secret": "{poll_secret}"})
