@@ -119,6 +119,19 @@ named_enum!(
     }
 );
 
+named_enum!(
+    /// Why a connection's tools are not offered on `/mcp`, as its clients are told: what its
+    /// latest discovery — or a call refused for its credential — recorded on the connection
+    /// (`connections.unavailable`).
+    UnavailableReason, "unavailable reason" {
+        /// It could not be reached, or did not answer its discovery.
+        #[default]
+        Unreachable = "unreachable",
+        /// Its credential was refused by its server, or could not be resolved.
+        NeedsAuthorization = "needs_authorization",
+    }
+);
+
 /// `POST /api/v1/workspaces/{ws}/agents`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreateAgent {

@@ -3,7 +3,9 @@
 //! columns, [`Epoch`] an `int8`, and the enums and [`RunnerRef`] `text` holding their wire
 //! names, so a row reads as typed values and never as strings compared by hand.
 
-use crate::agents::{AgentMode, Announce, AuthFailure, PrincipalKind, ToolSyncFailure};
+use crate::agents::{
+    AgentMode, Announce, AuthFailure, PrincipalKind, ToolSyncFailure, UnavailableReason,
+};
 use crate::approval::{ApprovalPolicy, ApprovalState, AskReason};
 use crate::ids::*;
 use crate::placement::SpecDigest;
@@ -100,5 +102,6 @@ column_as_text!(
     AgentMode,
     AuthFailure,
     ToolSyncFailure,
-    Announce
+    Announce,
+    UnavailableReason
 );

@@ -387,6 +387,8 @@ golden! {
     auth_failure: Vec<AuthFailure> = one_each!(AuthFailure: Stop, Degrade);
     tool_sync_failure: Vec<ToolSyncFailure> = one_each!(ToolSyncFailure: Warn, Silent);
     announce: Vec<Announce> = one_each!(Announce: Auto, Never);
+    unavailable_reason: Vec<UnavailableReason> =
+        one_each!(UnavailableReason: Unreachable, NeedsAuthorization);
     create_agent: CreateAgent = CreateAgent {
         name: "triage-bot".into(),
         mode: AgentMode::Tools,
