@@ -10,11 +10,12 @@
 
 use crate::backoff::Backoff;
 use crate::control::{ControlError, ControlPlane, StartDecision};
+use crate::credentials::codes;
 use crate::executor::LaunchResolver;
 use crate::launch::SessionLaunch;
 use crate::pool::{CloseReason, SessionKey, SessionSlot, Verdict};
 use crate::redact::Redactor;
-use crate::session::{CallCancellation, Dispatch, McpSession};
+use crate::session::{CallCancellation, Dispatch, McpSession, SessionError};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -263,7 +264,16 @@ async fn run_discovery<C: ControlPlane>(
                 result: json!({ "tools": found.tools, "about": found.about }),
             },
             Err(error) => Completion::Failed {
-                error: call_error("discovery_failed", error.to_string()),
+                // The server records a refused credential as the connection needing
+                // authorization, anything else as it being unreachable.
+                error: call_error(
+                    if matches!(error, SessionError::Unauthorized { .. }) {
+                        codes::REFUSED
+                    } else {
+                        "discovery_failed"
+                    },
+                    error.to_string(),
+                ),
             },
         },
         () = cancel.cancelled() => Completion::Failed {

@@ -21,6 +21,7 @@
 use crate::backoff::Backoff;
 use crate::call::{Acquired, CallContext, SessionLease, ToLoop, call_error, run_call};
 use crate::control::{ControlError, ControlPlane};
+use crate::credentials::codes;
 use crate::endpoints::{EndpointError, EndpointGuard};
 use crate::events::{EventSink, process_exited, spawn_reporter};
 use crate::handle::{CancelOutcome, Command, ExecutorHandle};
@@ -508,9 +509,11 @@ impl<C: ControlPlane> Runner<C> {
             Ok(Ok(session)) => session,
             Ok(Err(error)) => {
                 let stderr_tail = error.stderr_tail().map(str::to_owned);
-                // A refused address is the installation's decision, not a broken server.
+                // A refused address is the installation's decision, not a broken server; a
+                // refused credential is a person's to fix, and the server records it so.
                 let code = match error {
                     SessionError::Endpoint(EndpointError::Blocked { .. }) => "endpoint_blocked",
+                    SessionError::Unauthorized { .. } => codes::REFUSED,
                     _ => "spawn_failed",
                 };
                 self.open_failed(slot, code, error.to_string(), stderr_tail);

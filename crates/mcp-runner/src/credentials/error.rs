@@ -21,6 +21,20 @@ pub mod codes {
     pub const RESERVED: &str = "credential_reserved";
     /// The bindings or secrets file is unsafe, malformed, or contradicts the connector.
     pub const CONFIG_INVALID: &str = "credential_config_invalid";
+    /// The MCP server refused the credential it was sent, or asked for one it was not sent
+    /// (HTTP 401, or 403 with an authentication challenge): reported by a session, not by
+    /// resolution (`SessionError::Unauthorized`).
+    pub const REFUSED: &str = "credential_refused";
+
+    /// Whether a call error `code` says the connection's credential is what failed — refused
+    /// by its server, or not resolvable (every code of this module) — so that a person must
+    /// authorize the connection again; `/mcp` tells its clients `needs_authorization`.
+    pub fn is_credential_failure(code: &str) -> bool {
+        matches!(
+            code,
+            MISSING | UNAVAILABLE | INVALID | RESERVED | CONFIG_INVALID | REFUSED
+        )
+    }
 }
 
 /// One binding: which destination of which connection, bound to which reference.
