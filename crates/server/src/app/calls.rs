@@ -15,6 +15,7 @@ use crate::db::{
 use crate::error::{AppError, AppResult};
 use std::collections::HashSet;
 use std::time::Duration;
+use switchyard_mcp_runner::credentials::codes;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::{Completion, Epoch};
 use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef};
@@ -565,6 +566,7 @@ pub(super) fn stored_completion(completion: Completion) -> StoredCompletion {
             error_code: None,
             error_message: None,
             kept: Kept::All,
+            credential_refused: false,
         }
     };
     let errored = |state, error: CallError| StoredCompletion {
@@ -572,6 +574,8 @@ pub(super) fn stored_completion(completion: Completion) -> StoredCompletion {
         result: None,
         result_truncated: false,
         unbounded: None,
+        // The runner's stable code says so, for a call that certainly did not run.
+        credential_refused: state == CallState::Failed && codes::is_credential_failure(&error.code),
         error_code: Some(error.code),
         error_message: Some(error.message),
         kept: Kept::All,

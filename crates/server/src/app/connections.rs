@@ -8,11 +8,50 @@ use super::{Actor, App, Audit, views};
 use crate::db::{ConnectionRow, Key};
 use crate::error::{AppError, AppResult};
 use switchyard_mcp_runner::SessionError;
+use switchyard_mcp_runner::credentials::codes;
 use switchyard_mcp_runner::endpoints::EndpointError;
 use switchyard_mcp_runner::redact::Redactor;
 use switchyard_mcp_runner::session::Discovery;
 use switchyard_protocol::api::*;
 use switchyard_protocol::{ConnectionId, ErrorCode, WorkspaceId};
+
+/// A discovery that failed: why the connection is unavailable, from the typed error (never
+/// from its words), and the redacted message people and the log read.
+#[derive(Clone, Debug)]
+pub(crate) struct DiscoveryFailure {
+    /// What `/mcp` tells clients: a refused or unresolvable credential needs authorization,
+    /// anything else is unreachable.
+    pub reason: UnavailableReason,
+    /// What went wrong, redacted.
+    pub message: String,
+}
+
+impl DiscoveryFailure {
+    /// The failure of a session that would not open or list its tools, its message redacted
+    /// by `redactor`: the server refusing the credential needs authorization.
+    pub(crate) fn of_session(error: &SessionError, redactor: &Redactor) -> Self {
+        let reason = match error {
+            SessionError::Unauthorized { .. } => UnavailableReason::NeedsAuthorization,
+            _ => UnavailableReason::Unreachable,
+        };
+        Self {
+            reason,
+            message: redactor.redact(&error.to_string()).into_owned(),
+        }
+    }
+
+    /// The failure a device runner reported under its stable error `code` (`message` as it
+    /// reported it): a credential code needs authorization.
+    pub(crate) fn of_code(code: Option<&str>, message: String) -> Self {
+        let reason = match code {
+            Some(code) if codes::is_credential_failure(code) => {
+                UnavailableReason::NeedsAuthorization
+            }
+            _ => UnavailableReason::Unreachable,
+        };
+        Self { reason, message }
+    }
+}
 
 impl App {
     /// Places a connector in a workspace (workspace admins only), on the central runner or a
@@ -98,8 +137,8 @@ impl App {
             Some(Screened::Handshaken(Ok(found))) => {
                 self.tool_catalog_reconcile(&row, &found).await?;
             }
-            Some(Screened::Handshaken(Err(message))) => {
-                self.record_discovery_failure(&row, &message).await?;
+            Some(Screened::Handshaken(Err(failure))) => {
+                self.record_discovery_failure(&row, &failure).await?;
             }
             Some(Screened::Resolved) | None => return Ok(views::connection(&row)),
         }
@@ -115,17 +154,18 @@ impl App {
         }
     }
 
-    /// Records that discovering `connection` failed with `message` (already redacted): on
-    /// the connection, as its event.
+    /// Records that discovering `connection` failed: on the connection (why, and the
+    /// redacted message), as its event.
     async fn record_discovery_failure(
         &self,
         connection: &ConnectionRow,
-        message: &str,
+        failure: &DiscoveryFailure,
     ) -> AppResult<()> {
+        let DiscoveryFailure { reason, message } = failure;
         self.db
-            .connection_discovery_failed(connection.id, message)
+            .connection_discovery_failed(connection.id, *reason, message)
             .await?;
-        let detail = serde_json::json!({"error": message});
+        let detail = serde_json::json!({"error": message, "reason": reason});
         self.db
             .event_record(connection.id, "discovery_failed", &detail, None)
             .await?;
@@ -210,18 +250,24 @@ impl App {
                     if matches!(e, SessionError::Endpoint(EndpointError::Blocked { .. })) {
                         code = ErrorCode::EndpointBlocked;
                     }
-                    redactor.redact(&e.to_string()).into_owned()
+                    DiscoveryFailure::of_session(&e, &redactor)
                 })
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(DiscoveryFailure {
+                reason: UnavailableReason::NeedsAuthorization,
+                message: e.to_string(),
+            }),
         };
         match discovered {
             Ok(found) => self.tool_catalog_reconcile(&connection, &found).await,
-            Err(message) => {
-                self.record_discovery_failure(&connection, &message).await?;
+            Err(failure) => {
+                self.record_discovery_failure(&connection, &failure).await?;
                 Err(AppError::refused(
                     code,
-                    format!("discovery of `{}` failed: {message}", connection.name),
+                    format!(
+                        "discovery of `{}` failed: {}",
+                        connection.name, failure.message
+                    ),
                 ))
             }
         }

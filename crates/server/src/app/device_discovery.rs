@@ -18,6 +18,7 @@
 //!   workspace's queue like any queued work (one per connection at most). Its failure is
 //!   recorded on the connection as a central discovery's is.
 
+use super::connections::DiscoveryFailure;
 use super::dispatch::call_wait::MAX_CALL_WAIT;
 use super::{Actor, App, views};
 use crate::db::{CallOrigin, CallRow, ConnectionRow, Consent, NewCall};
@@ -191,9 +192,13 @@ impl App {
         }
         let listed = match (call.state, &call.result) {
             (CallState::Succeeded, Some(result)) if !call.result_truncated => {
-                listed_tools(&result.0)
+                listed_tools(&result.0).map_err(|message| DiscoveryFailure::of_code(None, message))
             }
-            _ => Err(discovery_error(call)),
+            // The runner's stable code says why: its credential, or anything else.
+            _ => Err(DiscoveryFailure::of_code(
+                call.error_code.as_deref(),
+                discovery_error(call),
+            )),
         };
         match listed {
             Ok(found) => {
@@ -213,11 +218,11 @@ impl App {
                     .event_record(call.connection_id, "discovery_succeeded", &detail, None)
                     .await?;
             }
-            Err(message) => {
+            Err(DiscoveryFailure { reason, message }) => {
                 self.db
-                    .connection_discovery_failed(call.connection_id, &message)
+                    .connection_discovery_failed(call.connection_id, reason, &message)
                     .await?;
-                let detail = json!({"error": message, "discovery_call": call.id});
+                let detail = json!({"error": message, "reason": reason, "discovery_call": call.id});
                 self.db
                     .event_record(call.connection_id, "discovery_failed", &detail, None)
                     .await?;

@@ -3,6 +3,7 @@
 //! credentials is resolved and checked with them before its row and its binding are written.
 
 use super::App;
+use super::connections::DiscoveryFailure;
 use super::connectors::endpoint_blocked;
 use crate::db::Key;
 use crate::error::{AppError, AppResult};
@@ -21,8 +22,8 @@ pub(super) enum Screened {
     /// still need an owner's approval).
     Resolved,
     /// An HTTP connection: the handshake passed with the credentials; this is what listing
-    /// its tools gave (the error message is redacted).
-    Handshaken(Result<Discovery, String>),
+    /// its tools gave (the failure's message is redacted).
+    Handshaken(Result<Discovery, DiscoveryFailure>),
 }
 
 impl App {
@@ -165,9 +166,11 @@ impl App {
         )
         .await
         {
-            Ok(listed) => Ok(Screened::Handshaken(
-                listed.map_err(|error| redacted(&error)),
-            )),
+            Ok(listed) => {
+                Ok(Screened::Handshaken(listed.map_err(|error| {
+                    DiscoveryFailure::of_session(&error, &redactor)
+                })))
+            }
             Err(error) => Err(handshake_refused(
                 connection,
                 "connection",

@@ -4,10 +4,11 @@
 //! deferral and the menu. Nothing here touches the network: a catalog is what discovery read.
 //!
 //! A connection reached through several profiles is routed through the first by name when they
-//! grant it alike, and offers nothing (`conflicting_routes`) when they do not. A connection
-//! whose latest discovery failed is unavailable (`unreachable`, or `needs_authorization` when
-//! its credential was refused); under an agent's `auth_failure = stop` a refused connection
-//! keeps its tools and each call is answered that it needs authorizing.
+//! grant it alike, and offers nothing (`conflicting_routes`) when they do not. A connection is unavailable as it records (`connections.unavailable`, set from the runner's
+//! typed error): `unreachable` when its latest discovery failed so, `needs_authorization` when
+//! its credential was refused — at discovery or by a call — until a discovery or a call
+//! succeeds; one never discovered is `unreachable`. Under an agent's `auth_failure = stop` a
+//! refused connection keeps its tools and each call is answered that it needs authorizing.
 
 use super::agent_catalog::{
     Availability, CallRefusal, Catalog, CatalogInput, ConnectionInput, ExposedTool, RouteSettings,
@@ -207,7 +208,7 @@ impl App {
         let mut about = HashMap::new();
         for (route, conflicting) in routed {
             let setting = settings.get(&route.connection_id);
-            let failure = discovery_failure(&route);
+            let failure = unavailability(&route);
             let stop = setting.is_none_or(|s| s.auth_failure == AuthFailure::Stop);
             let availability = match failure {
                 Some(UnavailableReason::NeedsAuthorization) if stop && route.discovered => {
@@ -222,8 +223,10 @@ impl App {
             if !announce || (silent && matches!(availability, Availability::Unavailable(_))) {
                 quiet.push(route.connection_id);
             }
-            if let Some(error) = &route.last_discovery_error {
-                tracing::debug!(connection = %route.connection_id, %error, "an /mcp principal's connection is unavailable");
+            if let Some(reason) = failure {
+                // The remote's own words go to the log only.
+                let error = route.last_discovery_error.as_deref().unwrap_or_default();
+                tracing::debug!(connection = %route.connection_id, %reason, %error, "an /mcp principal's connection is unavailable");
             }
             about.insert(route.connection_id, route.about.clone());
             let tools = tools_of.remove(&route.connection_id).unwrap_or_default();
@@ -367,24 +370,13 @@ fn routes_by_connection(rows: Vec<McpRouteRow>) -> Vec<(McpRouteRow, bool)> {
         .collect()
 }
 
-/// Why a connection is unavailable: its latest discovery failed, or it never answered one.
-/// A refused credential reads as `needs_authorization` (the runner's `Unauthorized` and
-/// credential errors say so in their text, which is all a failed discovery keeps).
-fn discovery_failure(route: &McpRouteRow) -> Option<UnavailableReason> {
-    match &route.last_discovery_error {
-        Some(error) => {
-            let error = error.to_ascii_lowercase();
-            Some(
-                if error.contains("unauthorized") || error.contains("credential") {
-                    UnavailableReason::NeedsAuthorization
-                } else {
-                    UnavailableReason::Unreachable
-                },
-            )
-        }
-        None if !route.discovered => Some(UnavailableReason::Unreachable),
-        None => None,
-    }
+/// Why a connection is unavailable: what its latest discovery, or a call refused for its
+/// credential, recorded on it (a typed fact, never read from an error's words); or it never
+/// answered a discovery.
+fn unavailability(route: &McpRouteRow) -> Option<UnavailableReason> {
+    route
+        .unavailable
+        .or((!route.discovered).then_some(UnavailableReason::Unreachable))
 }
 
 fn route_settings(row: &AgentConnectionRow) -> RouteSettings {

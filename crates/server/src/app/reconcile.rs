@@ -557,6 +557,7 @@ mod tests {
             error_code: None,
             error_message: None,
             kept: crate::db::Kept::All,
+            credential_refused: false,
         }
     }
 

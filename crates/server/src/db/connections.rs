@@ -1,11 +1,11 @@
 //! Connections (a connector placed in a workspace) and their cached tool catalogs.
 
-use super::{CallRow, Datastore, Key};
+use super::{CallRow, Datastore, Key, StoredCompletion};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 use switchyard_mcp_runner::session::Discovery;
-use switchyard_protocol::api::{Risk, SpecDigest, ToolClassification};
+use switchyard_protocol::api::{Risk, SpecDigest, ToolClassification, UnavailableReason};
 use switchyard_protocol::{ConnectionId, ConnectorId, RunnerRef, UserId, WorkspaceId};
 
 /// A row of `connections` with its connector's name.
@@ -282,7 +282,8 @@ impl Datastore {
         .rows_affected();
         changes.vanished = u32::try_from(vanished).unwrap_or(u32::MAX);
         sqlx::query(
-            "UPDATE connections SET last_discovery_at = now(), last_discovery_error = NULL, about = $2
+            "UPDATE connections SET last_discovery_at = now(), last_discovery_error = NULL,
+                 unavailable = NULL, about = $2
              WHERE id = $1",
         )
         .bind(connection)
@@ -322,18 +323,26 @@ impl Datastore {
         .await
     }
 
-    /// Records a failed discovery; the cached catalog is left as it was.
+    /// Records a failed discovery: why the connection is unavailable (`reason`, from the
+    /// runner's typed error) and the error's words (`error`, redacted, for people and the
+    /// log); the cached catalog is left as it was.
     pub async fn connection_discovery_failed(
         &self,
         connection: ConnectionId,
+        reason: UnavailableReason,
         error: &str,
     ) -> Result<(), sqlx::Error> {
-        sqlx::query("UPDATE connections SET last_discovery_at = now(), last_discovery_error = $2 WHERE id = $1")
-            .bind(connection)
-            .bind(error)
-            .execute(&self.pool)
-            .await
-            .map(drop)
+        sqlx::query(
+            "UPDATE connections SET last_discovery_at = now(), last_discovery_error = $3,
+                 unavailable = $2
+             WHERE id = $1",
+        )
+        .bind(connection)
+        .bind(reason)
+        .bind(error)
+        .execute(&self.pool)
+        .await
+        .map(drop)
     }
 
     /// The cached catalog of a connection, by tool name.
@@ -476,4 +485,30 @@ impl Datastore {
             .await
             .map(drop)
     }
+}
+
+/// Records on `connection`, in the caller's transaction (the one recording the call), what a
+/// finished call's `completion` says of the connection's credential: refused, the connection
+/// is marked `needs_authorization`; answered by the server, that mark is cleared (only that
+/// one: an answer says nothing of what the latest discovery found). Anything else says
+/// nothing and changes nothing. A mark already as it should be is not written again.
+pub(crate) async fn connection_credential_seen(
+    conn: &mut sqlx::PgConnection,
+    connection: ConnectionId,
+    completion: &StoredCompletion,
+) -> Result<(), sqlx::Error> {
+    let statement = if completion.credential_refused {
+        "UPDATE connections SET unavailable = 'needs_authorization'
+         WHERE id = $1 AND unavailable IS DISTINCT FROM 'needs_authorization'"
+    } else if completion.answered() {
+        "UPDATE connections SET unavailable = NULL
+         WHERE id = $1 AND unavailable = 'needs_authorization'"
+    } else {
+        return Ok(());
+    };
+    sqlx::query(statement)
+        .bind(connection)
+        .execute(conn)
+        .await
+        .map(drop)
 }

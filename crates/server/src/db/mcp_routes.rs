@@ -3,6 +3,7 @@
 //! profile; choosing is the app's).
 
 use super::Datastore;
+use switchyard_protocol::agents::UnavailableReason;
 use switchyard_protocol::approval::ApprovalPolicy;
 use switchyard_protocol::{ConnectionId, EnvironmentId, ProfileId, RunnerRef, UserId, WorkspaceId};
 
@@ -17,8 +18,11 @@ pub struct McpRouteRow {
     pub namespace: String,
     /// Where its calls run.
     pub runner_ref: RunnerRef,
-    /// The error of its latest discovery, if that failed.
+    /// The error of its latest discovery, if that failed (for the log only).
     pub last_discovery_error: Option<String>,
+    /// Why its tools are unavailable, as its latest discovery or a call refused for its
+    /// credential recorded it (`None`: nothing known against it).
+    pub unavailable: Option<UnavailableReason>,
     /// Whether it was ever discovered.
     pub discovered: bool,
     /// Its workspace.
@@ -48,7 +52,7 @@ impl Datastore {
     pub async fn mcp_routes(&self, user: UserId) -> Result<Vec<McpRouteRow>, sqlx::Error> {
         sqlx::query_as(
             "SELECT c.id AS connection_id, c.name AS connection_name, c.namespace, c.runner_ref,
-                    c.last_discovery_error, c.last_discovery_at IS NOT NULL AS discovered,
+                    c.last_discovery_error, c.unavailable, c.last_discovery_at IS NOT NULL AS discovered,
                     w.id AS workspace_id, w.name AS workspace_name,
                     p.id AS profile_id, p.name AS profile_name, pc.tools AS granted_tools,
                     p.environment_id, pc.approval_policy, c.prefix_tools, c.about

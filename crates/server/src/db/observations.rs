@@ -1,9 +1,10 @@
 //! Observations, and the transactions that record what a completion implies beside the call:
-//! a lookup's answer on its unknown parent (settling it when the answer is certain), a late
+//! what it says of its connection's credential, a lookup's answer on its unknown parent (settling it when the answer is certain), a late
 //! receipt on an unknown call, and the evidence either one captures. The original attempt is
 //! never overwritten: observations and resolutions are rows beside it.
 
 use super::calls::call_complete_on;
+use super::connections::connection_credential_seen;
 use super::evidence::{Captured, EvidenceOffer, QueueBounds};
 use super::{CallRow, Committed, Datastore, Kept, StoredCompletion, Wakeup};
 use chrono::{DateTime, Utc};
@@ -148,7 +149,8 @@ impl Datastore {
 
     /// Records a completion and what it implies, in one transaction: the state change (as one
     /// guarded update under the runner's epoch); what capture exclusions keep of its arguments;
-    /// for a lookup, an observation on its parent, which a certain answer settles (`unknown` →
+    /// what it says of its connection's credential (refused, or answered on a connection marked
+    /// `needs_authorization`); for a lookup, an observation on its parent, which a certain answer settles (`unknown` →
     /// `resolved`); and the evidence it offers. `None` when the report was stale or the call had
     /// moved on: nothing was recorded. Readers waiting for the call are woken once it committed.
     pub async fn call_complete_with_effects(
@@ -171,6 +173,11 @@ impl Datastore {
         };
         if completion.kept != Kept::All {
             call = keep_arguments(&mut tx, id, &completion.kept).await?;
+        }
+        // What the call says of its connection's credential (a discovery's failure is
+        // recorded by its reconcile, with its kind).
+        if call.kind != CallKind::Discovery {
+            connection_credential_seen(&mut tx, call.connection_id, completion).await?;
         }
         if call.evidence_erased_at.is_some() {
             // A lookup still running when its parent was erased: keep nothing it answered.

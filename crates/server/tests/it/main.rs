@@ -26,6 +26,7 @@ mod interop;
 mod leases;
 mod lifecycle;
 mod mcp_agents;
+mod mcp_authorization;
 mod mcp_cancel;
 mod mcp_clients;
 mod mcp_endpoint;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 
 /// `setup_workspace` of `acme` and agent `bot` holding Use on `main`; returns its token.
-async fn agent_in_acme(server: &TestServer) -> String {
+pub(crate) async fn agent_in_acme(server: &TestServer) -> String {
     setup_workspace(server, "acme", &[]).await;
     let created = server
         .owner
@@ -31,7 +31,7 @@ async fn agent_in_acme(server: &TestServer) -> String {
     created["token"].as_str().unwrap().to_owned()
 }
 
-async fn connect(server: &TestServer, token: &str) -> RunningService<RoleClient, ()> {
+pub(crate) async fn connect(server: &TestServer, token: &str) -> RunningService<RoleClient, ()> {
     let config =
         StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", server.addr))
             .auth_header(token);
@@ -39,7 +39,7 @@ async fn connect(server: &TestServer, token: &str) -> RunningService<RoleClient,
     ().serve(transport).await.expect("the client connects")
 }
 
-async fn names(client: &RunningService<RoleClient, ()>) -> Vec<String> {
+pub(crate) async fn names(client: &RunningService<RoleClient, ()>) -> Vec<String> {
     let mut names: Vec<String> = client
         .list_all_tools()
         .await
@@ -51,13 +51,17 @@ async fn names(client: &RunningService<RoleClient, ()>) -> Vec<String> {
     names
 }
 
-async fn call(client: &RunningService<RoleClient, ()>, name: &str, arguments: Value) -> Value {
+pub(crate) async fn call(
+    client: &RunningService<RoleClient, ()>,
+    name: &str,
+    arguments: Value,
+) -> Value {
     let mut params = CallToolRequestParams::new(name.to_owned());
     params.arguments = arguments.as_object().cloned();
     serde_json::to_value(client.call_tool(params).await.expect("tools/call")).unwrap()
 }
 
-fn text(result: &Value) -> String {
+pub(crate) fn text(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
         .unwrap_or_default()

@@ -123,30 +123,8 @@ pub enum Availability {
 }
 
 /// Why a connection is unavailable, as the client is told (the remote's own error text goes to
-/// the log only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum UnavailableReason {
-    /// It could not be reached.
-    Unreachable,
-    /// Its credential was refused or is missing.
-    NeedsAuthorization,
-}
-
-impl UnavailableReason {
-    /// The reason's wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UnavailableReason::Unreachable => "unreachable",
-            UnavailableReason::NeedsAuthorization => "needs_authorization",
-        }
-    }
-}
-
-impl std::fmt::Display for UnavailableReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// the log only): stored on the connection, so one type from the column to the client.
+pub use switchyard_protocol::agents::UnavailableReason;
 
 /// The filter and delivery settings of one principal × connection (a person: the default,
 /// which removes nothing and defers nothing).

@@ -39,6 +39,10 @@ pub struct StoredCompletion {
     pub error_code: Option<String>,
     /// Failure or uncertainty explanation.
     pub error_message: Option<String>,
+    /// Whether it failed for its connection's credential (refused by the MCP server, or not
+    /// resolvable): the connection is then marked `needs_authorization`. Decided by the app
+    /// layer from the runner's stable error code.
+    pub credential_refused: bool,
     /// What capture exclusions keep of the call beside its disposition.
     pub kept: Kept,
 }
@@ -60,10 +64,15 @@ pub enum Kept {
 }
 
 impl StoredCompletion {
+    /// Whether the MCP server answered (a result, or an error result): what capture takes,
+    /// when it is on, and what says the connection's credential was accepted.
+    pub(crate) fn answered(&self) -> bool {
+        matches!(self.state, CallState::Succeeded | CallState::ToolError)
+    }
+
     /// Whether capture takes this outcome (a result the tool answered), when it is on.
     pub(crate) fn capturable(&self) -> bool {
-        matches!(self.state, CallState::Succeeded | CallState::ToolError)
-            && self.kept != Kept::Nothing
+        self.answered() && self.kept != Kept::Nothing
     }
 }
 
@@ -180,10 +189,11 @@ where
 }
 
 /// The placeholders a plain completion takes after [`CompletionParams`], in the order
-/// [`plain_arguments`] binds them: whether capture would take the outcome, and a device's
-/// receipt.
+/// [`plain_arguments`] binds them: whether capture would take the outcome (the server
+/// answered), whether the connection's credential was refused, and a device's receipt.
 struct PlainParams {
     capturable: String,
+    refused: String,
     receipt: String,
 }
 
@@ -191,6 +201,7 @@ impl PlainParams {
     fn take(params: &mut Params) -> Self {
         Self {
             capturable: params.next(),
+            refused: params.next(),
             receipt: params.next(),
         }
     }
@@ -210,6 +221,7 @@ where
 {
     let mut arguments = completion_arguments(id, by, epoch, from, completion)?;
     add(&mut arguments, completion.capturable())?;
+    add(&mut arguments, completion.credential_refused)?;
     add(&mut arguments, receipt)?;
     Ok(arguments)
 }
@@ -248,16 +260,24 @@ where
 
 /// The conditions under which a completion implies nothing beside its state change: a tool
 /// call (not a receipt lookup), its evidence not erased, not captured (`capturable`: SQL
-/// saying whether capture would take this outcome), and no capture exclusion applies. Shared by the single and the batched
-/// plain completion.
-fn plain_guard(capturable: &str) -> String {
+/// saying whether capture would take this outcome, which is whether the server answered), no
+/// capture exclusion applies, and its connection's credential state unchanged: not refused
+/// (`refused`: SQL saying whether the completion failed for it), nor answered on a connection
+/// marked `needs_authorization`, which the answer clears. Those are recorded with their effect
+/// on the connection (`db/observations.rs`). Shared by the single and the batched plain
+/// completion.
+fn plain_guard(capturable: &str, refused: &str) -> String {
     format!(
         "AND kind = 'tool' AND evidence_erased_at IS NULL
          AND NOT ({capturable} AND EXISTS (SELECT 1 FROM capture_policies p
                                           WHERE p.workspace_id = calls.workspace_id
                                             AND p.capture_managed_tool_results))
          AND NOT EXISTS (SELECT 1 FROM capture_exclusions x
-                         WHERE x.connection_id = calls.connection_id AND x.tool_name IN ('', calls.tool_name))"
+                         WHERE x.connection_id = calls.connection_id AND x.tool_name IN ('', calls.tool_name))
+         AND NOT {refused}
+         AND NOT ({capturable} AND EXISTS (SELECT 1 FROM connections n
+                                          WHERE n.id = calls.connection_id
+                                            AND n.unavailable = 'needs_authorization'))"
     )
 }
 
@@ -322,12 +342,13 @@ fn plain_completion(read_lineage: bool) -> Arc<str> {
     let values = CompletionParams::take(&mut params);
     let PlainParams {
         capturable,
+        refused,
         receipt,
     } = PlainParams::take(&mut params);
     format!(
         "WITH done AS ({update}), {receipt_cte}
          SELECT c.*, EXISTS (SELECT 1 FROM receipt) AS receipt_stored, {lineage} FROM done c",
-        update = values.update(&values.by, &plain_guard(&capturable)),
+        update = values.update(&values.by, &plain_guard(&capturable, &refused)),
         receipt_cte = store_receipt(&receipt),
         lineage = recorded_lineage(read_lineage),
     )
@@ -344,11 +365,12 @@ fn device_completion(read_lineage: bool) -> Arc<str> {
     let values = CompletionParams::take(&mut params);
     let PlainParams {
         capturable,
+        refused,
         receipt,
     } = PlainParams::take(&mut params);
     let guard = format!(
         "{} AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipt_id = {receipt})",
-        plain_guard(&capturable)
+        plain_guard(&capturable, &refused)
     );
     format!(
         "WITH device AS ({device}),
@@ -484,19 +506,24 @@ impl Datastore {
             .iter()
             .map(|c| c.completion.capturable())
             .collect();
+        let refused: Vec<bool> = completions
+            .iter()
+            .map(|c| c.completion.credential_refused)
+            .collect();
         static STATEMENT: LazyLock<Arc<str>> = LazyLock::new(|| {
             format!(
                 "UPDATE calls SET state = i.state, result = i.result, result_truncated = i.truncated,
                      error_code = i.code, error_message = i.message, finished_at = now()
                  FROM unnest($3::uuid[], $4::text[], $5::text[], $6::jsonb[], $7::bool[], $8::text[],
-                             $9::text[], $10::bool[])
-                      AS i(id, from_states, state, result, truncated, code, message, capturable)
+                             $9::text[], $10::bool[], $11::bool[])
+                      AS i(id, from_states, state, result, truncated, code, message, capturable,
+                           refused)
                  WHERE calls.id = ANY($3) AND calls.id = i.id
                    AND calls.runner_ref = $1 AND calls.lease_epoch = $2
                    AND calls.state = ANY(string_to_array(i.from_states, ','))
                    AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $1 AND r.epoch = $2) {guard}
                  RETURNING calls.id",
-                guard = plain_guard("i.capturable"),
+                guard = plain_guard("i.capturable", "i.refused"),
             )
             .into()
         });
@@ -511,6 +538,7 @@ impl Datastore {
             .bind(codes)
             .bind(messages)
             .bind(capturable)
+            .bind(refused)
             .fetch_all(&self.pool)
             .await?;
         let wakeups = recorded
