@@ -4,7 +4,9 @@
 //! deferral and the menu. Nothing here touches the network: a catalog is what discovery read.
 //!
 //! A connection reached through several profiles is routed through the first by name when they
-//! grant it alike, and offers nothing (`conflicting_routes`) when they do not. A connection is unavailable as it records (`connections.unavailable`, set from the runner's
+//! grant it alike, and offers nothing (`conflicting_routes`) when they do not — the same rule
+//! that refuses a grant creating such routes ([`route_conflicts`], used by `app/profiles.rs`).
+//! A connection is unavailable as it records (`connections.unavailable`, set from the runner's
 //! typed error): `unreachable` when its latest discovery failed so, `needs_authorization` when
 //! its credential was refused — at discovery or by a call — until a discovery or a call
 //! succeeds; one never discovered is `unreachable`. Under an agent's `auth_failure = stop` a
@@ -23,7 +25,8 @@ use switchyard_protocol::agents::{
     ToolSyncFailure, UnavailableConnectionView,
 };
 use switchyard_protocol::api::{ToolHints, ToolState};
-use switchyard_protocol::{ConnectionId, ErrorCode, ProfileId, WorkspaceId};
+use switchyard_protocol::approval::ApprovalPolicy;
+use switchyard_protocol::{ConnectionId, EnvironmentId, ErrorCode, ProfileId, WorkspaceId};
 
 /// Where a tool's calls go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -343,8 +346,21 @@ impl App {
     }
 }
 
+/// How a route grants its connection: the tools (in any order), the environment and the
+/// approval policy. This is the one definition of the rule that two routes of a principal to
+/// one connection must grant it alike: a grant that would break it is refused
+/// ([`route_conflicts`]), and a catalog that finds it broken anyway (the profiles changed
+/// since) offers the connection nothing ([`routes_by_connection`]).
+fn grant_of(route: &McpRouteRow) -> (Option<Vec<String>>, EnvironmentId, ApprovalPolicy) {
+    let mut tools = route.granted_tools.clone();
+    if let Some(tools) = &mut tools {
+        tools.sort();
+    }
+    (tools, route.environment_id, route.approval_policy)
+}
+
 /// Each connection once, with whether its routes conflict: the first route by profile name
-/// when every route grants it alike (tools, environment, approval policy), else marked.
+/// when every route grants it alike ([`grant_of`]), else marked.
 fn routes_by_connection(rows: Vec<McpRouteRow>) -> Vec<(McpRouteRow, bool)> {
     let mut by_connection: BTreeMap<(String, ConnectionId), Vec<McpRouteRow>> = BTreeMap::new();
     for row in rows {
@@ -357,17 +373,37 @@ fn routes_by_connection(rows: Vec<McpRouteRow>) -> Vec<(McpRouteRow, bool)> {
         .into_values()
         .filter_map(|mut routes| {
             routes.sort_by(|a, b| a.profile_name.cmp(&b.profile_name));
-            let grant = |r: &McpRouteRow| {
-                let mut tools = r.granted_tools.clone();
-                if let Some(tools) = &mut tools {
-                    tools.sort();
-                }
-                (tools, r.environment_id, r.approval_policy)
-            };
-            let conflicting = routes.windows(2).any(|w| grant(&w[0]) != grant(&w[1]));
+            let conflicting = routes
+                .windows(2)
+                .any(|w| grant_of(&w[0]) != grant_of(&w[1]));
             routes.into_iter().next().map(|first| (first, conflicting))
         })
         .collect()
+}
+
+/// The routes a grant of Use would add (`added`, one profile's) that conflict with a route
+/// the principal holds through another profile (`held`) — they grant one connection
+/// differently ([`grant_of`]) — each with that other route, by connection then profile name.
+pub(super) fn route_conflicts<'a>(
+    held: &'a [McpRouteRow],
+    added: &'a [McpRouteRow],
+) -> Vec<(&'a McpRouteRow, &'a McpRouteRow)> {
+    let mut conflicts: Vec<(&McpRouteRow, &McpRouteRow)> = added
+        .iter()
+        .flat_map(|new| {
+            held.iter()
+                .filter(move |old| {
+                    old.connection_id == new.connection_id
+                        && old.profile_id != new.profile_id
+                        && grant_of(old) != grant_of(new)
+                })
+                .map(move |old| (new, old))
+        })
+        .collect();
+    conflicts.sort_by(|a, b| {
+        (&a.0.connection_name, &a.1.profile_name).cmp(&(&b.0.connection_name, &b.1.profile_name))
+    });
+    conflicts
 }
 
 /// Why a connection is unavailable: what its latest discovery, or a call refused for its

@@ -2,6 +2,7 @@
 //! Share never imply Use.
 
 use super::auth::already_exists;
+use super::mcp_catalog::route_conflicts;
 use super::names::validate_name;
 use super::{Actor, App, Audit, views};
 use crate::db::{Grants, Key, NewProfile, ProfileRow, UserRow};
@@ -358,18 +359,17 @@ impl App {
                 format!("agent `{}` is revoked; create a new one", agent.name),
             ));
         }
-        if let Some((connection, other)) = self
-            .db
-            .route_conflicts(agent.id, profile.id)
-            .await?
-            .into_iter()
-            .next()
-        {
+        // The catalog's own rule, over the routes the agent holds and those the grant adds.
+        let (held, added) = tokio::try_join!(
+            self.db.mcp_routes(agent.id),
+            self.db.mcp_routes_of_profile(profile.id)
+        )?;
+        if let Some((route, other)) = route_conflicts(&held, &added).into_iter().next() {
             return Err(AppError::refused(
                 ErrorCode::ConflictingRoutes,
                 format!(
-                    "agent `{}` already reaches connection `{connection}` through profile `{other}`, which grants it differently (tools, environment or approval policy); grant one profile per connection, or make them grant it alike",
-                    agent.name
+                    "agent `{}` already reaches connection `{}` through profile `{}`, which grants it differently (tools, environment or approval policy); grant one profile per connection, or make them grant it alike",
+                    agent.name, route.connection_name, other.profile_name
                 ),
             ));
         }

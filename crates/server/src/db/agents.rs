@@ -297,36 +297,7 @@ impl Datastore {
         .fetch_all(&self.pool)
         .await
     }
-    /// The connections that profile `profile` would give the principal `user` which it
-    /// already reaches through another unretired profile it holds Use on, granted differently
-    /// (another environment, set of tools or approval policy): (connection name, other
-    /// profile name), by name.
-    pub async fn route_conflicts(
-        &self,
-        user: UserId,
-        profile: ProfileId,
-    ) -> Result<Vec<(String, String)>, sqlx::Error> {
-        sqlx::query_as(
-            "SELECT c.name, q.name FROM profile_connections pc
-             JOIN profiles p ON p.id = pc.profile_id
-             JOIN profile_connections qc
-                 ON qc.connection_id = pc.connection_id AND qc.profile_id <> pc.profile_id
-             JOIN profiles q ON q.id = qc.profile_id AND q.retired_at IS NULL
-             JOIN profile_grants g ON g.profile_id = q.id AND g.user_id = $1 AND g.grant_kind = 'use'
-             JOIN connections c ON c.id = pc.connection_id
-             WHERE pc.profile_id = $2
-               AND (q.environment_id <> p.environment_id
-                    OR qc.approval_policy IS DISTINCT FROM pc.approval_policy
-                    OR (SELECT array_agg(x ORDER BY x) FROM unnest(qc.tools) x)
-                       IS DISTINCT FROM (SELECT array_agg(x ORDER BY x) FROM unnest(pc.tools) x)
-                    OR (qc.tools IS NULL) <> (pc.tools IS NULL))
-             ORDER BY c.name, q.name",
-        )
-        .bind(user)
-        .bind(profile)
-        .fetch_all(&self.pool)
-        .await
-    }
+
     /// The calls `user` submitted that have not been handed to a runner: queued, or held for
     /// a person's approval (what revoking an agent cancels).
     pub async fn calls_waiting_of_submitter(

@@ -243,6 +243,41 @@ async fn an_agent_holds_use_only_and_never_two_different_routes(pool: PgPool) {
         )
         .await
         .ok();
+    let tools = owner
+        .get("/api/v1/workspaces/acme/agents/bot/tools")
+        .await
+        .ok();
+    assert_eq!(tools["unavailable"], json!([]), "{tools}");
+    assert!(!tools["tools"].as_array().unwrap().is_empty(), "{tools}");
+
+    // One of them then grants it differently: by the same rule, the connection offers the
+    // agent nothing until a person removes the conflict, and says why.
+    owner
+        .put(
+            "/api/v1/workspaces/acme/profiles/alike/connections/fixture/tools",
+            json!({"tools": ["echo"]}),
+        )
+        .await
+        .ok();
+    let tools = owner
+        .get("/api/v1/workspaces/acme/agents/bot/tools")
+        .await
+        .ok();
+    assert_eq!(
+        tools["unavailable"],
+        json!([{"connection": "fixture", "reason": "conflicting_routes"}]),
+        "{tools}"
+    );
+    assert_eq!(tools["tools"], json!([]), "{tools}");
+    // …and a grant that would add another such route is refused, naming the one it meets.
+    let refusal = owner
+        .post(
+            "/api/v1/workspaces/acme/profiles/narrow/grants",
+            json!({"agent": "bot", "use": true}),
+        )
+        .await
+        .refused(409, "conflicting_routes");
+    assert!(refusal.contains("`main`"), "{refusal}");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
