@@ -3,6 +3,7 @@
 //! users' tokens); a device credential is refused. A session (`Mcp-Session-Id`) belongs to the
 //! principal who started it: for anyone else it does not exist.
 
+use super::mcp_catalog_cache::CatalogGeneration;
 use super::principal::DEVICE_CREDENTIAL_PREFIX;
 use super::{Actor, App, hash_token};
 use crate::error::{AppError, AppResult};
@@ -12,8 +13,13 @@ impl App {
     /// Authenticates the bearer token of an `/mcp` request: any user's live token (a person's
     /// API token, or an agent's); a device credential is refused (`unauthenticated`). A
     /// request naming a session must be its starter's (`mcp_session_not_found` otherwise).
-    /// One read, whichever it is.
-    pub async fn mcp_authenticate(&self, token: &str, session: Option<&str>) -> AppResult<Actor> {
+    /// One read, whichever it is, which also reads the generation of the catalogs the request
+    /// may be answered from ([`App::mcp_catalog_at`]).
+    pub async fn mcp_authenticate(
+        &self,
+        token: &str,
+        session: Option<&str>,
+    ) -> AppResult<(Actor, CatalogGeneration)> {
         if token.starts_with(DEVICE_CREDENTIAL_PREFIX) {
             return Err(AppError::refused(
                 ErrorCode::Unauthenticated,
@@ -31,7 +37,10 @@ impl App {
             )),
             Some(found) => match session {
                 Some(id) if !found.session_owned => Err(session_not_found(id)),
-                _ => Ok(Actor { user: found.user }),
+                _ => Ok((
+                    Actor { user: found.user },
+                    CatalogGeneration::read(found.catalog_generation),
+                )),
             },
         }
     }

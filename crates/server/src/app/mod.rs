@@ -21,6 +21,7 @@ mod handshake;
 mod mcp_access;
 mod mcp_calls;
 mod mcp_catalog;
+mod mcp_catalog_cache;
 pub(crate) mod names;
 mod operations;
 mod pairing;
@@ -52,6 +53,7 @@ pub(crate) use dispatch::wakeups::SettledWaiter;
 pub use dispatch::wakeups::WakeupFeed;
 pub use evidence::ERASURE_NOTICE;
 pub use mcp_catalog::{McpCatalog, McpConnectionNotice, McpRefusal, McpRoute, McpTool};
+pub use mcp_catalog_cache::CatalogGeneration;
 pub use principal::{
     DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref, expect_device_credential,
 };
@@ -124,6 +126,8 @@ pub struct App {
     credentials: Arc<CredentialResolver>,
     config: AppConfig,
     dispatch: Arc<dispatch::Dispatch>,
+    /// The `/mcp` catalogs this replica built ([`mcp_catalog_cache`]).
+    mcp_catalogs: Arc<mcp_catalog_cache::CatalogCache>,
 }
 
 impl std::fmt::Debug for App {
@@ -155,6 +159,7 @@ impl App {
             credentials,
             config,
             dispatch,
+            mcp_catalogs: Arc::default(),
         }
     }
 

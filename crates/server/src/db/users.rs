@@ -42,6 +42,8 @@ pub struct McpPrincipalRow {
     pub user: UserRow,
     /// Whether the session the request named exists and was started by this principal.
     pub session_owned: bool,
+    /// The generation of every `/mcp` catalog as this read saw it (`mcp_catalog_generation`).
+    pub catalog_generation: i64,
 }
 
 /// `SELECT u.* …`: the person holding the unrevoked API token whose hash is the placeholder
@@ -112,7 +114,8 @@ impl Datastore {
     }
 
     /// [`Datastore::mcp_principal_by_token_hash`] and, for a request naming `/mcp` session
-    /// `session`, whether that principal started it — in one read. The session's use is
+    /// `session`, whether that principal started it, with the catalogs' generation — in one
+    /// read. The session's use is
     /// recorded only when the last one recorded is older than [`MCP_SESSION_TOUCH_EVERY`]: most
     /// requests only read, and a read waits for no durable commit.
     pub async fn mcp_principal_in_session(
@@ -131,7 +134,9 @@ impl Datastore {
                                       WHERE s.id = owned.id
                                         AND owned.last_used_at < now() - make_interval(secs => $3)
                                       RETURNING 1)
-                     SELECT p.*, EXISTS (SELECT 1 FROM owned) AS session_owned FROM principal p",
+                     SELECT p.*, EXISTS (SELECT 1 FROM owned) AS session_owned,
+                            (SELECT generation FROM mcp_catalog_generation) AS catalog_generation
+                     FROM principal p",
                     principal = mcp_principal("$1"),
                 )
                 .into()

@@ -3,7 +3,7 @@
 //! [`McpPrincipal`] extension, which the handler reads from `http::request::Parts`; a request
 //! naming a session must come from the principal who started it.
 
-use crate::app::{Actor, App};
+use crate::app::{Actor, App, CatalogGeneration};
 use crate::error::AppError;
 use crate::http::ApiError;
 use axum::extract::{Request, State};
@@ -15,9 +15,10 @@ use switchyard_protocol::ErrorCode;
 /// The `Mcp-Session-Id` header.
 const SESSION_HEADER: &str = "mcp-session-id";
 
-/// The authenticated principal of an `/mcp` request.
+/// The authenticated principal of an `/mcp` request, and the catalogs' generation its
+/// authentication read.
 #[derive(Clone, Debug)]
-pub struct McpPrincipal(pub Actor);
+pub struct McpPrincipal(pub Actor, pub CatalogGeneration);
 
 /// The middleware: authenticates, checks the session's owner, serves, and records the owner
 /// of a session the request started.
@@ -38,11 +39,13 @@ pub(super) async fn authenticate(
             "send an agent token or your personal API token as `Authorization: Bearer <token>`",
         )),
     };
-    let actor = match actor {
-        Ok(actor) => actor,
+    let (actor, generation) = match actor {
+        Ok(authenticated) => authenticated,
         Err(error) => return refused(error),
     };
-    request.extensions_mut().insert(McpPrincipal(actor.clone()));
+    request
+        .extensions_mut()
+        .insert(McpPrincipal(actor.clone(), generation));
     let response = next.run(request).await;
     // A request without a session that was answered with one started it (`initialize`).
     if session.is_none()

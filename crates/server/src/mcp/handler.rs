@@ -37,11 +37,14 @@ impl SwitchyardMcp {
     }
 
     /// What the principal is offered now.
-    async fn catalog(&self, extensions: &Extensions) -> Result<(Actor, McpCatalog), ErrorData> {
-        let actor = principal(extensions)?;
+    async fn catalog(
+        &self,
+        extensions: &Extensions,
+    ) -> Result<(Actor, Arc<McpCatalog>), ErrorData> {
+        let McpPrincipal(actor, generation) = principal(extensions)?;
         let catalog = self
             .app
-            .mcp_catalog(&actor.user)
+            .mcp_catalog_at(&actor.user, generation)
             .await
             .map_err(call::internal)?;
         Ok((actor, catalog))
@@ -49,11 +52,11 @@ impl SwitchyardMcp {
 }
 
 /// The principal the authentication middleware put on the request.
-fn principal(extensions: &Extensions) -> Result<Actor, ErrorData> {
+fn principal(extensions: &Extensions) -> Result<McpPrincipal, ErrorData> {
     extensions
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<McpPrincipal>())
-        .map(|principal| principal.0.clone())
+        .cloned()
         .ok_or_else(|| ErrorData::internal_error("the request was not authenticated", None))
 }
 
@@ -197,7 +200,7 @@ impl ServerHandler for SwitchyardMcp {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let actor = principal(&context.extensions)?;
+        let McpPrincipal(actor, _) = principal(&context.extensions)?;
         let call = task::call_of(&request.task_id)?;
         match self.app.mcp_task_get(&actor, call).await {
             Ok(view) => Ok(GetTaskResult::new(task::detailed(&view))),
@@ -210,7 +213,7 @@ impl ServerHandler for SwitchyardMcp {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let actor = principal(&context.extensions)?;
+        let McpPrincipal(actor, _) = principal(&context.extensions)?;
         let call = task::call_of(&request.task_id)?;
         match self.app.mcp_task_cancel(&actor, call).await {
             Ok(_) => Ok(()),
@@ -225,7 +228,7 @@ impl ServerHandler for SwitchyardMcp {
     ) {
         // Only a session's notifications reach here: rmcp answers a stateless one 202 and
         // drops it (that era cancels by closing the stream, `in_flight.rs`).
-        let (Some(id), Some(session), Ok(actor)) = (
+        let (Some(id), Some(session), Ok(McpPrincipal(actor, _))) = (
             notification.request_id,
             in_flight::session_of(&context.extensions),
             principal(&context.extensions),

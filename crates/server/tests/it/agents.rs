@@ -66,7 +66,7 @@ async fn an_agent_token_works_on_mcp_only_and_stops_when_revoked(pool: PgPool) {
 
     // `/mcp` authenticates it as itself.
     let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
-    let actor = app
+    let (actor, _) = app
         .mcp_authenticate(&token, None)
         .await
         .expect("accepted on /mcp");
@@ -363,7 +363,7 @@ async fn an_agents_approval_policy_adds_a_person_beside_the_profiles(pool: PgPoo
         .await
         .ok();
     let app = App::new(Datastore::new(pool.clone()), AppConfig::default());
-    let agent = app.mcp_authenticate(&token, None).await.unwrap();
+    let (agent, _) = app.mcp_authenticate(&token, None).await.unwrap();
 
     // Under the profile's default policy a low-risk call runs.
     let (call, _) = app

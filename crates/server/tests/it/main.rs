@@ -28,6 +28,7 @@ mod lifecycle;
 mod mcp_agents;
 mod mcp_authorization;
 mod mcp_cancel;
+mod mcp_catalog_cache;
 mod mcp_clients;
 mod mcp_endpoint;
 mod namespaces;
