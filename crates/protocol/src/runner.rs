@@ -192,6 +192,10 @@ pub struct Heartbeat {
     pub epoch: Epoch,
     /// Calls this runner holds right now (leased or started).
     pub active: Vec<CallId>,
+    /// Receipts in the runner's outbox that the server has not acknowledged yet, when the
+    /// runner reports it (absent from runners that predate it); shown by `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outbox: Option<u32>,
 }
 
 /// A warm-session release addressed to a runner.
@@ -440,6 +444,7 @@ mod channel_tests {
             call: ChannelCall::Heartbeat(Heartbeat {
                 epoch: Epoch(3),
                 active: Vec::new(),
+                outbox: None,
             }),
         };
         let line = serde_json::to_string(&request).unwrap();

@@ -1435,6 +1435,7 @@ fn heartbeat() -> Heartbeat {
     Heartbeat {
         epoch: Epoch(4),
         active: vec![CALL],
+        outbox: Some(2),
     }
 }
 

@@ -143,6 +143,7 @@ impl Beating {
                 let beat = Heartbeat {
                     epoch: runner.epoch(),
                     active: Vec::new(),
+                    outbox: None,
                 };
                 match runner.client.heartbeat(&beat).await {
                     Ok(_) => {

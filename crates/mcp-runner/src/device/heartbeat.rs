@@ -55,6 +55,7 @@ impl HeartbeatTask {
             let beat = Heartbeat {
                 epoch: self.epoch,
                 active: self.active.list(),
+                outbox: None,
             };
             let answer = tokio::select! {
                 () = done.cancelled() => return,
