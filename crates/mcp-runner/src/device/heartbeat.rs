@@ -5,6 +5,7 @@
 use super::client::{ApiFailure, RunnerClient};
 use super::state::{ActiveCalls, Halt, Stop};
 use crate::handle::{CancelOutcome, ExecutorHandle};
+use crate::outbox::Outbox;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,8 @@ pub(crate) struct HeartbeatTask {
     pub executor: ExecutorHandle,
     /// Ends the term.
     pub halt: Arc<Halt>,
+    /// The outbox, whose depth each beat reports.
+    pub outbox: Arc<Outbox>,
 }
 
 impl HeartbeatTask {
@@ -55,7 +58,7 @@ impl HeartbeatTask {
             let beat = Heartbeat {
                 epoch: self.epoch,
                 active: self.active.list(),
-                outbox: None,
+                outbox: self.outbox_depth().await,
             };
             let answer = tokio::select! {
                 () = done.cancelled() => return,
@@ -88,6 +91,20 @@ impl HeartbeatTask {
                     tracing::warn!(%failure, "cannot renew the runner lease; trying again");
                 }
             }
+        }
+    }
+
+    /// The receipts the server has not acknowledged, read on a blocking thread; `None` (not
+    /// reported) when the outbox cannot be read — admission reports that failure itself.
+    async fn outbox_depth(&self) -> Option<u32> {
+        let outbox = Arc::clone(&self.outbox);
+        match tokio::task::spawn_blocking(move || outbox.unacknowledged_count()).await {
+            Ok(Ok(count)) => Some(u32::try_from(count).unwrap_or(u32::MAX)),
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "cannot count the outbox's receipts for the heartbeat");
+                None
+            }
+            Err(_) => None,
         }
     }
 

@@ -220,6 +220,7 @@ async fn serve_term(
             active,
             executor: executor.handle(),
             halt: Arc::clone(&halt),
+            outbox: Arc::clone(outbox),
         }
         .run(term_over.clone()),
     );

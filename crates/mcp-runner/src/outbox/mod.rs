@@ -195,6 +195,16 @@ impl Outbox {
         })
     }
 
+    /// How many receipts wait for the server's acknowledgement (recorded, not yet answered):
+    /// what the heartbeat reports as the outbox's depth. It only reads.
+    pub fn unacknowledged_count(&self) -> Result<usize, OutboxError> {
+        let count: i64 = self
+            .db()
+            .prepare_cached("SELECT COUNT(*) FROM entries WHERE state = 'recorded'")?
+            .query_row([], |row| row.get(0))?;
+        Ok(usize::try_from(count).unwrap_or(0))
+    }
+
     /// Writes and syncs a small change, to learn whether storage works again after a failure.
     pub fn probe(&self) -> Result<(), OutboxError> {
         self.db()
@@ -542,6 +552,33 @@ mod tests {
             2,
             "synced again after a refused settlement"
         );
+        drop(outbox);
+        std::fs::remove_dir_all(&dir).expect("remove the outbox");
+    }
+
+    #[test]
+    fn the_depth_counts_receipts_waiting_for_their_answer_only() {
+        let dir = std::env::temp_dir().join(format!("switchyard-outbox-{}", Uuid::new_v4()));
+        let outbox = Outbox::open(&dir, DeviceId::new()).expect("open");
+        let failed = Completion::Failed {
+            error: CallError {
+                code: "tool_error".to_owned(),
+                message: "no".to_owned(),
+            },
+        };
+        let [started, waiting, answered] = [CallId::new(), CallId::new(), CallId::new()];
+        for call in [started, waiting, answered] {
+            outbox.record_start(call, Epoch(1)).expect("start");
+        }
+        outbox
+            .record_receipt(waiting, Epoch(1), &failed)
+            .expect("receipt");
+        let receipt = outbox
+            .record_receipt(answered, Epoch(1), &failed)
+            .expect("receipt");
+        assert_eq!(outbox.unacknowledged_count().expect("count"), 2);
+        outbox.acknowledge(receipt.receipt_id).expect("acknowledge");
+        assert_eq!(outbox.unacknowledged_count().expect("count"), 1);
         drop(outbox);
         std::fs::remove_dir_all(&dir).expect("remove the outbox");
     }
