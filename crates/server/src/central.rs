@@ -27,7 +27,7 @@ use switchyard_mcp_runner::executor::{Executor, ExecutorConfig};
 use switchyard_mcp_runner::handle::ExecutorHandle;
 use switchyard_protocol::api::CENTRAL_RUNNER;
 use switchyard_protocol::runner::{Completion, Epoch, LeasedCall, LifecycleEvent, Submitter};
-use switchyard_protocol::{CallId, ConnectionId, RunnerRef, UserId};
+use switchyard_protocol::{CallId, CallState, ConnectionId, RunnerRef, UserId};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -249,11 +249,15 @@ async fn acquire(
     loop {
         match app
             .db()
-            .runner_lease_acquire(RunnerRef::Central, holder, config.lease_ttl)
+            .runner_lease_take(RunnerRef::Central, holder, config.lease_ttl)
             .await
-            .map(|acquired| app.sent(acquired))
+            .map(|taken| app.sent(taken))
         {
-            Ok(Some(epoch)) => return Some(epoch),
+            Ok(Some(taken)) => {
+                app.metrics()
+                    .calls_finished(CallState::Unknown, taken.unknown);
+                return Some(taken.epoch);
+            }
             Ok(None) => tracing::debug!("central runner lease held elsewhere; waiting"),
             Err(e) => tracing::warn!(error = %e, "cannot take the central runner lease"),
         }
@@ -361,11 +365,16 @@ impl Beat {
             .map(|settled| self.app.sent(settled))
         {
             Ok((0, 0)) => {}
-            Ok((requeued, unknown)) => tracing::warn!(
-                requeued,
-                unknown,
-                "settled central calls the executor does not hold (a lease or start answer was lost)"
-            ),
+            Ok((requeued, unknown)) => {
+                self.app
+                    .metrics()
+                    .calls_finished(CallState::Unknown, unknown);
+                tracing::warn!(
+                    requeued,
+                    unknown,
+                    "settled central calls the executor does not hold (a lease or start answer was lost)"
+                );
+            }
             Err(e) => tracing::warn!(error = %e, "cannot settle unheld central calls"),
         }
     }

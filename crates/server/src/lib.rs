@@ -13,6 +13,7 @@ pub mod db;
 pub mod error;
 pub mod http;
 pub mod mcp;
+pub mod metrics;
 pub mod private_file;
 pub mod serve;
 pub mod sweeper;

@@ -10,7 +10,9 @@
 
 use crate::app::App;
 use crate::db::ExpiredLeases;
+use crate::metrics::Decision;
 use std::time::{Duration, Instant};
+use switchyard_protocol::CallState;
 use tokio_util::sync::CancellationToken;
 
 /// Sweeper settings.
@@ -93,6 +95,7 @@ async fn sweep(
 ) -> Result<(), sqlx::Error> {
     let db = app.db();
     let (requeued, unknown) = app.sent(db.call_sweep_lost_leases(leases).await?);
+    app.metrics().calls_finished(CallState::Unknown, unknown);
     if requeued + unknown > 0 {
         tracing::warn!(
             requeued,
@@ -100,11 +103,19 @@ async fn sweep(
             "settled calls of runners whose lease expired"
         );
     }
-    let unanswered = app.sent(db.approval_expire_overdue().await?).len();
+    let expired_questions = app.sent(db.approval_expire_overdue().await?);
+    for question in &expired_questions {
+        app.metrics()
+            .approval_answered(Decision::Expired, question.waited);
+    }
+    let unanswered = expired_questions.len();
+    app.metrics()
+        .calls_finished(CallState::Expired, unanswered as u64);
     if unanswered > 0 {
         tracing::info!(unanswered, "expired calls nobody approved in time");
     }
     let expired = db.call_expire_queued(config.queue_expiry).await?;
+    app.metrics().calls_finished(CallState::Expired, expired);
     if expired > 0 {
         tracing::info!(expired, "expired calls no runner took in time");
     }

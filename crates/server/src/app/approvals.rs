@@ -10,12 +10,13 @@
 use super::{Actor, App, Audit, views};
 use crate::db::{Answered, ApprovalRow};
 use crate::error::{AppError, AppResult};
+use crate::metrics::Decision;
 use serde_json::json;
 use switchyard_protocol::approval::{
     ApprovalList, ApprovalPolicyList, ApprovalState, ApprovalTimeout, ApprovalView, DecideApproval,
     SetApprovalPolicy,
 };
-use switchyard_protocol::{CallId, ErrorCode, WorkspaceId};
+use switchyard_protocol::{CallId, CallState, ErrorCode, WorkspaceId};
 
 /// How many questions a list returns.
 const LIST_LIMIT: i64 = 100;
@@ -112,6 +113,20 @@ impl App {
             return Err(already_decided(&now));
         }
         let row = self.readable_approval(actor, workspace, call).await?;
+        if let Some(waited) = row
+            .decided_at
+            .and_then(|at| (at - row.asked_at).to_std().ok())
+        {
+            let decision = if approve {
+                Decision::Approved
+            } else {
+                Decision::Declined
+            };
+            self.metrics.approval_answered(decision, waited);
+        }
+        if !approve {
+            self.metrics.calls_finished(CallState::Declined, 1);
+        }
         // The answer, never the arguments: they may carry what the log must not keep.
         let action = if approve {
             "approval.approved"

@@ -217,13 +217,15 @@ impl App {
                 let (workspace_id, request_id) = (call.workspace_id, call.request_id);
                 let payload_digest = call.payload_digest.clone();
                 match self.dispatch.submissions.insert(call).await? {
-                    Some(row) if wait == SubmitWait::Subscribe => {
-                        Ok((views::call(&row), true, waiter))
+                    Some(row) => {
+                        self.metrics.call_submitted(false);
+                        if wait == SubmitWait::Subscribe {
+                            return Ok((views::call(&row), true, waiter));
+                        }
+                        self.inserted(&principal, ws, &row, waiter, deadline)
+                            .await
+                            .map(no_waiter)
                     }
-                    Some(row) => self
-                        .inserted(&principal, ws, &row, waiter, deadline)
-                        .await
-                        .map(no_waiter),
                     // A concurrent submission with the same request_id won the insert.
                     None => self
                         .lost_insert(
@@ -247,7 +249,10 @@ impl App {
                 call.origin.trace = trace;
                 let key = (call.workspace_id, call.request_id);
                 match self.db.call_insert_held(&call, why, policy).await? {
-                    Some(row) => Ok((views::call(&row), true, None)),
+                    Some(row) => {
+                        self.metrics.call_submitted(true);
+                        Ok((views::call(&row), true, None))
+                    }
                     None => self
                         .lost_insert(&principal, ws, key, &call.payload_digest, deadline)
                         .await
@@ -407,7 +412,14 @@ impl App {
             .call_complete_plain_many(runner, epoch, &plain)
             .await
         {
-            Ok(recorded) => self.sent(recorded).into_iter().collect(),
+            Ok(recorded) => self
+                .sent(recorded)
+                .iter()
+                .map(|finished| {
+                    self.metrics.call_completed(finished);
+                    finished.id
+                })
+                .collect(),
             Err(e) => {
                 tracing::debug!(error = %e, "a batch of completions failed; recording them one by one");
                 HashSet::new()
@@ -480,6 +492,7 @@ impl App {
                 tracing::warn!(%error, call = %call, "a device discovery's catalog was not reconciled; the next `connection discover` will");
             }
             let completed = self.sent(completed);
+            self.metrics.call_completed(&(&completed.call).into());
             self.note_completed(&completed);
             return Ok((CompletionRecorded::Recorded, completed.receipt_stored));
         }

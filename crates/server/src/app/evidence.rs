@@ -19,7 +19,7 @@ use super::{Actor, App, views};
 use crate::db::{CallRow, EraseRefusal, Lineage};
 use crate::error::{AppError, AppResult};
 use switchyard_protocol::api::*;
-use switchyard_protocol::{ErrorCode, EvidenceId};
+use switchyard_protocol::{CallState, ErrorCode, EvidenceId};
 
 /// What every erasure answer says about what erasure cannot do.
 pub const ERASURE_NOTICE: &str = "Erasure removed Switchyard's retained evidence of this call (its result, observation outputs, evidence records, pending evidence and explanations) and fences receipts that arrive for it later. It does not undo whatever the tool did outside Switchyard: an effect that happened still happened.";
@@ -132,6 +132,8 @@ impl App {
             }
         };
         tracing::info!(call = %row.id, by = %actor.user.id, ?erased, "erased a call's evidence");
+        self.metrics
+            .calls_finished(CallState::Cancelled, erased.lookups_cancelled);
         Ok(EraseAnswer {
             call: self
                 .call_view_full(&self.call_row(workspace, call).await?)

@@ -22,6 +22,7 @@ mod mcp_access;
 mod mcp_calls;
 mod mcp_catalog;
 mod mcp_catalog_cache;
+mod metrics;
 pub(crate) mod names;
 mod operations;
 mod pairing;
@@ -128,6 +129,7 @@ pub struct App {
     dispatch: Arc<dispatch::Dispatch>,
     /// The `/mcp` catalogs this replica built ([`mcp_catalog_cache`]).
     mcp_catalogs: Arc<mcp_catalog_cache::CatalogCache>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for App {
@@ -153,13 +155,15 @@ impl App {
             config.credentials_file.clone(),
             store,
         ));
-        let dispatch = Arc::new(dispatch::Dispatch::new(&db, &config));
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        let dispatch = Arc::new(dispatch::Dispatch::new(&db, &config, Arc::clone(&metrics)));
         Self {
             db,
             credentials,
             config,
             dispatch,
             mcp_catalogs: Arc::default(),
+            metrics,
         }
     }
 

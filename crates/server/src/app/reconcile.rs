@@ -23,6 +23,7 @@ use crate::db::{
     StoredCompletion,
 };
 use crate::error::{AppError, AppResult};
+use crate::metrics::SettledBy;
 use serde_json::{Value, json};
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::Epoch;
@@ -302,6 +303,7 @@ impl App {
             (completed.call.parent_call_id, completed.settled_parent)
         {
             tracing::info!(call = %parent, lookup = %completed.call.id, outcome = outcome.as_str(), "receipt lookup settled an unknown call");
+            self.metrics.unknown_settled(SettledBy::Lookup, outcome);
         }
         note_capture(completed.call.id, completed.captured);
     }
@@ -333,6 +335,8 @@ impl App {
         Ok(match late {
             LateReceipt::Settled(outcome) => {
                 tracing::info!(%call, %runner, outcome = outcome.as_str(), "a late receipt settled an unknown call");
+                self.metrics
+                    .unknown_settled(SettledBy::LateReceipt, outcome);
                 Some(CompletionRecorded::Recorded)
             }
             LateReceipt::Observed => Some(CompletionRecorded::Superseded),

@@ -7,6 +7,7 @@ use super::names::digest;
 use super::{Actor, App};
 use crate::db::{NewResolution, ResolutionRow};
 use crate::error::{AppError, AppResult};
+use crate::metrics::SettledBy;
 use serde_json::json;
 use switchyard_protocol::api::*;
 use switchyard_protocol::{CallId, ErrorCode, WorkspaceId};
@@ -90,7 +91,9 @@ impl App {
             resolved_by: actor.user.id,
         };
         match self.db.call_resolve(&resolution).await {
-            Ok(true) => {}
+            Ok(true) => self
+                .metrics
+                .unknown_settled(SettledBy::Resolution, req.outcome),
             // Another resolution or observation settled it first, or it was erased meanwhile.
             Ok(false) => self.require_settleable(&self.call_row(workspace, call).await?)?,
             // A concurrent resolution with the same request_id was recorded first.

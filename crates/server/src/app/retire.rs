@@ -16,7 +16,7 @@ use crate::error::AppResult;
 use serde_json::json;
 use switchyard_protocol::api::*;
 use switchyard_protocol::runner::Epoch;
-use switchyard_protocol::{CallId, ErrorCode, RunnerRef};
+use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef};
 
 impl App {
     /// Retires a connection and its tools (workspace admins only).
@@ -178,6 +178,8 @@ impl App {
 
     async fn retire(&self, target: Retirable, actor: &Actor) -> AppResult<Retired> {
         let retired = self.sent(self.db.retire(target, actor.user.id).await?);
+        let failed = retired.failed_calls.len() as u64;
+        self.metrics.calls_finished(CallState::Failed, failed);
         if retired.changed {
             tracing::info!(?target, by = %actor.user.name, failed_calls = retired.failed_calls.len(), "retired");
         }
@@ -196,6 +198,7 @@ impl App {
         let code = self
             .sent(self.db.call_fail_retired(id, runner, epoch).await?)
             .map(|code| {
+                self.metrics.calls_finished(CallState::Failed, 1);
                 format!(
                     "{code}: its connection, connector or profile was retired; nothing was sent"
                 )

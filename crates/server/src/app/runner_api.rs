@@ -50,15 +50,19 @@ impl App {
         req: AcquireLease,
     ) -> AppResult<AcquireAnswer> {
         let ttl = self.config.runner_lease_ttl;
-        let acquired = self
+        let taken = self
             .db
-            .runner_lease_acquire(device.runner_ref(), req.holder, ttl)
+            .runner_lease_take(device.runner_ref(), req.holder, ttl)
             .await?;
-        match self.sent(acquired) {
-            Some(epoch) => Ok(AcquireAnswer::Acquired {
-                epoch,
-                ttl_seconds: ttl.as_secs(),
-            }),
+        match self.sent(taken) {
+            Some(taken) => {
+                self.metrics
+                    .calls_finished(CallState::Unknown, taken.unknown);
+                Ok(AcquireAnswer::Acquired {
+                    epoch: taken.epoch,
+                    ttl_seconds: ttl.as_secs(),
+                })
+            }
             None => Ok(AcquireAnswer::Held {
                 retry_after_ms: millis(ttl / 6),
             }),
@@ -92,6 +96,7 @@ impl App {
             ))
             .await?;
         let (device, beat) = (self.admit_device(read.device).await?, read.beat);
+        self.metrics.device_polled(device.device.id, req.outbox);
         let runner = device.runner_ref();
         let Some(left) = beat.lease_left_secs else {
             return Err(fenced(req.epoch));
@@ -115,6 +120,7 @@ impl App {
                 .call_settle_unheld(runner, req.epoch, &req.active, ttl)
                 .await?;
             let (requeued, orphaned) = self.sent(settled);
+            self.metrics.calls_finished(CallState::Unknown, orphaned);
             if requeued > 0 {
                 tracing::info!(%runner, requeued, "requeued calls leased to the runner that it no longer holds");
             }
@@ -159,6 +165,7 @@ impl App {
         req: LeaseRequest,
         feed: &mut Option<LeaseFeed>,
     ) -> AppResult<LeaseAnswer> {
+        self.metrics.device_polled(device.device.id, None);
         let runner = device.runner_ref();
         let deadline = Instant::now() + Duration::from_millis(req.wait_ms).min(MAX_LEASE_WAIT);
         let max = req.max.clamp(1, MAX_LEASE_BATCH) as usize;
@@ -271,6 +278,9 @@ impl App {
             ))
             .await?;
         let plain = self.sent(plain);
+        if let Some(finished) = &plain.finished {
+            self.metrics.call_completed(finished);
+        }
         let device = self.admit_device(plain.device).await?;
         if plain.completed {
             return Ok(CompleteAnswer::Recorded);

@@ -37,8 +37,9 @@ impl App {
         Ok(CancelAnswer { outcome, call })
     }
 
-    /// Audits a cancel by `actor` of `call` (its workspace, connection and id) that closed its
-    /// approval question (`approval.cancelled`); any other effect is not an audited change.
+    /// Counts a cancel that ended the call, and audits a cancel by `actor` of `call` (its
+    /// workspace, connection and id) that closed its approval question
+    /// (`approval.cancelled`); any other effect is not an audited change.
     pub(crate) async fn audit_cancel(
         &self,
         actor: &Actor,
@@ -46,6 +47,10 @@ impl App {
         (workspace, connection, call): (WorkspaceId, ConnectionId, CallId),
         tool: &str,
     ) {
+        if matches!(effect, CancelEffect::Cancelled { .. }) {
+            self.metrics
+                .calls_finished(switchyard_protocol::CallState::Cancelled, 1);
+        }
         if effect
             == (CancelEffect::Cancelled {
                 question_closed: true,

@@ -110,6 +110,15 @@ pub enum Answered {
     Unchanged,
 }
 
+/// A call whose approval question expired ([`Datastore::approval_expire_overdue`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ExpiredApproval {
+    /// The call, now `expired`.
+    pub call: CallId,
+    /// How long its question waited: its workspace's approval timeout.
+    pub waited: std::time::Duration,
+}
+
 /// A call whose question expired unanswered, as its audit entry summarizes it.
 #[derive(Debug, sqlx::FromRow)]
 struct ExpiredQuestion {
@@ -261,7 +270,9 @@ impl Datastore {
     /// being answered or expired by another replica, skipped), in one guarded statement, and
     /// appends an `approval.expired` entry (actor: the system) for each to the audit log in the
     /// same transaction. Returns their ids, with the wake-ups their waiting readers need.
-    pub async fn approval_expire_overdue(&self) -> Result<Committed<Vec<CallId>>, sqlx::Error> {
+    pub async fn approval_expire_overdue(
+        &self,
+    ) -> Result<Committed<Vec<ExpiredApproval>>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let expired: Vec<ExpiredQuestion> = sqlx::query_as(
             "WITH expired AS (
@@ -294,18 +305,23 @@ impl Datastore {
             append(&mut tx, &entries).await?;
         }
         tx.commit().await?;
-        let ids: Vec<CallId> = expired.iter().map(|q| q.id).collect();
-        let wakeups = ids
+        let wakeups = expired
             .iter()
-            .map(|call| Wakeup::Settled {
-                call: *call,
+            .map(|q| Wakeup::Settled {
+                call: q.id,
                 recorded: None,
             })
             .collect();
-        Ok(Committed {
-            value: ids,
-            wakeups,
-        })
+        let value = expired
+            .iter()
+            .map(|q| ExpiredApproval {
+                call: q.id,
+                waited: std::time::Duration::from_secs(
+                    u64::try_from(q.approval_timeout_seconds).unwrap_or(0),
+                ),
+            })
+            .collect();
+        Ok(Committed { value, wakeups })
     }
 
     /// Sets the approval policy of profile `profile`: of every connection (`connection`

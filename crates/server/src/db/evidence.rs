@@ -165,6 +165,8 @@ pub struct Erased {
     pub evidence: u64,
     /// Pending evidence dropped.
     pub pending: u64,
+    /// Its receipt lookups cancelled before they started.
+    pub lookups_cancelled: u64,
 }
 
 /// Why a call's evidence could not be erased.
@@ -444,13 +446,14 @@ impl Datastore {
         if erased_at.is_some() {
             return Ok(Ok(Erased::default()));
         }
-        sqlx::query(
+        let lookups_cancelled = sqlx::query(
             "UPDATE calls SET state = 'cancelled', finished_at = now(), error_code = 'cancelled'
              WHERE parent_call_id = $1 AND state IN ('queued', 'leased')",
         )
         .bind(call)
         .execute(&mut *tx)
-        .await?;
+        .await?
+        .rows_affected();
         let erased: Vec<CallId> = sqlx::query_scalar(
             "UPDATE calls SET evidence_erased_at = now(), arguments = NULL, result = NULL, error_message = NULL
              WHERE id = $1 OR parent_call_id = $1 RETURNING id",
@@ -498,6 +501,7 @@ impl Datastore {
             observations,
             evidence,
             pending: pending.map_or(0, |(n, _)| u64::try_from(n).unwrap_or(0)),
+            lookups_cancelled,
         }))
     }
 }

@@ -21,6 +21,7 @@ mod evidence;
 mod mcp_requests;
 mod mcp_routes;
 mod mcp_sessions;
+mod metrics;
 mod observations;
 mod operations;
 mod pairings;
@@ -40,7 +41,7 @@ mod web_sessions;
 mod workspaces;
 
 pub use agents::{AgentConnectionRow, AgentRow, NewAgent};
-pub use approvals::{Answered, ApprovalPolicyRow, ApprovalRow};
+pub use approvals::{Answered, ApprovalPolicyRow, ApprovalRow, ExpiredApproval};
 pub use audit::{
     AuditFilter, AuditHead, AuditRow, EntryFields, INSTALLATION_CHAIN, NewAuditEntry, chain_of,
     entry_hash,
@@ -49,8 +50,8 @@ pub use call_read::CallRead;
 pub(crate) use calls::PlainCompletion;
 pub use calls::{
     CallFilter, CallOrigin, CallRow, CancelEffect, DeviceCompletion, DeviceStart, ExpiredLeases,
-    HandedRow, Kept, LeasedRow, LookedUpCall, NewCall, PageFrom, SettledCall, StoredCompletion,
-    TraceParent,
+    FinishedCall, HandedRow, Kept, LeasedRow, LookedUpCall, NewCall, PageFrom, SettledCall,
+    StoredCompletion, TraceParent,
 };
 pub use capture_exclusions::{CaptureExclusionRow, NewCaptureExclusion};
 pub use committed::{Committed, Wakeup};
@@ -62,6 +63,7 @@ pub use evidence::{CapturePolicyRow, Captured, EraseRefusal, Erased, EvidenceRow
 pub use mcp_requests::InFlight;
 pub use mcp_routes::McpRouteRow;
 pub use mcp_sessions::MCP_SESSION_IDLE;
+pub use metrics::{ActiveCalls, ConnectionName, DeviceSeen};
 pub use observations::{Completed, CompletionEffects, LateReceipt, Lineage, ObservationRow};
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;
@@ -72,6 +74,7 @@ pub use receipt_policies::ReceiptPolicyRow;
 pub use receipts::{NewReceipt, ReceiptRow, UploadRead};
 pub use resolutions::{NewResolution, ResolutionRow};
 pub use retire::{Retirable, Retired};
+pub use runner_leases::TakenLease;
 pub use submit::{
     CallQuotas, OperationScope, SubmitConnection, SubmitContext, SubmitKeys, SubmitRead, Submitter,
     SubmitterKey,

@@ -26,6 +26,15 @@ fn interval(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
 }
 
+/// A runner lease taken or resumed ([`Datastore::runner_lease_take`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TakenLease {
+    /// Its epoch.
+    pub epoch: Epoch,
+    /// Calls that earlier epochs started and never reported, made `unknown` by taking it.
+    pub unknown: u64,
+}
+
 /// What a device heartbeat reads ([`Datastore::runner_lease_heartbeat`]): the device and,
 /// when it is not revoked, its lease and what to tell its runner.
 #[derive(Debug, sqlx::FromRow)]
@@ -78,6 +87,20 @@ impl Datastore {
         holder: Uuid,
         ttl: Duration,
     ) -> Result<Committed<Option<Epoch>>, sqlx::Error> {
+        let taken = self.runner_lease_take(runner_ref, holder, ttl).await?;
+        Ok(Committed {
+            value: taken.value.map(|taken| taken.epoch),
+            wakeups: taken.wakeups,
+        })
+    }
+
+    /// [`Datastore::runner_lease_acquire`], saying also how many calls it made `unknown`.
+    pub async fn runner_lease_take(
+        &self,
+        runner_ref: RunnerRef,
+        holder: Uuid,
+        ttl: Duration,
+    ) -> Result<Committed<Option<TakenLease>>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let epoch: Option<Epoch> = sqlx::query_scalar(
             "INSERT INTO runner_leases (runner_ref, epoch, holder, expires_at)
@@ -95,7 +118,7 @@ impl Datastore {
         .fetch_optional(&mut *tx)
         .await?;
         // On a resume these settle nothing: older epochs were settled when this one began.
-        let mut requeued = 0;
+        let (mut requeued, mut unknown) = (0, 0);
         if let Some(epoch) = epoch {
             requeued = sqlx::query(
                 "UPDATE calls SET state = 'queued', lease_epoch = NULL, leased_at = NULL
@@ -106,7 +129,7 @@ impl Datastore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-            sqlx::query(
+            unknown = sqlx::query(
                 "UPDATE calls SET state = 'unknown', error_code = 'runner_lost',
                      error_message = 'the runner that started this call lost its lease before reporting; the call may or may not have run',
                      finished_at = now()
@@ -115,10 +138,12 @@ impl Datastore {
             .bind(runner_ref)
             .bind(epoch)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
         }
         tx.commit().await?;
-        Ok(Committed::new(epoch).waking_if(requeued > 0, Wakeup::Requeued(Some(runner_ref))))
+        let taken = epoch.map(|epoch| TakenLease { epoch, unknown });
+        Ok(Committed::new(taken).waking_if(requeued > 0, Wakeup::Requeued(Some(runner_ref))))
     }
 
     /// Extends a live lease. Returns false when the lease expired or passed to another epoch:

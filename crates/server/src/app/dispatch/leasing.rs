@@ -17,8 +17,8 @@ use crate::app::App;
 use crate::app::reconcile::lookup_refusal;
 use crate::db::LeasedRow;
 use serde_json::Value;
-use switchyard_protocol::RunnerRef;
 use switchyard_protocol::runner::{ConnectionTarget, Epoch, LeasedCall, Submitter};
+use switchyard_protocol::{CallState, RunnerRef};
 use tokio::time::Instant;
 
 /// What one lease attempt took.
@@ -200,16 +200,31 @@ impl App {
         let mut calls = Vec::with_capacity(rows.len());
         for row in rows {
             match lease_refusal(&row) {
-                None => calls.push(work_item(row, epoch)),
+                None => {
+                    observe_lease(&self.metrics, runner, &row);
+                    calls.push(work_item(row, epoch));
+                }
                 Some((code, message)) => {
-                    self.db
+                    let failed = self
+                        .db
                         .call_fail_leased(row.id, epoch, code, message)
                         .await?;
+                    if failed {
+                        self.metrics.calls_finished(CallState::Failed, 1);
+                    }
                 }
             }
         }
         Ok(Some(LeaseBatch { calls, full }))
     }
+}
+
+/// Counts a lease of `row` by `runner`: its wait since submission, by this process's clock.
+pub(crate) fn observe_lease(metrics: &crate::metrics::Metrics, runner: RunnerRef, row: &LeasedRow) {
+    let waited = (chrono::Utc::now() - row.created_at)
+        .to_std()
+        .unwrap_or_default();
+    metrics.call_leased(runner, waited);
 }
 
 /// Why a just-leased call must not run (error code and message), if it must not.

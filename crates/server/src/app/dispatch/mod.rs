@@ -50,7 +50,11 @@ pub(crate) struct Dispatch {
 
 impl Dispatch {
     /// The machinery of an app over `db`.
-    pub(crate) fn new(db: &Datastore, config: &AppConfig) -> Self {
+    pub(crate) fn new(
+        db: &Datastore,
+        config: &AppConfig,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Self {
         let announcer = Arc::new(Announcer {
             local: Arc::default(),
             remote: Notices::new(db.pool().clone()),
@@ -62,6 +66,7 @@ impl Dispatch {
             Arc::clone(&handoffs),
             config.submit_batch_max,
             config.credentials_file.clone(),
+            metrics,
         );
         Self {
             announcer,

@@ -8,7 +8,7 @@
 
 use super::batcher::Batcher;
 use super::handoff::{Claim, Handoffs};
-use super::leasing::{lease_refusal, work_item};
+use super::leasing::{lease_refusal, observe_lease, work_item};
 use super::notices::Announcer;
 use crate::app::reconcile::central_bindings;
 use crate::db::{CallRow, Datastore, HandedRow, NewCall, SubmitContext, SubmitRead};
@@ -17,6 +17,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use switchyard_protocol::CallState;
 
 /// One submission's insert and its answer: the inserted row, or `None` when its request_id
 /// was taken.
@@ -34,6 +35,8 @@ pub(crate) struct Submissions {
     handoffs: Arc<Handoffs>,
     /// The central credentials file, whose bindings are part of a central call's target.
     credentials_file: Option<PathBuf>,
+    /// Where a handed call's lease is counted.
+    metrics: Arc<crate::metrics::Metrics>,
     /// Submissions being inserted now: a lone one is handed off by its own statement; the
     /// others share batches, so that a busy server keeps its group commit.
     inserting: AtomicUsize,
@@ -60,6 +63,7 @@ impl Submissions {
         handoffs: Arc<Handoffs>,
         max: usize,
         credentials_file: Option<PathBuf>,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Self {
         let inserts = if max <= 1 {
             Inserts::OneByOne
@@ -79,6 +83,7 @@ impl Submissions {
             announcer,
             handoffs,
             credentials_file,
+            metrics,
             inserting: AtomicUsize::new(0),
         }
     }
@@ -140,14 +145,19 @@ impl Submissions {
         };
         match lease_refusal(&leased) {
             None => {
+                observe_lease(&self.metrics, row.runner_ref, &leased);
                 if let Err(call) = claim.give(work_item(leased, epoch)) {
                     self.handoffs.requeue(row.runner_ref, &[*call]).await;
                 }
             }
             Some((code, message)) => {
-                self.db
+                let failed = self
+                    .db
                     .call_fail_leased(leased.id, epoch, code, message)
                     .await?;
+                if failed {
+                    self.metrics.calls_finished(CallState::Failed, 1);
+                }
             }
         }
         Ok(Some(row))

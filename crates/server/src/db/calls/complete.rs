@@ -14,13 +14,15 @@ use crate::db::devices::device_by_credential;
 use crate::db::observations::{UNREAD_LINEAGE, lineage_columns};
 use crate::db::sql::{Params, Text, text};
 use crate::db::{Committed, Datastore, DeviceRow, Lineage, Wakeup};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::types::Json;
 use sqlx::{Arguments, FromRow, Row};
 use std::sync::{Arc, LazyLock};
+use switchyard_protocol::reconcile::CallKind;
 use switchyard_protocol::runner::Epoch;
-use switchyard_protocol::{CallId, CallState, RunnerRef};
+use switchyard_protocol::{CallId, CallState, ConnectionId, RunnerRef};
 use uuid::Uuid;
 
 /// A completion ready to store: already redacted and bounded by the app layer.
@@ -106,6 +108,42 @@ pub struct DeviceCompletion {
     pub device: DeviceRow,
     /// Whether the completion was recorded, with its receipt.
     pub completed: bool,
+    /// The call as recorded, when it was.
+    pub finished: Option<FinishedCall>,
+}
+
+/// A call whose completion a statement recorded, as that statement returned it: what the
+/// server's instruments need (no arguments, no result).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct FinishedCall {
+    /// The call.
+    pub id: CallId,
+    /// Its connection.
+    pub connection_id: ConnectionId,
+    /// Its tool.
+    pub tool_name: String,
+    /// A tool call, a receipt lookup or a discovery.
+    pub kind: CallKind,
+    /// The state recorded.
+    pub state: CallState,
+    /// The start ack, if it was started.
+    pub started_at: Option<DateTime<Utc>>,
+    /// The completion.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<&CallRow> for FinishedCall {
+    fn from(call: &CallRow) -> Self {
+        Self {
+            id: call.id,
+            connection_id: call.connection_id,
+            tool_name: call.tool_name.clone(),
+            kind: call.kind,
+            state: call.state,
+            started_at: call.started_at,
+            finished_at: call.finished_at,
+        }
+    }
 }
 
 /// The placeholders every completion statement takes first, in the order
@@ -463,7 +501,7 @@ impl Datastore {
         runner: RunnerRef,
         epoch: Epoch,
         completions: &[PlainCompletion<'_>],
-    ) -> Result<Committed<Vec<CallId>>, sqlx::Error> {
+    ) -> Result<Committed<Vec<FinishedCall>>, sqlx::Error> {
         // A lone completion (every one on an idle server) takes the single-row statement:
         // PostgreSQL plans the batch statement anew for nearly every execution (its plan for
         // arrays of unknown length looks dearer than one for the array at hand), the
@@ -474,7 +512,7 @@ impl Datastore {
                 .await?;
             return Ok(match done {
                 Some(recorded) => Committed {
-                    value: vec![one.id],
+                    value: vec![FinishedCall::from(&recorded.value.call)],
                     wakeups: recorded.wakeups,
                 },
                 None => Committed::new(Vec::new()),
@@ -522,12 +560,13 @@ impl Datastore {
                    AND calls.runner_ref = $1 AND calls.lease_epoch = $2
                    AND calls.state = ANY(string_to_array(i.from_states, ','))
                    AND EXISTS (SELECT 1 FROM runner_leases r WHERE r.runner_ref = $1 AND r.epoch = $2) {guard}
-                 RETURNING calls.id",
+                 RETURNING calls.id, calls.connection_id, calls.tool_name, calls.kind, calls.state,
+                     calls.started_at, calls.finished_at",
                 guard = plain_guard("i.capturable", "i.refused"),
             )
             .into()
         });
-        let recorded: Vec<CallId> = sqlx::query_scalar(text(&STATEMENT))
+        let recorded: Vec<FinishedCall> = sqlx::query_as(text(&STATEMENT))
             .bind(runner)
             .bind(epoch)
             .bind(ids)
@@ -543,8 +582,8 @@ impl Datastore {
             .await?;
         let wakeups = recorded
             .iter()
-            .map(|&call| Wakeup::Settled {
-                call,
+            .map(|call| Wakeup::Settled {
+                call: call.id,
                 recorded: None,
             })
             .collect();
@@ -581,6 +620,7 @@ impl Datastore {
             let completed = Committed::new(DeviceCompletion {
                 device: row.device,
                 completed: row.settled.is_some(),
+                finished: row.settled.as_ref().map(|settled| (&settled.call).into()),
             });
             match row.settled {
                 Some(settled) => completed.waking(settled_wakeup(settled, read_lineage).1),

@@ -25,7 +25,7 @@ mod sweep;
 pub use cancel::CancelEffect;
 pub(crate) use complete::PlainCompletion;
 pub(crate) use complete::call_complete_on;
-pub use complete::{DeviceCompletion, Kept, SettledCall, StoredCompletion};
+pub use complete::{DeviceCompletion, FinishedCall, Kept, SettledCall, StoredCompletion};
 pub use insert::HandedRow;
 pub use lease::{LeasedRow, LookedUpCall};
 pub use page::{CallFilter, PageFrom};
