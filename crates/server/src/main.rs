@@ -161,6 +161,11 @@ enum Command {
             value_delimiter = ','
         )]
         mcp_allowed_hosts: Vec<String>,
+        /// Serve `/metrics` (Prometheus text format) on this address, a listener of its own
+        /// without authentication: bind it where only the scraper reaches (loopback, or a
+        /// private network). Unset: not served.
+        #[arg(long, env = "SWITCHYARD_METRICS_LISTEN", value_name = "ADDR")]
+        metrics_listen: Option<SocketAddr>,
     },
     /// Apply database migrations.
     Migrate,
@@ -317,6 +322,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             session_caps,
             allow_endpoints,
             mcp_allowed_hosts,
+            metrics_listen,
         } => {
             Datastore::new(pool.clone()).readiness().await?;
             let allow = AllowList::parse(allow_endpoints.iter().map(String::as_str))
@@ -374,6 +380,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 mcp: McpConfig {
                     allowed_hosts: (!mcp_allowed_hosts.is_empty()).then_some(mcp_allowed_hosts),
                 },
+                metrics_listen,
             };
             let shutdown = CancellationToken::new();
             tokio::spawn(stop_on_signal(shutdown.clone()));

@@ -28,6 +28,9 @@ pub struct ServeConfig {
     pub http: HttpLimits,
     /// `/mcp` settings.
     pub mcp: McpConfig,
+    /// Where to serve `/metrics` (Prometheus text format, no authentication), if anywhere: a
+    /// listener of its own, so that it is reachable only where the operator binds it.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Bounds of the HTTP listener, against clients that hold connections without using them.
@@ -61,6 +64,8 @@ impl Default for HttpLimits {
 pub struct Running {
     /// The bound address (useful when listening on port 0).
     pub addr: SocketAddr,
+    /// The bound address of `/metrics`, when it is served.
+    pub metrics_addr: Option<SocketAddr>,
     /// Cancel to shut down: stop accepting, drain the central runner, release its lease.
     pub shutdown: CancellationToken,
     /// Ends when everything has stopped.
@@ -72,7 +77,23 @@ pub async fn start(db: Datastore, config: ServeConfig) -> std::io::Result<Runnin
     let app = App::new(db, config.app);
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
+    let metrics_listener = match config.metrics_listen {
+        Some(listen) => Some(tokio::net::TcpListener::bind(listen).await?),
+        None => None,
+    };
+    let metrics_addr = match &metrics_listener {
+        Some(listener) => Some(listener.local_addr()?),
+        None => None,
+    };
     let shutdown = CancellationToken::new();
+    let metrics = metrics_listener.map(|listener| {
+        tokio::spawn(serve_http(
+            listener,
+            crate::metrics::metrics_router(app.clone()),
+            METRICS_LIMITS,
+            shutdown.clone(),
+        ))
+    });
     let flusher = tokio::spawn(
         app.clone()
             .run_liveness_flusher(config.sweeper.heartbeat_flush, shutdown.clone()),
@@ -94,6 +115,9 @@ pub async fn start(db: Datastore, config: ServeConfig) -> std::io::Result<Runnin
     let http_shutdown = shutdown.clone();
     let done = tokio::spawn(async move {
         serve_http(listener, router, config.http, http_shutdown).await;
+        if let Some(metrics) = metrics {
+            let _ = metrics.await;
+        }
         // Every request has been answered: write the renewals and sightings still held.
         let _ = flusher.await;
         app.flush_liveness().await;
@@ -103,10 +127,17 @@ pub async fn start(db: Datastore, config: ServeConfig) -> std::io::Result<Runnin
     });
     Ok(Running {
         addr,
+        metrics_addr,
         shutdown,
         done,
     })
 }
+
+/// Bounds of the `/metrics` listener: a few scrapers, never thousands of runners.
+const METRICS_LIMITS: HttpLimits = HttpLimits {
+    header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+    max_connections: 16,
+};
 
 /// The most a connection's read buffer holds. hyper gives every HTTP/1 connection an 8 KiB
 /// read buffer and, by default, lets it double (to 16 KiB as soon as a read does not fit what
@@ -206,6 +237,9 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let running = start(db, config).await?;
     tracing::info!(addr = %running.addr, "listening");
+    if let Some(addr) = running.metrics_addr {
+        tracing::info!(%addr, "serving /metrics");
+    }
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on http://{}", running.addr)?;
     stdout.flush()?;

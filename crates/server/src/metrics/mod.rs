@@ -1,5 +1,5 @@
 //! The server's instruments: counters and histograms recorded on the call path, rendered in
-//! the Prometheus text format by `App::metrics_render`
+//! the Prometheus text format by `/metrics` (served on its own listener, see `crate::serve`)
 //! together with gauges a scrape reads from the database (`crate::app` reads them).
 //!
 //! What it guarantees:
@@ -19,10 +19,12 @@
 mod devices;
 mod histogram;
 mod operations;
+mod route;
 mod text;
 
 pub use devices::DEVICE_REPORT_TTL;
 pub use operations::{MAX_OPERATION_SERIES, OPERATION_DURATION, OTHER};
+pub use route::metrics_router;
 
 use crate::db::{ActiveCalls, DeviceSeen, FinishedCall};
 use histogram::{APPROVAL_BUCKETS, CALL_BUCKETS, Histogram};

@@ -78,6 +78,7 @@ impl TestServer {
             web: WebConfig::default(),
             http: HttpLimits::default(),
             mcp: McpConfig::default(),
+            metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
         };
         tweak(&mut config);
         let running = start(Datastore::new(pool.clone()), config)
@@ -92,6 +93,16 @@ impl TestServer {
             owner: Client::new(addr, &token),
             running: Some(running),
         }
+    }
+
+    /// The URL of this server's `/metrics` (served on a listener of its own).
+    pub fn metrics_url(&self) -> String {
+        let addr = self
+            .running
+            .as_ref()
+            .and_then(|running| running.metrics_addr)
+            .expect("the test server serves /metrics");
+        format!("http://{addr}/metrics")
     }
 
     /// A second server process on the same database (another replica), acting with
@@ -116,6 +127,7 @@ impl TestServer {
             web: WebConfig::default(),
             http: HttpLimits::default(),
             mcp: McpConfig::default(),
+            metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
         };
         tweak(&mut config);
         let running = start(Datastore::new(first.pool.clone()), config)

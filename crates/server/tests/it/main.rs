@@ -31,6 +31,7 @@ mod mcp_cancel;
 mod mcp_catalog_cache;
 mod mcp_clients;
 mod mcp_endpoint;
+mod metrics;
 mod namespaces;
 mod placements;
 mod quotas;

@@ -597,7 +597,7 @@ async fn a_caller_resolves_with_evidence_they_can_read(pool: PgPool) {
 }
 
 /// Runs `echo text` in `ws` (which captures) and returns the id of its published evidence.
-async fn published_evidence(server: &TestServer, ws: &str, text: &str) -> String {
+pub(crate) async fn published_evidence(server: &TestServer, ws: &str, text: &str) -> String {
     let call = run_to_end(server, ws, "echo", json!({"text": text})).await;
     let id = call["id"].as_str().unwrap();
     let call = wait_for(&server.owner, ws, id, |c| {
