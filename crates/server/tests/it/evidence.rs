@@ -25,7 +25,13 @@ async fn set_capture(client: &Client, ws: &str, on: bool) -> Answer {
         .await
 }
 
-async fn run_to_end(server: &TestServer, ws: &str, tool: &str, arguments: Value) -> Value {
+/// Submits `tool` with `arguments` in `ws` as the owner and waits for the call to end.
+pub(crate) async fn run_to_end(
+    server: &TestServer,
+    ws: &str,
+    tool: &str,
+    arguments: Value,
+) -> Value {
     let call = server
         .owner
         .post(

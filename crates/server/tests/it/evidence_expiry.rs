@@ -2,6 +2,7 @@
 //! capture exclusions (per connection or tool: keep nothing, or drop named fields) applied
 //! before anything is stored.
 
+use crate::evidence::run_to_end;
 use crate::harness::*;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -12,21 +13,6 @@ use switchyard_server::sweeper::{SweeperConfig, sweep_once};
 use uuid::Uuid;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-async fn run_to_end(server: &TestServer, ws: &str, tool: &str, arguments: Value) -> Value {
-    let call = server
-        .owner
-        .post(
-            &format!("/api/v1/workspaces/{ws}/calls"),
-            call_body(tool, arguments),
-        )
-        .await
-        .ok();
-    server
-        .owner
-        .wait_call(ws, call["id"].as_str().unwrap(), WAIT)
-        .await
-}
 
 /// The call once its evidence is published; the evidence id.
 async fn published(server: &TestServer, ws: &str, call: &Value) -> (Value, String) {

@@ -61,6 +61,19 @@ pub(crate) async fn call(
     serde_json::to_value(client.call_tool(params).await.expect("tools/call")).unwrap()
 }
 
+/// The server's announcement of connection `namespace` in the client's instructions.
+pub(crate) fn notice_of(client: &RunningService<RoleClient, ()>, namespace: &str) -> Value {
+    let instructions = client
+        .peer_info()
+        .and_then(|i| i.instructions.clone())
+        .expect("instructions");
+    instructions
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|notice| notice["mcp_server"] == namespace)
+        .unwrap_or_else(|| panic!("no notice of {namespace}: {instructions}"))
+}
+
 pub(crate) fn text(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
@@ -68,7 +81,8 @@ pub(crate) fn text(result: &Value) -> String {
         .to_owned()
 }
 
-async fn set(server: &TestServer, settings: Value) {
+/// Sets agent `bot`'s settings for the `fixture` connection of `acme`.
+pub(crate) async fn set(server: &TestServer, settings: Value) {
     server
         .owner
         .put(
@@ -408,15 +422,7 @@ async fn a_refused_credential_stops_calls_or_degrades_the_connection(pool: PgPoo
     let stopped = call(&client, "remote__echo", json!({"text": "x"})).await;
     assert_eq!(stopped["isError"], true, "{stopped}");
     assert!(text(&stopped).contains("needs authorizing"), "{stopped}");
-    let instructions = client
-        .peer_info()
-        .and_then(|i| i.instructions.clone())
-        .unwrap();
-    let remote = instructions
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find(|notice| notice["mcp_server"] == "remote")
-        .unwrap_or_else(|| panic!("no notice of remote: {instructions}"));
+    let remote = notice_of(&client, "remote");
     assert_eq!(remote["unavailable"], true, "{remote}");
     assert_eq!(remote["reason"], "needs_authorization", "{remote}");
     client.cancel().await.unwrap();

@@ -5,7 +5,7 @@
 //! succeeds clears the mark. What an agent then gets follows from that fact (`auth_failure`).
 
 use crate::harness::*;
-use crate::mcp_agents::{agent_in_acme, call, connect, text};
+use crate::mcp_agents::{agent_in_acme, call, connect, notice_of, text};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::os::unix::fs::PermissionsExt;
@@ -282,16 +282,12 @@ async fn a_connection_marked_so_by_a_call_is_left_out_under_degrade(pool: PgPool
         "{listed:?}"
     );
     assert!(listed.contains(&"fixture__echo".to_owned()), "{listed:?}");
+    let remote = notice_of(&client, "remote");
+    assert_eq!(remote["reason"], "needs_authorization", "{remote}");
     let instructions = client
         .peer_info()
         .and_then(|i| i.instructions.clone())
-        .unwrap();
-    let remote = instructions
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find(|notice| notice["mcp_server"] == "remote")
-        .unwrap_or_else(|| panic!("no notice of remote: {instructions}"));
-    assert_eq!(remote["reason"], "needs_authorization", "{remote}");
+        .expect("instructions");
     assert!(
         !instructions.contains("wrong bearer token"),
         "{instructions}"

@@ -20,6 +20,21 @@ async fn two_replicas(pool: PgPool) -> (TestServer, TestServer) {
     (first, second)
 }
 
+/// [`two_replicas`] with `count` held for approval (counting into `counter`), and the owner's
+/// session, started on the first replica, as a client of each.
+async fn a_session_on_two_replicas(
+    pool: PgPool,
+    counter: &str,
+) -> (TestServer, TestServer, Raw, Raw) {
+    let (first, second) = two_replicas(pool).await;
+    approval_gate(&first, counter).await;
+    let mut on_first = Raw::new(&first, first.owner.token());
+    on_first.initialize().await;
+    let mut on_second = Raw::new(&second, first.owner.token());
+    on_second.session = on_first.session.clone();
+    (first, second, on_first, on_second)
+}
+
 /// The client's `notifications/cancelled` for request `id` of its session.
 async fn cancel(raw: &Raw, id: u64) {
     let sent = raw
@@ -57,14 +72,9 @@ async fn wait_in_flight(server: &TestServer, want: Vec<(String, Option<uuid::Uui
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_cancellation_sent_to_another_replica_cancels_the_held_call(pool: PgPool) {
-    let (first, second) = two_replicas(pool).await;
     let counter = scratch_dir("mcp-cancel-replica");
     let counter = counter.path("count");
-    approval_gate(&first, &counter).await;
-    let mut on_first = Raw::new(&first, first.owner.token());
-    on_first.initialize().await;
-    let mut on_second = Raw::new(&second, first.owner.token());
-    on_second.session = on_first.session.clone();
+    let (first, _second, on_first, on_second) = a_session_on_two_replicas(pool, &counter).await;
 
     let pending = {
         let raw = on_first.clone();
@@ -106,14 +116,9 @@ async fn a_cancellation_sent_to_another_replica_cancels_the_held_call(pool: PgPo
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_cancellation_that_arrives_before_its_request_cancels_its_call(pool: PgPool) {
-    let (first, second) = two_replicas(pool).await;
     let counter = scratch_dir("mcp-cancel-early");
     let counter = counter.path("count");
-    approval_gate(&first, &counter).await;
-    let mut on_first = Raw::new(&first, first.owner.token());
-    on_first.initialize().await;
-    let mut on_second = Raw::new(&second, first.owner.token());
-    on_second.session = on_first.session.clone();
+    let (first, _second, on_first, on_second) = a_session_on_two_replicas(pool, &counter).await;
 
     // The cancellation overtakes its request (through another replica): it is kept...
     cancel(&on_second, 9).await;

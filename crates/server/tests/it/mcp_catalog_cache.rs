@@ -3,7 +3,7 @@
 //! it, leave the kept catalogs in use.
 
 use crate::harness::*;
-use crate::mcp_agents::{agent_in_acme, call, connect, names, text};
+use crate::mcp_agents::{agent_in_acme, call, connect, names, set, text};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -13,18 +13,6 @@ async fn generation(server: &TestServer) -> i64 {
         .fetch_one(&server.pool)
         .await
         .expect("the catalogs' generation")
-}
-
-/// Sets the agent's settings for the fixture connection.
-async fn set(server: &TestServer, settings: serde_json::Value) {
-    server
-        .owner
-        .put(
-            "/api/v1/workspaces/acme/agents/bot/connections/fixture",
-            settings,
-        )
-        .await
-        .ok();
 }
 
 #[sqlx::test(migrations = "../../migrations")]
