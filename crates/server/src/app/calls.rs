@@ -91,16 +91,8 @@ impl App {
         req: SubmitCall,
         wait: Duration,
     ) -> AppResult<(CallView, bool)> {
-        let (view, fresh, _) = self
-            .submit(
-                SubmittedBy::Principal(principal),
-                ws,
-                req,
-                SubmitWait::For(wait),
-                None,
-            )
-            .await?;
-        Ok((view, fresh))
+        self.submit_waiting(SubmittedBy::Principal(principal), ws, req, wait)
+            .await
     }
 
     /// [`App::call_submit_as`] for a submitter that waits on its call itself (`/mcp`), whose
@@ -140,14 +132,20 @@ impl App {
             let principal = Principal::Device(self.authenticate_device(token).await?);
             return self.call_submit_waiting(&principal, ws, req, wait).await;
         }
+        self.submit_waiting(SubmittedBy::UserToken(token), ws, req, wait)
+            .await
+    }
+
+    /// [`App::submit`] for a submitter waiting up to `wait` itself, with no trace context.
+    async fn submit_waiting(
+        &self,
+        by: SubmittedBy<'_>,
+        ws: &str,
+        req: SubmitCall,
+        wait: Duration,
+    ) -> AppResult<(CallView, bool)> {
         let (view, fresh, _) = self
-            .submit(
-                SubmittedBy::UserToken(token),
-                ws,
-                req,
-                SubmitWait::For(wait),
-                None,
-            )
+            .submit(by, ws, req, SubmitWait::For(wait), None)
             .await?;
         Ok((view, fresh))
     }
