@@ -52,6 +52,15 @@ pub enum CliError {
         /// What was found instead (`an array`, `a string`, …).
         found: &'static str,
     },
+    /// A `switchyard.toml` breaks the file's rules (exit 2): every problem, with its line and
+    /// column.
+    #[error("{}", config_issues(name, issues))]
+    InvalidConfig {
+        /// The file.
+        name: String,
+        /// What is wrong, in file order.
+        issues: Vec<crate::config::Issue>,
+    },
     /// A server URL (`SWITCHYARD_URL`, `--server`) cannot be used as the API's base URL (exit 2).
     #[error("error: {origin} `{url}` is not usable: {reason}")]
     BadUrl {
@@ -231,6 +240,7 @@ impl CliError {
             | CliError::ReadInput { .. }
             | CliError::InvalidJson { .. }
             | CliError::NotAnObject { .. }
+            | CliError::InvalidConfig { .. }
             | CliError::BadUrl { .. }
             | CliError::HttpClient(_)
             | CliError::IdentityStore(_)
@@ -253,4 +263,13 @@ impl CliError {
             CliError::Interrupted { .. } => 130,
         }
     }
+}
+
+/// `error: FILE:LINE:COLUMN: message`, one line per issue.
+fn config_issues(name: &str, issues: &[crate::config::Issue]) -> String {
+    issues
+        .iter()
+        .map(|issue| format!("error: {name}:{issue}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

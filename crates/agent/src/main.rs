@@ -7,6 +7,7 @@ mod auth;
 mod cli;
 mod client;
 mod commands;
+mod config;
 mod error;
 mod input;
 mod output;

@@ -5,10 +5,12 @@
 //! call runs is decided by the server from the workspace's approved configuration.
 
 mod agents;
+mod config;
 mod governance;
 mod history;
 
 pub use agents::{AgentCommand, AgentSet};
+pub use config::ConfigCommand;
 pub use governance::{ApprovalCommand, AuditCommand, AuditLog, ToolCommand};
 pub use history::CallPageArgs;
 
@@ -60,6 +62,9 @@ pub enum Command {
     /// Create agents, the principals MCP clients connect to `/mcp` as, and set what they see.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// Check a declarative `switchyard.toml`.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Pair this machine with a server as a device: shows a code for a user to approve, then
     /// stores the device identity under a local profile. With `--json`, prints one JSON object
     /// per line: the code first, the stored identity last.

@@ -1,13 +1,14 @@
 //! One module per command group; [`run`] dispatches a parsed command line to it.
 //!
 //! Each command sends one or a few API requests through [`Client`] and prints the answer
-//! through [`Output`]. `pair` talks to the server it is given, unauthenticated, and
-//! `mcp-runner` hands over to the runner helper; every other command authenticates as
+//! through [`Output`]. `pair` talks to the server it is given, unauthenticated, `config
+//! validate` reads a local file only, and `mcp-runner` hands over to the runner helper; every other command authenticates as
 //! [`crate::auth`] decides. `mcp reconcile|resolve` go under [`mcp`].
 
 mod agent;
 mod approval;
 mod audit;
+mod config;
 mod connection;
 mod connector;
 mod device;
@@ -53,6 +54,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Audit(cmd) => audit::run(&client()?, out, cmd).await,
         Command::Evidence(cmd) => evidence::run(&client()?, out, cmd).await,
         Command::Approval(cmd) => approval::run(&client()?, out, cmd).await,
+        Command::Config(cmd) => config::run(out, cmd),
         Command::Pair(args) => pair::run(out, args).await,
         Command::McpRunner(args) => runner::run(args),
     }
