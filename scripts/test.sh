@@ -31,6 +31,8 @@ readonly EVERYTHING_VERSION=2026.8.31
 readonly PYTHON_MCP_VERSION=2.3.0
 readonly INSPECTOR_PACKAGE=@modelcontextprotocol/inspector
 readonly INSPECTOR_VERSION=2.12.0
+# The OAuth 2.1 authorization server of the OAuth tests (fixtures/oauth-server/server.mjs).
+readonly OIDC_PROVIDER_VERSION=9.13.3
 # Kept outside the repository so that `cargo` and git never see node_modules or the venv.
 readonly NPM_PREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/npm"
 readonly PYTHON_VENV="${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/python-mcp"
@@ -151,6 +153,28 @@ done
 export SWITCHYARD_TEST_PYTHON_MCP SWITCHYARD_TEST_INSPECTOR
 echo "SWITCHYARD_TEST_PYTHON_MCP=$SWITCHYARD_TEST_PYTHON_MCP"
 echo "SWITCHYARD_TEST_INSPECTOR=$SWITCHYARD_TEST_INSPECTOR"
+
+section "OAuth authorization server (oidc-provider@$OIDC_PROVIDER_VERSION)"
+oidc_dir="$NPM_PREFIX/node_modules/oidc-provider"
+installed_version=$(node -p 'require(process.argv[1]).version' "$oidc_dir/package.json" \
+    2>/dev/null || true)
+if [[ $installed_version == "$OIDC_PROVIDER_VERSION" ]]; then
+    echo "Already installed in $NPM_PREFIX"
+else
+    echo "Installing into $NPM_PREFIX"
+    mkdir -p "$NPM_PREFIX"
+    # It asks for Node.js 22 and runs on the machine's Node.js 20 (a warning at start; the
+    # OAuth tests are the check).
+    npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --loglevel=error \
+        "oidc-provider@$OIDC_PROVIDER_VERSION"
+fi
+SWITCHYARD_TEST_OIDC_PROVIDER="$oidc_dir/lib/index.js"
+if [[ ! -f $SWITCHYARD_TEST_OIDC_PROVIDER ]]; then
+    echo "error: $SWITCHYARD_TEST_OIDC_PROVIDER is missing after the install" >&2
+    exit 1
+fi
+export SWITCHYARD_TEST_OIDC_PROVIDER
+echo "SWITCHYARD_TEST_OIDC_PROVIDER=$SWITCHYARD_TEST_OIDC_PROVIDER"
 
 section "Format (cargo fmt --check)"
 cargo fmt --all --check

@@ -10,6 +10,7 @@
 //! - [`runner`]: the device runner as a process;
 //! - [`api`]: the HTTP API client;
 //! - [`mcp_clients`]: published MCP clients (Python SDK, Inspector CLI) against an endpoint;
+//! - [`oauth_server`]: a real OAuth 2.1 authorization server (`oidc-provider`);
 //! - [`setup`]: workspace, connector, connection and profile through the API;
 //! - [`pairing`]: pairing a device and saving its identity;
 //! - [`poll`]: waiting for a condition with a bound;
@@ -40,6 +41,7 @@ pub mod bins;
 pub mod child_env;
 pub mod error;
 pub mod mcp_clients;
+pub mod oauth_server;
 pub mod pairing;
 pub mod poll;
 mod process;
