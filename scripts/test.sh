@@ -97,23 +97,31 @@ fi
 export DATABASE_URL
 echo "DATABASE_URL=$(redact_url "$DATABASE_URL")"
 
+# Installs npm PACKAGE at VERSION into $NPM_PREFIX unless that version is there, and prints the
+# path of its FILE (relative to the package), failing if the file is missing after the install.
+# Node.js 20 runs them all, though some ask for 22: npm only warns about the engine, and the
+# tests that use each package are the check.
+npm_pinned() {
+    local package=$1 version=$2 file=$3
+    local dir="$NPM_PREFIX/node_modules/$package" installed
+    installed=$(node -p 'require(process.argv[1]).version' "$dir/package.json" 2>/dev/null || true)
+    if [[ $installed == "$version" ]]; then
+        echo "$package@$version already installed in $NPM_PREFIX" >&2
+    else
+        echo "Installing $package@$version into $NPM_PREFIX" >&2
+        mkdir -p "$NPM_PREFIX"
+        npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --loglevel=error \
+            "$package@$version" >&2
+    fi
+    if [[ ! -f $dir/$file ]]; then
+        echo "error: $dir/$file is missing after the install" >&2
+        return 1
+    fi
+    echo "$dir/$file"
+}
+
 section "MCP reference server ($EVERYTHING_PACKAGE@$EVERYTHING_VERSION)"
-everything_dir="$NPM_PREFIX/node_modules/$EVERYTHING_PACKAGE"
-installed_version=$(node -p 'require(process.argv[1]).version' "$everything_dir/package.json" \
-    2>/dev/null || true)
-if [[ $installed_version == "$EVERYTHING_VERSION" ]]; then
-    echo "Already installed in $NPM_PREFIX"
-else
-    echo "Installing into $NPM_PREFIX"
-    mkdir -p "$NPM_PREFIX"
-    npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --loglevel=error \
-        "$EVERYTHING_PACKAGE@$EVERYTHING_VERSION"
-fi
-SWITCHYARD_TEST_EVERYTHING="$everything_dir/dist/index.js"
-if [[ ! -f $SWITCHYARD_TEST_EVERYTHING ]]; then
-    echo "error: $SWITCHYARD_TEST_EVERYTHING is missing after the install" >&2
-    exit 1
-fi
+SWITCHYARD_TEST_EVERYTHING=$(npm_pinned "$EVERYTHING_PACKAGE" "$EVERYTHING_VERSION" dist/index.js)
 export SWITCHYARD_TEST_EVERYTHING
 echo "SWITCHYARD_TEST_EVERYTHING=$SWITCHYARD_TEST_EVERYTHING"
 
@@ -129,50 +137,20 @@ else
     "$SWITCHYARD_TEST_PYTHON_MCP" -m pip install --quiet --disable-pip-version-check \
         "mcp==$PYTHON_MCP_VERSION"
 fi
-inspector_dir="$NPM_PREFIX/node_modules/$INSPECTOR_PACKAGE"
-installed_version=$(node -p 'require(process.argv[1]).version' "$inspector_dir/package.json" \
-    2>/dev/null || true)
-if [[ $installed_version == "$INSPECTOR_VERSION" ]]; then
-    echo "Inspector already installed in $NPM_PREFIX"
-else
-    echo "Installing the Inspector into $NPM_PREFIX"
-    mkdir -p "$NPM_PREFIX"
-    # Its package.json asks for Node.js 22.19; its CLI mode runs on the machine's Node.js 20 too
-    # (the interop tests are the check), and npm only warns about the engine.
-    npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --loglevel=error \
-        "$INSPECTOR_PACKAGE@$INSPECTOR_VERSION"
+if [[ ! -f $SWITCHYARD_TEST_PYTHON_MCP ]]; then
+    echo "error: $SWITCHYARD_TEST_PYTHON_MCP is missing after the install" >&2
+    exit 1
 fi
-# The CLI's own entry point (the package's `inspector --cli` launcher runs the same code).
-SWITCHYARD_TEST_INSPECTOR="$inspector_dir/clients/cli/build/index.js"
-for client in "$SWITCHYARD_TEST_PYTHON_MCP" "$SWITCHYARD_TEST_INSPECTOR"; do
-    if [[ ! -f $client ]]; then
-        echo "error: $client is missing after the install" >&2
-        exit 1
-    fi
-done
+# The Inspector CLI's own entry point (the package's `inspector --cli` launcher runs the same
+# code).
+SWITCHYARD_TEST_INSPECTOR=$(npm_pinned "$INSPECTOR_PACKAGE" "$INSPECTOR_VERSION" \
+    clients/cli/build/index.js)
 export SWITCHYARD_TEST_PYTHON_MCP SWITCHYARD_TEST_INSPECTOR
 echo "SWITCHYARD_TEST_PYTHON_MCP=$SWITCHYARD_TEST_PYTHON_MCP"
 echo "SWITCHYARD_TEST_INSPECTOR=$SWITCHYARD_TEST_INSPECTOR"
 
 section "OAuth authorization server (oidc-provider@$OIDC_PROVIDER_VERSION)"
-oidc_dir="$NPM_PREFIX/node_modules/oidc-provider"
-installed_version=$(node -p 'require(process.argv[1]).version' "$oidc_dir/package.json" \
-    2>/dev/null || true)
-if [[ $installed_version == "$OIDC_PROVIDER_VERSION" ]]; then
-    echo "Already installed in $NPM_PREFIX"
-else
-    echo "Installing into $NPM_PREFIX"
-    mkdir -p "$NPM_PREFIX"
-    # It asks for Node.js 22 and runs on the machine's Node.js 20 (a warning at start; the
-    # OAuth tests are the check).
-    npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --loglevel=error \
-        "oidc-provider@$OIDC_PROVIDER_VERSION"
-fi
-SWITCHYARD_TEST_OIDC_PROVIDER="$oidc_dir/lib/index.js"
-if [[ ! -f $SWITCHYARD_TEST_OIDC_PROVIDER ]]; then
-    echo "error: $SWITCHYARD_TEST_OIDC_PROVIDER is missing after the install" >&2
-    exit 1
-fi
+SWITCHYARD_TEST_OIDC_PROVIDER=$(npm_pinned oidc-provider "$OIDC_PROVIDER_VERSION" lib/index.js)
 export SWITCHYARD_TEST_OIDC_PROVIDER
 echo "SWITCHYARD_TEST_OIDC_PROVIDER=$SWITCHYARD_TEST_OIDC_PROVIDER"
 
