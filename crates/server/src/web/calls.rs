@@ -1,12 +1,13 @@
 //! The calls list (filtered, keyset-paginated) and the call inspector: state as it happens
 //! over Server-Sent Events, timing, outcome, retained output, cancellation and End tool
-//! session.
+//! session, and for an unknown call the settle forms of [`super::settle`].
 
 use super::WebState;
 use super::error::{WebError, WebResult};
 use super::output::{self, LaterSection, OutputItem};
 use super::page::{Chrome, NoticeQuery, encode_segment, html, took, when, when_precise};
 use super::session::{CsrfOnly, Protected, SignedIn, encode_query};
+use super::settle::{Refusal, SettleModel};
 use super::streams::StreamSlot;
 use crate::app::{Actor, CallQuery, Principal};
 use crate::db::PageFrom;
@@ -240,6 +241,8 @@ struct CallPage {
     chrome: Chrome,
     m: CallModel,
     csrf: String,
+    /// For an unknown tool call: Look up the receipt and Resolve.
+    settle: Option<SettleModel>,
 }
 
 /// `GET /workspaces/{ws}/calls/{call}`: the inspector.
@@ -249,14 +252,28 @@ pub(super) async fn inspector(
     Path((ws, call)): Path<(String, String)>,
     Query(q): Query<NoticeQuery>,
 ) -> WebResult<Html<String>> {
+    render(&s, &signed_in, &ws, &call, q.notice.as_deref(), None).await
+}
+
+/// The inspector page of `call`: with a notice after a redirect, or with a refused settle
+/// form (its message, and the form as typed).
+pub(super) async fn render(
+    s: &WebState,
+    signed_in: &SignedIn,
+    ws: &str,
+    call: &str,
+    notice: Option<&str>,
+    refusal: Option<Refusal>,
+) -> WebResult<Html<String>> {
     let actor = &signed_in.session.actor;
-    let view = s.app.call_get(actor, &ws, &call).await?;
-    let names = Names::load(&s, actor, &ws, &view).await?;
+    let view = s.app.call_get(actor, ws, call).await?;
+    let names = Names::load(s, actor, ws, &view).await?;
+    let settle = SettleModel::for_call(s, actor, ws, &view, refusal).await?;
     html(&CallPage {
-        chrome: Chrome::in_workspace(&signed_in, &names.ws, "calls")
-            .with_notice(q.notice.as_deref()),
+        chrome: Chrome::in_workspace(signed_in, &names.ws, "calls").with_notice(notice),
         csrf: signed_in.session.csrf_token.clone(),
         m: CallModel::new(&view, &names),
+        settle,
     })
 }
 

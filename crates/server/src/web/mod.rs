@@ -21,11 +21,13 @@ mod catalog;
 mod connectors;
 mod devices;
 mod error;
+mod evidence;
 mod output;
 mod page;
 mod retire;
 mod schema_form;
 mod session;
+mod settle;
 mod sign_in;
 mod streams;
 mod tools;
@@ -161,6 +163,18 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
         .route(
             "/workspaces/{ws}/calls/{call}/release",
             post(calls::release),
+        )
+        .route(
+            "/workspaces/{ws}/calls/{call}/reconcile",
+            post(settle::reconcile),
+        )
+        .route(
+            "/workspaces/{ws}/calls/{call}/resolve",
+            post(settle::resolve),
+        )
+        .route(
+            "/workspaces/{ws}/calls/{call}/evidence",
+            get(evidence::page),
         )
         .route("/workspaces/{ws}/devices", get(devices::list))
         .route("/workspaces/{ws}/devices/approve", post(devices::approve))

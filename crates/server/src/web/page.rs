@@ -100,6 +100,12 @@ fn notice_text(code: &str) -> Option<&'static str> {
         "placement-declined" => "Declined: the connection's calls are refused on your device.",
         "token-revoked" => "The token was revoked; it is refused from its next request on.",
         "member-removed" => "The member was removed, with their grants in this workspace.",
+        "lookup-queued" => {
+            "The receipt lookup is queued: it asks the connector once, and an answer of applied or not applied settles the call. Reload to see its answer."
+        }
+        "resolved" => {
+            "Resolved: the outcome is recorded beside the original attempt, citing the evidence."
+        }
         "grant-revoked" => "The grant was revoked; a revoked Use stops the user's next call.",
         _ => return None,
     })
