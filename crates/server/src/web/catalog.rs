@@ -150,8 +150,12 @@ pub(super) async fn catalog(
     Ok((tools.iter().map(catalog_row).collect(), may_classify))
 }
 
-/// An audit entry as the connection page shows it.
+/// An audit entry as the connection and audit pages show it.
 pub(super) struct AuditRow {
+    /// Its place in the workspace's chain.
+    pub(super) seq: i64,
+    /// The call, for `call.*` entries.
+    pub(super) call: Option<String>,
     /// When it was written.
     pub(super) at: String,
     /// Who: a user's name, a device or the system.
@@ -173,8 +177,11 @@ fn summary(entry: &AuditEntryView) -> String {
     text
 }
 
-fn audit_row(entry: &AuditEntryView) -> AuditRow {
+/// An entry as a table row.
+pub(super) fn audit_row(entry: &AuditEntryView) -> AuditRow {
     AuditRow {
+        seq: entry.seq,
+        call: entry.call_id.map(|c| c.to_string()),
         at: when(&entry.at),
         actor: match entry.actor.kind {
             AuditActorKind::User => entry.actor.name.clone(),

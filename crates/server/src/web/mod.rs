@@ -16,6 +16,7 @@
 mod access;
 mod approvals;
 mod assets;
+mod audit;
 mod calls;
 mod catalog;
 mod connectors;
@@ -176,6 +177,7 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
             "/workspaces/{ws}/calls/{call}/evidence",
             get(evidence::page),
         )
+        .route("/workspaces/{ws}/audit", get(audit::page))
         .route("/workspaces/{ws}/devices", get(devices::list))
         .route("/workspaces/{ws}/devices/approve", post(devices::approve))
         .route(
