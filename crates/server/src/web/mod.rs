@@ -8,12 +8,15 @@
 //!
 //! Pages: `/sign-in`, `/workspaces`, a workspace's connections, profiles, cached tools and
 //! the Run tool form ([`workspaces`], [`tools`]), a connection's tool classification and
-//! recent audit history ([`catalog`]), the calls list and the call inspector ([`calls`]), the
-//! live Approvals page ([`approvals`]), devices ([`devices`]), connectors ([`connectors`]),
-//! and the user's tokens, a workspace's members and a profile's grants, each revocable
-//! ([`access`]).
+//! recent audit history ([`catalog`]), the calls list and the call inspector ([`calls`]) with,
+//! for an unknown call, Look up the receipt and Resolve ([`settle`]) and a call's evidence
+//! records ([`evidence`]), the live Approvals page ([`approvals`]), the audit log ([`audit`]),
+//! agents and the tool list each sees ([`agents`]), devices and the placements awaiting their
+//! owner ([`devices`]), connectors ([`connectors`]), and the user's tokens, a workspace's
+//! members and a profile's grants, each revocable ([`access`]).
 
 mod access;
+mod agents;
 mod approvals;
 mod assets;
 mod audit;
@@ -178,6 +181,8 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
             get(evidence::page),
         )
         .route("/workspaces/{ws}/audit", get(audit::page))
+        .route("/workspaces/{ws}/agents", get(agents::list))
+        .route("/workspaces/{ws}/agents/{agent}", get(agents::detail))
         .route("/workspaces/{ws}/devices", get(devices::list))
         .route("/workspaces/{ws}/devices/approve", post(devices::approve))
         .route(
