@@ -3,7 +3,9 @@
 //! arguments) and Approve and Decline buttons for holders of Approve. It follows the questions
 //! over Server-Sent Events: a new question appears and an answered, expired or cancelled one disappears
 //! without a reload. The app layer decides every answer; its refusal (such as
-//! `self_approval`) comes back on the page.
+//! `self_approval`) comes back on the page. Below them, the questions already settled
+//! (approved, declined, expired, cancelled) with who answered, when and why, as
+//! `switchyard approval list` shows them.
 
 use super::WebState;
 use super::error::{WebError, WebResult};
@@ -86,6 +88,40 @@ struct ApprovalsPage {
     cards: Vec<String>,
     /// An answer the app refused, said for a person.
     error: Option<String>,
+    /// The newest settled questions, as of the page's load.
+    answered: Vec<Answered>,
+}
+
+/// How many settled questions the page lists.
+const ANSWERED_SHOWN: usize = 50;
+
+/// A settled question, as the Answered table shows it.
+struct Answered {
+    id: String,
+    tool: String,
+    connection: String,
+    asked_by: String,
+    asked_at: String,
+    state: &'static str,
+    decided_by: String,
+    decided_at: String,
+    reason: String,
+}
+
+impl Answered {
+    fn new(view: &ApprovalView) -> Self {
+        Answered {
+            id: view.call_id.to_string(),
+            tool: view.tool_name.clone(),
+            connection: view.connection_name.clone(),
+            asked_by: view.asked_by_name.clone(),
+            asked_at: when(&view.asked_at),
+            state: view.state.as_str(),
+            decided_by: view.decided_by_name.clone().unwrap_or_default(),
+            decided_at: view.decided_at.as_ref().map(when).unwrap_or_default(),
+            reason: view.reason.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// A refused answer's input, put back in its card: the call id and the reason typed.
@@ -129,11 +165,22 @@ async fn render_page(
     let (error, typed) = error.map_or((None, None), |(message, typed)| (Some(message), typed));
     let csrf = &signed_in.session.csrf_token;
     let cards = waiting(s, actor, &workspace.name, csrf, typed).await?;
+    let answered = s
+        .app
+        .approval_list(actor, &workspace.name)
+        .await?
+        .approvals
+        .iter()
+        .filter(|a| a.state != ApprovalState::Pending)
+        .take(ANSWERED_SHOWN)
+        .map(Answered::new)
+        .collect();
     html(&ApprovalsPage {
         chrome: Chrome::in_workspace(signed_in, &workspace.name, "approvals").with_notice(notice),
         ws: workspace.name,
         cards: cards.into_iter().map(|(_, card)| card).collect(),
         error,
+        answered,
     })
 }
 

@@ -208,6 +208,7 @@ async fn approvers_answer_on_the_approvals_page_and_the_app_decides(pool: PgPool
         .ok();
     assert_eq!(held["state"], "awaiting_approval");
     let id = held["id"].as_str().unwrap().to_owned();
+    let held_first = id.clone();
     let approve = format!("/workspaces/acme/approvals/{id}/approve");
 
     // The approver sees the question with its exact arguments, escaped, and the buttons.
@@ -356,4 +357,26 @@ async fn approvers_answer_on_the_approvals_page_and_the_app_decides(pool: PgPool
         .await;
     assert_eq!(again.status, StatusCode::CONFLICT);
     assert!(again.body.contains("declined already"), "{}", again.body);
+
+    // Both answers are listed as answered, newest first, with who answered and why.
+    let page = web.get("/workspaces/acme/approvals").await;
+    let answered = &page.body[page
+        .body
+        .find("id=\"answered\"")
+        .expect("the Answered table")..];
+    let declined_at = answered
+        .find(&format!("data-answered=\"{id}\""))
+        .expect("the declined question is listed");
+    let approved_at = answered
+        .find(&format!("data-answered=\"{held_first}\""))
+        .expect("the approved question is listed");
+    assert!(declined_at < approved_at, "newest first: {answered}");
+    let declined_row = &answered[declined_at..approved_at];
+    for shown in ["declined", "approver", "not during the freeze"] {
+        assert!(
+            declined_row.contains(shown),
+            "`{shown}` missing from {declined_row}"
+        );
+    }
+    assert!(answered[approved_at..].contains("approved"));
 }
