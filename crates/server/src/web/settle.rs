@@ -122,8 +122,7 @@ impl SettleModel {
                 Err(e) => return Err(WebError(e)),
             }
         }
-        let other_chosen =
-            evidence.is_empty() || typed.evidence == OTHER || !typed.evidence_id.is_empty();
+        let other_chosen = typed.evidence == OTHER || !typed.evidence_id.is_empty();
         Ok(Some(SettleModel {
             lookups: lineage
                 .lookup_call_ids
@@ -175,7 +174,7 @@ pub(super) struct ResolveForm {
     /// One of the call's evidence ids, or [`OTHER`].
     #[serde(default)]
     evidence: String,
-    /// Another evidence record's id, when `evidence` is [`OTHER`] (or the call has none).
+    /// Another evidence record's id; when given, it is cited whatever `evidence` says.
     #[serde(default)]
     evidence_id: String,
     #[serde(default)]
@@ -204,9 +203,11 @@ impl ResolveForm {
     /// The API's request, or a refusal naming the field to fix.
     fn request(&self) -> Result<ResolveCall, AppError> {
         let request_id = request_id(&self.request_id)?;
-        let cited = match self.evidence.trim() {
-            "" | OTHER => self.evidence_id.trim(),
-            chosen => chosen,
+        // A typed id is the more deliberate act: it wins over the list's choice.
+        let cited = match (self.evidence_id.trim(), self.evidence.trim()) {
+            ("", OTHER) => "",
+            ("", chosen) => chosen,
+            (typed, _) => typed,
         };
         if cited.is_empty() {
             return Err(invalid(
@@ -319,12 +320,14 @@ mod tests {
     }
 
     #[test]
-    fn the_chosen_record_wins_unless_another_is_asked_for() {
+    fn a_typed_id_wins_over_the_chosen_record() {
         let chosen = EvidenceId::new().to_string();
         let typed = EvidenceId::new().to_string();
-        let req = form(&chosen, &typed, "failed").request().unwrap();
+        let req = form(&chosen, "", "failed").request().unwrap();
         assert_eq!(req.source_version_id.to_string(), chosen);
         assert_eq!(req.outcome, ResolutionOutcome::Failed);
+        let req = form(&chosen, &typed, "failed").request().unwrap();
+        assert_eq!(req.source_version_id.to_string(), typed);
         let req = form(OTHER, &typed, "not_applied").request().unwrap();
         assert_eq!(req.source_version_id.to_string(), typed);
         let req = form("", &format!(" {typed} "), "succeeded")
