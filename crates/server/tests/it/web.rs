@@ -531,3 +531,101 @@ async fn a_question_appears_live_on_the_approvals_page_and_runs_once_approved(po
     browser.quit().await;
     server.stop().await;
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn an_operator_resolves_an_unknown_call_citing_evidence_they_read(pool: PgPool) {
+    let server = TestServer::start(pool.clone()).await;
+    setup_workspace(&server, "acme", &[]).await;
+    let owner = &server.owner;
+    owner
+        .send(
+            reqwest::Method::PUT,
+            "/api/v1/workspaces/acme/capture-policy",
+            Some(json!({"capture_managed_tool_results": true})),
+        )
+        .await
+        .ok();
+    let submit = |tool: &'static str, arguments: serde_json::Value| async move {
+        let call = owner
+            .post("/api/v1/workspaces/acme/calls", call_body(tool, arguments))
+            .await
+            .ok();
+        owner
+            .wait_call("acme", call["id"].as_str().unwrap(), SETTLE)
+            .await
+    };
+    // A ticket lookup whose result is captured as evidence, then a call whose answer is lost.
+    let ticket = submit("echo", json!({"text": "ticket 42 does not exist"})).await;
+    let ticket_id = ticket["id"].as_str().unwrap().to_owned();
+    let evidence = owner
+        .wait_call_until("acme", &ticket_id, SETTLE, |c| {
+            c["lineage"]["evidence_ids"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty())
+        })
+        .await["lineage"]["evidence_ids"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let lost = submit("crash", json!({})).await;
+    assert_eq!(lost["state"], "unknown", "{lost}");
+    let lost_id = lost["id"].as_str().unwrap().to_owned();
+
+    let base = format!("http://{}", server.addr);
+    let browser = Browser::start().await;
+    sign_in(&browser, &base, owner.token()).await;
+
+    // The operator reads the ticket call's evidence page and copies the record's id.
+    browser
+        .goto(&format!("{base}/workspaces/acme/calls/{ticket_id}"))
+        .await;
+    browser.click("#evidence-link").await;
+    browser.wait_for_text("h1", "Evidence of call").await;
+    browser
+        .wait_for_text("section.evidence", "ticket 42 does not exist")
+        .await;
+    let shown_id = browser.text("section.evidence h2 code").await;
+    assert_eq!(shown_id, evidence);
+    browser.screenshot("evidence").await;
+
+    // On the unknown call, they resolve it citing that record, with a reason.
+    browser
+        .goto(&format!("{base}/workspaces/acme/calls/{lost_id}"))
+        .await;
+    wait_for_state(&browser, &["unknown"], PATIENCE).await;
+    browser
+        .wait_for_text("#settle-h", "Settle this unknown call")
+        .await;
+    browser.fill("#resolve-evidence-id", &shown_id).await;
+    browser.select("#resolve-outcome", "not_applied").await;
+    browser
+        .fill("#resolve-explanation", "the ticket system has no ticket 42")
+        .await;
+    browser.screenshot("inspector-settle").await;
+    browser.click("#resolve-call").await;
+    browser.wait_for_text(".notice", "Resolved").await;
+    assert_eq!(shown_state(&browser).await, "resolved");
+    assert!(browser.find_all("#settle").await.is_empty());
+    browser.screenshot("inspector-resolved").await;
+
+    let settled = owner
+        .get(&format!("/api/v1/workspaces/acme/calls/{lost_id}"))
+        .await
+        .ok();
+    assert_eq!(
+        (
+            settled["resolution_outcome"].as_str(),
+            settled["resolution"]["source_version_id"].as_str(),
+            settled["resolution"]["explanation"].as_str(),
+        ),
+        (
+            Some("not_applied"),
+            Some(evidence.as_str()),
+            Some("the ticket system has no ticket 42")
+        ),
+        "{settled}"
+    );
+    browser.assert_no_console_errors().await;
+    browser.quit().await;
+    server.stop().await;
+}

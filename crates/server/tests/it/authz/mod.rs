@@ -283,6 +283,17 @@ fn matrix() -> Vec<Row> {
     GET  "/workspaces/{ws}/calls/{call}/events"                      => 303  404  403  403  200  403  403  403  303  303  303;
     POST "/workspaces/{ws}/calls/{call}/cancel" form()               => 401  404  403  403  303  403  403  403  401  401  401;
     POST "/workspaces/{ws}/calls/{call}/release" form()              => 401  404  403  403  303  403  403  403  401  401  401;
+    // Settling from the inspector, as the API: `{call}` is settled, so Use holders get 409.
+    POST "/workspaces/{ws}/calls/{call}/reconcile" form("request_id" = "{uuid}")
+                                                                     => 401  404  403  403  409  403  403  403  401  401  401;
+    POST "/workspaces/{ws}/calls/{call}/resolve" form("request_id" = "{uuid}", "evidence_id" = "{evidence}", "outcome" = "not_applied", "explanation" = "the matrix")
+                                                                     => 401  404  403  403  409  403  403  403  401  401  401;
+    GET  "/workspaces/{ws}/calls/{call}/evidence"                    => 303  404  403  403  200  403  403  403  303  303  303;
+    // The audit page: workspace admins and installation owners, as the API.
+    GET  "/workspaces/{ws}/audit"                                    => 303  404  403  200  403  403  403  200  303  303  303;
+    // Agents and the tool list each sees: any member, as the API.
+    GET  "/workspaces/{ws}/agents"                                   => 303  404  200  200  200  200  200  200  303  303  303;
+    GET  "/workspaces/{ws}/agents/{agent}"                           => 303  404  200  200  200  200  200  200  303  303  303;
     GET  "/workspaces/{ws}/devices"                                  => 303  404  200  200  200  200  200  200  303  303  303;
     POST "/workspaces/{ws}/devices/approve" form("code" = "{web_code}", "profile" = "main")
                                                                      => 401  404  403  403  303  403  403  403  401  401  401;

@@ -1,9 +1,10 @@
 //! The web UI over plain HTTP: session cookies, CSRF, what is stored, the event stream, the
 //! calls list's filters and pages, forms that come back with their errors, and the governance
-//! forms (`governance`).
+//! forms (`governance`), and settling unknown calls, evidence, audit and agents (`settling`).
 
 mod cut_off;
 mod governance;
+mod settling;
 
 use crate::harness::*;
 use reqwest::StatusCode;
@@ -775,6 +776,16 @@ fn assert_inert(what: &str, body: &str) {
 async fn planted_markup_renders_inert_on_every_page_and_stream(pool: PgPool) {
     let server = TestServer::start(pool.clone()).await;
     setup_workspace(&server, "acme", &[]).await;
+    // Results become evidence, shown on the calls' evidence pages.
+    server
+        .owner
+        .send(
+            reqwest::Method::PUT,
+            "/api/v1/workspaces/acme/capture-policy",
+            Some(json!({"capture_managed_tool_results": true})),
+        )
+        .await
+        .ok();
     let mut ids = Vec::new();
     for (tool, arguments) in [
         ("echo", json!({ "text": CANARY })),
@@ -788,7 +799,11 @@ async fn planted_markup_renders_inert_on_every_page_and_stream(pool: PgPool) {
         let id = call["id"].as_str().unwrap().to_owned();
         server
             .owner
-            .wait_call("acme", &id, Duration::from_secs(30))
+            .wait_call_until("acme", &id, Duration::from_secs(30), |c| {
+                c["lineage"]["evidence_ids"]
+                    .as_array()
+                    .is_some_and(|e| !e.is_empty())
+            })
             .await;
         ids.push(id);
     }
@@ -816,6 +831,8 @@ async fn planted_markup_renders_inert_on_every_page_and_stream(pool: PgPool) {
         "/workspaces/acme/calls".to_owned(),
         "/workspaces/acme/devices".to_owned(),
         "/workspaces/acme/members".to_owned(),
+        "/workspaces/acme/audit".to_owned(),
+        "/workspaces/acme/agents".to_owned(),
         "/workspaces/acme/profiles/main".to_owned(),
         "/tokens".to_owned(),
         tools.to_owned(),
@@ -824,6 +841,7 @@ async fn planted_markup_renders_inert_on_every_page_and_stream(pool: PgPool) {
     for id in &ids {
         pages.push(format!("/workspaces/acme/calls/{id}"));
         pages.push(format!("/workspaces/acme/calls/{id}/events"));
+        pages.push(format!("/workspaces/acme/calls/{id}/evidence"));
     }
     let mut escaped = 0;
     for path in &pages {
