@@ -14,6 +14,7 @@ mod connections;
 mod connector_edit;
 mod connectors;
 mod device_discovery;
+mod diagnose;
 mod devices;
 mod dispatch;
 mod evidence;

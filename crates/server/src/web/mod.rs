@@ -8,8 +8,8 @@
 //!
 //! Pages: `/sign-in`, `/workspaces`, a workspace's connections, profiles, cached tools and
 //! the Run tool form ([`workspaces`], [`tools`]), a connection's tool classification and
-//! recent audit history ([`catalog`]), the calls list and the call inspector ([`calls`]), the
-//! live Approvals page ([`approvals`]), devices ([`devices`]), connectors ([`connectors`]),
+//! recent audit history ([`catalog`]) and its diagnosis ([`diagnose`]), the calls list and
+//! the call inspector ([`calls`]), the live Approvals page ([`approvals`]), devices ([`devices`]), connectors ([`connectors`]),
 //! and the user's tokens, a workspace's members and a profile's grants, each revocable
 //! ([`access`]).
 
@@ -20,6 +20,7 @@ mod calls;
 mod catalog;
 mod connectors;
 mod devices;
+mod diagnose;
 mod error;
 mod output;
 mod page;
@@ -122,6 +123,10 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
         .route(
             "/workspaces/{ws}/connections/{connection}/discover",
             post(workspaces::discover),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/diagnose",
+            post(diagnose::diagnose),
         )
         .route(
             "/workspaces/{ws}/connections/{connection}/tools/{tool}/classify",
