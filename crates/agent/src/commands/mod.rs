@@ -11,6 +11,7 @@ mod audit;
 mod connection;
 mod connector;
 mod device;
+mod diagnose;
 mod environment;
 mod evidence;
 mod lookup;
