@@ -1,5 +1,6 @@
 //! Diagnosing a connection (`switchyard connection diagnose`, the inspector's Diagnose
-//! button): the checks a call depends on, in order, then a live MCP handshake within a time
+//! button): the checks a call depends on, in order (a device connection's transport check
+//! includes its placement: device not revoked, spec accepted by its owner), then a live MCP handshake within a time
 //! bound, whose failure is classified from the error's kind ([`FailureClass`]).
 //!
 //! Guarantees:
@@ -13,7 +14,7 @@
 //!   skipped and the device's last discovery is reported instead.
 
 use super::{Actor, App};
-use crate::db::{ConnectionRow, ConnectorRow};
+use crate::db::{ConnectionRow, ConnectorRow, Consent};
 use crate::error::{AppError, AppResult};
 use std::time::{Duration, Instant};
 use switchyard_mcp_runner::SessionLaunch;
@@ -94,10 +95,10 @@ impl App {
         let mut checks = Checks::default();
         checks.prerequisite(DiagnoseCheck::Enabled, enabled(&connection, &connector));
         checks.prerequisite(DiagnoseCheck::Approved, approved(&connector));
-        checks.record(
+        let placed = self.placement(&connection, &connector).await?;
+        checks.prerequisite(
             DiagnoseCheck::Transport,
-            CheckStatus::Passed,
-            transport(&spec, &connection),
+            placed.map(|placed| format!("{}, {placed}", transport(&spec))),
         );
         let launch = if central {
             let resolved = self.credentials.resolve(connection.id, &spec);
@@ -145,6 +146,46 @@ impl App {
             failure: handshake.failure,
             stderr_tail: handshake.stderr_tail,
         })
+    }
+
+    /// Where the connection runs: the central runner, or a device that is not revoked and
+    /// whose owner accepted the connector's current spec on it (else nothing runs there).
+    async fn placement(
+        &self,
+        connection: &ConnectionRow,
+        connector: &ConnectorRow,
+    ) -> AppResult<Result<String, String>> {
+        let Some(device_id) = connection.runner_ref.device() else {
+            return Ok(Ok("on the central runner".into()));
+        };
+        let live = self
+            .db
+            .device_get(connection.workspace_id, device_id)
+            .await?
+            .is_some_and(|d| d.revoked_at.is_none());
+        if !live {
+            return Ok(Err(format!(
+                "placed on {}, which was revoked: place the connector on another runner",
+                connection.runner_ref
+            )));
+        }
+        let accepted = self.db.connection_accepted_digest(connection.id).await?;
+        let consent = Consent::of(&connector.spec(), accepted.as_ref());
+        Ok(
+            match super::placements::require_consent_of(
+                Some(consent),
+                &connection.name,
+                &connector.name,
+                connection.runner_ref,
+            ) {
+                Ok(()) => Ok(format!(
+                    "on {}, accepted there by the device's owner",
+                    connection.runner_ref
+                )),
+                Err(AppError::Refused { message, .. }) => Err(message),
+                Err(other) => return Err(other),
+            },
+        )
     }
 
     /// The catalog check: failed while the connection was never discovered or its last
@@ -276,13 +317,8 @@ fn approved(connector: &ConnectorRow) -> Result<String, String> {
     }
 }
 
-/// The transport check's detail: what is started or reached, and where.
-fn transport(spec: &ConnectorSpec, connection: &ConnectionRow) -> String {
-    let placed = if connection.runner_ref.is_central() {
-        "on the central runner".to_owned()
-    } else {
-        format!("on {}", connection.runner_ref)
-    };
+/// The transport check's detail: what is started or reached.
+fn transport(spec: &ConnectorSpec) -> String {
     match spec {
         ConnectorSpec::Stdio { command, args, env } => {
             let mut line = format!("stdio `{command}`");
@@ -293,9 +329,9 @@ fn transport(spec: &ConnectorSpec, connection: &ConnectionRow) -> String {
             if !env.is_empty() {
                 line.push_str(&format!(", declaring env {}", env.join(", ")));
             }
-            format!("{line}, {placed}")
+            line
         }
-        ConnectorSpec::Http { url } => format!("HTTP {url}, {placed}"),
+        ConnectorSpec::Http { url } => format!("HTTP {url}"),
     }
 }
 
