@@ -2,8 +2,10 @@
 //! a real fault — a program that does not exist or cannot be executed, a process that never
 //! answers or answers garbage, a server refusing the bound credential, a closed port, a TLS
 //! handshake with a plain HTTP port, a page that is not MCP and an address the endpoint guard
-//! refuses — while a healthy connection passes every check.
+//! refuses — while a healthy connection passes every check; a device's connection is checked
+//! live on its device, and its diagnosis reports the device's last discovery.
 
+use crate::devices::{acquire_lease, run_discovery, setup_device_placement};
 use crate::harness::*;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -323,4 +325,63 @@ async fn a_bad_time_bound_is_refused_and_members_may_not_diagnose(pool: PgPool) 
     )
     .await
     .refused(403, "forbidden");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_device_connection_is_checked_live_on_its_device(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    let device =
+        setup_device_placement(&server, &scratch_dir("diagnose-device").path("count")).await;
+    let owner = &server.owner;
+
+    let before = diagnose(owner, "local", 5_000).await;
+    assert_eq!(before["live_check"], "on_device", "{before}");
+    assert!(
+        check(&before, "transport")
+            .1
+            .contains("accepted there by the device's owner"),
+        "{before}"
+    );
+    assert_eq!(check(&before, "credentials").0, "skipped");
+    let (status, detail) = check(&before, "handshake");
+    assert_eq!(status, "skipped", "{before}");
+    assert!(
+        detail.contains("runs on device:") && detail.contains("never discovered"),
+        "{detail}"
+    );
+    assert!(before["failure"].is_null(), "{before}");
+
+    // The device's runner lists the tools: the diagnosis reports its discovery.
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections/local/discover?wait_ms=0",
+            json!({}),
+        )
+        .await
+        .refused(504, "discovery_pending");
+    let epoch = acquire_lease(&device, uuid::Uuid::new_v4()).await;
+    run_discovery(&device, epoch, &["count", "echo"]).await;
+    let after = diagnose(owner, "local", 5_000).await;
+    assert_eq!(check(&after, "catalog").0, "passed", "{after}");
+    assert!(
+        check(&after, "handshake")
+            .1
+            .contains("its last discovery succeeded"),
+        "{after}"
+    );
+    assert_eq!(after["passed"], true, "{after}");
+
+    // A connector changed since the owner accepted it runs nothing there: the placement fails.
+    owner
+        .send(
+            reqwest::Method::PATCH,
+            "/api/v1/connectors/counted",
+            Some(json!({"transport": "stdio", "command": fixture_bin(), "args": ["stdio"]})),
+        )
+        .await
+        .ok();
+    let changed = diagnose(owner, "local", 5_000).await;
+    let (status, detail) = check(&changed, "transport");
+    assert_eq!(status, "failed", "{changed}");
+    assert!(detail.contains("switchyard device accept"), "{detail}");
 }

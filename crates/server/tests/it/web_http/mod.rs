@@ -1,8 +1,9 @@
 //! The web UI over plain HTTP: session cookies, CSRF, what is stored, the event stream, the
-//! calls list's filters and pages, forms that come back with their errors, and the governance
-//! forms (`governance`).
+//! calls list's filters and pages, forms that come back with their errors, the governance
+//! forms (`governance`) and the Diagnose button (`diagnose`).
 
 mod cut_off;
+mod diagnose;
 mod governance;
 
 use crate::harness::*;
