@@ -25,18 +25,19 @@ pub async fn run(
     if diagnosis.passed {
         return Ok(());
     }
-    let mut failed: Vec<String> = diagnosis
+    let failed: Vec<&str> = diagnosis
         .checks
         .iter()
         .filter(|c| c.status == CheckStatus::Failed)
-        .map(|c| c.check.to_string())
+        .map(|c| c.check.as_str())
         .collect();
-    if let Some(class) = diagnosis.failure {
-        failed.push(format!("({class})"));
-    }
+    let class = diagnosis
+        .failure
+        .map(|class| format!(" ({class})"))
+        .unwrap_or_default();
     Err(CliError::DiagnoseFailed {
         connection: diagnosis.connection,
-        failed: format!("failed: {}", failed.join(", ")),
+        failed: format!("failed: {}{class}", failed.join(", ")),
     })
 }
 
