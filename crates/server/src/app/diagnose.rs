@@ -138,10 +138,7 @@ impl App {
             } else {
                 LiveCheck::OnDevice
             },
-            passed: checks
-                .done
-                .iter()
-                .all(|c| c.status != CheckStatus::Failed),
+            passed: checks.done.iter().all(|c| c.status != CheckStatus::Failed),
             checks: checks.done,
             failure: handshake.failure,
             stderr_tail: handshake.stderr_tail,
@@ -203,7 +200,10 @@ impl App {
             tools.len()
         );
         Ok(
-            match (&connection.last_discovery_at, &connection.last_discovery_error) {
+            match (
+                &connection.last_discovery_at,
+                &connection.last_discovery_error,
+            ) {
                 (_, Some(error)) => (
                     CheckStatus::Failed,
                     format!("{counts}; the last discovery failed: {error}"),
@@ -370,7 +370,10 @@ fn skipped(why: String) -> Handshake {
 
 /// Why a device connection's handshake is not made here, with its device's last discovery.
 fn device_outcome(connection: &ConnectionRow) -> String {
-    let last = match (&connection.last_discovery_at, &connection.last_discovery_error) {
+    let last = match (
+        &connection.last_discovery_at,
+        &connection.last_discovery_error,
+    ) {
         (_, Some(error)) => format!("its last discovery failed: {error}"),
         (Some(at), None) => format!("its last discovery succeeded {}", at.to_rfc3339()),
         (None, None) => "it was never discovered".into(),

@@ -123,7 +123,13 @@ async fn stdio_faults_are_classified(pool: PgPool) {
     std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
     std::fs::set_permissions(&not_executable, std::fs::Permissions::from_mode(0o644)).unwrap();
 
-    stdio_connection(owner, "missing", "/nonexistent/switchyard-no-such-server", &[]).await;
+    stdio_connection(
+        owner,
+        "missing",
+        "/nonexistent/switchyard-no-such-server",
+        &[],
+    )
+    .await;
     stdio_connection(owner, "unrunnable", not_executable.to_str().unwrap(), &[]).await;
     // Reads every request and never answers.
     stdio_connection(owner, "silent", "/bin/sh", &["-c", "cat > /dev/null"]).await;

@@ -69,7 +69,10 @@ async fn the_diagnose_button_shows_the_checks_in_order(pool: PgPool) {
     );
 
     let refused = web
-        .post("/workspaces/acme/connections/fixture/diagnose", &[("csrf", "")])
+        .post(
+            "/workspaces/acme/connections/fixture/diagnose",
+            &[("csrf", "")],
+        )
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
 
