@@ -2,7 +2,7 @@
 //! words): the stable [`FailureClass`] a diagnosis reports.
 //!
 //! An HTTP handshake's error is rmcp's, wrapping the HTTP client's (`reqwest`), wrapping
-//! hyper's and the operating system's or rustls's: [`InitializeFault::of_http`] walks that
+//! hyper's and the operating system's or rustls's: `InitializeFault::of_http` walks that
 //! chain for a TLS error or a connect failure.
 
 use crate::endpoints::EndpointError;
