@@ -482,20 +482,15 @@ pub enum ConnectionCommand {
         /// Connection id or name.
         connection: String,
     },
-    /// Check the connection in order — enabled, approved, transport, credentials (names and
-    /// whether present, never values), catalog, grants — then a live MCP handshake within a
-    /// time bound, classifying a failure (`executable_not_found`, `spawn_failed`,
-    /// `handshake_timeout`, `not_mcp`, `auth_refused`, `tls_failed`, `unreachable`,
-    /// `endpoint_blocked`). Exits 9 when a check failed. A device's connection is checked live
-    /// on the device (its last discovery is reported).
+    /// Check the connection in order, then a bounded live MCP handshake whose failure is
+    /// classified; exits 9 when a check failed (docs/OPERATIONS.md).
     Diagnose {
         /// Workspace id or name.
         #[arg(value_name = "WS")]
         workspace: String,
         /// Connection id or name.
         connection: String,
-        /// Time bound of the live handshake in milliseconds (1 to 60000); the server's
-        /// discovery deadline when absent.
+        /// Time bound of the live handshake, in ms (1 to 60000; default: the server's).
         #[arg(long, value_name = "MS")]
         timeout_ms: Option<u64>,
     },
