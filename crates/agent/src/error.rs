@@ -20,6 +20,7 @@ use switchyard_protocol::{CallId, CallState};
 /// | 6 | `mcp call --wait` finished but the call did not succeed (`tool_error`, `failed`, `cancelled`, `expired`) |
 /// | 7 | `mcp call --wait` ended with the call `unknown` (or `resolved` from unknown), or `mcp reconcile` left it `unknown`: the effect may or may not have happened — never retry blindly |
 /// | 8 | `audit verify` found the workspace's audit log broken: an entry edited, removed or reordered |
+/// | 9 | `connection diagnose` found a check failed (the checks are printed) |
 /// | 130 | interrupted (Ctrl-C) while `pair` was waiting for approval |
 ///
 /// Usage errors found by clap itself also exit 2 (clap's own convention).
@@ -134,6 +135,14 @@ pub enum CliError {
         seq: i64,
         /// What was found.
         message: String,
+    },
+    /// `connection diagnose` found a check failed (exit 9); the checks are printed.
+    #[error("error[diagnose_failed]: connection {connection}: {failed}")]
+    DiagnoseFailed {
+        /// The connection.
+        connection: String,
+        /// Which checks failed, and the handshake's failure class.
+        failed: String,
     },
     /// The user interrupted the command (exit 130).
     #[error("error: interrupted{detail}")]
@@ -260,6 +269,7 @@ impl CliError {
             CliError::CallNotSucceeded { .. } => 6,
             CliError::CallUncertain { .. } => 7,
             CliError::AuditBroken { .. } => 8,
+            CliError::DiagnoseFailed { .. } => 9,
             CliError::Interrupted { .. } => 130,
         }
     }

@@ -11,6 +11,7 @@ pub mod device;
 pub mod endpoints;
 mod events;
 pub mod executor;
+pub mod failure;
 pub mod handle;
 pub mod identity;
 pub mod launch;

@@ -25,6 +25,7 @@
 
 use crate::contain::{self, ScratchDir};
 use crate::endpoints::{EndpointError, EndpointGuard};
+use crate::failure::InitializeFault;
 use crate::launch::{SessionLaunch, child_environment, is_reserved_env_name};
 use crate::message_bound::{
     BoundedLines, MAX_MCP_MESSAGE_BYTES, Overflow, WatchedHttp, overflow_message,
@@ -194,6 +195,8 @@ pub enum SessionError {
     Initialize {
         /// The handshake error.
         reason: String,
+        /// What kind of failure it was, read from the error's types.
+        fault: InitializeFault,
         /// The last of the server's stderr (stdio only). May hold secret values: redact before
         /// keeping it.
         stderr_tail: Option<String>,
@@ -695,6 +698,7 @@ async fn open_stdio(
             group.kill();
             Err(SessionError::Initialize {
                 reason: error.to_string(),
+                fault: InitializeFault::NotMcp,
                 stderr_tail: drained(stderr).await,
             })
         }
@@ -748,6 +752,7 @@ async fn open_http(
     let http =
         WatchedHttp::new(overflow.clone(), guard).map_err(|error| SessionError::Initialize {
             reason: format!("cannot build the HTTP client: {error}"),
+            fault: InitializeFault::Unreachable,
             stderr_tail: None,
         })?;
     let watched = http.clone();
@@ -778,6 +783,7 @@ fn initialize_error(error: ClientInitializeError) -> SessionError {
         }
     } else {
         SessionError::Initialize {
+            fault: InitializeFault::of_http(&error),
             reason: error.to_string(),
             stderr_tail: None,
         }

@@ -29,6 +29,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use switchyard_protocol::api::*;
 use switchyard_protocol::approval::*;
+use switchyard_protocol::diagnose::*;
 use switchyard_protocol::runner::*;
 use switchyard_protocol::state::CallState;
 use switchyard_protocol::*;
@@ -212,6 +213,36 @@ golden! {
     discovery_view: DiscoveryView = DiscoveryView {
         connection_id: CONNECTION,
         tools: vec![tool_view()],
+    };
+    // diagnose.rs
+    diagnose_request: DiagnoseRequest = DiagnoseRequest { timeout_ms: Some(5000) };
+    diagnose_check: Vec<DiagnoseCheck> = one_each!(DiagnoseCheck:
+        Enabled, Approved, Transport, Credentials, Catalog, Grants, Handshake,
+    );
+    check_status: Vec<CheckStatus> = one_each!(CheckStatus: Passed, Failed, Skipped);
+    failure_class: Vec<FailureClass> = one_each!(FailureClass:
+        ExecutableNotFound, SpawnFailed, HandshakeTimeout, NotMcp, AuthRefused, TlsFailed,
+        Unreachable, EndpointBlocked,
+    );
+    live_check: Vec<LiveCheck> = one_each!(LiveCheck: Central, OnDevice);
+    check_result: CheckResult = CheckResult {
+        check: DiagnoseCheck::Credentials,
+        status: CheckStatus::Passed,
+        detail: "env GITHUB_TOKEN: present".into(),
+    };
+    diagnosis_view: DiagnosisView = DiagnosisView {
+        connection_id: CONNECTION,
+        connection: "files".into(),
+        runner: "central".into(),
+        live_check: LiveCheck::Central,
+        checks: vec![CheckResult {
+            check: DiagnoseCheck::Handshake,
+            status: CheckStatus::Failed,
+            detail: "MCP initialize did not finish within 2s".into(),
+        }],
+        passed: false,
+        failure: Some(FailureClass::HandshakeTimeout),
+        stderr_tail: Some("starting…\n".into()),
     };
     connection_event_view: ConnectionEventView = ConnectionEventView {
         id: 41,

@@ -487,6 +487,18 @@ pub enum ConnectionCommand {
         /// Connection id or name.
         connection: String,
     },
+    /// Check the connection in order, then a bounded live MCP handshake whose failure is
+    /// classified; exits 9 when a check failed (docs/OPERATIONS.md).
+    Diagnose {
+        /// Workspace id or name.
+        #[arg(value_name = "WS")]
+        workspace: String,
+        /// Connection id or name.
+        connection: String,
+        /// Time bound of the live handshake, in ms (1 to 60000; default: the server's).
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
+    },
     /// Show the connection's cached tool catalog.
     Tools {
         /// Workspace id or name.

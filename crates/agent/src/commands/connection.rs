@@ -1,5 +1,5 @@
-//! `switchyard connection create|list|retire|restore|discover|tools|events|receipt-policy|
-//! capture-exclusions`: connectors placed in a workspace.
+//! `switchyard connection create|list|retire|restore|discover|diagnose|tools|events|
+//! receipt-policy|capture-exclusions`: connectors placed in a workspace.
 
 use crate::cli::ConnectionCommand;
 use crate::client::{Body, Client};
@@ -153,6 +153,14 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
                     .map(|t| t.name + "\n")
                     .collect()
             })
+        }
+        ConnectionCommand::Diagnose {
+            workspace,
+            connection,
+            timeout_ms,
+        } => {
+            let path = connection_path(&workspace, &connection, "diagnose");
+            super::diagnose::run(client, out, &path, timeout_ms).await
         }
         ConnectionCommand::Tools {
             workspace,

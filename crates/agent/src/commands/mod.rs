@@ -12,6 +12,7 @@ mod config;
 mod connection;
 mod connector;
 mod device;
+mod diagnose;
 mod environment;
 mod evidence;
 mod lookup;

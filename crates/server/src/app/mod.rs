@@ -15,6 +15,7 @@ mod connector_edit;
 mod connectors;
 mod device_discovery;
 mod devices;
+mod diagnose;
 mod dispatch;
 mod evidence;
 mod handshake;

@@ -293,6 +293,23 @@ impl Datastore {
         Ok(Grants::from_kinds(&kinds))
     }
 
+    /// The in-service profiles that may run `connection`, by name, each with how many users
+    /// hold a `use` grant on it.
+    pub async fn connection_profiles(
+        &self,
+        connection: ConnectionId,
+    ) -> Result<Vec<(String, i64)>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT p.name, (SELECT count(*) FROM profile_grants g
+                             WHERE g.profile_id = p.id AND g.grant_kind = 'use')
+             FROM profile_connections pc JOIN profiles p ON p.id = pc.profile_id
+             WHERE pc.connection_id = $1 AND p.retired_at IS NULL ORDER BY p.name",
+        )
+        .bind(connection)
+        .fetch_all(&self.pool)
+        .await
+    }
+
     /// Everyone's grants on a profile: (user id, user name, grants), by user name.
     pub async fn grant_list(
         &self,

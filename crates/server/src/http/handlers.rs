@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::*;
+use switchyard_protocol::diagnose::{DiagnoseRequest, DiagnosisView};
 
 type Answer<T> = Result<Json<T>, ApiError>;
 type Created<T> = Result<(StatusCode, Json<T>), ApiError>;
@@ -191,6 +192,16 @@ pub(super) async fn connection_discover(
     Ok(Json(
         s.app.connection_discover(&actor, &ws, &c, wait).await?,
     ))
+}
+
+/// The body may be empty: every field of [`DiagnoseRequest`] may be left out.
+pub(super) async fn connection_diagnose(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, c)): Path<(String, String)>,
+    ApiJson(req): ApiJson<DiagnoseRequest>,
+) -> Answer<DiagnosisView> {
+    Ok(Json(s.app.connection_diagnose(&actor, &ws, &c, req).await?))
 }
 
 pub(super) async fn tool_list(

@@ -68,6 +68,10 @@ pub fn router(app: App) -> Router {
             post(connection_discover),
         )
         .route(
+            "/workspaces/{ws}/connections/{connection}/diagnose",
+            post(connection_diagnose),
+        )
+        .route(
             "/workspaces/{ws}/connections/{connection}/tools",
             get(tool_list),
         )

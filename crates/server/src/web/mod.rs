@@ -8,12 +8,13 @@
 //!
 //! Pages: `/sign-in`, `/workspaces`, a workspace's connections, profiles, cached tools and
 //! the Run tool form ([`workspaces`], [`tools`]), a connection's tool classification and
-//! recent audit history ([`catalog`]), the calls list and the call inspector ([`calls`]) with,
-//! for an unknown call, Look up the receipt and Resolve ([`settle`]) and a call's evidence
-//! records ([`evidence`]), the live Approvals page ([`approvals`]), the audit log ([`audit`]),
-//! agents and the tool list each sees ([`agents`]), devices and the placements awaiting their
-//! owner ([`devices`]), connectors ([`connectors`]), and the user's tokens, a workspace's
-//! members and a profile's grants, each revocable ([`access`]).
+//! recent audit history ([`catalog`]) and its diagnosis ([`diagnose`]), the calls list and the
+//! call inspector ([`calls`]) with, for an unknown call, Look up the receipt and Resolve
+//! ([`settle`]) and a call's evidence records ([`evidence`]), the live Approvals page
+//! ([`approvals`]), the audit log ([`audit`]), agents and the tool list each sees ([`agents`]),
+//! devices and the placements awaiting their owner ([`devices`]), connectors ([`connectors`]),
+//! and the user's tokens, a workspace's members and a profile's grants, each revocable
+//! ([`access`]).
 
 mod access;
 mod agents;
@@ -24,6 +25,7 @@ mod calls;
 mod catalog;
 mod connectors;
 mod devices;
+mod diagnose;
 mod error;
 mod evidence;
 mod output;
@@ -128,6 +130,10 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
         .route(
             "/workspaces/{ws}/connections/{connection}/discover",
             post(workspaces::discover),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/diagnose",
+            post(diagnose::diagnose),
         )
         .route(
             "/workspaces/{ws}/connections/{connection}/tools/{tool}/classify",

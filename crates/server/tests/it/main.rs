@@ -13,6 +13,7 @@ mod calls;
 mod classification;
 mod device_discovery;
 mod devices;
+mod diagnose;
 mod endpoints;
 mod evidence;
 mod evidence_expiry;

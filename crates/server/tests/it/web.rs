@@ -109,6 +109,17 @@ async fn an_operator_signs_in_runs_echo_and_watches_it_succeed_live(pool: PgPool
             .contains("discovery_succeeded")
     );
     browser.screenshot("connection").await;
+    // Its Diagnose button: every check, in order, passed.
+    browser
+        .click("form[action='/workspaces/acme/connections/fixture/diagnose'] button")
+        .await;
+    browser.wait_for_text("h1", "Diagnosis of fixture").await;
+    assert_eq!(browser.text("[data-diagnosis]").await, "all passed");
+    assert_eq!(
+        browser.text("tr[data-check='handshake'] .badge").await,
+        "passed"
+    );
+    browser.screenshot("diagnosis").await;
     browser.click("a[href='/workspaces/acme/profiles']").await;
     browser.wait_for_text("h1", "Profiles").await;
     assert!(

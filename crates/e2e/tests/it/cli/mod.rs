@@ -7,6 +7,7 @@ mod audit;
 mod calls;
 mod contain;
 mod devices;
+mod diagnose;
 mod errors;
 mod harness;
 mod reconcile;

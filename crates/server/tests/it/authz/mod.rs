@@ -146,6 +146,9 @@ fn matrix() -> Vec<Row> {
     GET  "/api/v1/workspaces/{ws}/connections/{connection}"          => 401  404  200  200  200  200  200  200  401  401  401;
     POST "/api/v1/workspaces/{ws}/connections/{connection}/discover" json({})
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;
+    // Diagnosing takes what discovery takes: a workspace admin.
+    POST "/api/v1/workspaces/{ws}/connections/{connection}/diagnose" json({"timeout_ms": 20000})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
     GET  "/api/v1/workspaces/{ws}/connections/{connection}/tools"    => 401  404  200  200  200  200  200  200  401  401  401;
     // Classifying takes the manage-integrations right: workspace admins and the owner.
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/tools/{tool}/classification" json({"side_effect": true, "risk": "low"})
@@ -254,6 +257,7 @@ fn matrix() -> Vec<Row> {
     GET  "/workspaces/{ws}"                                          => 303  404  200  200  200  200  200  200  303  303  303;
     GET  "/workspaces/{ws}/connections/{connection}"                 => 303  404  200  200  200  200  200  200  303  303  303;
     POST "/workspaces/{ws}/connections/{connection}/discover" form() => 401  404  403  303  403  403  403  403  401  401  401;
+    POST "/workspaces/{ws}/connections/{connection}/diagnose" form() => 401  404  403  200  403  403  403  403  401  401  401;
     // Classifying from the connection page: the manage-integrations right, as in the API.
     POST "/workspaces/{ws}/connections/{connection}/tools/{tool}/classify" form("effect" = "side-effecting", "risk" = "low")
                                                                      => 401  404  403  303  403  403  403  303  401  401  401;
