@@ -10,6 +10,7 @@ mod commands;
 mod error;
 mod input;
 mod output;
+mod secret_input;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -1,14 +1,16 @@
 //! The command-line grammar: clap types only, no behaviour.
 //!
 //! Nothing here accepts a command override for calls, a runner override for calls, or a
-//! credential value: connectors name environment variables, never their values, and what a
+//! credential value (`credential set` reads it from a prompt or stdin): connectors name environment variables, never their values, and what a
 //! call runs is decided by the server from the workspace's approved configuration.
 
 mod agents;
+mod credentials;
 mod governance;
 mod history;
 
 pub use agents::{AgentCommand, AgentSet};
+pub use credentials::{CredentialCommand, CredentialTarget, StoreChoice};
 pub use governance::{ApprovalCommand, AuditCommand, AuditLog, ToolCommand};
 pub use history::CallPageArgs;
 
@@ -22,7 +24,7 @@ use std::path::PathBuf;
     name = "switchyard",
     version,
     about = "Run MCP tool calls through a Switchyard server.",
-    after_help = "Environment:\n  SWITCHYARD_URL             server base URL (default http://127.0.0.1:8787, or the paired server)\n  SWITCHYARD_TOKEN           personal API token; without it, the paired device identity is used\n  SWITCHYARD_DEVICE_PROFILE  which paired device identity to use (default `default`)\n  SWITCHYARD_CONFIG_DIR      where device identities live (default ~/.config/switchyard)\n  SWITCHYARD_DEVICE_KEYRING  `off` keeps device credentials in 0600 files instead of the OS keyring\n\nExit codes: 0 ok, 2 usage or local input, 3 not authenticated, 4 refused by the server,\n5 server unreachable or failing, 6 call did not succeed, 7 call outcome unknown,\n130 interrupted."
+    after_help = "Environment:\n  SWITCHYARD_URL             server base URL (default http://127.0.0.1:8787, or the paired server)\n  SWITCHYARD_TOKEN           personal API token; without it, the paired device identity is used\n  SWITCHYARD_DEVICE_PROFILE  which paired device identity to use (default `default`)\n  SWITCHYARD_CONFIG_DIR      where device identities live (default ~/.config/switchyard)\n  SWITCHYARD_DEVICE_KEYRING  `off` keeps device credentials in 0600 files instead of the OS keyring\n  SWITCHYARD_MCP_CREDENTIALS_FILE  the device runner's credential bindings file (default <config dir>/credentials/<profile>.mcp-bindings.json)\n\nExit codes: 0 ok, 2 usage or local input, 3 not authenticated, 4 refused by the server,\n5 server unreachable or failing, 6 call did not succeed, 7 call outcome unknown,\n130 interrupted."
 )]
 pub struct Cli {
     /// Print the server's JSON answer (pretty) instead of human-readable text.
@@ -48,6 +50,9 @@ pub enum Command {
     /// Place connectors in a workspace and discover their tools.
     #[command(subcommand)]
     Connection(ConnectionCommand),
+    /// Set, rotate and list the credential values of a connection placed on this machine.
+    #[command(subcommand)]
+    Credential(CredentialCommand),
     /// List a connection's tools and classify them: only a classified tool can be called.
     #[command(subcommand)]
     Tool(ToolCommand),

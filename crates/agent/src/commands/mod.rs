@@ -10,6 +10,7 @@ mod approval;
 mod audit;
 mod connection;
 mod connector;
+mod credential;
 mod device;
 mod environment;
 mod evidence;
@@ -43,6 +44,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Environment(cmd) => environment::run(&client()?, out, cmd).await,
         Command::Connector(cmd) => connector::run(&client()?, out, cmd).await,
         Command::Connection(cmd) => connection::run(&client()?, out, cmd).await,
+        Command::Credential(cmd) => credential::run(&client()?, out, cmd).await,
         Command::Tool(cmd) => tool::run(&client()?, out, cmd).await,
         Command::Profile(cmd) => profile::run(&client()?, out, cmd).await,
         Command::Mcp(cmd) => mcp::run(&client()?, out, cmd).await,
