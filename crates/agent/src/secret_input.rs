@@ -34,10 +34,7 @@ pub fn read_secret(prompt: &str) -> Result<SecretInput, CliError> {
         read_from_terminal(prompt)?
     } else {
         let mut bytes = Vec::new();
-        stdin
-            .lock()
-            .read_to_end(&mut bytes)
-            .map_err(|source| read_error(source))?;
+        stdin.lock().read_to_end(&mut bytes).map_err(read_error)?;
         bytes
     };
     let text = String::from_utf8(bytes)

@@ -257,8 +257,8 @@ async fn a_value_set_from_a_prompt_less_stdin_is_used_by_the_device_runner_and_r
     assert_eq!(view["result"]["content"][0]["text"], "[REDACTED]", "{view}");
     let seen_now = seen_values(&seen);
     assert_eq!(
-        seen_now[sessions_before..],
-        [second.clone()],
+        &seen_now[sessions_before..],
+        std::slice::from_ref(&second),
         "the call after the rotation did not open one new session with the new value"
     );
     // The session that held the old value drained: closed for `credential_changed`.
