@@ -441,3 +441,68 @@ async fn the_secrets_file_is_private_and_whole_after_a_kill_at_any_moment_of_a_s
         "the database holds a value"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_value_typed_at_the_prompt_is_not_echoed(_: PgPoolOptions, db: PgConnectOptions) {
+    let server = Server::start(&db).await;
+    let seen = scratch("credential-prompt-seen").join("seen");
+    let paired = Paired::set_up(&server, "credential-prompt", recording_spec(&seen)).await;
+    let value = "canary-typed-4d1e";
+    let cli_binary = crate::harness::binary(bins::CLI);
+    // `script` gives the CLI a terminal; its output is what the terminal showed.
+    let shown_command = format!(
+        "{} credential set demo dfx API_TOKEN --store file",
+        cli_binary.display()
+    );
+    let base = cli(&server, &paired, &[]);
+    let mut terminal = Command::new("script");
+    terminal
+        .args(["-q", "-e", "-c", &shown_command, "/dev/null"])
+        .env_clear()
+        .envs(base.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = terminal.spawn().expect("spawn script");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let (tx, shown) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buffer = [0u8; 512];
+        while let Ok(read) = stdout.read(&mut buffer) {
+            if read == 0 || tx.send(buffer[..read].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    // Type the value only once the prompt is up (echo is off from then on).
+    let mut transcript = Vec::new();
+    let deadline = Instant::now() + DEADLINE;
+    while !String::from_utf8_lossy(&transcript).contains("value for API_TOKEN") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let chunk = shown
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no prompt: {}", String::from_utf8_lossy(&transcript)));
+        transcript.extend(chunk);
+    }
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(format!("{value}\n").as_bytes())
+        .expect("type the value");
+    drop(stdin);
+    let status = child.wait().expect("wait for script");
+    while let Ok(chunk) = shown.recv_timeout(Duration::from_secs(5)) {
+        transcript.extend(chunk);
+    }
+    let transcript = String::from_utf8_lossy(&transcript).into_owned();
+    assert!(status.success(), "{transcript}");
+    assert!(transcript.contains("value stored in"), "{transcript}");
+    assert!(
+        !transcript.contains(value),
+        "the terminal showed the value: {transcript}"
+    );
+    let (_, secrets) = credential_files(&paired);
+    let values: Value =
+        serde_json::from_str(&std::fs::read_to_string(&secrets).expect("read")).expect("JSON");
+    assert_eq!(values[format!("{}/API_TOKEN", paired.connection_id)], value);
+}
