@@ -8,9 +8,10 @@ use clap::{Args, Subcommand, ValueEnum};
 #[derive(Debug, Subcommand)]
 pub enum CredentialCommand {
     /// Store a value for one destination of a connection placed on this machine's paired
-    /// device and bind the destination to it. The value is read from a prompt without echo when
-    /// stdin is a terminal, else from stdin (one trailing newline removed) — never from the
-    /// command line.
+    /// device and bind the destination to it; for a central connection, send it to the server,
+    /// which keeps it only in a development installation. The value is read from a prompt
+    /// without echo when stdin is a terminal, else from stdin (one trailing newline removed) —
+    /// never from the command line.
     Set {
         /// Which destination of which connection.
         #[command(flatten)]

@@ -1,6 +1,10 @@
 //! `switchyard credential set|rotate|list WS CONN …`: the credential values of a connection
 //! placed on this machine's paired device, kept where that device's runner resolves them.
 //!
+//! A central connection's value goes to the server instead
+//! (`PUT …/connections/{connection}/credentials/{name}`), which keeps it in its secrets file
+//! in a development installation and refuses it otherwise.
+//!
 //! The command finds the connection among the placements on the caller's devices (which also
 //! gives the connector's spec: the environment variables it declares, or that it speaks HTTP)
 //! and checks that the device is the one paired on this machine under the profile. The value
@@ -10,7 +14,7 @@
 //! server, printed or logged.
 
 use crate::cli::{CredentialCommand, CredentialTarget, StoreChoice};
-use crate::client::Client;
+use crate::client::{Body, Client};
 use crate::error::CliError;
 use crate::output::{Output, Table, print_text};
 use crate::secret_input::read_secret;
@@ -23,7 +27,9 @@ use switchyard_mcp_runner::credentials::{
 };
 use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
 use switchyard_protocol::ConnectionId;
-use switchyard_protocol::api::{ConnectorSpec, PlacementView};
+use switchyard_protocol::api::{
+    ConnectionView, ConnectorSpec, CredentialValueSet, PlacementView, SetCredentialValue,
+};
 
 /// Runs a `credential` subcommand.
 pub async fn run(client: &Client, out: Output, cmd: CredentialCommand) -> Result<(), CliError> {
@@ -65,13 +71,24 @@ async fn write(
     target: &CredentialTarget,
     value_target: &ValueTarget,
 ) -> Result<(), CliError> {
-    let local = find_local(
+    let local = match locate(
         client,
         &target.workspace,
         &target.connection,
         target.profile.as_deref(),
     )
-    .await?;
+    .await?
+    {
+        Location::Here(local) => local,
+        // A new value replaces the one the server keeps, under the same key.
+        Location::Central { name } => {
+            let prefix = match value_target {
+                ValueTarget::New { prefix, .. } => prefix.clone(),
+                ValueTarget::Bound => None,
+            };
+            return set_central(client, out, target, &name, prefix).await;
+        }
+    };
     let store: Arc<dyn SecretStore> = match (value_target, OsKeyring::new()) {
         (_, Ok(keyring)) => Arc::new(keyring),
         (
@@ -123,7 +140,16 @@ async fn list(
     connection: &str,
     profile: Option<&str>,
 ) -> Result<(), CliError> {
-    let local = find_local(client, workspace, connection, profile).await?;
+    let local = match locate(client, workspace, connection, profile).await? {
+        Location::Here(local) => local,
+        Location::Central { name } => {
+            return Err(CliError::Usage(format!(
+                "connection `{name}` runs on the central runner: its bindings are in the \
+                 server's bindings file (--mcp-credentials-file), which this command does not \
+                 read; the server logs what it binds at start"
+            )));
+        }
+    };
     let store: Arc<dyn SecretStore> = match OsKeyring::new() {
         Ok(keyring) => Arc::new(keyring),
         Err(_) => Arc::new(NoKeyring),
@@ -167,14 +193,43 @@ async fn list(
     Ok(())
 }
 
-/// Finds `connection` of `workspace` among the placements on the caller's devices, on the
-/// device paired on this machine under `profile`.
-async fn find_local(
+/// Where a connection's credential values are kept.
+enum Location {
+    /// On this machine: the connection is placed on the device paired here.
+    Here(LocalConnection),
+    /// On the server: a central connection (its values are set through the API, in a
+    /// development installation only).
+    Central {
+        /// The connection's name.
+        name: String,
+    },
+}
+
+/// Finds `connection` of `workspace`: among the placements on the caller's devices, on the
+/// device paired on this machine under `profile`; else a central connection.
+async fn locate(
     client: &Client,
     workspace: &str,
     connection: &str,
     profile: Option<&str>,
-) -> Result<LocalConnection, CliError> {
+) -> Result<Location, CliError> {
+    let placements: Vec<PlacementView> = client
+        .get(&["workspaces", workspace, "devices", "placements"])
+        .await?
+        .parse()?;
+    let placed: Vec<&PlacementView> = placements
+        .iter()
+        .filter(|p| p.connection_name == connection || p.connection_id.to_string() == connection)
+        .collect();
+    if placed.is_empty() {
+        let view: ConnectionView = client
+            .get(&["workspaces", workspace, "connections", connection])
+            .await?
+            .parse()?;
+        if view.runner == "central" {
+            return Ok(Location::Central { name: view.name });
+        }
+    }
     let profile = select_profile(profile).map_err(CliError::DeviceIdentity)?;
     let config_dir = IdentityStore::default_location();
     // Only the non-secret record is needed: the device's id.
@@ -188,38 +243,68 @@ async fn find_local(
         .ok_or_else(|| CliError::NoLocalDevice {
             profile: profile.clone(),
         })?;
-    let placements: Vec<PlacementView> = client
-        .get(&["workspaces", workspace, "devices", "placements"])
-        .await?
-        .parse()?;
-    let named = |p: &&PlacementView| {
-        p.connection_name == connection || p.connection_id.to_string() == connection
-    };
-    if let Some(placement) = placements
-        .iter()
-        .filter(named)
-        .find(|p| p.device_id == device.device_id)
-    {
-        return Ok(LocalConnection {
+    if let Some(placement) = placed.iter().find(|p| p.device_id == device.device_id) {
+        return Ok(Location::Here(LocalConnection {
             id: placement.connection_id,
             name: placement.connection_name.clone(),
             spec: placement.spec.clone(),
             bindings_file: device_bindings_file(&config_dir, &profile),
-        });
+        }));
     }
-    let elsewhere = placements
-        .iter()
-        .find(named)
-        .map(|p| format!("device {} ({})", p.device_name, p.device_id));
     Err(CliError::NotPlacedHere {
         connection: connection.to_owned(),
         profile,
         device: device.device_id.to_string(),
-        elsewhere: elsewhere.unwrap_or_else(|| {
-            "no device of yours (a central connection's values are kept by the server, see \
-             docs/CREDENTIALS.md)"
-                .to_owned()
-        }),
+        elsewhere: placed
+            .first()
+            .map(|p| format!("device {} ({})", p.device_name, p.device_id))
+            .unwrap_or_else(|| "a device that is not yours".to_owned()),
+    })
+}
+
+/// `credential set` for a central connection: the value goes to the server, which keeps it in
+/// its secrets file if it is a development installation and refuses it otherwise.
+async fn set_central(
+    client: &Client,
+    out: Output,
+    target: &CredentialTarget,
+    name: &str,
+    prefix: Option<String>,
+) -> Result<(), CliError> {
+    let value = read_secret(&format!(
+        "value for {} of connection {name} (kept by the server): ",
+        target.name
+    ))?;
+    let body = SetCredentialValue {
+        value: value.expose().to_owned(),
+        prefix,
+    };
+    drop(value);
+    let reply = client
+        .put(
+            &[
+                "workspaces",
+                &target.workspace,
+                "connections",
+                name,
+                "credentials",
+                &target.name,
+            ],
+            Body::of(&body),
+        )
+        .await?;
+    out.reply(&reply, |set: CredentialValueSet| {
+        format!(
+            "{} `{}` of connection {name}: value kept in the server's secrets file (key `{}`); \
+             the next call opens a new session, and warm sessions holding the old value drain",
+            if set.destination == "env" {
+                "environment variable"
+            } else {
+                "header"
+            },
+            set.name,
+            set.reference.key.unwrap_or_default()
+        )
     })
 }
 
