@@ -2,7 +2,7 @@
 //! connection placed on this machine's device, the real device runner using them, the real
 //! kernel keyring and files — and a canary value that must show up nowhere else.
 
-use super::harness::{DEADLINE, Paired, Server, scratch};
+use super::harness::{DEADLINE, Paired, Server, WORKSPACE, scratch};
 use serde_json::{Value, json};
 use sqlx::ConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use switchyard_protocol::api::ConnectorSpec;
 use switchyard_testkit::bins;
 use switchyard_testkit::poll::{Bound, Check};
+use switchyard_testkit::setup;
 
 /// A stdio connector declaring `API_TOKEN`: a shell that appends the value it was started with
 /// to `seen` (one line per session), then becomes the fixture MCP server.
@@ -32,8 +33,8 @@ fn recording_spec(seen: &Path) -> ConnectorSpec {
     }
 }
 
-/// `switchyard ARGS` as alice on the machine of `paired`'s device (its identity in files).
-fn cli(server: &Server, paired: &Paired, args: &[&str]) -> Command {
+/// `switchyard ARGS` as alice on a machine whose device identities are under `config_dir`.
+fn cli(server: &Server, config_dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(crate::harness::binary(bins::CLI));
     command
         .args(args)
@@ -42,7 +43,7 @@ fn cli(server: &Server, paired: &Paired, args: &[&str]) -> Command {
         .env("HOME", std::env::var_os("HOME").unwrap_or_default())
         .env("SWITCHYARD_URL", server.url())
         .env("SWITCHYARD_TOKEN", server.token())
-        .env("SWITCHYARD_CONFIG_DIR", &paired.config_dir)
+        .env("SWITCHYARD_CONFIG_DIR", config_dir)
         .env("SWITCHYARD_DEVICE_KEYRING", "off")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -53,8 +54,10 @@ fn cli(server: &Server, paired: &Paired, args: &[&str]) -> Command {
 /// Runs `switchyard ARGS` with `value` on stdin. While it runs, before the value is written,
 /// checks that no process's command line holds `value`.
 #[track_caller]
-fn run_with_value(server: &Server, paired: &Paired, args: &[&str], value: &str) -> Output {
-    let mut child = cli(server, paired, args).spawn().expect("spawn switchyard");
+fn run_with_value(server: &Server, config_dir: &Path, args: &[&str], value: &str) -> Output {
+    let mut child = cli(server, config_dir, args)
+        .spawn()
+        .expect("spawn switchyard");
     assert_in_no_argv(value);
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(value.as_bytes()).expect("write the value");
@@ -189,7 +192,7 @@ async fn a_value_set_from_a_prompt_less_stdin_is_used_by_the_device_runner_and_r
     // Set (the OS keyring is the default store); the shell's trailing newline is not kept.
     let set = run_with_value(
         &server,
-        &paired,
+        &paired.config_dir,
         &["--json", "credential", "set", "demo", "dfx", "API_TOKEN"],
         &format!("{first}\n"),
     );
@@ -200,7 +203,7 @@ async fn a_value_set_from_a_prompt_less_stdin_is_used_by_the_device_runner_and_r
 
     let listed = cli(
         &server,
-        &paired,
+        &paired.config_dir,
         &["--json", "credential", "list", "demo", "dfx"],
     )
     .output()
@@ -238,7 +241,7 @@ async fn a_value_set_from_a_prompt_less_stdin_is_used_by_the_device_runner_and_r
 
     let rotate = run_with_value(
         &server,
-        &paired,
+        &paired.config_dir,
         &["credential", "rotate", "demo", "dfx", "API_TOKEN"],
         &second,
     );
@@ -323,7 +326,12 @@ async fn the_secrets_file_is_private_and_whole_after_a_kill_at_any_moment_of_a_s
 
     let first = "canary-kill-0000";
     let started = Instant::now();
-    succeeded(&run_with_value(&server, &paired, &set_args, first));
+    succeeded(&run_with_value(
+        &server,
+        &paired.config_dir,
+        &set_args,
+        first,
+    ));
     let one_run = started.elapsed();
     let me = nix::unistd::geteuid().as_raw();
     assert_eq!(mode_and_owner(&bindings), (0o600, me));
@@ -339,7 +347,7 @@ async fn the_secrets_file_is_private_and_whole_after_a_kill_at_any_moment_of_a_s
     const KILLS: u32 = 24;
     for attempt in 1..=KILLS {
         let value = format!("canary-kill-{attempt:04}");
-        let mut child = cli(&server, &paired, &set_args)
+        let mut child = cli(&server, &paired.config_dir, &set_args)
             .spawn()
             .expect("spawn switchyard");
         let mut stdin = child.stdin.take().expect("stdin");
@@ -374,7 +382,12 @@ async fn the_secrets_file_is_private_and_whole_after_a_kill_at_any_moment_of_a_s
 
     // The next write succeeds and wins, and clears what killed writers left behind.
     let last = "canary-kill-final";
-    succeeded(&run_with_value(&server, &paired, &set_args, last));
+    succeeded(&run_with_value(
+        &server,
+        &paired.config_dir,
+        &set_args,
+        last,
+    ));
     let values: Value =
         serde_json::from_str(&std::fs::read_to_string(&secrets).expect("read")).expect("JSON");
     assert_eq!(values[&key], last);
@@ -416,7 +429,7 @@ async fn the_secrets_file_is_private_and_whole_after_a_kill_at_any_moment_of_a_s
             "credential_config_invalid",
         ),
     ] {
-        let output = run_with_value(&server, &paired, args, value);
+        let output = run_with_value(&server, &paired.config_dir, args, value);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(&format!("error[{code}]")), "{stderr}");
@@ -454,7 +467,7 @@ async fn a_value_typed_at_the_prompt_is_not_echoed(_: PgPoolOptions, db: PgConne
         "{} credential set demo dfx API_TOKEN --store file",
         cli_binary.display()
     );
-    let base = cli(&server, &paired, &[]);
+    let base = cli(&server, &paired.config_dir, &[]);
     let mut terminal = Command::new("script");
     terminal
         .args(["-q", "-e", "-c", &shown_command, "/dev/null"])
@@ -505,4 +518,87 @@ async fn a_value_typed_at_the_prompt_is_not_echoed(_: PgPoolOptions, db: PgConne
     let values: Value =
         serde_json::from_str(&std::fs::read_to_string(&secrets).expect("read")).expect("JSON");
     assert_eq!(values[format!("{}/API_TOKEN", paired.connection_id)], value);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_development_server_takes_a_central_value_from_the_cli_and_its_calls_use_it(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let dir = scratch("credential-central");
+    let bindings = dir.join("central.mcp-bindings.json");
+    let bindings_path = bindings.display().to_string();
+    let server = Server::start_with_env(
+        &db,
+        &[
+            ("SWITCHYARD_MCP_CREDENTIALS_FILE", bindings_path.as_str()),
+            ("SWITCHYARD_DEV_CREDENTIAL_VALUES", "true"),
+        ],
+    )
+    .await;
+    let api = server.api();
+    setup::workspace(&api, WORKSPACE).await.expect("workspace");
+    setup::approved_connector(&api, "recording", recording_spec(&dir.join("seen")))
+        .await
+        .expect("connector");
+    setup::connection(&api, WORKSPACE, "central", "recording", None)
+        .await
+        .expect("central connection");
+    let value = "canary-central-cli-93ad";
+    let no_device = dir.join("no-config");
+    let set = run_with_value(
+        &server,
+        &no_device,
+        &["credential", "set", WORKSPACE, "central", "API_TOKEN"],
+        &format!("{value}\n"),
+    );
+    let said = succeeded(&set);
+    assert!(said.contains("the server's secrets file"), "{said}");
+    let secrets = dir.join("central.mcp-secrets.json");
+    let me = nix::unistd::geteuid().as_raw();
+    assert_eq!(mode_and_owner(&secrets), (0o600, me));
+
+    setup::discover_classified(&api, WORKSPACE, "central")
+        .await
+        .expect("discover with the value");
+    setup::profile(&api, WORKSPACE, "main", &["central"], "alice")
+        .await
+        .expect("profile");
+    let call = api
+        .post(
+            "/workspaces/demo/calls",
+            &json!({"request_id": uuid::Uuid::new_v4(), "profile_id": "main",
+                    "connection_id": "central", "tool_name": "env",
+                    "arguments": {"name": "API_TOKEN"}, "timeout_seconds": 30}),
+        )
+        .await
+        .expect("submit");
+    let id = call["id"].as_str().expect("call id").to_owned();
+    let view = Bound::new(DEADLINE, Duration::from_millis(100))
+        .until(async || {
+            let view = api
+                .get(&format!("/workspaces/demo/calls/{id}"))
+                .await
+                .expect("read the call");
+            Ok(if view["state"] == "succeeded" {
+                Check::Done(view)
+            } else {
+                Check::NotYet(format!("call did not succeed: {view}"))
+            })
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(view["result"]["content"][0]["text"], "[REDACTED]", "{view}");
+    assert_eq!(
+        seen_values(&dir.join("seen")).last().map(String::as_str),
+        Some(value)
+    );
+    for (what, text) in [
+        ("the server's log", server.log_text()),
+        ("the command's output", format!("{set:?}")),
+        ("the call", view.to_string()),
+        ("the database", dump_database(&db)),
+    ] {
+        assert!(!text.contains(value), "{what} holds the value");
+    }
 }
