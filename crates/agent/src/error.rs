@@ -5,6 +5,7 @@
 
 use std::io;
 use std::path::PathBuf;
+use switchyard_mcp_runner::credentials::{CredentialError, StoreError};
 use switchyard_mcp_runner::identity::IdentityError;
 use switchyard_protocol::{CallId, CallState};
 
@@ -144,6 +145,42 @@ pub enum CliError {
         /// Which checks failed, and the handshake's failure class.
         failed: String,
     },
+    /// A credential value or binding was refused or could not be stored (exit 2).
+    #[error("error[{code}]: {0}", code = .0.code())]
+    Credential(#[source] CredentialError),
+    /// `credential set --store keyring` and the OS keyring cannot be used (exit 2).
+    #[error(
+        "error[credential_unavailable]: {0}; keep the value in the 0600 secrets file with \
+         `--store file`"
+    )]
+    KeyringUnavailable(#[source] StoreError),
+    /// No device is paired on this machine under the profile, so no runner here serves the
+    /// connection (exit 2).
+    #[error(
+        "error[device_not_paired]: no device is paired under profile `{profile}` on this \
+         machine: credential values are kept where the device runner that uses them runs; pair \
+         this machine with `switchyard pair`, or name its profile with --profile"
+    )]
+    NoLocalDevice {
+        /// The profile looked up.
+        profile: String,
+    },
+    /// The connection is not placed on this machine's device (exit 2).
+    #[error(
+        "error[connection_not_local]: connection `{connection}` is not placed on device \
+         {device} (profile `{profile}`, this machine) but on {elsewhere}; set its values where \
+         it runs"
+    )]
+    NotPlacedHere {
+        /// The connection as named.
+        connection: String,
+        /// The local profile.
+        profile: String,
+        /// This machine's device.
+        device: String,
+        /// Where it is placed instead.
+        elsewhere: String,
+    },
     /// The user interrupted the command (exit 130).
     #[error("error: interrupted{detail}")]
     Interrupted {
@@ -254,7 +291,11 @@ impl CliError {
             | CliError::HttpClient(_)
             | CliError::IdentityStore(_)
             | CliError::HelperMissing { .. }
-            | CliError::HelperExec { .. } => 2,
+            | CliError::HelperExec { .. }
+            | CliError::Credential(_)
+            | CliError::KeyringUnavailable(_)
+            | CliError::NoLocalDevice { .. }
+            | CliError::NotPlacedHere { .. } => 2,
             CliError::NoToken { .. }
             | CliError::BadToken
             | CliError::Unauthenticated { .. }

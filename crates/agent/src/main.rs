@@ -11,6 +11,7 @@ mod config;
 mod error;
 mod input;
 mod output;
+mod secret_input;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -7,7 +7,8 @@
 //!
 //! Environment: `SWITCHYARD_DEVICE_PROFILE` (the profile when `--profile` is not given),
 //! `SWITCHYARD_URL` (like `--server`), `SWITCHYARD_MCP_CREDENTIALS_FILE` (the credential bindings
-//! file), `SWITCHYARD_CONFIG_DIR` (where identities are), `SWITCHYARD_LOG` (log filter, default
+//! file; default `<config dir>/credentials/<profile>.mcp-bindings.json`, where `switchyard
+//! credential set` writes), `SWITCHYARD_CONFIG_DIR` (where identities are), `SWITCHYARD_LOG` (log filter, default
 //! `info`). Logs go to stderr.
 //!
 //! Exit codes (stable):
@@ -22,20 +23,19 @@
 
 use clap::Parser;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use switchyard_mcp_runner::SessionCapFlags;
-use switchyard_mcp_runner::credentials::{CredentialResolver, NoKeyring, OsKeyring, SecretStore};
+use switchyard_mcp_runner::credentials::{
+    CredentialResolver, NoKeyring, OsKeyring, SecretStore, device_bindings_file,
+};
 use switchyard_mcp_runner::device::{self, Credential, DeviceConfig, RunError};
 use switchyard_mcp_runner::executor::{ExecutorConfig, LaunchResolver};
 use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
 use switchyard_mcp_runner::outbox::Outbox;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
-
-/// The credential bindings file variable.
-const CREDENTIALS_FILE_VAR: &str = "SWITCHYARD_MCP_CREDENTIALS_FILE";
 
 /// Command line.
 #[derive(Debug, Parser)]
@@ -159,7 +159,10 @@ async fn run(args: Args) -> Result<(), Failure> {
         server_url: identity.server_url.trim_end_matches('/').to_owned(),
         device_id: identity.device_id,
         credential: Credential::new(identity.credential),
-        resolver: launch_resolver(),
+        resolver: launch_resolver(&device_bindings_file(
+            &IdentityStore::default_location(),
+            &profile,
+        )),
         executor: ExecutorConfig {
             session_caps: args.session_caps.into(),
             // Its own machine is what local placement is for; metadata services are not.
@@ -171,12 +174,10 @@ async fn run(args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Resolves credentials from the bindings file in `SWITCHYARD_MCP_CREDENTIALS_FILE`, with the OS
-/// keyring for `os_store` references when it can be used.
-fn launch_resolver() -> LaunchResolver {
-    let bindings = std::env::var_os(CREDENTIALS_FILE_VAR)
-        .filter(|path| !path.is_empty())
-        .map(PathBuf::from);
+/// Resolves credentials from the bindings file at `bindings` (`SWITCHYARD_MCP_CREDENTIALS_FILE`,
+/// else the profile's file in the configuration directory), with the OS keyring for `os_store`
+/// references when it can be used.
+fn launch_resolver(bindings: &Path) -> LaunchResolver {
     let store: Arc<dyn SecretStore> = match OsKeyring::new() {
         Ok(keyring) => Arc::new(keyring),
         Err(error) => {
@@ -184,7 +185,7 @@ fn launch_resolver() -> LaunchResolver {
             Arc::new(NoKeyring)
         }
     };
-    let resolver = CredentialResolver::new(bindings, store);
+    let resolver = CredentialResolver::new(Some(bindings.to_owned()), store);
     Arc::new(move |call| resolver.launch_for(call))
 }
 

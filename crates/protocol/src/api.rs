@@ -344,6 +344,43 @@ pub struct CredentialReference {
     pub prefix: Option<String>,
 }
 
+/// `PUT /api/v1/workspaces/{ws}/connections/{connection}/credentials/{name}`: a value for one
+/// destination of a central connection, stored in the server's secrets file — only in a
+/// development installation (`switchyard-server serve --dev-credential-values`). `Debug` never
+/// shows the value.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetCredentialValue {
+    /// The value (4–16,384 bytes, no NUL; no CR/LF for a header).
+    pub value: String,
+    /// Text put before the value in a header, e.g. `Bearer ` (headers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+}
+
+impl std::fmt::Debug for SetCredentialValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetCredentialValue")
+            .field("value", &"<redacted>")
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// Where a value set through the API went (never the value): the destination and the
+/// reference it is now bound to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialValueSet {
+    /// The connection.
+    pub connection_id: ConnectionId,
+    /// `env` (a stdio server's environment variable) or `header` (an HTTP server's header).
+    pub destination: String,
+    /// The variable's or header's name.
+    pub name: String,
+    /// The reference the destination is bound to now.
+    pub reference: CredentialReference,
+}
+
 /// The credential providers a reference may name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -157,6 +157,12 @@ pub enum ErrorCode {
     /// A connection's credential references cannot be used (malformed, reserved destination,
     /// value missing, no bindings file to hold them): nothing was stored.
     InvalidCredentials,
+    /// Credential values cannot be set through the API here: only a development installation
+    /// (`--dev-credential-values` with `--mcp-credentials-file`) keeps them, in its secrets file.
+    CredentialValuesDisabled,
+    /// The connection runs on a device: its credential values are set on that device
+    /// (`switchyard credential set`), never sent to the server.
+    ConnectionNotCentral,
     /// The `/mcp` session named by `Mcp-Session-Id` does not exist for this principal (it
     /// ended, or another principal started it): start a new one with `initialize`.
     McpSessionNotFound,
@@ -237,6 +243,8 @@ impl ErrorCode {
             ErrorCode::ToolUnavailable => "tool_unavailable",
             ErrorCode::HandshakeFailed => "handshake_failed",
             ErrorCode::InvalidCredentials => "invalid_credentials",
+            ErrorCode::CredentialValuesDisabled => "credential_values_disabled",
+            ErrorCode::ConnectionNotCentral => "connection_not_central",
             ErrorCode::McpSessionNotFound => "mcp_session_not_found",
             ErrorCode::AgentNotFound => "agent_not_found",
             ErrorCode::ConflictingRoutes => "conflicting_routes",
@@ -293,7 +301,9 @@ impl ErrorCode {
             | ErrorCode::SpecChanged
             | ErrorCode::ApprovalDecided
             | ErrorCode::ToolUnclassified
-            | ErrorCode::ToolUnavailable => 409,
+            | ErrorCode::ToolUnavailable
+            | ErrorCode::CredentialValuesDisabled
+            | ErrorCode::ConnectionNotCentral => 409,
             ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
             ErrorCode::BodyTooLarge | ErrorCode::AnswerTooLong => 413,
             ErrorCode::TooManyStreams | ErrorCode::QuotaExceeded => 429,

@@ -180,6 +180,22 @@ golden! {
     };
     connection_credentials: ConnectionCredentials = connection_credentials();
     credential_reference: CredentialReference = bearer_reference();
+    set_credential_value: SetCredentialValue = SetCredentialValue {
+        value: "example-token-value".into(),
+        prefix: Some("Bearer ".into()),
+    };
+    credential_value_set: CredentialValueSet = CredentialValueSet {
+        connection_id: CONNECTION,
+        destination: "header".into(),
+        name: "Authorization".into(),
+        reference: CredentialReference {
+            provider: CredentialProvider::SecretsFile,
+            name: None,
+            account: None,
+            key: Some(format!("{CONNECTION}/Authorization")),
+            prefix: Some("Bearer ".into()),
+        },
+    };
     credential_provider: Vec<CredentialProvider> = one_each!(CredentialProvider:
         Environment, OsStore, SecretsFile);
     connection_view: ConnectionView = ConnectionView {
@@ -1095,7 +1111,7 @@ fn error_codes() -> Vec<ErrorCode> {
         PlacementPending, SpecChanged, EndpointBlocked, InvalidNamespace, DiscoveryPending,
         ApprovalUnavailable, ApprovalNotFound, ApprovalDecided, SelfApproval,
         ToolUnclassified, ToolUnavailable, HandshakeFailed, InvalidCredentials,
-        McpSessionNotFound, AgentNotFound, ConflictingRoutes, Internal,
+        CredentialValuesDisabled, ConnectionNotCentral, McpSessionNotFound, AgentNotFound, ConflictingRoutes, Internal,
     )
 }
 

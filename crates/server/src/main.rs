@@ -65,6 +65,15 @@ enum Command {
         /// docs/CREDENTIALS.md). Re-read at every call.
         #[arg(long, env = "SWITCHYARD_MCP_CREDENTIALS_FILE")]
         mcp_credentials_file: Option<PathBuf>,
+        /// A development installation: let workspace admins set central connections'
+        /// credential values through the API (and the inspector), kept in the 0600 secrets file
+        /// next to --mcp-credentials-file. Never for production: values belong with a provider.
+        #[arg(
+            long,
+            env = "SWITCHYARD_DEV_CREDENTIAL_VALUES",
+            requires = "mcp_credentials_file"
+        )]
+        dev_credential_values: bool,
         /// Deadline for tool discovery, in seconds.
         #[arg(
             long,
@@ -310,6 +319,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             queue_expiry_seconds,
             result_retention_seconds,
             mcp_credentials_file,
+            dev_credential_values,
             discovery_deadline_seconds,
             secure_cookies,
             central_batch_max,
@@ -345,6 +355,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 app: AppConfig {
                     discovery_deadline: Duration::from_secs(discovery_deadline_seconds),
                     credentials_file: mcp_credentials_file,
+                    credential_values: dev_credential_values,
                     runner_lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)),
                     submit_batch_max: usize::from(submit_batch_max),
                     quotas: CallQuotas {

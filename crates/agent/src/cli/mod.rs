@@ -1,16 +1,21 @@
 //! The command-line grammar: clap types only, no behaviour.
 //!
 //! Nothing here accepts a command override for calls, a runner override for calls, or a
-//! credential value: connectors name environment variables, never their values, and what a
-//! call runs is decided by the server from the workspace's approved configuration.
+//! credential value (`credential set` reads it from a prompt or stdin): connectors name
+//! environment variables, never their values, and what a call runs is decided by the server
+//! from the workspace's approved configuration.
 
 mod agents;
 mod config;
+mod connections;
+mod credentials;
 mod governance;
 mod history;
 
 pub use agents::{AgentCommand, AgentSet};
 pub use config::ConfigCommand;
+pub use connections::ConnectionCommand;
+pub use credentials::{CredentialCommand, CredentialTarget, StoreChoice};
 pub use governance::{ApprovalCommand, AuditCommand, AuditLog, ToolCommand};
 pub use history::CallPageArgs;
 
@@ -24,7 +29,7 @@ use std::path::PathBuf;
     name = "switchyard",
     version,
     about = "Run MCP tool calls through a Switchyard server.",
-    after_help = "Environment:\n  SWITCHYARD_URL             server base URL (default http://127.0.0.1:8787, or the paired server)\n  SWITCHYARD_TOKEN           personal API token; without it, the paired device identity is used\n  SWITCHYARD_DEVICE_PROFILE  which paired device identity to use (default `default`)\n  SWITCHYARD_CONFIG_DIR      where device identities live (default ~/.config/switchyard)\n  SWITCHYARD_DEVICE_KEYRING  `off` keeps device credentials in 0600 files instead of the OS keyring\n\nExit codes: 0 ok, 2 usage or local input, 3 not authenticated, 4 refused by the server,\n5 server unreachable or failing, 6 call did not succeed, 7 call outcome unknown,\n130 interrupted."
+    after_help = "Environment:\n  SWITCHYARD_URL             server base URL (default http://127.0.0.1:8787, or the paired server)\n  SWITCHYARD_TOKEN           personal API token; without it, the paired device identity is used\n  SWITCHYARD_DEVICE_PROFILE  which paired device identity to use (default `default`)\n  SWITCHYARD_CONFIG_DIR      where device identities live (default ~/.config/switchyard)\n  SWITCHYARD_DEVICE_KEYRING  `off` keeps device credentials in 0600 files instead of the OS keyring\n  SWITCHYARD_MCP_CREDENTIALS_FILE  the device runner's credential bindings file (default <config dir>/credentials/<profile>.mcp-bindings.json)\n\nExit codes: 0 ok, 2 usage or local input, 3 not authenticated, 4 refused by the server,\n5 server unreachable or failing, 6 call did not succeed, 7 call outcome unknown,\n130 interrupted."
 )]
 pub struct Cli {
     /// Print the server's JSON answer (pretty) instead of human-readable text.
@@ -50,6 +55,9 @@ pub enum Command {
     /// Place connectors in a workspace and discover their tools.
     #[command(subcommand)]
     Connection(ConnectionCommand),
+    /// Set, rotate and list the credential values of a connection placed on this machine.
+    #[command(subcommand)]
+    Credential(CredentialCommand),
     /// List a connection's tools and classify them: only a classified tool can be called.
     #[command(subcommand)]
     Tool(ToolCommand),
@@ -412,153 +420,6 @@ pub struct ConnectorAdd {
     /// The stdio server's command and arguments, after `--`.
     #[arg(last = true, value_name = "CMD ARGS", requires = "stdio")]
     pub command: Vec<String>,
-}
-
-/// `switchyard connection …`
-#[derive(Debug, Subcommand)]
-pub enum ConnectionCommand {
-    /// Place a connector in a workspace.
-    Create {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-        /// Connection name, unique in the workspace.
-        name: String,
-        /// Connector id or name.
-        #[arg(long)]
-        connector: String,
-        /// Where its calls run: `central` (the default) or `device:<uuid>`.
-        #[arg(long)]
-        runner: Option<String>,
-        /// Namespace slug, 2–24 characters of `a-z`, `0-9`, `_`, unique in the workspace;
-        /// derived from the name when omitted.
-        #[arg(long)]
-        namespace: Option<String>,
-        /// Credential references for a central connection, as JSON from FILE or `-` (stdin):
-        /// `{"headers": {"Authorization": {"provider": "environment", "name": "TOKEN",
-        /// "prefix": "Bearer "}}}` (HTTP) or `{"env": {NAME: reference}}` (stdio). References
-        /// only, never values. The server checks them with the MCP handshake, then writes them
-        /// to its bindings file (`--mcp-credentials-file`); if anything fails nothing is
-        /// stored. See docs/CREDENTIALS.md.
-        #[arg(long, value_name = "FILE|-")]
-        credentials: Option<InputSource>,
-    },
-    /// List a workspace's connections, retired ones included.
-    List {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-    },
-    /// Retire a connection and its tools (workspace admins): it runs nothing, its queued calls
-    /// fail `connection_retired`; its calls, events and results stay readable.
-    Retire {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-        /// Connection id or name.
-        connection: String,
-    },
-    /// Put a retired connection back in service (workspace admins). Its tools come back
-    /// ungranted: every profile that includes it needs `profile set-tools` again.
-    Restore {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-        /// Connection id or name.
-        connection: String,
-    },
-    /// Whether the connection's tools reach agents as `namespace__tool` (`on`, the default) or
-    /// by their own names (`off`; a name two connections share is then offered by neither).
-    PrefixTools {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-        /// Connection id or name.
-        connection: String,
-        /// `on` or `off`.
-        #[arg(value_parser = ["on", "off"])]
-        setting: String,
-    },
-    /// Start or contact the connection's MCP server and cache its tool catalog.
-    Discover {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-        /// Connection id or name.
-        connection: String,
-    },
-    /// Check the connection in order, then a bounded live MCP handshake whose failure is
-    /// classified; exits 9 when a check failed (docs/OPERATIONS.md).
-    Diagnose {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-        /// Connection id or name.
-        connection: String,
-        /// Time bound of the live handshake, in ms (1 to 60000; default: the server's).
-        #[arg(long, value_name = "MS")]
-        timeout_ms: Option<u64>,
-    },
-    /// Show the connection's cached tool catalog.
-    Tools {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-        /// Connection id or name.
-        connection: String,
-    },
-    /// Show the connection's recent lifecycle events, newest first.
-    Events {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-        /// Connection id or name.
-        connection: String,
-    },
-    /// Approve the connection's receipt policy: a read-only lookup tool of the same connector
-    /// and its arguments, whose string values may contain {{request_id}}, {{call_id}} and
-    /// {{tool_name}} (workspace admins with Manage on the profiles that include it). Without
-    /// `--tool`, shows the current policy.
-    ReceiptPolicy {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-        /// Connection id or name.
-        connection: String,
-        /// The lookup tool.
-        #[arg(long, requires = "arguments")]
-        tool: Option<String>,
-        /// Its arguments, a JSON object, e.g. '{"request_id": "{{request_id}}"}'.
-        #[arg(long, value_name = "JSON", requires = "tool")]
-        arguments: Option<String>,
-    },
-    /// Show what Switchyard never keeps of the connection's calls, or change it (workspace
-    /// admins): for one tool (`--tool`) or every tool, keep nothing but the disposition
-    /// (`--capture-nothing`), or drop named argument and result fields before anything is
-    /// stored. Changing one tool's exclusion keeps the others'.
-    #[command(group(ArgGroup::new("change").multiple(true).args(["capture_nothing", "drop_argument", "drop_result", "remove"])))]
-    CaptureExclusions {
-        /// Workspace id or name.
-        #[arg(value_name = "WS")]
-        workspace: String,
-        /// Connection id or name.
-        connection: String,
-        /// The tool the change is about; without it, every tool of the connection.
-        #[arg(long, requires = "change")]
-        tool: Option<String>,
-        /// Keep no arguments, result or evidence of its calls, only their disposition.
-        #[arg(long, conflicts_with_all = ["drop_argument", "drop_result", "remove"])]
-        capture_nothing: bool,
-        /// A top-level argument field to drop (repeat for several).
-        #[arg(long, value_name = "FIELD", conflicts_with = "remove")]
-        drop_argument: Vec<String>,
-        /// A result field to drop from `structuredContent` and JSON text (repeat for several).
-        #[arg(long, value_name = "FIELD", conflicts_with = "remove")]
-        drop_result: Vec<String>,
-        /// Remove the exclusion (of `--tool`, or the connection-wide one).
-        #[arg(long)]
-        remove: bool,
-    },
 }
 
 /// `switchyard profile …`

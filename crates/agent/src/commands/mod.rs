@@ -11,6 +11,7 @@ mod audit;
 mod config;
 mod connection;
 mod connector;
+mod credential;
 mod device;
 mod diagnose;
 mod environment;
@@ -45,6 +46,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Environment(cmd) => environment::run(&client()?, out, cmd).await,
         Command::Connector(cmd) => connector::run(&client()?, out, cmd).await,
         Command::Connection(cmd) => connection::run(&client()?, out, cmd).await,
+        Command::Credential(cmd) => credential::run(&client()?, out, cmd).await,
         Command::Tool(cmd) => tool::run(&client()?, out, cmd).await,
         Command::Profile(cmd) => profile::run(&client()?, out, cmd).await,
         Command::Mcp(cmd) => mcp::run(&client()?, out, cmd).await,

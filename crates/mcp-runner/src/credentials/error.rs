@@ -238,6 +238,28 @@ pub enum CredentialError {
         #[source]
         source: std::io::Error,
     },
+    /// The directory that holds the bindings and secrets files could be changed by someone
+    /// else (or is not a directory), so files written there could be swapped.
+    #[error(
+        "directory `{}` is refused for credential files: {problem}; it must be a directory owned \
+         by this user that group and others cannot write (e.g. `chmod 700`)",
+        path.display()
+    )]
+    DirectoryUnsafe {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The secrets file could not be written (a value stored by `switchyard credential set`).
+    #[error("cannot write secrets file `{}`: {source}", path.display())]
+    SecretsWrite {
+        /// The file.
+        path: PathBuf,
+        /// The operating-system error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The secrets file is not a private regular file of the runner's user.
     #[error(
         "secrets file `{}` is refused: {problem}; it must be a regular file owned by the runner's \
@@ -297,6 +319,26 @@ pub enum CredentialError {
         /// The value's length in bytes.
         length: usize,
     },
+    /// The value could not be stored with its provider (the OS keyring refused it or is not
+    /// usable).
+    #[error("{site}: the value cannot be stored: {reason}")]
+    ValueNotStored {
+        /// The binding.
+        site: Box<BindingSite>,
+        /// The provider's explanation.
+        reason: String,
+    },
+    /// A value was to be written for a binding whose provider cannot be written from here (the
+    /// runner's own environment).
+    #[error(
+        "{site}: its value lives in the runner's environment, which cannot be changed from here; \
+         change it where the runner is started, or bind a stored value with `switchyard \
+         credential set`"
+    )]
+    NotWritable {
+        /// The binding.
+        site: Box<BindingSite>,
+    },
     /// The value contains something its destination cannot carry.
     #[error("{site}: the value {problem}")]
     ValueCharacters {
@@ -314,7 +356,9 @@ impl CredentialError {
             CredentialError::NotBound { .. } | CredentialError::ValueMissing { .. } => {
                 codes::MISSING
             }
-            CredentialError::ValueUnavailable { .. } => codes::UNAVAILABLE,
+            CredentialError::ValueUnavailable { .. } | CredentialError::ValueNotStored { .. } => {
+                codes::UNAVAILABLE
+            }
             CredentialError::ValueLength { .. } | CredentialError::ValueCharacters { .. } => {
                 codes::INVALID
             }
@@ -337,6 +381,9 @@ impl CredentialError {
             | CredentialError::UndeclaredEnv { .. }
             | CredentialError::SecretsFileName { .. }
             | CredentialError::SecretsRead { .. }
+            | CredentialError::SecretsWrite { .. }
+            | CredentialError::DirectoryUnsafe { .. }
+            | CredentialError::NotWritable { .. }
             | CredentialError::SecretsUnsafe { .. }
             | CredentialError::SecretsSyntax { .. } => codes::CONFIG_INVALID,
         }

@@ -25,9 +25,13 @@
 //! - Anything unsafe or unclear fails closed: a group/other-writable bindings file, a secrets
 //!   file with loose permissions, a reserved destination, a missing, locked or malformed value.
 //! - Errors and `Debug` output name connections, destinations and references, never a value.
+//! - Values set from this machine ([`CredentialResolver::set_value`]) are checked before they
+//!   are stored, and go to the OS keyring or the 0600 secrets file, never anywhere else.
 
 mod bindings;
 mod error;
+mod location;
+mod manage;
 mod os_keyring;
 mod reference;
 mod resolver;
@@ -39,6 +43,8 @@ mod writer;
 
 pub use bindings::ConnectionBinding;
 pub use error::{BindingSite, CredentialError, codes};
+pub use location::{CREDENTIALS_FILE_VAR, device_bindings_file};
+pub use manage::{CredentialStatus, ValueState, ValueStore, ValueTarget};
 pub use os_keyring::OsKeyring;
 pub use reference::{Destination, Reference, Source};
 pub use resolver::CredentialResolver;

@@ -15,17 +15,30 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
 
-/// One lookup sent to the keyring thread, with where to send the answer.
-struct Lookup {
-    service: String,
-    account: String,
-    reply: mpsc::SyncSender<Result<Option<String>, StoreError>>,
+/// Where the keyring thread sends an answer.
+type Reply<T> = mpsc::SyncSender<Result<T, StoreError>>;
+
+/// One operation sent to the keyring thread, with where to send the answer.
+enum Request {
+    /// Read an entry.
+    Get {
+        service: String,
+        account: String,
+        reply: Reply<Option<String>>,
+    },
+    /// Write an entry, replacing any earlier value.
+    Set {
+        service: String,
+        account: String,
+        value: String,
+        reply: Reply<()>,
+    },
 }
 
-/// The Linux kernel keyring, read on a dedicated thread that holds a session keyring.
+/// The Linux kernel keyring, used from a dedicated thread that holds a session keyring.
 #[derive(Debug)]
 pub struct OsKeyring {
-    requests: mpsc::Sender<Lookup>,
+    requests: mpsc::Sender<Request>,
 }
 
 impl OsKeyring {
@@ -33,7 +46,7 @@ impl OsKeyring {
     /// there is none (a runner started outside a login session). Fails when the kernel keyring
     /// cannot be used at all.
     pub fn new() -> Result<Self, StoreError> {
-        let (requests, inbox) = mpsc::channel::<Lookup>();
+        let (requests, inbox) = mpsc::channel::<Request>();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         thread::Builder::new()
             .name("switchyard-keyring".to_owned())
@@ -57,13 +70,30 @@ impl OsKeyring {
 
 impl SecretStore for OsKeyring {
     fn get(&self, service: &str, account: &str) -> Result<Option<String>, StoreError> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        let lookup = Lookup {
+        self.ask(|reply| Request::Get {
             service: service.to_owned(),
             account: account.to_owned(),
             reply,
-        };
-        self.requests.send(lookup).map_err(|_| thread_stopped())?;
+        })
+    }
+
+    fn set(&self, service: &str, account: &str, value: &str) -> Result<(), StoreError> {
+        self.ask(|reply| Request::Set {
+            service: service.to_owned(),
+            account: account.to_owned(),
+            value: value.to_owned(),
+            reply,
+        })
+    }
+}
+
+impl OsKeyring {
+    /// Sends one request to the keyring thread and waits for its answer.
+    fn ask<T>(&self, request: impl FnOnce(Reply<T>) -> Request) -> Result<T, StoreError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.requests
+            .send(request(reply))
+            .map_err(|_| thread_stopped())?;
         answer.recv().map_err(|_| thread_stopped())?
     }
 }
@@ -88,12 +118,30 @@ fn open_store() -> Result<Arc<CredentialStore>, StoreError> {
     Ok(store)
 }
 
-/// Answers lookups until the [`OsKeyring`] (the only sender) is dropped.
-fn serve(store: &Arc<CredentialStore>, inbox: mpsc::Receiver<Lookup>) {
-    for lookup in inbox {
-        let answer = read_entry(store, &lookup.service, &lookup.account);
-        // The asker may have given up; nothing else is owed to it.
-        let _ = lookup.reply.send(answer);
+/// Answers requests until the [`OsKeyring`] (the only sender) is dropped. An asker that gave
+/// up is owed nothing, so failed replies are ignored.
+fn serve(store: &Arc<CredentialStore>, inbox: mpsc::Receiver<Request>) {
+    for request in inbox {
+        match request {
+            Request::Get {
+                service,
+                account,
+                reply,
+            } => {
+                let _ = reply.send(read_entry(store, &service, &account));
+            }
+            Request::Set {
+                service,
+                account,
+                value,
+                reply,
+            } => {
+                let answer = Entry::new_in_store(store, &service, &account)
+                    .and_then(|entry| entry.set_password(&value))
+                    .map_err(store_error);
+                let _ = reply.send(answer);
+            }
+        }
     }
 }
 

@@ -23,12 +23,12 @@ use switchyard_protocol::runner::LeasedCall;
 /// Resolves credential references for sessions, from an optional bindings file and a secret
 /// store (the OS keyring or [`super::NoKeyring`]).
 pub struct CredentialResolver {
-    bindings_file: Option<PathBuf>,
-    store: Arc<dyn SecretStore>,
+    pub(super) bindings_file: Option<PathBuf>,
+    pub(super) store: Arc<dyn SecretStore>,
 }
 
 /// What the bindings file says about one connection.
-enum Lookup<'a> {
+pub(super) enum Lookup<'a> {
     /// The connection has a binding in the file at `path`.
     Bound {
         path: &'a Path,
@@ -130,7 +130,7 @@ impl CredentialResolver {
     }
 
     /// Reads the bindings file (again) and takes `connection`'s binding out of it.
-    fn lookup(&self, connection: ConnectionId) -> Result<Lookup<'_>, CredentialError> {
+    pub(super) fn lookup(&self, connection: ConnectionId) -> Result<Lookup<'_>, CredentialError> {
         let Some(path) = self.bindings_file.as_deref() else {
             return Ok(Lookup::Unbound {
                 consulted: "no credential bindings file is configured".to_owned(),
@@ -177,11 +177,7 @@ fn resolve_binding(
         env: Vec::new(),
         headers: Vec::new(),
     };
-    let mut values = Values {
-        store,
-        bindings_path: path,
-        secrets: None,
-    };
+    let mut values = Values::new(store, path);
     match spec {
         ConnectorSpec::Stdio { env: declared, .. } => {
             launch.env = stdio_env(connection, declared, binding, path, &mut values)?;
@@ -286,15 +282,25 @@ fn http_headers(
 }
 
 /// Fetches values for one resolution, reading the secrets file at most once.
-struct Values<'a> {
+pub(super) struct Values<'a> {
     store: &'a dyn SecretStore,
     bindings_path: &'a Path,
     secrets: Option<Secrets>,
 }
 
-impl Values<'_> {
+impl<'a> Values<'a> {
+    /// Fetches values for the bindings file at `bindings_path`, from `store` and the file's
+    /// secrets file.
+    pub(super) fn new(store: &'a dyn SecretStore, bindings_path: &'a Path) -> Self {
+        Self {
+            store,
+            bindings_path,
+            secrets: None,
+        }
+    }
+
     /// The value `site`'s reference points at.
-    fn fetch(&mut self, site: &BindingSite) -> Result<String, CredentialError> {
+    pub(super) fn fetch(&mut self, site: &BindingSite) -> Result<String, CredentialError> {
         let missing = || CredentialError::ValueMissing {
             site: Box::new(site.clone()),
         };

@@ -30,6 +30,11 @@ impl Secrets {
     pub fn get(&self, key: &str) -> Option<&str> {
         self.values.get(key).map(String::as_str)
     }
+
+    /// Every key with its value, to write the file again with one changed.
+    pub fn into_values(self) -> BTreeMap<String, String> {
+        self.values
+    }
 }
 
 /// The file's shape, parsed with duplicate keys refused.

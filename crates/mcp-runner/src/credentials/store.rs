@@ -4,6 +4,9 @@
 pub trait SecretStore: Send + Sync {
     /// The value stored for `service`/`account`: `Ok(None)` when there is no such entry.
     fn get(&self, service: &str, account: &str) -> Result<Option<String>, StoreError>;
+
+    /// Stores `value` for `service`/`account`, replacing any earlier value.
+    fn set(&self, service: &str, account: &str, value: &str) -> Result<(), StoreError>;
 }
 
 /// Why a store could not answer. Messages never contain a stored value.
@@ -38,10 +41,18 @@ pub struct NoKeyring;
 
 impl SecretStore for NoKeyring {
     fn get(&self, _service: &str, _account: &str) -> Result<Option<String>, StoreError> {
-        Err(StoreError::Unavailable {
-            reason: "no OS keyring is configured for this runner; use another provider or start \
-                     the runner with an OS keyring"
-                .to_owned(),
-        })
+        Err(no_keyring())
+    }
+
+    fn set(&self, _service: &str, _account: &str, _value: &str) -> Result<(), StoreError> {
+        Err(no_keyring())
+    }
+}
+
+fn no_keyring() -> StoreError {
+    StoreError::Unavailable {
+        reason: "no OS keyring is configured for this runner; use another provider or start the \
+                 runner with an OS keyring"
+            .to_owned(),
     }
 }

@@ -13,6 +13,7 @@ mod capture;
 mod connections;
 mod connector_edit;
 mod connectors;
+mod credential_values;
 mod device_discovery;
 mod devices;
 mod diagnose;
@@ -80,6 +81,9 @@ pub struct AppConfig {
     pub discovery_deadline: Duration,
     /// The central runner's credential bindings file (references only), if any.
     pub credentials_file: Option<PathBuf>,
+    /// A development installation: workspace admins may set central connections' credential
+    /// values through the API, into the secrets file next to `credentials_file`.
+    pub credential_values: bool,
     /// Length of device runners' leases (the central runner's is set on its own, normally to
     /// the same value).
     pub runner_lease_ttl: Duration,
@@ -110,6 +114,7 @@ impl Default for AppConfig {
         Self {
             discovery_deadline: Duration::from_secs(20),
             credentials_file: None,
+            credential_values: false,
             runner_lease_ttl: Duration::from_secs(30),
             evidence_queue: crate::db::QueueBounds::default(),
             submit_batch_max: usize::from(DEFAULT_SUBMIT_BATCH_MAX),

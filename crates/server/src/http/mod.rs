@@ -5,6 +5,7 @@ mod agents;
 mod approvals;
 mod audit;
 mod auth;
+mod credentials;
 mod devices;
 mod error;
 mod handlers;
@@ -111,6 +112,7 @@ pub fn router(app: App) -> Router {
         .merge(devices::routes())
         .merge(tokens::routes())
         .merge(agents::routes())
+        .merge(credentials::routes())
         .merge(runner::routes())
         .merge(reconcile::routes())
         .merge(retire::routes())

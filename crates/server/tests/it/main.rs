@@ -11,6 +11,7 @@ mod browser;
 mod call_history;
 mod calls;
 mod classification;
+mod credential_values;
 mod device_discovery;
 mod devices;
 mod diagnose;

@@ -347,6 +347,7 @@ pub async fn build(server: &TestServer) -> World {
         ("connection", "fixture".to_owned()),
         ("profile", "main".to_owned()),
         ("tool", "echo".to_owned()),
+        ("credential_name", "API_TOKEN".to_owned()),
         ("environment", "default".to_owned()),
         ("fixture_bin", fixture_bin()),
         ("call", call),

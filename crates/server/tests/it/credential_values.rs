@@ -1,0 +1,139 @@
+//! `PUT …/connections/{connection}/credentials/{name}`: a central connection's credential value
+//! set through the API in a development installation — kept in the server's 0600 secrets file,
+//! used by the next call, and nowhere else: not the answer, the audit log or the database.
+
+use crate::harness::*;
+use serde_json::json;
+use sqlx::PgPool;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+const CANARY: &str = "canary-central-7b2f90";
+
+/// As the owner: workspace `acme` with connection `fixture` of an approved stdio connector that
+/// declares `API_TOKEN`, on the central runner, nothing bound yet.
+async fn declared_connection(server: &TestServer) {
+    let owner = &server.owner;
+    owner
+        .post("/api/v1/workspaces", json!({"name": "acme"}))
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "envfix", "transport": "stdio", "command": fixture_bin(),
+                   "args": ["stdio"], "env": ["API_TOKEN"]}),
+        )
+        .await
+        .ok();
+    owner
+        .post("/api/v1/connectors/envfix/approve", json!({}))
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "fixture", "connector": "envfix"}),
+        )
+        .await
+        .ok();
+}
+
+const PATH: &str = "/api/v1/workspaces/acme/connections/fixture/credentials/API_TOKEN";
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_development_server_keeps_a_value_in_its_secrets_file_and_only_there(pool: PgPool) {
+    let scratch = scratch_dir("credential-values");
+    let bindings = scratch.join("central.mcp-bindings.json");
+    let file = bindings.clone();
+    let server = TestServer::start_with(pool.clone(), move |c| {
+        c.app.credentials_file = Some(file);
+        c.app.credential_values = true;
+    })
+    .await;
+    declared_connection(&server).await;
+    let owner = &server.owner;
+
+    // Bad values are refused with the reason's code, and nothing is written.
+    for value in ["zq9", "with\0nul"] {
+        let message = owner
+            .put(PATH, json!({"value": value}))
+            .await
+            .refused(422, "invalid_credentials");
+        assert!(message.contains("credential_invalid"), "{message}");
+    }
+    assert!(!bindings.exists());
+
+    let set = owner.put(PATH, json!({"value": CANARY})).await.ok();
+    assert_eq!(set["destination"], "env", "{set}");
+    assert_eq!(set["reference"]["provider"], "secrets_file", "{set}");
+    assert!(!set.to_string().contains(CANARY), "{set}");
+    let secrets = scratch.join("central.mcp-secrets.json");
+    let me = nix::unistd::geteuid().as_raw();
+    for file in [&bindings, &secrets] {
+        let metadata = std::fs::metadata(file).unwrap();
+        assert_eq!(metadata.permissions().mode() & 0o7777, 0o600);
+        assert_eq!(metadata.uid(), me);
+    }
+    assert!(std::fs::read_to_string(&secrets).unwrap().contains(CANARY));
+
+    // The runner uses it: discovery starts the server with it, and a call sees it (redacted).
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections/fixture/discover",
+            json!({}),
+        )
+        .await
+        .ok();
+    owner.classify_all("acme", "fixture").await;
+    owner.owner_profile("acme", "main", &["fixture"]).await;
+    let call = owner
+        .post(
+            "/api/v1/workspaces/acme/calls",
+            call_body("env", json!({"name": "API_TOKEN"})),
+        )
+        .await
+        .ok();
+    let call = owner
+        .wait_call("acme", call["id"].as_str().unwrap(), WAIT)
+        .await;
+    assert_eq!(call["state"], "succeeded", "{call}");
+    assert_eq!(result_text(&call), "[REDACTED]", "{call}");
+
+    // The audit entry names the destination and its provider only.
+    let audit = owner.get("/api/v1/workspaces/acme/audit").await.ok();
+    let entry = audit
+        .as_array()
+        .and_then(|entries| {
+            entries
+                .iter()
+                .find(|entry| entry["action"] == "connection.credential_set")
+        })
+        .unwrap_or_else(|| panic!("no connection.credential_set entry: {audit}"))
+        .clone();
+    assert_eq!(
+        entry["after"],
+        json!({"destination": "env", "name": "API_TOKEN", "provider": "secrets_file"}),
+        "{entry}"
+    );
+    assert!(!audit.to_string().contains(CANARY));
+    assert!(!dump_database(&pool).await.contains(CANARY));
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn values_are_refused_outside_a_development_installation(pool: PgPool) {
+    let scratch = scratch_dir("credential-values-off");
+    let file = scratch.join("central.mcp-bindings.json");
+    let server =
+        TestServer::start_with(pool.clone(), move |c| c.app.credentials_file = Some(file)).await;
+    declared_connection(&server).await;
+    let message = server
+        .owner
+        .put(PATH, json!({"value": CANARY}))
+        .await
+        .refused(409, "credential_values_disabled");
+    assert!(message.contains("--dev-credential-values"), "{message}");
+    assert!(!scratch.join("central.mcp-secrets.json").exists());
+    assert!(!dump_database(&pool).await.contains(CANARY));
+}
