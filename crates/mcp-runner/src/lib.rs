@@ -24,6 +24,7 @@ pub mod redact;
 pub mod session;
 pub mod tail;
 mod tasks;
+pub mod telemetry;
 
 pub use control::{ControlError, ControlPlane, StartDecision};
 pub use executor::{Executor, ExecutorConfig, LaunchResolver};
