@@ -4,6 +4,7 @@
 
 mod backoff;
 mod call;
+mod call_span;
 pub mod contain;
 pub mod control;
 pub mod credentials;
