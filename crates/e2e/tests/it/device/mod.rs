@@ -8,3 +8,4 @@ mod mcp_clients;
 mod placements;
 mod proxy;
 mod runner;
+mod traces;
