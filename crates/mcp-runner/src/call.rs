@@ -24,6 +24,7 @@ use switchyard_protocol::api::{CallError, CallKind};
 use switchyard_protocol::runner::{Completion, LeasedCall};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 /// What every call task shares.
 pub(crate) struct CallContext<C> {
@@ -308,6 +309,13 @@ async fn fail_before_start<C: ControlPlane>(
 /// An unavailable control plane is retried until it answers, the runner is fenced or the
 /// executor shuts down (giving up is safe: nothing was sent, and the lease will expire).
 async fn start<C: ControlPlane>(context: &CallContext<C>, call: &LeasedCall) -> bool {
+    // The start acknowledgement's round trip, a span of the call's trace.
+    let span = tracing::info_span!("start", otel.name = "start call");
+    acknowledge_start(context, call).instrument(span).await
+}
+
+/// [`start`] inside its span.
+async fn acknowledge_start<C: ControlPlane>(context: &CallContext<C>, call: &LeasedCall) -> bool {
     let mut backoff = Backoff::default();
     loop {
         if context.fenced.is_cancelled() {

@@ -331,12 +331,16 @@ impl<C: ControlPlane> Runner<C> {
             tracing::warn!(%call_id, "leased a call that is already running here; ignored");
             return;
         }
+        let traceparent = crate::meta::traceparent_for(&call);
         let span = tracing::info_span!(
             "call",
             %call_id,
+            trace_id = crate::telemetry::context::trace_id(&traceparent),
             connection_id = %call.connection.connection_id,
             tool = %call.tool_name,
         );
+        // The runner's spans continue the call's trace (the server's submission span).
+        crate::telemetry::context::adopt(&span, Some(&traceparent));
         let cancel = CancellationToken::new();
         let task = run_call(Arc::clone(&self.context), call, cancel.clone()).instrument(span);
         self.call_tasks.spawn(call_id, task);

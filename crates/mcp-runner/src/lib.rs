@@ -4,6 +4,7 @@
 
 mod backoff;
 mod call;
+mod call_span;
 pub mod contain;
 pub mod control;
 pub mod credentials;
@@ -25,6 +26,7 @@ pub mod redact;
 pub mod session;
 pub mod tail;
 mod tasks;
+pub mod telemetry;
 
 pub use control::{ControlError, ControlPlane, StartDecision};
 pub use executor::{Executor, ExecutorConfig, LaunchResolver};

@@ -8,8 +8,10 @@
 //! Environment: `SWITCHYARD_DEVICE_PROFILE` (the profile when `--profile` is not given),
 //! `SWITCHYARD_URL` (like `--server`), `SWITCHYARD_MCP_CREDENTIALS_FILE` (the credential bindings
 //! file; default `<config dir>/credentials/<profile>.mcp-bindings.json`, where `switchyard
-//! credential set` writes), `SWITCHYARD_CONFIG_DIR` (where identities are), `SWITCHYARD_LOG` (log filter, default
-//! `info`). Logs go to stderr.
+//! credential set` writes), `SWITCHYARD_CONFIG_DIR` (where identities are), `SWITCHYARD_LOG`
+//! (log filter, default `info`), `SWITCHYARD_LOG_FORMAT` (like `--log-format`). Logs go to
+//! stderr. With `OTEL_EXPORTER_OTLP_ENDPOINT` set, its spans are exported over OTLP/HTTP
+//! (docs/OPERATIONS.md, "Traces and logs").
 //!
 //! Exit codes (stable):
 //!
@@ -17,12 +19,11 @@
 //! |---|---|
 //! | 0 | stopped by SIGINT/SIGTERM after running calls finished and the lease was released |
 //! | 1 | internal failure: the outbox failed during recovery, the runtime could not start, the runner panicked, or a second signal forced the stop |
-//! | 2 | usage or local setup: bad flags, no such device profile, `--server`/`SWITCHYARD_URL` differs from the profile's server, outbox directory refused (permissions, owner, another device, in use) |
+//! | 2 | usage or local setup: bad flags, an OTLP exporter that cannot be built, no such device profile, `--server`/`SWITCHYARD_URL` differs from the profile's server, outbox directory refused (permissions, owner, another device, in use) |
 //! | 3 | the server refused the device credential (`device_revoked`): pair again |
 //! | 4 | the server refused the runner lease for another reason |
 
 use clap::Parser;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use switchyard_mcp_runner::device::{self, Credential, DeviceConfig, RunError};
 use switchyard_mcp_runner::executor::{ExecutorConfig, LaunchResolver};
 use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
 use switchyard_mcp_runner::outbox::Outbox;
+use switchyard_mcp_runner::telemetry::{self, LogFormat, TelemetryConfig};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -58,6 +60,10 @@ struct Args {
     /// Caps on warm sessions.
     #[command(flatten)]
     session_caps: SessionCapFlags,
+    /// Log lines on stderr as text, or as JSON objects (one a line) carrying the fields of the
+    /// spans they happened in (a call's `call_id` and `trace_id`).
+    #[arg(long, value_enum, env = "SWITCHYARD_LOG_FORMAT", default_value_t)]
+    log_format: LogFormat,
 }
 
 /// Why the runner exits with a failure.
@@ -99,9 +105,20 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     let args = Args::parse();
-    init_logging();
-    // reqwest is built without a TLS provider: install ring before any client exists.
+    // reqwest is built without a TLS provider: install ring before any client exists (the
+    // span exporter's too).
     device::install_tls_provider();
+    let telemetry = match telemetry::init(&TelemetryConfig {
+        format: args.log_format,
+        default_filter: "info",
+        service_name: "switchyard-mcp-runner",
+    }) {
+        Ok(telemetry) => telemetry,
+        Err(error) => {
+            eprintln!("switchyard-mcp-runner: {error}");
+            return ExitCode::from(2);
+        }
+    };
     // One thread runs every task: a call's steps hand over from task to task (the channel's
     // reader, the executor loop, the call) without waking another thread each time. What
     // waits for the disk (the outbox's commits) goes to the blocking pool; a call's credential
@@ -111,6 +128,7 @@ fn main() -> ExitCode {
         .build()
         .map_err(|error| Failure::Internal(format!("cannot start the runtime: {error}")))
         .and_then(|runtime| runtime.block_on(as_task(run(args))));
+    telemetry.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
@@ -230,16 +248,4 @@ fn same_server(a: &str, b: &str) -> bool {
 
 fn setup(error: impl std::fmt::Display) -> Failure {
     Failure::Setup(error.to_string())
-}
-
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colours only for a person watching; logs piped to a file stay plain text.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
 }

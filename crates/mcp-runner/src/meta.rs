@@ -9,8 +9,9 @@ pub const REQUEST_ID_META_KEY: &str = "io.switchyard/request_id";
 /// The `_meta` key carrying a W3C trace context.
 pub const TRACEPARENT_META_KEY: &str = "traceparent";
 
-/// `_meta` for a call: its request id and a W3C `traceparent` — the one its client sent, so
-/// the MCP server's spans join the client's trace, else `00-<trace id>-<parent id>-01` whose
+/// `_meta` for a call: its request id and a W3C `traceparent` — the one its client sent (or
+/// the server's span of its submission), so the MCP server's spans join the client's trace,
+/// else `00-<trace id>-<parent id>-01` whose
 /// trace id is the call id and whose parent id is taken from the request id, so retries of
 /// one request share a trace.
 pub fn call_meta(call: &LeasedCall) -> Map<String, Value> {
@@ -21,13 +22,16 @@ pub fn call_meta(call: &LeasedCall) -> Map<String, Value> {
     );
     meta.insert(
         TRACEPARENT_META_KEY.to_owned(),
-        Value::String(
-            call.traceparent
-                .clone()
-                .unwrap_or_else(|| derived_traceparent(call)),
-        ),
+        Value::String(traceparent_for(call)),
     );
     meta
+}
+
+/// The trace context a call runs in: its client's, else one derived from its ids.
+pub fn traceparent_for(call: &LeasedCall) -> String {
+    call.traceparent
+        .clone()
+        .unwrap_or_else(|| derived_traceparent(call))
 }
 
 /// The `traceparent` of a call whose client sent none.

@@ -51,6 +51,7 @@ use switchyard_protocol::api::ConnectorSpec;
 use tokio::process::Child;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 /// How long a stdio server may take to exit on its own once stdin is closed.
 const STDIN_GRACE: Duration = Duration::from_millis(100);
@@ -372,6 +373,25 @@ impl McpSession {
         timeout: Duration,
         cancel: &CallCancellation,
     ) -> Dispatch {
+        let mut meta = meta;
+        let span = crate::call_span::open(name, self.network_transport(), &mut meta);
+        let dispatch = self
+            .send_tool_call(name, arguments, meta, timeout, cancel)
+            .instrument(span.clone())
+            .await;
+        crate::call_span::record_outcome(&span, &dispatch);
+        dispatch
+    }
+
+    /// [`McpSession::call_tool_until_cancelled`] inside its span.
+    async fn send_tool_call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        meta: Map<String, Value>,
+        timeout: Duration,
+        cancel: &CallCancellation,
+    ) -> Dispatch {
         if self.client.is_transport_closed() {
             return Dispatch::NotSent {
                 message: "the MCP session had already ended".to_owned(),
@@ -393,6 +413,7 @@ impl McpSession {
             }
         };
         let request_id = handle.id.clone();
+        tracing::Span::current().record("jsonrpc.request.id", tracing::field::display(&request_id));
         let mut answer = handle.rx;
         tokio::select! {
             answered = &mut answer => self.dispatch_for(answered),
@@ -477,6 +498,15 @@ impl McpSession {
             // An HTTP send error may come after the server received the request, unless it is
             // an authentication refusal, which happens before any processing.
             Transport::Http => error.auth_challenge().is_some(),
+        }
+    }
+
+    /// The semantic conventions' `network.transport` of the session: `pipe` for stdio, `tcp`
+    /// for streamable HTTP.
+    fn network_transport(&self) -> &'static str {
+        match self.transport {
+            Transport::Stdio { .. } => "pipe",
+            Transport::Http => "tcp",
         }
     }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_mcp_runner::credentials::validate_file;
 use switchyard_mcp_runner::endpoints::{AllowList, EndpointGuard};
+use switchyard_mcp_runner::telemetry::{self, LogFormat, TelemetryConfig};
 use switchyard_mcp_runner::{ExecutorConfig, SessionCapFlags};
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::central::CentralConfig;
@@ -34,6 +35,16 @@ struct Cli {
         conflicts_with = "database_url"
     )]
     database_url_file: Option<PathBuf>,
+    /// Log lines on stderr as text, or as JSON objects (one a line) carrying the fields of the
+    /// spans they happened in (a request's `request_id` and `trace_id`, a call's `call_id`).
+    #[arg(
+        long,
+        value_enum,
+        env = "SWITCHYARD_LOG_FORMAT",
+        global = true,
+        default_value_t
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -216,20 +227,6 @@ enum AdminCommand {
     },
 }
 
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("SWITCHYARD_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::env::var("SWITCHYARD_LOG_FORMAT").as_deref() == Ok("json") {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
 fn main() -> ExitCode {
     // A stdio MCP server is started through this executable in a hidden mode.
     if let Some(code) = switchyard_mcp_runner::contain::run_helper_if_asked() {
@@ -247,11 +244,25 @@ fn main() -> ExitCode {
 
 #[tokio::main]
 async fn server_main() -> ExitCode {
-    init_logging();
-    // reqwest is built without a default TLS provider; install ring before any client exists.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
-    match run(cli).await {
+    // reqwest is built without a default TLS provider; install ring before any client exists
+    // (the span exporter's too).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let telemetry = match telemetry::init(&TelemetryConfig {
+        format: cli.log_format,
+        default_filter: "info,sqlx::postgres::notice=warn",
+        service_name: "switchyard-server",
+    }) {
+        Ok(telemetry) => telemetry,
+        Err(error) => {
+            eprintln!("switchyard-server: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = run(cli).await;
+    // Flushing waits for the exporter's last request: not on a worker thread.
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("switchyard-server: {message}");

@@ -111,6 +111,7 @@ pub async fn start(db: Datastore, config: ServeConfig) -> std::io::Result<Runnin
             addr,
             &shutdown,
         ))
+        .route_layer(axum::middleware::from_fn(crate::http::name_request_span))
         .layer(axum::middleware::from_fn(crate::http::track_request));
     let http_shutdown = shutdown.clone();
     let done = tokio::spawn(async move {

@@ -94,16 +94,20 @@ pub async fn run(
         else {
             return Ok(());
         };
-        eprintln!(
-            "runner for device {} on {}: lease epoch {}, outbox {}",
-            config.device_id,
-            config.server_url,
-            epoch.0,
-            outbox.dir().display()
-        );
+        // The status line for a person; JSON logs keep every line JSON (the event below).
+        if !crate::telemetry::json_logs() {
+            eprintln!(
+                "runner for device {} on {}: lease epoch {}, outbox {}",
+                config.device_id,
+                config.server_url,
+                epoch.0,
+                outbox.dir().display()
+            );
+        }
         tracing::info!(
             epoch = epoch.0,
             ttl_s = ttl.as_secs(),
+            outbox = %outbox.dir().display(),
             "runner lease acquired"
         );
         let stop = match serve_term(&config, &client, &outbox, epoch, ttl, &shutdown).await {

@@ -7,6 +7,7 @@
 //! datastore's answer repeats those rules in its guarded statement, so a grant revoked or a
 //! second answer racing this one changes nothing.
 
+use super::call_trace;
 use super::{Actor, App, Audit, views};
 use crate::db::{Answered, ApprovalRow};
 use crate::error::{AppError, AppResult};
@@ -123,6 +124,16 @@ impl App {
                 Decision::Declined
             };
             self.metrics.approval_answered(decision, waited);
+            call_trace::record_wait(
+                "approval wait",
+                row.call_id,
+                row.traceparent.as_deref(),
+                row.asked_at,
+                &[(
+                    "switchyard.approval.decision",
+                    if approve { "approved" } else { "declined" }.to_owned(),
+                )],
+            );
         }
         if !approve {
             self.metrics.calls_finished(CallState::Declined, 1);

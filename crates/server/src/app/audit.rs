@@ -25,6 +25,8 @@ pub struct RequestContext {
     pub request_id: Option<String>,
     /// The trace id (`traceparent`'s, or one the server made).
     pub trace_id: Option<String>,
+    /// The `traceparent` header the client sent, as sent (checked where it is used).
+    pub traceparent: Option<String>,
 }
 
 tokio::task_local! {

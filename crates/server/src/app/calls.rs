@@ -3,6 +3,7 @@
 
 use super::admission::{Decision, SubmittedBy, decide, submitter_principal};
 use super::auth::hash_token;
+use super::call_trace;
 use super::dispatch::call_wait::{MAX_CALL_WAIT, is_settled};
 use super::dispatch::wakeups::SettledWaiter;
 use super::principal::{DEVICE_CREDENTIAL_PREFIX, Principal};
@@ -20,6 +21,7 @@ use switchyard_protocol::api::*;
 use switchyard_protocol::runner::{Completion, Epoch};
 use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef};
 use tokio::time::Instant;
+use tracing::Instrument as _;
 use uuid::Uuid;
 
 /// What happened to a reported completion.
@@ -150,9 +152,25 @@ impl App {
         Ok((view, fresh))
     }
 
-    /// [`App::call_submit_waiting`] for either kind of submitter: its submit read (made with
-    /// the others that wait at the same moment), the decision, then the insert.
+    /// [`App::call_submit_waiting`] for either kind of submitter, in the span of the
+    /// submission (the trace the call's runner continues).
     async fn submit(
+        &self,
+        by: SubmittedBy<'_>,
+        ws: &str,
+        req: SubmitCall,
+        wait: SubmitWait,
+        trace: Option<TraceParent>,
+    ) -> AppResult<(CallView, bool, Option<SettledWaiter>)> {
+        let span = call_trace::submission_span(trace.as_ref());
+        self.submit_in_span(by, ws, req, wait, trace)
+            .instrument(span)
+            .await
+    }
+
+    /// [`App::submit`] inside its span: the submit read (made with the others that wait at
+    /// the same moment), the decision, then the insert.
+    async fn submit_in_span(
         &self,
         by: SubmittedBy<'_>,
         ws: &str,
@@ -209,7 +227,7 @@ impl App {
                 .await
                 .map(no_waiter),
             Decision::New(mut call) => {
-                call.origin.trace = trace;
+                call.origin.trace = call_trace::call_trace(call.id, trace);
                 let waiter = (wait != SubmitWait::For(Duration::ZERO))
                     .then(|| self.dispatch.announcer.local.settled_waiter(call.id));
                 let (workspace_id, request_id) = (call.workspace_id, call.request_id);
@@ -244,7 +262,7 @@ impl App {
                 why,
                 policy,
             } => {
-                call.origin.trace = trace;
+                call.origin.trace = call_trace::call_trace(call.id, trace);
                 let key = (call.workspace_id, call.request_id);
                 match self.db.call_insert_held(&call, why, policy).await? {
                     Some(row) => {

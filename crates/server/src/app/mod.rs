@@ -8,6 +8,7 @@ mod approvals;
 mod audit;
 mod auth;
 mod call_history;
+mod call_trace;
 mod calls;
 mod capture;
 mod connections;

@@ -56,6 +56,8 @@ pub struct ApprovalRow {
     pub state: ApprovalState,
     /// The call's state.
     pub call_state: CallState,
+    /// The call's trace context (its approval wait is a span of that trace).
+    pub traceparent: Option<String>,
     /// When it expires unanswered.
     pub expires_at: Option<DateTime<Utc>>,
     /// Who answered.
@@ -79,7 +81,7 @@ macro_rules! concat_approval {
         p.name AS profile_name, c.connection_id, k.name AS connection_name, c.tool_name,
         c.arguments, a.payload_digest, c.created_by AS asked_by, u.name AS asked_by_name,
         c.submitted_by_device AS asked_by_device, a.asked_at, a.why, a.policy, a.state,
-        c.state AS call_state,
+        c.state AS call_state, c.traceparent,
         CASE WHEN a.state = 'pending' AND w.approval_timeout_seconds IS NOT NULL
              THEN a.asked_at + make_interval(secs => w.approval_timeout_seconds) END AS expires_at,
         a.decided_by, d.name AS decided_by_name, a.decided_at, a.reason,

@@ -17,7 +17,7 @@ mod runner_channel;
 mod tokens;
 
 pub use error::{ApiError, ApiJson};
-pub use request_context::track as track_request;
+pub use request_context::{name_span as name_request_span, track as track_request};
 
 use crate::app::App;
 use axum::Router;

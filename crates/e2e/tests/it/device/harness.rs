@@ -225,6 +225,11 @@ impl Runner {
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
+    /// The runner's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
     /// Sends `signal` to the runner.
     pub fn signal(&self, signal: nix::sys::signal::Signal) {
         self.process.signal(signal).expect("signal the runner");

@@ -9,3 +9,4 @@ mod mcp_clients;
 mod placements;
 mod proxy;
 mod runner;
+mod traces;

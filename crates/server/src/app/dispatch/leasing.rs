@@ -219,12 +219,20 @@ impl App {
     }
 }
 
-/// Counts a lease of `row` by `runner`: its wait since submission, by this process's clock.
+/// Counts a lease of `row` by `runner`: its wait since submission, by this process's clock,
+/// also recorded as the call's `lease` span (from submission to lease) when spans are exported.
 pub(crate) fn observe_lease(metrics: &crate::metrics::Metrics, runner: RunnerRef, row: &LeasedRow) {
     let waited = (chrono::Utc::now() - row.created_at)
         .to_std()
         .unwrap_or_default();
     metrics.call_leased(runner, waited);
+    crate::app::call_trace::record_wait(
+        "lease",
+        row.id,
+        row.traceparent.as_deref(),
+        row.created_at,
+        &[("switchyard.runner", runner.to_string())],
+    );
 }
 
 /// Why a just-leased call must not run (error code and message), if it must not.
