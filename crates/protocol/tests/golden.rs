@@ -29,6 +29,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use switchyard_protocol::api::*;
 use switchyard_protocol::approval::*;
+use switchyard_protocol::credential_status::*;
 use switchyard_protocol::diagnose::*;
 use switchyard_protocol::runner::*;
 use switchyard_protocol::state::CallState;
@@ -198,6 +199,29 @@ golden! {
     };
     credential_provider: Vec<CredentialProvider> = one_each!(CredentialProvider:
         Environment, OsStore, SecretsFile);
+    credential_status_list: CredentialStatusList = CredentialStatusList {
+        connection_id: CONNECTION,
+        connection: "remote".into(),
+        values_settable: false,
+        credentials: vec![credential_status_view()],
+    };
+    credential_status_view: CredentialStatusView = credential_status_view();
+    credential_status_view_unusable: CredentialStatusView = CredentialStatusView {
+        destination: "env".into(),
+        name: "API_TOKEN".into(),
+        reference: Some(CredentialReference {
+            provider: CredentialProvider::SecretsFile,
+            name: None,
+            account: None,
+            key: Some(format!("{CONNECTION}/API_TOKEN")),
+            prefix: None,
+        }),
+        state: CredentialValueState::Unusable,
+        code: Some("credential_invalid".into()),
+        reason: Some("the value is shorter than 4 bytes".into()),
+    };
+    credential_value_state: Vec<CredentialValueState> = one_each!(CredentialValueState:
+        Unbound, Present, Missing, Unusable);
     connection_view: ConnectionView = ConnectionView {
         id: CONNECTION,
         workspace_id: WORKSPACE,
@@ -1065,6 +1089,17 @@ fn ids() -> Ids {
         evidence_id: EVIDENCE,
         observation_id: OBSERVATION,
         token_id: TOKEN,
+    }
+}
+
+fn credential_status_view() -> CredentialStatusView {
+    CredentialStatusView {
+        destination: "header".into(),
+        name: "Authorization".into(),
+        reference: Some(bearer_reference()),
+        state: CredentialValueState::Present,
+        code: None,
+        reason: None,
     }
 }
 
