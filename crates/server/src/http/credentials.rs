@@ -1,4 +1,5 @@
-//! The route that sets a central connection's credential value in a development installation
+//! The routes that list a central connection's credential destinations (references and
+//! presence only) and that set a central connection's credential value in a development installation
 //! (`App::connection_credential_set`): the value goes to the server's secrets file, never to
 //! the database, the log or the answer.
 
@@ -6,16 +7,34 @@ use super::AppState;
 use super::error::{ApiError, ApiJson};
 use crate::app::Actor;
 use axum::extract::{Path, State};
-use axum::routing::put;
+use axum::routing::{get, put};
 use axum::{Json, Router};
 use switchyard_protocol::api::{CredentialValueSet, SetCredentialValue};
+use switchyard_protocol::credential_status::CredentialStatusList;
 
-/// The credential value route (relative to `/api/v1`).
+/// The credential routes (relative to `/api/v1`).
 pub(super) fn routes() -> Router<AppState> {
-    Router::new().route(
-        "/workspaces/{ws}/connections/{connection}/credentials/{name}",
-        put(connection_credential_set),
-    )
+    Router::new()
+        .route(
+            "/workspaces/{ws}/connections/{connection}/credentials",
+            get(connection_credential_list),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/credentials/{name}",
+            put(connection_credential_set),
+        )
+}
+
+async fn connection_credential_list(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, connection)): Path<(String, String)>,
+) -> Result<Json<CredentialStatusList>, ApiError> {
+    Ok(Json(
+        s.app
+            .connection_credential_list(&actor, &ws, &connection)
+            .await?,
+    ))
 }
 
 async fn connection_credential_set(

@@ -1,19 +1,22 @@
 //! `PUT …/connections/{connection}/credentials/{name}`: a central connection's credential value
 //! set through the API in a development installation — kept in the server's 0600 secrets file,
 //! used by the next call, and nowhere else: not the answer, the audit log or the database.
+//! `GET …/connections/{connection}/credentials` lists where each destination resolves and
+//! whether its value is there, never the value.
 
+use crate::devices::setup_device_placement;
 use crate::harness::*;
 use serde_json::json;
 use sqlx::PgPool;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
-const WAIT: Duration = Duration::from_secs(60);
-const CANARY: &str = "canary-central-7b2f90";
+pub const WAIT: Duration = Duration::from_secs(60);
+pub const CANARY: &str = "canary-central-7b2f90";
 
 /// As the owner: workspace `acme` with connection `fixture` of an approved stdio connector that
 /// declares `API_TOKEN`, on the central runner, nothing bound yet.
-async fn declared_connection(server: &TestServer) {
+pub async fn declared_connection(server: &TestServer) {
     let owner = &server.owner;
     owner
         .post("/api/v1/workspaces", json!({"name": "acme"}))
@@ -41,6 +44,7 @@ async fn declared_connection(server: &TestServer) {
 }
 
 const PATH: &str = "/api/v1/workspaces/acme/connections/fixture/credentials/API_TOKEN";
+const LIST: &str = "/api/v1/workspaces/acme/connections/fixture/credentials";
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_development_server_keeps_a_value_in_its_secrets_file_and_only_there(pool: PgPool) {
@@ -54,6 +58,15 @@ async fn a_development_server_keeps_a_value_in_its_secrets_file_and_only_there(p
     .await;
     declared_connection(&server).await;
     let owner = &server.owner;
+
+    // Declared, nothing bound yet; values may be set here.
+    let before = owner.get(LIST).await.ok();
+    assert_eq!(before["values_settable"], true, "{before}");
+    assert_eq!(
+        before["credentials"],
+        json!([{"destination": "env", "name": "API_TOKEN", "state": "unbound"}]),
+        "{before}"
+    );
 
     // Bad values are refused with the reason's code, and nothing is written.
     for value in ["zq9", "with\0nul"] {
@@ -77,6 +90,16 @@ async fn a_development_server_keeps_a_value_in_its_secrets_file_and_only_there(p
         assert_eq!(metadata.uid(), me);
     }
     assert!(std::fs::read_to_string(&secrets).unwrap().contains(CANARY));
+
+    // Listed as bound to its secrets-file key and present; the value is nowhere in the answer.
+    let after = owner.get(LIST).await.ok();
+    assert_eq!(
+        after["credentials"],
+        json!([{"destination": "env", "name": "API_TOKEN", "state": "present",
+                "reference": {"provider": "secrets_file", "key": set["reference"]["key"]}}]),
+        "{after}"
+    );
+    assert!(!after.to_string().contains(CANARY), "{after}");
 
     // The runner uses it: discovery starts the server with it, and a call sees it (redacted).
     owner
@@ -136,4 +159,26 @@ async fn values_are_refused_outside_a_development_installation(pool: PgPool) {
     assert!(message.contains("--dev-credential-values"), "{message}");
     assert!(!scratch.join("central.mcp-secrets.json").exists());
     assert!(!dump_database(&pool).await.contains(CANARY));
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn statuses_are_listed_for_admins_of_central_connections_only(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    setup_device_placement(&server, &scratch_dir("credential-list").path("count")).await;
+    let owner = &server.owner;
+
+    // Central, bound to nothing, no bindings file: no destination; values not settable here.
+    let list = owner.get(LIST).await.ok();
+    assert_eq!(list["connection"], "fixture", "{list}");
+    assert_eq!(list["values_settable"], false, "{list}");
+    assert_eq!(list["credentials"], json!([]), "{list}");
+
+    let message = owner
+        .get("/api/v1/workspaces/acme/connections/local/credentials")
+        .await
+        .refused(409, "connection_not_central");
+    assert!(message.contains("switchyard credential list"), "{message}");
+
+    let member = server.member("acme", "bob", "member").await;
+    member.get(LIST).await.refused(403, "forbidden");
 }

@@ -153,6 +153,9 @@ fn matrix() -> Vec<Row> {
     // Classifying takes the manage-integrations right: workspace admins and the owner.
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/tools/{tool}/classification" json({"side_effect": true, "risk": "low"})
                                                                      => 401  404  403  200  403  403  403  200  401  401  401;
+    // Credential statuses (references and presence, never a value): workspace admins.
+    GET  "/api/v1/workspaces/{ws}/connections/{connection}/credentials"
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
     // Credential values: workspace admins, and only in a development installation (the
     // matrix's server is not one, so an admin is told so).
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/credentials/{name=credential_name}" json({"value": "matrix-value"})
