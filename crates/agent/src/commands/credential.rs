@@ -3,7 +3,8 @@
 //!
 //! A central connection's value goes to the server instead
 //! (`PUT …/connections/{connection}/credentials/{name}`), which keeps it in its secrets file
-//! in a development installation and refuses it otherwise.
+//! in a development installation and refuses it otherwise; its listing is the server's
+//! (`GET …/connections/{connection}/credentials`: references and presence, never a value).
 //!
 //! The command finds the connection among the placements on the caller's devices (which also
 //! gives the connector's spec: the environment variables it declares, or that it speaks HTTP)
@@ -28,8 +29,10 @@ use switchyard_mcp_runner::credentials::{
 use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
 use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::{
-    ConnectionView, ConnectorSpec, CredentialValueSet, PlacementView, SetCredentialValue,
+    ConnectionView, ConnectorSpec, CredentialProvider, CredentialReference, CredentialValueSet,
+    PlacementView, SetCredentialValue,
 };
+use switchyard_protocol::credential_status::CredentialStatusList;
 
 /// Runs a `credential` subcommand.
 pub async fn run(client: &Client, out: Output, cmd: CredentialCommand) -> Result<(), CliError> {
@@ -142,13 +145,7 @@ async fn list(
 ) -> Result<(), CliError> {
     let local = match locate(client, workspace, connection, profile).await? {
         Location::Here(local) => local,
-        Location::Central { name } => {
-            return Err(CliError::Usage(format!(
-                "connection `{name}` runs on the central runner: its bindings are in the \
-                 server's bindings file (--mcp-credentials-file), which this command does not \
-                 read; the server logs what it binds at start"
-            )));
-        }
+        Location::Central { name } => return list_central(client, out, workspace, &name).await,
     };
     let store: Arc<dyn SecretStore> = match OsKeyring::new() {
         Ok(keyring) => Arc::new(keyring),
@@ -191,6 +188,53 @@ async fn list(
             .render_or("no credential destinations: the connector declares none and none is bound")
     ));
     Ok(())
+}
+
+/// `credential list` for a central connection: the server's answer
+/// (`GET …/connections/{connection}/credentials`), in the device listing's table.
+async fn list_central(
+    client: &Client,
+    out: Output,
+    workspace: &str,
+    name: &str,
+) -> Result<(), CliError> {
+    let reply = client
+        .get(&["workspaces", workspace, "connections", name, "credentials"])
+        .await?;
+    out.reply(&reply, |list: CredentialStatusList| {
+        let mut table = Table::new(["DESTINATION", "NAME", "PROVIDER", "WHERE", "VALUE"]);
+        for status in &list.credentials {
+            let reference = status.reference.as_ref();
+            table.row([
+                status.destination.clone(),
+                status.name.clone(),
+                reference.map_or("-", |r| r.provider.as_str()).to_owned(),
+                reference.map_or_else(|| "-".to_owned(), reference_location),
+                match &status.reason {
+                    Some(reason) => format!("{} ({reason})", status.state.as_str()),
+                    None => status.state.as_str().to_owned(),
+                },
+            ]);
+        }
+        format!(
+            "connection {} ({}), on the central runner: bound in the server's bindings file\n{}",
+            list.connection,
+            list.connection_id,
+            table.render_or(
+                "no credential destinations: the connector declares none and none is bound"
+            )
+        )
+    })
+}
+
+/// A reference's entry as the device listing names it: `$VAR`, the account or the key.
+fn reference_location(reference: &CredentialReference) -> String {
+    let entry = match reference.provider {
+        CredentialProvider::Environment => reference.name.as_deref().map(|n| format!("${n}")),
+        CredentialProvider::OsStore => reference.account.clone(),
+        CredentialProvider::SecretsFile => reference.key.clone(),
+    };
+    entry.unwrap_or_else(|| "-".to_owned())
 }
 
 /// Where a connection's credential values are kept.

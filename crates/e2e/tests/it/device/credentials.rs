@@ -558,6 +558,25 @@ async fn a_development_server_takes_a_central_value_from_the_cli_and_its_calls_u
     let me = nix::unistd::geteuid().as_raw();
     assert_eq!(mode_and_owner(&secrets), (0o600, me));
 
+    // `credential list` shows the server's view: bound to its secrets-file key, present.
+    let listed = cli(
+        &server,
+        &no_device,
+        &["credential", "list", WORKSPACE, "central"],
+    )
+    .output()
+    .expect("run credential list");
+    let listed = succeeded(&listed);
+    let row = listed
+        .lines()
+        .find(|line| line.contains("API_TOKEN"))
+        .unwrap_or_else(|| panic!("no API_TOKEN row: {listed}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[0], "env", "{listed}");
+    assert_eq!(cells[2], "secrets_file", "{listed}");
+    assert!(cells[3].ends_with("/API_TOKEN"), "{listed}");
+    assert_eq!(cells[4], "present", "{listed}");
+
     setup::discover_classified(&api, WORKSPACE, "central")
         .await
         .expect("discover with the value");
@@ -596,6 +615,7 @@ async fn a_development_server_takes_a_central_value_from_the_cli_and_its_calls_u
     for (what, text) in [
         ("the server's log", server.log_text()),
         ("the command's output", format!("{set:?}")),
+        ("the listing", listed.clone()),
         ("the call", view.to_string()),
         ("the database", dump_database(&db)),
     ] {
