@@ -24,6 +24,7 @@ mod audit;
 mod calls;
 mod catalog;
 mod connectors;
+mod credentials;
 mod devices;
 mod diagnose;
 mod error;
@@ -134,6 +135,10 @@ pub fn router(app: App, config: WebConfig, shutdown: CancellationToken) -> Route
         .route(
             "/workspaces/{ws}/connections/{connection}/diagnose",
             post(diagnose::diagnose),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/credentials/{name}",
+            post(credentials::set),
         )
         .route(
             "/workspaces/{ws}/connections/{connection}/tools/{tool}/classify",

@@ -107,6 +107,9 @@ fn notice_text(code: &str) -> Option<&'static str> {
             "Resolved: the outcome is recorded beside the original attempt, citing the evidence."
         }
         "grant-revoked" => "The grant was revoked; a revoked Use stops the user's next call.",
+        "credential-set" => {
+            "The value is kept in the server's secrets file; the next call opens a new session with it."
+        }
         _ => return None,
     })
 }

@@ -4,6 +4,7 @@
 
 use super::WebState;
 use super::catalog::{self, AuditRow, CatalogRow};
+use super::credentials::{self, CredentialsSection};
 use super::error::{WebError, WebResult};
 use super::page::{Chrome, NoticeQuery, html, when};
 use super::session::{CsrfOnly, Protected, SignedIn};
@@ -231,6 +232,8 @@ struct ConnectionPage {
     may_classify: bool,
     /// The connection's recent audit history, for those who may read the audit log.
     audit: Option<Vec<AuditRow>>,
+    /// A central connection's credentials, for workspace admins.
+    credentials: Option<CredentialsSection>,
 }
 
 /// The connector's target, as one line.
@@ -317,10 +320,20 @@ pub(super) async fn connection(
     let (tools, may_classify) = catalog::catalog(&s, actor, &ws, &key).await?;
     let audit = catalog::recent_audit(&s, actor, &ws, &key).await?;
     let approval = HashMap::from([(connector.id.to_string(), connector.approved)]);
+    let is_admin = is_admin(&s, actor, &ws).await?;
+    let credentials = credentials::section(
+        &s,
+        actor,
+        &ws,
+        &key,
+        connection.runner == "central",
+        is_admin,
+    )
+    .await?;
     html(&ConnectionPage {
         chrome: Chrome::in_workspace(&signed_in, &workspace.name, "connections")
             .with_notice(q.notice.as_deref()),
-        is_admin: is_admin(&s, actor, &ws).await?,
+        is_admin,
         ws: workspace.name,
         row: connection_row(&connection, &approval),
         target: connector
@@ -335,6 +348,7 @@ pub(super) async fn connection(
         tools,
         may_classify,
         audit,
+        credentials,
     })
 }
 

@@ -265,6 +265,10 @@ fn matrix() -> Vec<Row> {
     GET  "/workspaces/{ws}/connections/{connection}"                 => 303  404  200  200  200  200  200  200  303  303  303;
     POST "/workspaces/{ws}/connections/{connection}/discover" form() => 401  404  403  303  403  403  403  403  401  401  401;
     POST "/workspaces/{ws}/connections/{connection}/diagnose" form() => 401  404  403  200  403  403  403  403  401  401  401;
+    // The inspector's masked credential form: as the API's PUT (the matrix's server is not a
+    // development one, so an admin is told so).
+    POST "/workspaces/{ws}/connections/{connection}/credentials/{name=credential_name}" form("value" = "matrix-value")
+                                                                     => 401  404  403  409  403  403  403  403  401  401  401;
     // Classifying from the connection page: the manage-integrations right, as in the API.
     POST "/workspaces/{ws}/connections/{connection}/tools/{tool}/classify" form("effect" = "side-effecting", "risk" = "low")
                                                                      => 401  404  403  303  403  403  403  303  401  401  401;

@@ -1,8 +1,10 @@
 //! The web UI over plain HTTP: session cookies, CSRF, what is stored, the event stream, the
 //! calls list's filters and pages, forms that come back with their errors, the governance
-//! forms (`governance`), the Diagnose button (`diagnose`), and settling unknown calls,
+//! forms (`governance`), the Diagnose button (`diagnose`), a central connection's credentials
+//! (`credentials`), and settling unknown calls,
 //! evidence, audit and agents (`settling`).
 
+mod credentials;
 mod cut_off;
 mod diagnose;
 mod governance;
