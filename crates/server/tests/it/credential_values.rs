@@ -5,13 +5,12 @@
 //! whether its value is there, never the value.
 
 use crate::devices::setup_device_placement;
+use crate::evidence::run_to_end;
 use crate::harness::*;
 use serde_json::json;
 use sqlx::PgPool;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::time::Duration;
 
-pub const WAIT: Duration = Duration::from_secs(60);
 pub const CANARY: &str = "canary-central-7b2f90";
 
 /// As the owner: workspace `acme` with connection `fixture` of an approved stdio connector that
@@ -102,25 +101,8 @@ async fn a_development_server_keeps_a_value_in_its_secrets_file_and_only_there(p
     assert!(!after.to_string().contains(CANARY), "{after}");
 
     // The runner uses it: discovery starts the server with it, and a call sees it (redacted).
-    owner
-        .post(
-            "/api/v1/workspaces/acme/connections/fixture/discover",
-            json!({}),
-        )
-        .await
-        .ok();
-    owner.classify_all("acme", "fixture").await;
-    owner.owner_profile("acme", "main", &["fixture"]).await;
-    let call = owner
-        .post(
-            "/api/v1/workspaces/acme/calls",
-            call_body("env", json!({"name": "API_TOKEN"})),
-        )
-        .await
-        .ok();
-    let call = owner
-        .wait_call("acme", call["id"].as_str().unwrap(), WAIT)
-        .await;
+    owner.make_callable("acme", "fixture", "main").await;
+    let call = run_to_end(&server, "acme", "env", json!({"name": "API_TOKEN"})).await;
     assert_eq!(call["state"], "succeeded", "{call}");
     assert_eq!(result_text(&call), "[REDACTED]", "{call}");
 

@@ -275,15 +275,7 @@ async fn a_central_call_is_refused_when_its_endpoint_is_no_longer_allowed(pool: 
         )
         .await
         .ok();
-    owner
-        .post(
-            "/api/v1/workspaces/acme/connections/fixture/discover",
-            json!({}),
-        )
-        .await
-        .ok();
-    owner.classify_all("acme", "fixture").await;
-    owner.owner_profile("acme", "main", &["fixture"]).await;
+    owner.make_callable("acme", "fixture", "main").await;
     let call = owner
         .post(
             "/api/v1/workspaces/acme/calls",

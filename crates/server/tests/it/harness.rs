@@ -328,6 +328,20 @@ impl Client {
         .await
     }
 
+    /// Discovers `connection`'s tools in `ws`, classifies them all ([`Self::classify_all`]) and
+    /// puts the connection in a new profile `profile` the owner may use
+    /// ([`Self::owner_profile`]): what a test does before its first call on a connection.
+    pub async fn make_callable(&self, ws: &str, connection: &str, profile: &str) {
+        self.post(
+            &format!("/api/v1/workspaces/{ws}/connections/{connection}/discover"),
+            json!({}),
+        )
+        .await
+        .ok();
+        self.classify_all(ws, connection).await;
+        self.owner_profile(ws, profile, &[connection]).await;
+    }
+
     /// Classifies every tool of connection `connection` in `ws` so that the default approval
     /// policy runs it (`switchyard_testkit::setup::low_risk`), as the admin setting up a test
     /// workspace would after discovery. Panics on a refusal.

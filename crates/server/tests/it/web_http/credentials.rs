@@ -3,7 +3,8 @@
 //! ever holds it; without `--dev-credential-values` no form, and a line on how to enable it.
 
 use super::*;
-use crate::credential_values::{CANARY, WAIT, declared_connection};
+use crate::credential_values::{CANARY, declared_connection};
+use crate::evidence::run_to_end;
 
 const PAGE: &str = "/workspaces/acme/connections/fixture";
 const FORM: &str = "/workspaces/acme/connections/fixture/credentials/API_TOKEN";
@@ -74,25 +75,8 @@ async fn a_masked_form_sets_a_value_the_next_call_uses_and_no_page_shows(pool: P
     assert!(!page.body.contains(CANARY), "{}", page.body);
 
     // The runner uses it: the fixture's `env` tool reads it (redacted in the result).
-    owner
-        .post(
-            "/api/v1/workspaces/acme/connections/fixture/discover",
-            json!({}),
-        )
-        .await
-        .ok();
-    owner.classify_all("acme", "fixture").await;
-    owner.owner_profile("acme", "main", &["fixture"]).await;
-    let call = owner
-        .post(
-            "/api/v1/workspaces/acme/calls",
-            call_body("env", json!({"name": "API_TOKEN"})),
-        )
-        .await
-        .ok();
-    let call = owner
-        .wait_call("acme", call["id"].as_str().unwrap(), WAIT)
-        .await;
+    owner.make_callable("acme", "fixture", "main").await;
+    let call = run_to_end(&server, "acme", "env", json!({"name": "API_TOKEN"})).await;
     assert_eq!(call["state"], "succeeded", "{call}");
     assert_eq!(result_text(&call), "[REDACTED]", "{call}");
 }
