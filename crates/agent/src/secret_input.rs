@@ -50,11 +50,13 @@ fn read_from_terminal(prompt: &str) -> Result<Vec<u8>, CliError> {
     let mut quiet = saved.clone();
     quiet.local_flags.remove(LocalFlags::ECHO);
     quiet.local_flags.insert(LocalFlags::ECHONL);
+    // Echo goes off before the prompt shows: what is typed once it shows is neither echoed
+    // nor flushed away.
+    termios::tcsetattr(&stdin, SetArg::TCSAFLUSH, &quiet)
+        .map_err(|error| read_error(std::io::Error::from(error)))?;
     let mut stderr = std::io::stderr();
     let _ = write!(stderr, "{prompt}");
     let _ = stderr.flush();
-    termios::tcsetattr(&stdin, SetArg::TCSAFLUSH, &quiet)
-        .map_err(|error| read_error(std::io::Error::from(error)))?;
     let mut line = Vec::new();
     let read = stdin.lock().read_until(b'\n', &mut line);
     let restored = termios::tcsetattr(&stdin, SetArg::TCSAFLUSH, &saved);
