@@ -17,4 +17,5 @@ pub mod metrics;
 pub mod private_file;
 pub mod serve;
 pub mod sweeper;
+pub mod vault;
 pub mod web;
