@@ -39,7 +39,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_protocol::CallId;
-use switchyard_protocol::api::CallError;
 use switchyard_protocol::runner::{LeasedCall, LifecycleEvent};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinError, JoinHandle};
@@ -54,10 +53,7 @@ const STDERR_IN_ERROR: usize = 1024;
 /// How much of a server's stderr is logged when its session closes abnormally.
 const STDERR_IN_LOG: usize = 4096;
 
-/// Turns a leased call into a session launch (connector spec plus resolved secrets). An error
-/// fails the call before anything is sent.
-pub type LaunchResolver =
-    Arc<dyn Fn(&LeasedCall) -> Result<SessionLaunch, CallError> + Send + Sync>;
+pub use crate::launch::LaunchResolver;
 
 /// How an executor runs.
 #[derive(Clone, Debug)]

@@ -35,6 +35,7 @@ use switchyard_mcp_runner::device::{self, Credential, DeviceConfig, RunError};
 use switchyard_mcp_runner::executor::{ExecutorConfig, LaunchResolver};
 use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
 use switchyard_mcp_runner::outbox::Outbox;
+use switchyard_protocol::runner::LeasedCall;
 use switchyard_mcp_runner::telemetry::{self, LogFormat, TelemetryConfig};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -204,7 +205,7 @@ fn launch_resolver(bindings: &Path) -> LaunchResolver {
         }
     };
     let resolver = CredentialResolver::new(Some(bindings.to_owned()), store);
-    Arc::new(move |call| resolver.launch_for(call))
+    Arc::new(move |call: &LeasedCall| resolver.launch_for(call))
 }
 
 /// Cancels `shutdown` at the first SIGINT or SIGTERM; exits at once at the second.
