@@ -16,6 +16,7 @@ use switchyard_server::db::{CallQuotas, Datastore, MIGRATOR, PoolHealth};
 use switchyard_server::mcp::McpConfig;
 use switchyard_server::serve::{HttpLimits, ServeConfig, serve};
 use switchyard_server::sweeper::SweeperConfig;
+use switchyard_server::vault::Vault;
 use switchyard_server::web::WebConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -186,6 +187,20 @@ enum Command {
         /// private network). Unset: not served.
         #[arg(long, env = "SWITCHYARD_METRICS_LISTEN", value_name = "ADDR")]
         metrics_listen: Option<SocketAddr>,
+        /// The installation key file (one key per line, mode 0600, created with a new key
+        /// when missing): it seals what the server holds itself, such as OAuth grants. Keep
+        /// it out of the database's backups. Unset: authorizing a connection is refused.
+        #[arg(long, env = "SWITCHYARD_INSTALLATION_KEY_FILE", value_name = "PATH")]
+        installation_key_file: Option<PathBuf>,
+        /// The server's public base URL (e.g. `https://switchyard.example.com`), where a
+        /// browser comes back from an OAuth consent (`<URL>/mcp/callback`). Unset:
+        /// `http://<listen address>`.
+        #[arg(long, env = "SWITCHYARD_PUBLIC_URL", value_name = "URL")]
+        public_url: Option<String>,
+        /// The time bound of every OAuth request the server makes (discovery, registration,
+        /// token requests), in seconds.
+        #[arg(long, env = "SWITCHYARD_OAUTH_TIMEOUT_SECONDS", default_value_t = 10)]
+        oauth_timeout_seconds: u64,
     },
     /// Apply database migrations.
     Migrate,
@@ -344,6 +359,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             allow_endpoints,
             mcp_allowed_hosts,
             metrics_listen,
+            installation_key_file,
+            public_url,
+            oauth_timeout_seconds,
         } => {
             Datastore::new(pool.clone()).readiness().await?;
             let allow = AllowList::parse(allow_endpoints.iter().map(String::as_str))
@@ -361,6 +379,17 @@ async fn run(cli: Cli) -> Result<(), String> {
                     }
                 }
             }
+            let vault = match &installation_key_file {
+                Some(path) => Some(Arc::new(
+                    Vault::load_or_create(path).map_err(|e| e.to_string())?,
+                )),
+                None => None,
+            };
+            if let Some(url) = &public_url
+                && !(url.starts_with("https://") || url.starts_with("http://"))
+            {
+                return Err(format!("--public-url `{url}`: expected an http(s) URL").into());
+            }
             let config = ServeConfig {
                 listen,
                 app: AppConfig {
@@ -374,6 +403,9 @@ async fn run(cli: Cli) -> Result<(), String> {
                         max_running: max_running_per_workspace,
                     },
                     endpoints: EndpointGuard::public(allow),
+                    vault,
+                    public_url: public_url.unwrap_or_default(),
+                    oauth_timeout: Duration::from_secs(oauth_timeout_seconds.max(1)),
                     ..AppConfig::default()
                 },
                 central: CentralConfig {

@@ -27,6 +27,7 @@ mod mcp_catalog;
 mod mcp_catalog_cache;
 mod metrics;
 pub(crate) mod names;
+pub mod oauth;
 mod operations;
 mod pairing;
 mod placements;
@@ -102,7 +103,19 @@ pub struct AppConfig {
     /// notifications) before answering that it awaits approval or still runs; below common
     /// MCP clients' 60 s request timeout.
     pub mcp_call_hold: Duration,
+    /// The installation key, which seals what the server must hold itself (OAuth grants);
+    /// without one, authorizing a connection is refused (`vault_not_configured`).
+    pub vault: Option<Arc<crate::vault::Vault>>,
+    /// The server's public base URL (`--public-url`), where browsers come back to
+    /// `/mcp/callback`; [`crate::serve::start`] sets `http://<listen address>` when empty.
+    pub public_url: String,
+    /// The time bound of every OAuth request the server makes (discovery, registration,
+    /// token requests).
+    pub oauth_timeout: Duration,
 }
+
+/// [`AppConfig::oauth_timeout`] unless configured.
+pub const DEFAULT_OAUTH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// [`AppConfig::mcp_call_hold`] unless configured.
 pub const DEFAULT_MCP_CALL_HOLD: Duration = Duration::from_secs(55);
@@ -122,6 +135,9 @@ impl Default for AppConfig {
             quotas: crate::db::CallQuotas::default(),
             endpoints: switchyard_mcp_runner::endpoints::EndpointGuard::default(),
             mcp_call_hold: DEFAULT_MCP_CALL_HOLD,
+            vault: None,
+            public_url: String::new(),
+            oauth_timeout: DEFAULT_OAUTH_TIMEOUT,
         }
     }
 }

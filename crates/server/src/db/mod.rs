@@ -22,6 +22,7 @@ mod mcp_requests;
 mod mcp_routes;
 mod mcp_sessions;
 mod metrics;
+mod oauth;
 mod observations;
 mod operations;
 mod pairings;
@@ -55,7 +56,9 @@ pub use calls::{
 };
 pub use capture_exclusions::{CaptureExclusionRow, NewCaptureExclusion};
 pub use committed::{Committed, Wakeup};
-pub use connections::{CatalogChanges, ConnectionRow, ConnectionToolRow, Reclassified, ToolRow};
+pub use connections::{
+    CatalogChanges, ConnectionAuthColumns, ConnectionRow, ConnectionToolRow, Reclassified, ToolRow,
+};
 pub use connectors::ConnectorRow;
 pub use devices::DeviceRow;
 pub use events::{EVENTS_KEPT, EventRow};
@@ -64,6 +67,7 @@ pub use mcp_requests::InFlight;
 pub use mcp_routes::McpRouteRow;
 pub use mcp_sessions::MCP_SESSION_IDLE;
 pub use metrics::{ActiveCalls, ConnectionName, DeviceSeen};
+pub use oauth::{ConnectionAuthRow, GrantFacts, GrantLock, GrantRow, PendingRow};
 pub use observations::{Completed, CompletionEffects, LateReceipt, Lineage, ObservationRow};
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;
