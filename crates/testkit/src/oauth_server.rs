@@ -107,6 +107,12 @@ impl OAuthServer {
         self.control("revoke-refresh").await.map(drop)
     }
 
+    /// Makes every access token it issued inactive (introspection answers so), while the
+    /// refresh tokens still renew: the protected server then refuses the tokens it holds.
+    pub async fn forget_access_tokens(&self) -> Result<()> {
+        self.control("forget-access").await.map(drop)
+    }
+
     async fn control(&self, action: &str) -> Result<Value> {
         let what = format!("oidc-provider control {action}");
         let answer = self
