@@ -153,6 +153,8 @@ pub struct App {
     /// The `/mcp` catalogs this replica built ([`mcp_catalog_cache`]).
     mcp_catalogs: Arc<mcp_catalog_cache::CatalogCache>,
     metrics: Arc<crate::metrics::Metrics>,
+    /// The OAuth renewals in flight in this process ([`oauth::Flights`]).
+    oauth_flights: Arc<oauth::Flights>,
 }
 
 impl std::fmt::Debug for App {
@@ -187,6 +189,7 @@ impl App {
             dispatch,
             mcp_catalogs: Arc::default(),
             metrics,
+            oauth_flights: Arc::default(),
         }
     }
 

@@ -23,7 +23,7 @@ mod renew;
 mod store;
 
 pub use grant::{grant_context, pending_context};
-pub use renew::CentralLaunch;
+pub use renew::{CentralLaunch, Flights};
 
 use self::grant::{ClientRecord, PendingRecord, state_digest};
 use self::http::OAuthHttp;

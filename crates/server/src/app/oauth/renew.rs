@@ -240,6 +240,9 @@ impl App {
         observed: &str,
     ) -> Result<String, CallError> {
         let unavailable = |e: AuthError| refusal(codes::UNAVAILABLE, e.to_string());
+        // One renewal of a grant at a time in this process, before the advisory lock: the
+        // others wait here without holding a database connection.
+        let _flight = self.oauth_flights.enter(connection).await;
         let _lock = store.acquire_refresh_guard().await.map_err(unavailable)?;
         // A second look under the lock: another replica may have renewed it meanwhile.
         let record: GrantRecord = store.record().await.map_err(unavailable)?.ok_or_else(|| {
@@ -327,5 +330,30 @@ impl App {
         if let Err(error) = self.db.connection_auth_state_set(connection, state).await {
             tracing::warn!(%error, %connection, %state, "cannot record the connection's auth state");
         }
+    }
+}
+
+/// The renewals in flight in this process, one lane per connection's grant.
+#[derive(Debug, Default)]
+pub struct Flights {
+    lanes: std::sync::Mutex<
+        std::collections::HashMap<ConnectionId, std::sync::Arc<tokio::sync::Mutex<()>>>,
+    >,
+}
+
+impl Flights {
+    /// Waits for `connection`'s lane; renewing holds it until the guard drops.
+    async fn enter(&self, connection: ConnectionId) -> tokio::sync::OwnedMutexGuard<()> {
+        let lane = {
+            let mut lanes = self
+                .lanes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Lanes nobody waits on are dropped as others are made: the map stays as small
+            // as the number of connections renewing at once.
+            lanes.retain(|_, lane| std::sync::Arc::strong_count(lane) > 1);
+            std::sync::Arc::clone(lanes.entry(connection).or_default())
+        };
+        lane.lock_owned().await
     }
 }
