@@ -6,7 +6,7 @@
 use super::AppState;
 use super::error::{ApiError, ApiJson};
 use crate::app::Actor;
-use crate::app::oauth::{CALLBACK_PATH, CLIENT_METADATA_PATH, CallbackQuery, client_metadata};
+use crate::app::oauth::{CallbackQuery, client_metadata};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
@@ -30,8 +30,10 @@ pub(super) fn routes() -> Router<AppState> {
 /// The browser-facing OAuth routes, beside `/mcp`.
 pub(super) fn browser_routes() -> Router<AppState> {
     Router::new()
-        .route(CALLBACK_PATH, get(callback))
-        .route(CLIENT_METADATA_PATH, get(client_metadata_document))
+        // Literal paths, as the authorization matrix reads them from this file: they are
+        // `CALLBACK_PATH` and `CLIENT_METADATA_PATH` (the flow tests consent through them).
+        .route("/mcp/callback", get(callback))
+        .route("/mcp/oauth-client.json", get(client_metadata_document))
 }
 
 async fn connection_auth_set(

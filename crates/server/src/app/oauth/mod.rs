@@ -219,7 +219,6 @@ impl App {
     /// the code is redeemed (`issuer_mismatch`), redeems it, stores the grant sealed and marks
     /// the connection `authorized`. Answers the connection's name.
     pub async fn oauth_callback(&self, query: CallbackQuery) -> AppResult<String> {
-        let vault = self.vault()?;
         let state = query.state.as_deref().unwrap_or_default();
         let digest = state_digest(state);
         let invalid = || {
@@ -234,6 +233,7 @@ impl App {
             .oauth_pending_get(&digest)
             .await?
             .ok_or_else(invalid)?;
+        let vault = self.vault()?;
         let plain = vault
             .open(&pending_context(&digest), &pending.sealed)
             .map_err(|_| invalid())?;
