@@ -131,7 +131,9 @@ impl<C: ControlPlane> CallContext<C> {
                     None => Acquired::Failed(error),
                     Some(Err(renewal)) => Acquired::Failed(renewal),
                     Some(Ok(launch)) => {
-                        tracing::info!("the MCP server refused the credential; renewed it, trying once more");
+                        tracing::info!(
+                            "the MCP server refused the credential; renewed it, trying once more"
+                        );
                         launched.redactor = Arc::new(Redactor::for_launch(&launch));
                         launched.launch = launch;
                         let again = self

@@ -35,8 +35,8 @@ use switchyard_mcp_runner::device::{self, Credential, DeviceConfig, RunError};
 use switchyard_mcp_runner::executor::{ExecutorConfig, LaunchResolver};
 use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
 use switchyard_mcp_runner::outbox::Outbox;
-use switchyard_protocol::runner::LeasedCall;
 use switchyard_mcp_runner::telemetry::{self, LogFormat, TelemetryConfig};
+use switchyard_protocol::runner::LeasedCall;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 

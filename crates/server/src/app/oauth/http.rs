@@ -159,7 +159,7 @@ impl OAuthHttpClient for OAuthHttp {
         Box::pin(async move {
             self.run(request)
                 .await
-                .map_err(|message| OAuthHttpClientError::from(message))
+                .map_err(OAuthHttpClientError::from)
         })
     }
 }

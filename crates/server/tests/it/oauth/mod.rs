@@ -28,7 +28,8 @@ pub struct Stack {
     /// The fixture's MCP URL.
     pub url: String,
     pub vault: Arc<Vault>,
-    pub dir: Scratch,
+    /// Where the key file and the authorization server's log are (kept while the stack is).
+    _dir: Scratch,
     _fixture: ChildGuard,
 }
 
@@ -87,7 +88,7 @@ pub async fn stack_with(
         auth,
         url,
         vault,
-        dir,
+        _dir: dir,
         _fixture: fixture,
     }
 }
@@ -120,7 +121,6 @@ impl Stack {
     }
 
     /// The whole flow, consent automated: authorized.
-    #[track_caller]
     pub async fn authorize(&self) {
         let started = self.start_authorization().await;
         let callback = self.consent(&started).await;
