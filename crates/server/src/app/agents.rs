@@ -52,7 +52,9 @@ impl App {
             Audit::by(actor, "agent.created")
                 .workspace(workspace.id)
                 .object("agent", Some(row.user_id.0), &row.name)
-                .after(json!({"mode": row.mode, "defer_all": row.defer_all, "declared": row.declared})),
+                .after(
+                    json!({"mode": row.mode, "defer_all": row.defer_all, "declared": row.declared}),
+                ),
         )
         .await;
         Ok(AgentCreated {

@@ -425,7 +425,11 @@ async fn the_declared_mark_is_set_at_creation_and_changed_by_admins_only(pool: P
         .await
         .ok();
     assert_eq!(agent["agent"]["declared"], true, "{agent}");
-    let listed = server.owner.get("/api/v1/workspaces/acme/agents").await.ok();
+    let listed = server
+        .owner
+        .get("/api/v1/workspaces/acme/agents")
+        .await
+        .ok();
     assert_eq!(listed[0]["declared"], true, "{listed}");
 
     // Adopted: an admin marks the hand-made connection and an agent declared.
