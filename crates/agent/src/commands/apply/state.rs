@@ -151,8 +151,8 @@ impl Actual {
             .map(|d| d.name.as_str())
     }
 
-    /// The connections an agent reaches, by name, with the profiles (in service) that grant
-    /// each.
+    /// The connections in service an agent reaches, by name, with the profiles (in service)
+    /// that grant each.
     pub fn reach(&self, agent: &AgentDetail) -> BTreeMap<String, Vec<String>> {
         let mut reach: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for held in &agent.profiles {
@@ -163,6 +163,13 @@ impl Actual {
                 continue;
             }
             for id in &profile.connection_ids {
+                let in_service = self
+                    .connections
+                    .iter()
+                    .any(|c| c.id == *id && c.retired.is_none());
+                if !in_service {
+                    continue;
+                }
                 if let Some(name) = self.connection_name(*id) {
                     reach
                         .entry(name.to_owned())
