@@ -282,6 +282,15 @@ pub struct SetPrefixTools {
     pub prefix_tools: bool,
 }
 
+/// `PUT /api/v1/workspaces/{ws}/connections/{connection}/declared`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetDeclared {
+    /// `true`: a declarative file owns the connection (`switchyard apply` retires it when its
+    /// section is removed); `false`: it is managed by hand.
+    pub declared: bool,
+}
+
 /// A connection's tools are prefixed unless it says otherwise.
 fn prefixed() -> bool {
     true
@@ -307,6 +316,10 @@ pub struct CreateConnection {
     /// device placement (a device binds its own credentials).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<ConnectionCredentials>,
+    /// Created by a declarative file (`switchyard apply`), which may retire it when its
+    /// section is removed; `false` when omitted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub declared: bool,
 }
 
 /// What a connection's credentials are bound to: the shape of one entry of a credential
@@ -436,6 +449,9 @@ pub struct ConnectionView {
     /// Whether its tools reach agents as `namespace__tool` (else by their own names).
     #[serde(default = "prefixed")]
     pub prefix_tools: bool,
+    /// Whether a declarative file created or adopted it (`switchyard apply`).
+    #[serde(default)]
+    pub declared: bool,
 }
 
 /// `POST /api/v1/workspaces/{ws}/connections/{c}/discover` answer.

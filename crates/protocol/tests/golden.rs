@@ -171,6 +171,7 @@ golden! {
         runner: Some(device_runner()),
         namespace: Some("github".into()),
         credentials: None,
+        declared: true,
     };
     create_connection_with_credentials: CreateConnection = CreateConnection {
         name: "remote".into(),
@@ -178,6 +179,7 @@ golden! {
         runner: None,
         namespace: None,
         credentials: Some(connection_credentials()),
+        declared: false,
     };
     connection_credentials: ConnectionCredentials = connection_credentials();
     credential_reference: CredentialReference = bearer_reference();
@@ -236,8 +238,10 @@ golden! {
         created_at: at("2026-03-02T09:04:58.771020Z"),
         retired: Some(retired_view()),
         prefix_tools: true,
+        declared: true,
     };
     set_prefix_tools: SetPrefixTools = SetPrefixTools { prefix_tools: false };
+    set_declared: SetDeclared = SetDeclared { declared: true };
     retired_view: RetiredView = retired_view();
     tool_view: ToolView = tool_view();
     // tools.rs
@@ -464,8 +468,13 @@ golden! {
         name: "triage-bot".into(),
         mode: AgentMode::Tools,
         defer_all: false,
+        declared: true,
     };
-    edit_agent: EditAgent = EditAgent { mode: Some(AgentMode::Menu), defer_all: None };
+    edit_agent: EditAgent = EditAgent {
+        mode: Some(AgentMode::Menu),
+        defer_all: None,
+        declared: None,
+    };
     agent_created: AgentCreated = AgentCreated {
         agent: agent_view(),
         token: "sy_0123456789abcdef".into(),
@@ -1009,6 +1018,7 @@ fn agent_view() -> AgentView {
         defer_all: false,
         created_at: at("2026-12-06T10:00:00Z"),
         revoked_at: None,
+        declared: true,
     }
 }
 

@@ -13,6 +13,9 @@ use toml::Spanned;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Document {
+    /// `workspace = "acme"`: the workspace the file describes (`switchyard apply` takes it
+    /// from here unless `--workspace` names it).
+    pub workspace: Option<Spanned<String>>,
     /// `[mcp.<id>]`: the MCP servers the workspace connects to, by id.
     #[serde(default)]
     pub mcp: BTreeMap<String, Spanned<McpServer>>,

@@ -11,8 +11,9 @@ pub mod document;
 mod secrets;
 mod validate;
 
-pub use desired::{Desired, Placement, Transport, desired};
+pub use desired::{DeclaredAgent, DeclaredServer, Desired, Placement, Transport, desired};
 pub use document::Document;
+pub(crate) use validate::is_id;
 
 use std::fmt;
 use toml::de::DeTable;

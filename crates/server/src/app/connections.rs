@@ -103,7 +103,13 @@ impl App {
         };
         let created = self
             .db
-            .connection_create(id, workspace, (&req.name, &namespace), connector.id, runner)
+            .connection_create(
+                id,
+                workspace,
+                (&req.name, &namespace, req.declared),
+                connector.id,
+                runner,
+            )
             .await;
         if created.is_err() && req.credentials.is_some() {
             self.unbind_unstored(id);

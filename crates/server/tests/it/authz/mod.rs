@@ -162,6 +162,9 @@ fn matrix() -> Vec<Row> {
                                                                      => 401  404  403  409  403  403  403  403  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/prefix-tools" json({"prefix_tools": true})
                                                                      => 401  404  403  200  403  403  403  200  401  401  401;
+    // Whether a declarative file owns the connection: workspace admins.
+    PUT  "/api/v1/workspaces/{ws}/connections/{connection}/declared" json({"declared": false})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
     GET  "/api/v1/workspaces/{ws}/connections/{connection}/events"   => 401  404  200  200  200  200  200  200  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/receipt-policy" json({"tool": "echo", "arguments": {"text": "{{request_id}}"}})
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;
