@@ -73,6 +73,7 @@ fn resolves(reference: &CredentialReference) -> String {
         CredentialProvider::Environment => reference.name.as_deref().map(|n| format!("${n}")),
         CredentialProvider::OsStore => reference.account.clone(),
         CredentialProvider::SecretsFile => reference.key.clone(),
+        CredentialProvider::Installation => None,
     };
     format!(
         "{} {}",
