@@ -60,8 +60,7 @@ const STDERR_IN_LOG: usize = 4096;
 pub type LaunchResolver = Arc<dyn Fn(&LeasedCall) -> LaunchFuture + Send + Sync>;
 
 /// What a [`LaunchResolver`] answers: the launch, once resolved.
-pub type LaunchFuture =
-    Pin<Box<dyn Future<Output = Result<SessionLaunch, CallError>> + Send>>;
+pub type LaunchFuture = Pin<Box<dyn Future<Output = Result<SessionLaunch, CallError>> + Send>>;
 
 /// A [`LaunchResolver`] that resolves at once, with `resolve` (a device runner's bindings
 /// file and keyring).

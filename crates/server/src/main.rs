@@ -16,8 +16,8 @@ use switchyard_server::db::{CallQuotas, Datastore, MIGRATOR, PoolHealth};
 use switchyard_server::mcp::McpConfig;
 use switchyard_server::serve::{HttpLimits, ServeConfig, serve};
 use switchyard_server::sweeper::SweeperConfig;
-use switchyard_server::web::WebConfig;
 use switchyard_server::vault::KeyFile;
+use switchyard_server::web::WebConfig;
 use tokio_util::sync::CancellationToken;
 
 /// The Switchyard control plane.
@@ -387,7 +387,9 @@ async fn run(cli: Cli) -> Result<(), String> {
                     Some(Arc::new(keys))
                 }
                 None => {
-                    tracing::info!("no installation key (--installation-key-file): central credential values cannot be set through the API");
+                    tracing::info!(
+                        "no installation key (--installation-key-file): central credential values cannot be set through the API"
+                    );
                     None
                 }
             };

@@ -138,7 +138,10 @@ impl TryFrom<RawReference> for Reference {
                 [("name", name), ("account", account)],
             ),
             Provider::Installation => {
-                return installation_reference([("name", name), ("account", account), ("key", key)], prefix);
+                return installation_reference(
+                    [("name", name), ("account", account), ("key", key)],
+                    prefix,
+                );
             }
         };
         if let Some((other, _)) = misplaced.iter().find(|(_, value)| value.is_some()) {

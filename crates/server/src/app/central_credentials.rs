@@ -65,8 +65,7 @@ impl App {
                     Err(error) => {
                         tracing::error!(%connection, %error, "cannot read the connection's stored credentials");
                         Err(CallError {
-                            code: switchyard_mcp_runner::credentials::codes::UNAVAILABLE
-                                .to_owned(),
+                            code: switchyard_mcp_runner::credentials::codes::UNAVAILABLE.to_owned(),
                             message: "the server cannot read the connection's stored \
                                       credentials now (a database error, in the server log); \
                                       nothing was sent"
@@ -85,9 +84,11 @@ impl App {
         let mut stored = StoredValues::default();
         for row in rows {
             let value = match &self.config.installation_key {
-                None => Err("the server has no installation key to open it: start it with \
+                None => Err(
+                    "the server has no installation key to open it: start it with \
                              --installation-key-file"
-                    .to_owned()),
+                        .to_owned(),
+                ),
                 Some(keys) => keys
                     .open(
                         &credential_context(row.connection_id, &row.destination),

@@ -236,7 +236,10 @@ impl App {
                 .await;
         }
         let mut code = ErrorCode::DiscoveryFailed;
-        let discovered = match self.central_launch(connection.id, &connector.spec()).await? {
+        let discovered = match self
+            .central_launch(connection.id, &connector.spec())
+            .await?
+        {
             Ok(launch) => {
                 // A failing server's stderr can echo what it was given: redact before keeping it.
                 let redactor = Redactor::for_launch(&launch);

@@ -40,7 +40,10 @@ impl App {
         let row = self
             .find_connection(membership.workspace.id, connection)
             .await?;
-        require_central(&row, "its values live on that device; list them there with `switchyard credential list`")?;
+        require_central(
+            &row,
+            "its values live on that device; list them there with `switchyard credential list`",
+        )?;
         self.credential_list_of(row).await
     }
 
@@ -125,16 +128,17 @@ impl App {
                 .find(|stored| stored.destination == destination)
                 .and_then(|stored| stored.prefix),
         };
-        let site = check_stored_value(row.id, &spec, name, &req.value, prefix).map_err(|error| {
-            AppError::refused(
-                ErrorCode::InvalidCredentials,
-                format!(
-                    "connection `{}`: {error} ({}); nothing was stored",
-                    row.name,
-                    error.code()
-                ),
-            )
-        })?;
+        let site =
+            check_stored_value(row.id, &spec, name, &req.value, prefix).map_err(|error| {
+                AppError::refused(
+                    ErrorCode::InvalidCredentials,
+                    format!(
+                        "connection `{}`: {error} ({}); nothing was stored",
+                        row.name,
+                        error.code()
+                    ),
+                )
+            })?;
         let context = credential_context(row.id, &site.destination);
         let stored = self
             .db

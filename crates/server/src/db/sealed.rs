@@ -178,12 +178,12 @@ impl SealedExclusive {
         let mut resealed = 0;
         for table in SealedTable::ALL {
             for stale in table.stale(&mut tx, vault.current_key_id()).await? {
-                let value = vault
-                    .open(&stale.context, &stale.sealed)
-                    .map_err(|error| ResealError::Vault {
+                let value = vault.open(&stale.context, &stale.sealed).map_err(|error| {
+                    ResealError::Vault {
                         table: table.name(),
                         error,
-                    })?;
+                    }
+                })?;
                 let sealed = vault.seal(&stale.context, &value);
                 stale.row.rewrite(&mut tx, &sealed).await?;
                 resealed += 1;

@@ -79,16 +79,21 @@ async fn a_value_is_sealed_in_the_database_and_used_by_the_next_call(pool: PgPoo
 
     let set = owner.put(PATH, json!({"value": CANARY})).await.ok();
     assert_eq!(set["destination"], "env", "{set}");
-    assert_eq!(set["reference"], json!({"provider": "installation"}), "{set}");
+    assert_eq!(
+        set["reference"],
+        json!({"provider": "installation"}),
+        "{set}"
+    );
     assert!(!set.to_string().contains(CANARY), "{set}");
     // No file is written: the bindings file stays as it was, and there is no secrets file.
     assert!(!bindings.exists());
     assert!(!scratch.join("central.mcp-secrets.json").exists());
-    let sealed: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM central_credential_values WHERE name = 'API_TOKEN'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let sealed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM central_credential_values WHERE name = 'API_TOKEN'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
     assert_eq!(sealed, 1);
 
     // Listed as bound to the server's sealed value and present; the value is nowhere in the

@@ -66,7 +66,11 @@ async fn call(client: &Client, connection: &str, tool: &str, arguments: Value) -
         .await
         .ok();
     client
-        .wait_call("acme", call["id"].as_str().unwrap(), Duration::from_secs(60))
+        .wait_call(
+            "acme",
+            call["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
         .await
 }
 
@@ -173,7 +177,9 @@ async fn a_sealed_value_is_used_rotated_and_never_in_clear(pool: PgPool) {
         );
         client.classify_all("acme", connection).await;
     }
-    client.owner_profile("acme", "main", &["remote", "copy"]).await;
+    client
+        .owner_profile("acme", "main", &["remote", "copy"])
+        .await;
 
     let list = client
         .get("/api/v1/workspaces/acme/connections/remote/credentials")
@@ -237,7 +243,10 @@ async fn a_sealed_value_is_used_rotated_and_never_in_clear(pool: PgPool) {
     .unwrap();
     let copied = call(&client, "copy", "echo", json!({"text": "copied"})).await;
     assert_eq!(copied["state"], "failed", "{copied}");
-    assert_eq!(copied["error"]["code"], "credential_unavailable", "{copied}");
+    assert_eq!(
+        copied["error"]["code"], "credential_unavailable",
+        "{copied}"
+    );
     let message = copied["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("Authorization") && message.contains("does not open"),
@@ -248,7 +257,10 @@ async fn a_sealed_value_is_used_rotated_and_never_in_clear(pool: PgPool) {
         .await
         .ok();
     assert_eq!(list["credentials"][0]["state"], "unusable", "{list}");
-    assert_eq!(list["credentials"][0]["code"], "credential_unavailable", "{list}");
+    assert_eq!(
+        list["credentials"][0]["code"], "credential_unavailable",
+        "{list}"
+    );
 
     // Revoking empties the connection's values and keeps the connection.
     let revoked = client
@@ -265,13 +277,19 @@ async fn a_sealed_value_is_used_rotated_and_never_in_clear(pool: PgPool) {
     assert_ne!(refused["state"], "succeeded", "{refused}");
 
     drop(server);
-    assert!(!answers.contains(CANARY), "an answer held the value: {answers}");
+    assert!(
+        !answers.contains(CANARY),
+        "an answer held the value: {answers}"
+    );
     let dump = pg_dump(&pool);
     assert!(
         dump.contains("central_credential_values"),
         "the dump should hold the sealed values"
     );
-    assert!(!dump.contains(CANARY), "the value reached the database in clear");
+    assert!(
+        !dump.contains(CANARY),
+        "the value reached the database in clear"
+    );
     let logs = std::fs::read_to_string(&log).unwrap();
     assert!(logs.contains("installation key loaded"), "{logs}");
     assert!(!logs.contains(CANARY), "the value reached the logs");
