@@ -74,6 +74,23 @@ pub(super) fn destination_columns(destination: &Destination) -> (&'static str, &
     }
 }
 
+/// The values sealed with a key other than `current`, locked until the end of the
+/// transaction on `tx` (what a rotation re-seals, [`super::sealed`]).
+pub(super) async fn stale_rows(
+    tx: &mut sqlx::PgConnection,
+    current: &str,
+) -> Result<Vec<CredentialValueRow>, sqlx::Error> {
+    let rows: Vec<RawRow> = sqlx::query_as(
+        "SELECT connection_id, destination, name, key_id, nonce, ciphertext, prefix, updated_at
+         FROM central_credential_values WHERE key_id <> $1
+         FOR UPDATE",
+    )
+    .bind(current)
+    .fetch_all(tx)
+    .await?;
+    Ok(rows.into_iter().map(CredentialValueRow::from).collect())
+}
+
 impl Datastore {
     /// The sealed values of `connection`, environment variables first, then by name.
     pub async fn credential_value_list(

@@ -55,35 +55,16 @@ impl SealedTable {
     ) -> Result<Vec<StaleValue>, sqlx::Error> {
         match self {
             SealedTable::CentralCredentialValues => {
-                let rows: Vec<(ConnectionId, String, String, String, Vec<u8>, Vec<u8>)> =
-                    sqlx::query_as(
-                        "SELECT connection_id, destination, name, key_id, nonce, ciphertext
-                         FROM central_credential_values WHERE key_id <> $1
-                         FOR UPDATE",
-                    )
-                    .bind(current)
-                    .fetch_all(tx)
-                    .await?;
+                let rows = super::credential_values::stale_rows(tx, current).await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(connection, kind, name, key_id, nonce, ciphertext)| {
-                        let destination = if kind == "header" {
-                            Destination::Header(name)
-                        } else {
-                            Destination::Env(name)
-                        };
-                        StaleValue {
-                            context: credential_context(connection, &destination),
-                            row: RowKey::CentralCredential {
-                                connection,
-                                destination,
-                            },
-                            sealed: Sealed {
-                                key_id,
-                                nonce,
-                                ciphertext,
-                            },
-                        }
+                    .map(|row| StaleValue {
+                        context: credential_context(row.connection_id, &row.destination),
+                        row: RowKey::CentralCredential {
+                            connection: row.connection_id,
+                            destination: row.destination,
+                        },
+                        sealed: row.sealed,
                     })
                     .collect())
             }
