@@ -143,7 +143,7 @@ pub(crate) async fn run_call<C: ControlPlane>(
             return;
         }
     };
-    let launch = match (context.resolver)(&call) {
+    let launch = match (context.resolver)(&call).await {
         Ok(launch) => launch,
         Err(error) => {
             tracing::warn!(code = %error.code, "cannot prepare the MCP session; failing the call");
@@ -246,7 +246,7 @@ async fn run_discovery<C: ControlPlane>(
     call: LeasedCall,
     cancel: CancellationToken,
 ) {
-    let launch = match (context.resolver)(&call) {
+    let launch = match (context.resolver)(&call).await {
         Ok(launch) => launch,
         Err(error) => {
             tracing::warn!(code = %error.code, "cannot prepare the discovery; failing it");

@@ -358,9 +358,9 @@ pub struct CredentialReference {
 }
 
 /// `PUT /api/v1/workspaces/{ws}/connections/{connection}/credentials/{name}`: a value for one
-/// destination of a central connection, stored in the server's secrets file — only in a
-/// development installation (`switchyard-server serve --dev-credential-values`). `Debug` never
-/// shows the value.
+/// destination of a central connection, sealed with the installation key and kept in the
+/// server's database (`switchyard-server serve --installation-key-file`). `Debug` never shows
+/// the value.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetCredentialValue {
@@ -404,6 +404,9 @@ pub enum CredentialProvider {
     OsStore,
     /// The development secrets file next to the bindings file.
     SecretsFile,
+    /// The server's own store: a central connection's value sealed with the installation key
+    /// in PostgreSQL (set with `PUT …/credentials/{name}`); the reference names nothing else.
+    Installation,
 }
 
 impl CredentialProvider {
@@ -413,6 +416,7 @@ impl CredentialProvider {
             CredentialProvider::Environment => "environment",
             CredentialProvider::OsStore => "os_store",
             CredentialProvider::SecretsFile => "secrets_file",
+            CredentialProvider::Installation => "installation",
         }
     }
 }

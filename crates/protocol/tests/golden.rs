@@ -192,15 +192,15 @@ golden! {
         destination: "header".into(),
         name: "Authorization".into(),
         reference: CredentialReference {
-            provider: CredentialProvider::SecretsFile,
+            provider: CredentialProvider::Installation,
             name: None,
             account: None,
-            key: Some(format!("{CONNECTION}/Authorization")),
+            key: None,
             prefix: Some("Bearer ".into()),
         },
     };
     credential_provider: Vec<CredentialProvider> = one_each!(CredentialProvider:
-        Environment, OsStore, SecretsFile);
+        Environment, OsStore, SecretsFile, Installation);
     credential_status_list: CredentialStatusList = CredentialStatusList {
         connection_id: CONNECTION,
         connection: "remote".into(),

@@ -34,9 +34,9 @@ impl SpecPins {
 
     /// `resolver`, run only for a call whose spec passes [`SpecPins::check`].
     pub(crate) fn guard(self: Arc<Self>, resolver: LaunchResolver) -> LaunchResolver {
-        Arc::new(move |call| {
-            self.check(call)?;
-            resolver(call)
+        Arc::new(move |call| match self.check(call) {
+            Ok(()) => resolver(call),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
         })
     }
 

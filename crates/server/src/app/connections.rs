@@ -242,7 +242,10 @@ impl App {
                 .await;
         }
         let mut code = ErrorCode::DiscoveryFailed;
-        let discovered = match self.credentials.resolve(connection.id, &connector.spec()) {
+        let discovered = match self
+            .central_launch(connection.id, &connector.spec())
+            .await?
+        {
             Ok(launch) => {
                 // A failing server's stderr can echo what it was given: redact before keeping it.
                 let redactor = Redactor::for_launch(&launch);

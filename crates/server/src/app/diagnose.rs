@@ -110,7 +110,7 @@ impl App {
             placed.map(|placed| format!("{}, {placed}", transport(&spec))),
         );
         let launch = if central {
-            let resolved = self.credentials.resolve(connection.id, &spec);
+            let resolved = self.central_launch(connection.id, &spec).await?;
             checks.prerequisite(
                 DiagnoseCheck::Credentials,
                 resolved

@@ -11,6 +11,7 @@ mod call_history;
 mod call_trace;
 mod calls;
 mod capture;
+mod central_credentials;
 mod connections;
 mod connector_edit;
 mod connectors;
@@ -36,6 +37,7 @@ mod reconcile;
 mod resolve;
 mod results;
 mod retire;
+mod rotate_key;
 mod runner_api;
 mod sessions;
 mod tokens;
@@ -61,6 +63,7 @@ pub use mcp_catalog_cache::CatalogGeneration;
 pub use principal::{
     DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref, expect_device_credential,
 };
+pub use rotate_key::{RotateError, Rotated};
 pub use runner_api::RELEASE_TTL;
 pub use web_sessions::{NewWebSession, WebSession, random_secret};
 
@@ -82,9 +85,10 @@ pub struct AppConfig {
     pub discovery_deadline: Duration,
     /// The central runner's credential bindings file (references only), if any.
     pub credentials_file: Option<PathBuf>,
-    /// A development installation: workspace admins may set central connections' credential
-    /// values through the API, into the secrets file next to `credentials_file`.
-    pub credential_values: bool,
+    /// The installation key file (`--installation-key-file`): what seals the credential
+    /// values workspace admins set for central connections. None: values are not set through
+    /// the API, and stored ones do not open.
+    pub installation_key: Option<Arc<crate::vault::KeyFile>>,
     /// Length of device runners' leases (the central runner's is set on its own, normally to
     /// the same value).
     pub runner_lease_ttl: Duration,
@@ -115,7 +119,7 @@ impl Default for AppConfig {
         Self {
             discovery_deadline: Duration::from_secs(20),
             credentials_file: None,
-            credential_values: false,
+            installation_key: None,
             runner_lease_ttl: Duration::from_secs(30),
             evidence_queue: crate::db::QueueBounds::default(),
             submit_batch_max: usize::from(DEFAULT_SUBMIT_BATCH_MAX),

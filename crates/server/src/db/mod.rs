@@ -15,6 +15,7 @@ mod capture_exclusions;
 mod committed;
 mod connections;
 mod connectors;
+mod credential_values;
 mod devices;
 mod events;
 mod evidence;
@@ -33,6 +34,7 @@ mod receipts;
 mod resolutions;
 mod retire;
 mod runner_leases;
+mod sealed;
 mod sql;
 mod submit;
 mod tokens;
@@ -57,6 +59,7 @@ pub use capture_exclusions::{CaptureExclusionRow, NewCaptureExclusion};
 pub use committed::{Committed, Wakeup};
 pub use connections::{CatalogChanges, ConnectionRow, ConnectionToolRow, Reclassified, ToolRow};
 pub use connectors::ConnectorRow;
+pub use credential_values::{CredentialValueRow, credential_context};
 pub use devices::DeviceRow;
 pub use events::{EVENTS_KEPT, EventRow};
 pub use evidence::{CapturePolicyRow, Captured, EraseRefusal, Erased, EvidenceRow, QueueBounds};
@@ -75,6 +78,7 @@ pub use receipts::{NewReceipt, ReceiptRow, UploadRead};
 pub use resolutions::{NewResolution, ResolutionRow};
 pub use retire::{Retirable, Retired};
 pub use runner_leases::TakenLease;
+pub use sealed::{ResealError, SealedExclusive, SealedTable};
 pub use submit::{
     CallQuotas, OperationScope, SubmitConnection, SubmitContext, SubmitKeys, SubmitRead, Submitter,
     SubmitterKey,

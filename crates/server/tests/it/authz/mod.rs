@@ -156,10 +156,13 @@ fn matrix() -> Vec<Row> {
     // Credential statuses (references and presence, never a value): workspace admins.
     GET  "/api/v1/workspaces/{ws}/connections/{connection}/credentials"
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;
-    // Credential values: workspace admins, and only in a development installation (the
-    // matrix's server is not one, so an admin is told so).
+    // Credential values: workspace admins, and only on a server with an installation key (the
+    // matrix's server has none, so an admin is told so).
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/credentials/{name=credential_name}" json({"value": "matrix-value"})
                                                                      => 401  404  403  409  403  403  403  403  401  401  401;
+    // Revoking every value of a connection: workspace admins.
+    POST "/api/v1/workspaces/{ws}/connections/{connection}/credentials/revoke" json({})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/prefix-tools" json({"prefix_tools": true})
                                                                      => 401  404  403  200  403  403  403  200  401  401  401;
     // Whether a declarative file owns the connection: workspace admins.
