@@ -69,7 +69,7 @@ pub struct McpServer {
     #[serde(default)]
     pub args: Vec<String>,
     /// The stdio server's environment, each value a reference (`env:NAME`, `keyring:ACCOUNT`,
-    /// `file:KEY`), never a value.
+    /// `file:KEY`, `stored`), never a value.
     #[serde(default)]
     pub env: BTreeMap<String, Spanned<String>>,
     /// How the server is authorized; discovered from the server when absent.

@@ -18,6 +18,10 @@ pub(crate) use validate::is_id;
 use std::fmt;
 use toml::de::DeTable;
 
+/// The reference to a central connection's value the server keeps sealed with its
+/// installation key (set with `switchyard credential set`, never written in the file).
+pub const STORED_REFERENCE: &str = "stored";
+
 /// One problem in the file, where it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Issue {

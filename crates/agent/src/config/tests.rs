@@ -100,6 +100,25 @@ fn an_environment_value_must_be_a_reference() {
 }
 
 #[test]
+fn every_reference_form_is_accepted() {
+    for reference in [
+        "env:FILES_TOKEN",
+        "keyring:files",
+        "file:files-token",
+        "stored",
+    ] {
+        let text = format!("[mcp.files]\ncommand = \"srv\"\nenv = {{ TOKEN = \"{reference}\" }}\n");
+        assert!(parse(&text).is_ok(), "{reference} was refused");
+    }
+    // `stored` names no value: anything after it is not a reference.
+    let found = messages("[mcp.files]\ncommand = \"srv\"\nenv = { TOKEN = \"stored:x\" }\n");
+    assert!(
+        found.iter().any(|m| m.contains("must be a reference")),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn an_unknown_key_is_refused_with_its_line() {
     let text = "[mcp.sentry]\nurl = \"https://mcp.sentry.dev/mcp\"\nscope = [\"a\"]\n";
     let found = messages(text);

@@ -56,7 +56,8 @@ pub(super) fn check(text: &str, document: &Document) -> Vec<Issue> {
                     reference.span().start,
                     format!(
                         "[mcp.{id}] env `{name}`: a value must be a reference (\"env:NAME\", \
-                         \"keyring:ACCOUNT\" or \"file:KEY\"), never the value itself"
+                         \"keyring:ACCOUNT\", \"file:KEY\" or \"stored\"), never the value \
+                         itself"
                     ),
                 ));
             }

@@ -276,6 +276,15 @@ async fn a_sealed_value_is_used_rotated_and_never_in_clear(pool: PgPool) {
     let refused = call(&client, "remote", "echo", json!({"text": "revoked"})).await;
     assert_ne!(refused["state"], "succeeded", "{refused}");
 
+    // Retiring a connection forgets its values too.
+    assert!(!stored_key_ids(&pool, "copy").await.is_empty());
+    let retired = client
+        .post("/api/v1/workspaces/acme/connections/copy/retire", json!({}))
+        .await
+        .ok();
+    assert!(!retired["retired"].is_null(), "{retired}");
+    assert!(stored_key_ids(&pool, "copy").await.is_empty());
+
     drop(server);
     assert!(
         !answers.contains(CANARY),

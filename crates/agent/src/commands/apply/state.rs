@@ -211,9 +211,11 @@ pub fn same_spec(a: &ConnectorSpec, b: &ConnectorSpec) -> bool {
     sorted(a) == sorted(b)
 }
 
-/// A file's reference (`env:NAME`, `keyring:ACCOUNT`, `file:KEY`) as the API's.
+/// The file's reference to a value the server keeps sealed (`switchyard credential set`).
+const STORED_REFERENCE: &str = crate::config::STORED_REFERENCE;
+
+/// A file's reference (`env:NAME`, `keyring:ACCOUNT`, `file:KEY`, `stored`) as the API's.
 pub fn reference_of(text: &str) -> Option<CredentialReference> {
-    let (scheme, name) = text.split_once(':')?;
     let mut reference = CredentialReference {
         provider: CredentialProvider::Environment,
         name: None,
@@ -221,6 +223,11 @@ pub fn reference_of(text: &str) -> Option<CredentialReference> {
         key: None,
         prefix: None,
     };
+    if text == STORED_REFERENCE {
+        reference.provider = CredentialProvider::Installation;
+        return Some(reference);
+    }
+    let (scheme, name) = text.split_once(':')?;
     match scheme {
         "env" => reference.name = Some(name.to_owned()),
         "keyring" => {
@@ -242,5 +249,6 @@ pub fn reference_text(reference: &CredentialReference) -> Option<String> {
         CredentialProvider::Environment => reference.name.as_ref().map(|n| format!("env:{n}")),
         CredentialProvider::OsStore => reference.account.as_ref().map(|a| format!("keyring:{a}")),
         CredentialProvider::SecretsFile => reference.key.as_ref().map(|k| format!("file:{k}")),
+        CredentialProvider::Installation => Some(STORED_REFERENCE.to_owned()),
     }
 }
