@@ -6,6 +6,8 @@
 #   .data/owner-token    the owner's API token (0600)
 #   .data/bootstrapped   present once the demo objects exist
 #   .data/server.log     this run's server output
+#   .data/installation.key  the installation key sealing central credential values (0600,
+#                        made by the server on its first start)
 #   .data/device/        the paired local runner's identity (config dir; credential file 0600)
 #   .data/runner/        the local runner's outbox (0700)
 #   .data/runner.log     this run's local runner output
@@ -25,6 +27,7 @@ readonly CLUSTER_DIR="$DATA_DIR/postgres"
 readonly TOKEN_FILE="$DATA_DIR/owner-token"
 readonly BOOTSTRAPPED_FILE="$DATA_DIR/bootstrapped"
 readonly SERVER_LOG="$DATA_DIR/server.log"
+readonly INSTALLATION_KEY_FILE="$DATA_DIR/installation.key"
 readonly DEVICE_CONFIG_DIR="$DATA_DIR/device"
 readonly DEVICE_PROFILE=local
 readonly DEVICE_BOOTSTRAPPED_FILE="$DATA_DIR/device-bootstrapped"
@@ -156,6 +159,7 @@ section "Server"
 # installation refuses unless allowed (docs/GOVERNANCE.md#endpoints).
 SWITCHYARD_LISTEN=${SWITCHYARD_LISTEN:-127.0.0.1:8787} \
     SWITCHYARD_ALLOW_ENDPOINTS=${SWITCHYARD_ALLOW_ENDPOINTS:-127.0.0.0/8,::1} \
+    SWITCHYARD_INSTALLATION_KEY_FILE=${SWITCHYARD_INSTALLATION_KEY_FILE:-$INSTALLATION_KEY_FILE} \
     "$SERVER_BIN" serve >"$SERVER_LOG" 2>&1 &
 server_pid=$!
 echo "Started switchyard-server (pid $server_pid, log: ${SERVER_LOG#"$repo_root"/})"

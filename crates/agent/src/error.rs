@@ -16,7 +16,7 @@ use switchyard_protocol::{CallId, CallState};
 /// | 0 | success |
 /// | 2 | usage or local input error: bad flags, unreadable or invalid file, bad `SWITCHYARD_URL`, a device identity that cannot be stored, a missing runner helper |
 /// | 3 | not authenticated: no `SWITCHYARD_TOKEN` and no usable paired device, or the server answered 401 (e.g. `device_revoked`) |
-/// | 4 | refused by the server: any other 4xx, printed as `error[<code>]: <message>`; also a pairing code that expired (`pairing_expired`) |
+/// | 4 | refused by the server: any other 4xx, printed as `error[<code>]: <message>`; also a pairing code that expired (`pairing_expired`), and an `apply` whose plan cannot be carried out (`apply_blocked`: nothing was changed) |
 /// | 5 | server unreachable, or it answered 5xx or something unreadable |
 /// | 6 | `mcp call --wait` finished but the call did not succeed (`tool_error`, `failed`, `cancelled`, `expired`) |
 /// | 7 | `mcp call --wait` ended with the call `unknown` (or `resolved` from unknown), or `mcp reconcile` left it `unknown`: the effect may or may not have happened — never retry blindly |
@@ -181,6 +181,12 @@ pub enum CliError {
         /// Where it is placed instead.
         elsewhere: String,
     },
+    /// `apply` found the plan cannot be carried out, and changed nothing (exit 4).
+    #[error("{}", problems.iter().map(|p| format!("error[apply_blocked]: {p}")).collect::<Vec<_>>().join("\n"))]
+    PlanBlocked {
+        /// Why, one problem each.
+        problems: Vec<String>,
+    },
     /// The user interrupted the command (exit 130).
     #[error("error: interrupted{detail}")]
     Interrupted {
@@ -303,7 +309,8 @@ impl CliError {
             | CliError::ServerMismatch { .. } => 3,
             CliError::Refused { .. }
             | CliError::PairingExpired { .. }
-            | CliError::PairingCollected { .. } => 4,
+            | CliError::PairingCollected { .. }
+            | CliError::PlanBlocked { .. } => 4,
             CliError::Unreachable { .. }
             | CliError::Server { .. }
             | CliError::BadResponse { .. } => 5,

@@ -316,13 +316,14 @@ async fn run_discovery<C: ControlPlane>(
                 result: json!({ "tools": found.tools, "about": found.about }),
             },
             Err(error) => Completion::Failed {
-                // The server records a refused credential as the connection needing
-                // authorization, anything else as it being unreachable.
+                // The code is the failure's class, which a diagnosis reports; a refused
+                // credential keeps the credential code, which the server records as the
+                // connection needing authorization (anything else: unreachable).
                 error: call_error(
                     if matches!(error, SessionError::Unauthorized { .. }) {
                         codes::REFUSED
                     } else {
-                        "discovery_failed"
+                        error.failure_class().as_str()
                     },
                     error.to_string(),
                 ),

@@ -39,6 +39,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_protocol::CallId;
+use switchyard_protocol::api::CallError;
 use switchyard_protocol::runner::{LeasedCall, LifecycleEvent};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinError, JoinHandle};
@@ -53,7 +54,18 @@ const STDERR_IN_ERROR: usize = 1024;
 /// How much of a server's stderr is logged when its session closes abnormally.
 const STDERR_IN_LOG: usize = 4096;
 
-pub use crate::launch::LaunchResolver;
+pub use crate::launch::{LaunchFuture, LaunchResolver};
+
+/// A [`LaunchResolver`] that resolves at once, with `resolve` (a device runner's bindings
+/// file and keyring).
+pub fn immediate_resolver<F>(resolve: F) -> LaunchResolver
+where
+    F: Fn(&LeasedCall) -> Result<SessionLaunch, CallError> + Send + Sync + 'static,
+{
+    Arc::new(move |call: &LeasedCall| -> LaunchFuture {
+        Box::pin(std::future::ready(resolve(call)))
+    })
+}
 
 /// How an executor runs.
 #[derive(Clone, Debug)]

@@ -54,11 +54,12 @@ pub type RenewFuture =
     Pin<Box<dyn Future<Output = Option<Result<SessionLaunch, CallError>>> + Send>>;
 
 /// Turns a leased call into a session launch (connector spec plus resolved secrets). An error
-/// fails the call before anything is sent.
+/// fails the call before anything is sent. Asynchronous, so that a host can read values from
+/// where it keeps them (the server: its database) at every call.
 ///
-/// Any `Fn(&LeasedCall) -> Result<SessionLaunch, CallError>` is one (values resolved at once,
-/// nothing to renew); a resolver whose credential can be renewed (the server's OAuth tokens)
-/// implements [`ResolveLaunch::renew`] too.
+/// Any `Fn(&LeasedCall) -> LaunchFuture` is one (nothing to renew; see
+/// [`crate::executor::immediate_resolver`] for values resolved at once); a resolver whose
+/// credential can be renewed (the server's OAuth tokens) implements [`ResolveLaunch::renew`].
 pub trait ResolveLaunch: Send + Sync {
     /// The launch for `call`.
     fn launch(&self, call: &LeasedCall) -> LaunchFuture;
@@ -84,11 +85,10 @@ pub type NoticeFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl<F> ResolveLaunch for F
 where
-    F: Fn(&LeasedCall) -> Result<SessionLaunch, CallError> + Send + Sync,
+    F: Fn(&LeasedCall) -> LaunchFuture + Send + Sync,
 {
     fn launch(&self, call: &LeasedCall) -> LaunchFuture {
-        let launch = self(call);
-        Box::pin(async move { launch })
+        self(call)
     }
 }
 

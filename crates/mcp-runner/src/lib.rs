@@ -29,7 +29,7 @@ mod tasks;
 pub mod telemetry;
 
 pub use control::{ControlError, ControlPlane, StartDecision};
-pub use executor::{Executor, ExecutorConfig, LaunchResolver};
+pub use executor::{Executor, ExecutorConfig, LaunchFuture, LaunchResolver, immediate_resolver};
 pub use handle::{CancelOutcome, ExecutorHandle};
 pub use launch::SessionLaunch;
 pub use pool::{SessionCapFlags, SessionCaps};

@@ -32,11 +32,10 @@ use switchyard_mcp_runner::credentials::{
     CredentialResolver, NoKeyring, OsKeyring, SecretStore, device_bindings_file,
 };
 use switchyard_mcp_runner::device::{self, Credential, DeviceConfig, RunError};
-use switchyard_mcp_runner::executor::{ExecutorConfig, LaunchResolver};
+use switchyard_mcp_runner::executor::{ExecutorConfig, LaunchResolver, immediate_resolver};
 use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
 use switchyard_mcp_runner::outbox::Outbox;
 use switchyard_mcp_runner::telemetry::{self, LogFormat, TelemetryConfig};
-use switchyard_protocol::runner::LeasedCall;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -205,7 +204,7 @@ fn launch_resolver(bindings: &Path) -> LaunchResolver {
         }
     };
     let resolver = CredentialResolver::new(Some(bindings.to_owned()), store);
-    Arc::new(move |call: &LeasedCall| resolver.launch_for(call))
+    immediate_resolver(move |call| resolver.launch_for(call))
 }
 
 /// Cancels `shutdown` at the first SIGINT or SIGTERM; exits at once at the second.

@@ -145,6 +145,10 @@ pub struct CreateAgent {
     /// Every connection's tools through search.
     #[serde(default)]
     pub defer_all: bool,
+    /// Created by a declarative file (`switchyard apply`), which may revoke it when its
+    /// section is removed; `false` when omitted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub declared: bool,
 }
 
 /// `PATCH /api/v1/workspaces/{ws}/agents/{agent}`: what is given changes.
@@ -156,6 +160,9 @@ pub struct EditAgent {
     /// Every connection's tools through search.
     #[serde(default)]
     pub defer_all: Option<bool>,
+    /// Whether a declarative file owns it (`switchyard apply` adopts an agent by setting it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<bool>,
 }
 
 /// A new agent and its token, shown once.
@@ -184,6 +191,9 @@ pub struct AgentView {
     pub created_at: DateTime<Utc>,
     /// When it was revoked: its token no longer works.
     pub revoked_at: Option<DateTime<Utc>>,
+    /// Whether a declarative file created or adopted it (`switchyard apply`).
+    #[serde(default)]
+    pub declared: bool,
 }
 
 /// An agent with its grants and per-connection settings (`agent show`).

@@ -283,6 +283,15 @@ pub struct SetPrefixTools {
     pub prefix_tools: bool,
 }
 
+/// `PUT /api/v1/workspaces/{ws}/connections/{connection}/declared`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetDeclared {
+    /// `true`: a declarative file owns the connection (`switchyard apply` retires it when its
+    /// section is removed); `false`: it is managed by hand.
+    pub declared: bool,
+}
+
 /// A connection's tools are prefixed unless it says otherwise.
 fn prefixed() -> bool {
     true
@@ -308,6 +317,10 @@ pub struct CreateConnection {
     /// device placement (a device binds its own credentials).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<ConnectionCredentials>,
+    /// Created by a declarative file (`switchyard apply`), which may retire it when its
+    /// section is removed; `false` when omitted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub declared: bool,
 }
 
 /// What a connection's credentials are bound to: the shape of one entry of a credential
@@ -346,9 +359,9 @@ pub struct CredentialReference {
 }
 
 /// `PUT /api/v1/workspaces/{ws}/connections/{connection}/credentials/{name}`: a value for one
-/// destination of a central connection, stored in the server's secrets file — only in a
-/// development installation (`switchyard-server serve --dev-credential-values`). `Debug` never
-/// shows the value.
+/// destination of a central connection, sealed with the installation key and kept in the
+/// server's database (`switchyard-server serve --installation-key-file`). `Debug` never shows
+/// the value.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetCredentialValue {
@@ -392,6 +405,9 @@ pub enum CredentialProvider {
     OsStore,
     /// The development secrets file next to the bindings file.
     SecretsFile,
+    /// The server's own store: a central connection's value sealed with the installation key
+    /// in PostgreSQL (set with `PUT …/credentials/{name}`); the reference names nothing else.
+    Installation,
 }
 
 impl CredentialProvider {
@@ -401,6 +417,7 @@ impl CredentialProvider {
             CredentialProvider::Environment => "environment",
             CredentialProvider::OsStore => "os_store",
             CredentialProvider::SecretsFile => "secrets_file",
+            CredentialProvider::Installation => "installation",
         }
     }
 }
@@ -437,6 +454,9 @@ pub struct ConnectionView {
     /// Whether its tools reach agents as `namespace__tool` (else by their own names).
     #[serde(default = "prefixed")]
     pub prefix_tools: bool,
+    /// Whether a declarative file created or adopted it (`switchyard apply`).
+    #[serde(default)]
+    pub declared: bool,
     /// How it authenticates to its server and whether it is authorized, once its auth
     /// settings were set (`PUT …/auth`) or it was authorized; absent before.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,8 +13,8 @@ pub struct CredentialStatusList {
     pub connection_id: ConnectionId,
     /// The connection's name.
     pub connection: String,
-    /// Whether values may be set through the API (a development server started with
-    /// `--dev-credential-values` and `--mcp-credentials-file`).
+    /// Whether values may be set through the API (the server was started with an
+    /// installation key, `--installation-key-file`).
     pub values_settable: bool,
     /// Each environment variable the connector declares or has bound, or each bound header.
     pub credentials: Vec<CredentialStatusView>,

@@ -133,6 +133,25 @@ impl FailureClass {
     }
 }
 
+impl FailureClass {
+    /// Every class, in the order the documentation lists them.
+    pub const ALL: [FailureClass; 8] = [
+        Self::ExecutableNotFound,
+        Self::SpawnFailed,
+        Self::HandshakeTimeout,
+        Self::NotMcp,
+        Self::AuthRefused,
+        Self::TlsFailed,
+        Self::Unreachable,
+        Self::EndpointBlocked,
+    ];
+
+    /// The class whose wire name is `name`, if any.
+    pub fn from_name(name: &str) -> Option<FailureClass> {
+        Self::ALL.into_iter().find(|class| class.as_str() == name)
+    }
+}
+
 impl fmt::Display for FailureClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -145,8 +164,8 @@ impl fmt::Display for FailureClass {
 pub enum LiveCheck {
     /// In the server, as the central runner would open the session.
     Central,
-    /// On the device the connection is placed on: the server cannot open its session, so the
-    /// diagnosis reports the device's last discovery instead.
+    /// On the device the connection is placed on, by its runner with the device's credentials
+    /// (a discovery within the bound); the server cannot open that session itself.
     OnDevice,
 }
 

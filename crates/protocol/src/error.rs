@@ -157,8 +157,8 @@ pub enum ErrorCode {
     /// A connection's credential references cannot be used (malformed, reserved destination,
     /// value missing, no bindings file to hold them): nothing was stored.
     InvalidCredentials,
-    /// Credential values cannot be set through the API here: only a development installation
-    /// (`--dev-credential-values` with `--mcp-credentials-file`) keeps them, in its secrets file.
+    /// Credential values cannot be set through the API here: the server was started without an
+    /// installation key (`--installation-key-file`) to seal them with.
     CredentialValuesDisabled,
     /// The connection runs on a device: its credential values are set on that device
     /// (`switchyard credential set`), never sent to the server.

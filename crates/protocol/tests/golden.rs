@@ -171,6 +171,7 @@ golden! {
         runner: Some(device_runner()),
         namespace: Some("github".into()),
         credentials: None,
+        declared: true,
     };
     create_connection_with_credentials: CreateConnection = CreateConnection {
         name: "remote".into(),
@@ -178,6 +179,7 @@ golden! {
         runner: None,
         namespace: None,
         credentials: Some(connection_credentials()),
+        declared: false,
     };
     connection_credentials: ConnectionCredentials = connection_credentials();
     credential_reference: CredentialReference = bearer_reference();
@@ -190,15 +192,15 @@ golden! {
         destination: "header".into(),
         name: "Authorization".into(),
         reference: CredentialReference {
-            provider: CredentialProvider::SecretsFile,
+            provider: CredentialProvider::Installation,
             name: None,
             account: None,
-            key: Some(format!("{CONNECTION}/Authorization")),
+            key: None,
             prefix: Some("Bearer ".into()),
         },
     };
     credential_provider: Vec<CredentialProvider> = one_each!(CredentialProvider:
-        Environment, OsStore, SecretsFile);
+        Environment, OsStore, SecretsFile, Installation);
     credential_status_list: CredentialStatusList = CredentialStatusList {
         connection_id: CONNECTION,
         connection: "remote".into(),
@@ -236,6 +238,7 @@ golden! {
         created_at: at("2026-03-02T09:04:58.771020Z"),
         retired: Some(retired_view()),
         prefix_tools: true,
+        declared: true,
         auth: Some(connection_auth_view()),
     };
     // connection_auth.rs
@@ -256,6 +259,7 @@ golden! {
         state: "Zq3".into(),
     };
     set_prefix_tools: SetPrefixTools = SetPrefixTools { prefix_tools: false };
+    set_declared: SetDeclared = SetDeclared { declared: true };
     retired_view: RetiredView = retired_view();
     tool_view: ToolView = tool_view();
     // tools.rs
@@ -482,8 +486,13 @@ golden! {
         name: "triage-bot".into(),
         mode: AgentMode::Tools,
         defer_all: false,
+        declared: true,
     };
-    edit_agent: EditAgent = EditAgent { mode: Some(AgentMode::Menu), defer_all: None };
+    edit_agent: EditAgent = EditAgent {
+        mode: Some(AgentMode::Menu),
+        defer_all: None,
+        declared: None,
+    };
     agent_created: AgentCreated = AgentCreated {
         agent: agent_view(),
         token: "sy_0123456789abcdef".into(),
@@ -1027,6 +1036,7 @@ fn agent_view() -> AgentView {
         defer_all: false,
         created_at: at("2026-12-06T10:00:00Z"),
         revoked_at: None,
+        declared: true,
     }
 }
 

@@ -101,7 +101,7 @@ pub async fn run(app: App, config: CentralConfig, shutdown: CancellationToken) {
         };
         let heartbeat = tokio::spawn(heartbeat(beat, lease_lost.clone()));
         let control = CentralControl::new(app.clone(), epoch, held, config.batch_max);
-        let resolver = Arc::new(crate::app::oauth::CentralLaunch::new(app.clone()));
+        let resolver = app.central_launch_resolver();
         // The app's guard is the one the connectors were screened with.
         let executor_config = ExecutorConfig {
             endpoints: app.endpoints().clone(),

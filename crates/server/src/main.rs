@@ -16,7 +16,7 @@ use switchyard_server::db::{CallQuotas, Datastore, MIGRATOR, PoolHealth};
 use switchyard_server::mcp::McpConfig;
 use switchyard_server::serve::{HttpLimits, ServeConfig, serve};
 use switchyard_server::sweeper::SweeperConfig;
-use switchyard_server::vault::Vault;
+use switchyard_server::vault::KeyFile;
 use switchyard_server::web::WebConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -79,15 +79,11 @@ enum Command {
         /// docs/CREDENTIALS.md). Re-read at every call.
         #[arg(long, env = "SWITCHYARD_MCP_CREDENTIALS_FILE")]
         mcp_credentials_file: Option<PathBuf>,
-        /// A development installation: let workspace admins set central connections'
-        /// credential values through the API (and the inspector), kept in the 0600 secrets file
-        /// next to --mcp-credentials-file. Never for production: values belong with a provider.
-        #[arg(
-            long,
-            env = "SWITCHYARD_DEV_CREDENTIAL_VALUES",
-            requires = "mcp_credentials_file"
-        )]
-        dev_credential_values: bool,
+        /// The installation key file (0600, created with a new key when missing): seals the
+        /// credential values workspace admins set for central connections, kept in the
+        /// database. Unset: such values are refused. Keep it out of database backups.
+        #[arg(long, env = "SWITCHYARD_INSTALLATION_KEY_FILE", value_name = "PATH")]
+        installation_key_file: Option<PathBuf>,
         /// Deadline for tool discovery, in seconds.
         #[arg(
             long,
@@ -189,11 +185,6 @@ enum Command {
         /// private network). Unset: not served.
         #[arg(long, env = "SWITCHYARD_METRICS_LISTEN", value_name = "ADDR")]
         metrics_listen: Option<SocketAddr>,
-        /// The installation key file (one key per line, mode 0600, created with a new key
-        /// when missing): it seals what the server holds itself, such as OAuth grants. Keep
-        /// it out of the database's backups. Unset: authorizing a connection is refused.
-        #[arg(long, env = "SWITCHYARD_INSTALLATION_KEY_FILE", value_name = "PATH")]
-        installation_key_file: Option<PathBuf>,
         /// The server's public base URL (e.g. `https://switchyard.example.com`), where a
         /// browser comes back from an OAuth consent (`<URL>/mcp/callback`). Unset:
         /// `http://<listen address>`.
@@ -241,6 +232,15 @@ enum AdminCommand {
         /// Every unrevoked token of the user.
         #[arg(long)]
         all: bool,
+    },
+    /// Re-encrypt every value the server keeps sealed (central connections' credentials)
+    /// with a new installation key: the key is added to the file, every value re-sealed in
+    /// one transaction, then the old keys are dropped. Prints how many values were
+    /// re-sealed. Running servers pick the new key up by themselves.
+    RotateKey {
+        /// The installation key file the servers use (`serve --installation-key-file`).
+        #[arg(long, env = "SWITCHYARD_INSTALLATION_KEY_FILE", value_name = "PATH")]
+        installation_key_file: PathBuf,
     },
 }
 
@@ -332,6 +332,19 @@ async fn run(cli: Cli) -> Result<(), String> {
                     }
                     return Ok(());
                 }
+                AdminCommand::RotateKey {
+                    installation_key_file,
+                } => {
+                    let rotated = app
+                        .installation_key_rotate(installation_key_file)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    println!(
+                        "re-sealed {} value(s) with key {}",
+                        rotated.resealed, rotated.key_id
+                    );
+                    return Ok(());
+                }
             };
             let (_, token) = app
                 .user_create(name, is_owner)
@@ -347,7 +360,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             queue_expiry_seconds,
             result_retention_seconds,
             mcp_credentials_file,
-            dev_credential_values,
+            installation_key_file,
             discovery_deadline_seconds,
             secure_cookies,
             central_batch_max,
@@ -361,7 +374,6 @@ async fn run(cli: Cli) -> Result<(), String> {
             allow_endpoints,
             mcp_allowed_hosts,
             metrics_listen,
-            installation_key_file,
             public_url,
             oauth_timeout_seconds,
         } => {
@@ -381,11 +393,18 @@ async fn run(cli: Cli) -> Result<(), String> {
                     }
                 }
             }
-            let vault = match &installation_key_file {
-                Some(path) => Some(Arc::new(
-                    Vault::load_or_create(path).map_err(|e| e.to_string())?,
-                )),
-                None => None,
+            let installation_key = match &installation_key_file {
+                Some(path) => {
+                    let keys = KeyFile::load_or_create(path).map_err(|e| e.to_string())?;
+                    tracing::info!(file = %path.display(), "installation key loaded");
+                    Some(Arc::new(keys))
+                }
+                None => {
+                    tracing::info!(
+                        "no installation key (--installation-key-file): central credential values cannot be set through the API"
+                    );
+                    None
+                }
             };
             if let Some(url) = &public_url
                 && !(url.starts_with("https://") || url.starts_with("http://"))
@@ -397,7 +416,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 app: AppConfig {
                     discovery_deadline: Duration::from_secs(discovery_deadline_seconds),
                     credentials_file: mcp_credentials_file,
-                    credential_values: dev_credential_values,
+                    installation_key,
                     runner_lease_ttl: Duration::from_secs(lease_ttl_seconds.max(3)),
                     submit_batch_max: usize::from(submit_batch_max),
                     quotas: CallQuotas {
@@ -405,7 +424,6 @@ async fn run(cli: Cli) -> Result<(), String> {
                         max_running: max_running_per_workspace,
                     },
                     endpoints: EndpointGuard::public(allow),
-                    vault,
                     public_url: public_url.unwrap_or_default(),
                     oauth_timeout: Duration::from_secs(oauth_timeout_seconds.max(1)),
                     ..AppConfig::default()

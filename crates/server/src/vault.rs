@@ -229,6 +229,63 @@ impl Vault {
     }
 }
 
+/// The key file a running server uses: loaded at start, read again before a value is sealed
+/// (so it is sealed with the newest key, even one another process just added) and when a
+/// stored value names a key this copy does not hold (`admin rotate-key` ran meanwhile).
+pub struct KeyFile {
+    path: PathBuf,
+    vault: std::sync::RwLock<std::sync::Arc<Vault>>,
+}
+
+impl fmt::Debug for KeyFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyFile")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeyFile {
+    /// Loads the key file at `path`, creating it when missing ([`Vault::load_or_create`]).
+    pub fn load_or_create(path: &Path) -> Result<KeyFile, VaultError> {
+        let vault = Vault::load_or_create(path)?;
+        Ok(KeyFile {
+            path: path.to_owned(),
+            vault: std::sync::RwLock::new(std::sync::Arc::new(vault)),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The keys as the file holds them now (read again).
+    pub fn reload(&self) -> Result<std::sync::Arc<Vault>, VaultError> {
+        let vault = std::sync::Arc::new(Vault::load(&self.path)?);
+        *self
+            .vault
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::clone(&vault);
+        Ok(vault)
+    }
+
+    /// Opens a value sealed for `context`, reading the file again once if the value names a
+    /// key not loaded yet.
+    pub fn open(&self, context: &str, sealed: &Sealed) -> Result<Vec<u8>, VaultError> {
+        let vault = std::sync::Arc::clone(
+            &self
+                .vault
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        match vault.open(context, sealed) {
+            Err(VaultError::UnknownKey(_)) => self.reload()?.open(context, sealed),
+            opened => opened,
+        }
+    }
+}
+
 /// A new key line with a random id and key.
 fn new_key_line(random: &SystemRandom) -> Result<String, VaultError> {
     let mut key = [0u8; 32];

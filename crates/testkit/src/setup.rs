@@ -79,6 +79,7 @@ pub async fn connection(
             runner: device.map(|device| format!("device:{device}")),
             namespace: None,
             credentials: None,
+            declared: false,
         },
     )
     .await

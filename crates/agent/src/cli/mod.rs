@@ -13,7 +13,7 @@ mod governance;
 mod history;
 
 pub use agents::{AgentCommand, AgentSet};
-pub use config::ConfigCommand;
+pub use config::{ApplyArgs, ConfigCommand};
 pub use connections::ConnectionCommand;
 pub use credentials::{CredentialCommand, CredentialTarget, StoreChoice};
 pub use governance::{ApprovalCommand, AuditCommand, AuditLog, ToolCommand};
@@ -70,9 +70,13 @@ pub enum Command {
     /// Create agents, the principals MCP clients connect to `/mcp` as, and set what they see.
     #[command(subcommand)]
     Agent(AgentCommand),
-    /// Check a declarative `switchyard.toml`.
+    /// Check a declarative `switchyard.toml`, or export a workspace as one.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Make a workspace match a `switchyard.toml`: print the plan (what is created, changed,
+    /// retired), then carry it out. Nothing is changed when the plan is blocked (exit 4) or
+    /// with `--dry-run`. Each new agent's token is printed this once.
+    Apply(ApplyArgs),
     /// Pair this machine with a server as a device: shows a code for a user to approve, then
     /// stores the device identity under a local profile. With `--json`, prints one JSON object
     /// per line: the code first, the stored identity last.
@@ -762,6 +766,11 @@ mod tests {
             None
         );
         assert_eq!(parse(&["evidence", "show", "ws"]), Some(2));
+        assert_eq!(parse(&["apply"]), Some(2));
+        assert_eq!(parse(&["apply", "f.toml", "--dry-run", "--json"]), None);
+        assert_eq!(parse(&["apply", "f.toml", "--workspace", "acme"]), None);
+        assert_eq!(parse(&["config", "export"]), Some(2));
+        assert_eq!(parse(&["config", "export", "acme"]), None);
         assert_eq!(parse(&["mcp-runner", "dir", "--profile", "laptop"]), None);
     }
 }

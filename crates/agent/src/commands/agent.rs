@@ -26,6 +26,7 @@ pub async fn run(client: &Client, out: Output, cmd: AgentCommand) -> Result<(), 
                         name,
                         mode,
                         defer_all,
+                        declared: false,
                     }),
                 )
                 .await?;
@@ -148,7 +149,11 @@ async fn set(client: &Client, out: Output, args: AgentSet) -> Result<(), CliErro
             let reply = client
                 .patch(
                     &["workspaces", &workspace, "agents", &agent],
-                    Body::of(&EditAgent { mode, defer_all }),
+                    Body::of(&EditAgent {
+                        mode,
+                        defer_all,
+                        declared: None,
+                    }),
                 )
                 .await?;
             out.reply(&reply, |view: AgentView| {

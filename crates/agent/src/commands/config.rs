@@ -1,15 +1,21 @@
 //! `switchyard config validate`: reads a `switchyard.toml` locally (see [`crate::config`]) and
-//! prints what it asks for, every default filled in.
+//! prints what it asks for, every default filled in. `config export` is [`super::apply`]'s.
 
 use crate::cli::ConfigCommand;
+use crate::client::Client;
 use crate::config::{self, Desired, Placement, Transport};
 use crate::error::CliError;
 use crate::output::{Output, pretty, print_text};
 use std::path::Path;
 
-/// Runs one `config` subcommand.
-pub fn run(out: Output, cmd: ConfigCommand) -> Result<(), CliError> {
+/// Runs one `config` subcommand; only `export` needs a client (made by `client`).
+pub async fn run(
+    client: impl FnOnce() -> Result<Client, CliError>,
+    out: Output,
+    cmd: ConfigCommand,
+) -> Result<(), CliError> {
     match cmd {
+        ConfigCommand::Export { workspace } => super::apply::export(&client()?, &workspace).await,
         ConfigCommand::Validate { file } => {
             let desired = config::desired(&read(&file)?);
             if out.is_json() {
@@ -28,7 +34,7 @@ pub fn run(out: Output, cmd: ConfigCommand) -> Result<(), CliError> {
 }
 
 /// Reads and checks the file at `path`.
-fn read(path: &Path) -> Result<config::Document, CliError> {
+pub(super) fn read(path: &Path) -> Result<config::Document, CliError> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| CliError::ReadInput {
         name: name.clone(),

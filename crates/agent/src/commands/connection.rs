@@ -44,6 +44,7 @@ pub async fn run(client: &Client, out: Output, cmd: ConnectionCommand) -> Result
                 runner,
                 namespace,
                 credentials,
+                declared: false,
             };
             let reply = client
                 .post(&["workspaces", &workspace, "connections"], Body::of(&body))

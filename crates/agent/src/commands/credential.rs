@@ -233,6 +233,7 @@ fn reference_location(reference: &CredentialReference) -> String {
         CredentialProvider::Environment => reference.name.as_deref().map(|n| format!("${n}")),
         CredentialProvider::OsStore => reference.account.clone(),
         CredentialProvider::SecretsFile => reference.key.clone(),
+        CredentialProvider::Installation => None,
     };
     entry.unwrap_or_else(|| "-".to_owned())
 }
@@ -447,6 +448,7 @@ fn source_parts(source: &Source) -> (&'static str, String) {
         Source::Environment { name } => ("environment", format!("${name}")),
         Source::OsStore { account } => ("os_store", account.clone()),
         Source::SecretsFile { key } => ("secrets_file", key.clone()),
+        Source::Installation => ("installation", "-".to_owned()),
     }
 }
 

@@ -65,7 +65,7 @@ fn human(diagnosis: &DiagnosisView) -> String {
         }
     }
     if diagnosis.live_check == LiveCheck::OnDevice {
-        text.push_str("the live check runs on the device; its last discovery is shown above\n");
+        text.push_str("the live check ran on the device, by its runner, with its credentials\n");
     }
     text
 }

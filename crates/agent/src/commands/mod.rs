@@ -2,10 +2,11 @@
 //!
 //! Each command sends one or a few API requests through [`Client`] and prints the answer
 //! through [`Output`]. `pair` talks to the server it is given, unauthenticated, `config
-//! validate` reads a local file only, and `mcp-runner` hands over to the runner helper; every other command authenticates as
+//! validate` reads a local file only (`config export` reads the workspace), and `mcp-runner` hands over to the runner helper; every other command authenticates as
 //! [`crate::auth`] decides. `mcp reconcile|resolve` go under [`mcp`].
 
 mod agent;
+mod apply;
 mod approval;
 mod audit;
 mod config;
@@ -57,7 +58,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Audit(cmd) => audit::run(&client()?, out, cmd).await,
         Command::Evidence(cmd) => evidence::run(&client()?, out, cmd).await,
         Command::Approval(cmd) => approval::run(&client()?, out, cmd).await,
-        Command::Config(cmd) => config::run(out, cmd),
+        Command::Config(cmd) => config::run(client, out, cmd).await,
+        Command::Apply(args) => apply::run(&client()?, out, args).await,
         Command::Pair(args) => pair::run(out, args).await,
         Command::McpRunner(args) => runner::run(args),
     }

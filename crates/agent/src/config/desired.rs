@@ -9,6 +9,9 @@ use switchyard_protocol::agents::{AgentConnectionSettings, AgentMode};
 /// The workspace a file describes.
 #[derive(Debug, Serialize)]
 pub struct Desired {
+    /// The workspace it names, if it names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
     /// The MCP servers, by id.
     pub mcp: BTreeMap<String, DeclaredServer>,
     /// The agents, by id.
@@ -120,7 +123,14 @@ pub fn desired(document: &Document) -> Desired {
             (id.clone(), declared)
         })
         .collect();
-    Desired { mcp, agents }
+    Desired {
+        workspace: document
+            .workspace
+            .as_ref()
+            .map(|workspace| workspace.get_ref().clone()),
+        mcp,
+        agents,
+    }
 }
 
 fn declared_server(server: &McpServer) -> DeclaredServer {

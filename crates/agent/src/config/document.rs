@@ -13,6 +13,9 @@ use toml::Spanned;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Document {
+    /// `workspace = "acme"`: the workspace the file describes (`switchyard apply` takes it
+    /// from here unless `--workspace` names it).
+    pub workspace: Option<Spanned<String>>,
     /// `[mcp.<id>]`: the MCP servers the workspace connects to, by id.
     #[serde(default)]
     pub mcp: BTreeMap<String, Spanned<McpServer>>,
@@ -66,7 +69,7 @@ pub struct McpServer {
     #[serde(default)]
     pub args: Vec<String>,
     /// The stdio server's environment, each value a reference (`env:NAME`, `keyring:ACCOUNT`,
-    /// `file:KEY`), never a value.
+    /// `file:KEY`, `stored`), never a value.
     #[serde(default)]
     pub env: BTreeMap<String, Spanned<String>>,
     /// How the server is authorized; discovered from the server when absent.

@@ -11,11 +11,16 @@ pub mod document;
 mod secrets;
 mod validate;
 
-pub use desired::{Desired, Placement, Transport, desired};
+pub use desired::{DeclaredAgent, DeclaredServer, Desired, Placement, Transport, desired};
 pub use document::Document;
+pub(crate) use validate::is_id;
 
 use std::fmt;
 use toml::de::DeTable;
+
+/// The reference to a central connection's value the server keeps sealed with its
+/// installation key (set with `switchyard credential set`, never written in the file).
+pub const STORED_REFERENCE: &str = "stored";
 
 /// One problem in the file, where it is.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -64,17 +64,19 @@ fn walk_value<'t>(
     }
 }
 
-/// Whether a reference (`env:NAME`, `keyring:ACCOUNT`, `file:KEY`) rather than a value.
+/// Whether a reference (`env:NAME`, `keyring:ACCOUNT`, `file:KEY`, `stored`) rather than a
+/// value.
 pub(super) fn is_reference(literal: &str) -> bool {
-    ["env:", "keyring:", "file:"].iter().any(|scheme| {
-        literal.strip_prefix(scheme).is_some_and(|name| {
-            !name.is_empty()
-                && name.len() <= 128
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+    literal == super::STORED_REFERENCE
+        || ["env:", "keyring:", "file:"].iter().any(|scheme| {
+            literal.strip_prefix(scheme).is_some_and(|name| {
+                !name.is_empty()
+                    && name.len() <= 128
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+            })
         })
-    })
 }
 
 /// Key names whose literal string values are secrets (the `*_env` keys name variables).

@@ -4,6 +4,8 @@ use switchyard_protocol::agents::AuthFailure;
 use switchyard_protocol::approval::ApprovalPolicy;
 
 const EXAMPLE: &str = r#"
+workspace = "acme"
+
 [mcp.sentry]
 url = "https://mcp.sentry.dev/mcp"
 auth = "oauth"
@@ -39,6 +41,10 @@ fn messages(text: &str) -> Vec<String> {
 #[test]
 fn the_example_reads_as_written() {
     let document = parse(EXAMPLE).expect("the example is valid");
+    assert_eq!(
+        document.workspace.as_ref().map(|w| w.get_ref().as_str()),
+        Some("acme")
+    );
     assert_eq!(document.mcp.len(), 3);
     let github = document.mcp["github"].get_ref();
     assert_eq!(github.auth, Some(AuthKind::Token));
@@ -89,6 +95,25 @@ fn an_environment_value_must_be_a_reference() {
     let found = messages(text);
     assert!(
         found[0].starts_with("3:16: [mcp.files] env `MODE`: a value must be a reference"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn every_reference_form_is_accepted() {
+    for reference in [
+        "env:FILES_TOKEN",
+        "keyring:files",
+        "file:files-token",
+        "stored",
+    ] {
+        let text = format!("[mcp.files]\ncommand = \"srv\"\nenv = {{ TOKEN = \"{reference}\" }}\n");
+        assert!(parse(&text).is_ok(), "{reference} was refused");
+    }
+    // `stored` names no value: anything after it is not a reference.
+    let found = messages("[mcp.files]\ncommand = \"srv\"\nenv = { TOKEN = \"stored:x\" }\n");
+    assert!(
+        found.iter().any(|m| m.contains("must be a reference")),
         "{found:?}"
     );
 }
@@ -154,4 +179,14 @@ fn no_message_repeats_a_secret() {
     let found = messages(text);
     assert!(found.len() >= 2, "{found:?}");
     assert!(found.iter().all(|m| !m.contains("ghp_")), "{found:?}");
+}
+
+#[test]
+fn the_workspace_key_is_optional_and_never_empty() {
+    parse("[mcp.a]\nurl = \"https://x.example/mcp\"\n").expect("valid without it");
+    let found = messages("workspace = \"\"\n");
+    assert!(
+        found[0].starts_with("1:13: `workspace`: name the workspace"),
+        "{found:?}"
+    );
 }

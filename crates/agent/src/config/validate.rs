@@ -22,6 +22,16 @@ const RESERVED_HEADERS: &[&str] = &[
 /// Every rule `document` breaks, with where.
 pub(super) fn check(text: &str, document: &Document) -> Vec<Issue> {
     let mut issues = Vec::new();
+    if let Some(workspace) = &document.workspace {
+        let name = workspace.get_ref();
+        if name.trim().is_empty() || name.len() > 64 {
+            issues.push(Issue::at(
+                text,
+                workspace.span().start,
+                "`workspace`: name the workspace the file describes (its name or id)".to_owned(),
+            ));
+        }
+    }
     for (id, server) in &document.mcp {
         let at = server.span().start;
         let mut refuse = |message: String| issues.push(Issue::at(text, at, message));
@@ -46,7 +56,8 @@ pub(super) fn check(text: &str, document: &Document) -> Vec<Issue> {
                     reference.span().start,
                     format!(
                         "[mcp.{id}] env `{name}`: a value must be a reference (\"env:NAME\", \
-                         \"keyring:ACCOUNT\" or \"file:KEY\"), never the value itself"
+                         \"keyring:ACCOUNT\", \"file:KEY\" or \"stored\"), never the value \
+                         itself"
                     ),
                 ));
             }
@@ -182,8 +193,8 @@ fn check_server(id: &str, server: &McpServer, refuse: &mut impl FnMut(String)) {
     }
 }
 
-/// `[a-z0-9][a-z0-9_-]{0,39}`.
-fn is_id(id: &str) -> bool {
+/// Whether `id` can be a section's id: `[a-z0-9][a-z0-9_-]{0,39}`.
+pub(crate) fn is_id(id: &str) -> bool {
     let bytes = id.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= 40

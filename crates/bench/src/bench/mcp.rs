@@ -44,6 +44,7 @@ async fn agent(api: &Api, name: &str, profiles: &[&str]) -> Result<String> {
                 name: name.to_owned(),
                 mode: Default::default(),
                 defer_all: false,
+                declared: false,
             },
         )
         .await?,

@@ -19,6 +19,7 @@ use super::location::prepare_directory;
 use super::reference::{Destination, Reference, Source};
 use super::resolver::{CredentialResolver, Lookup, Values};
 use super::rules;
+use super::stored::StoredValues;
 use super::writer;
 use std::io::ErrorKind;
 use std::path::Path;
@@ -137,7 +138,7 @@ impl CredentialResolver {
         }
         prepare_directory(path)?;
         match &site.reference.source {
-            Source::Environment { .. } => {
+            Source::Environment { .. } | Source::Installation => {
                 return Err(CredentialError::NotWritable {
                     site: Box::new(site),
                 });
@@ -172,10 +173,22 @@ impl CredentialResolver {
         connection: ConnectionId,
         spec: &ConnectorSpec,
     ) -> Result<Vec<CredentialStatus>, CredentialError> {
-        let (path, binding) = match self.lookup(connection)? {
+        self.statuses_with(connection, spec, &StoredValues::default())
+    }
+
+    /// [`Self::statuses`] with the values the host keeps for `connection` (`stored`), each
+    /// binding its destination over what the bindings file says.
+    pub fn statuses_with(
+        &self,
+        connection: ConnectionId,
+        spec: &ConnectorSpec,
+        stored: &StoredValues,
+    ) -> Result<Vec<CredentialStatus>, CredentialError> {
+        let (path, mut binding) = match self.lookup(connection)? {
             Lookup::Bound { path, binding } => (Some(path), binding),
             Lookup::Unbound { .. } => (None, ConnectionBinding::default()),
         };
+        stored.overlay(&mut binding);
         let mut statuses = Vec::new();
         if let ConnectorSpec::Stdio { env, .. } = spec {
             for name in env.iter().filter(|name| !binding.env.contains_key(*name)) {
@@ -186,8 +199,8 @@ impl CredentialResolver {
                 });
             }
         }
-        if let Some(path) = path {
-            let mut values = Values::new(self.store.as_ref(), path);
+        {
+            let mut values = Values::new(self.store.as_ref(), path, stored);
             for site in binding.sites(connection) {
                 let state = match check_site(spec, &site).and_then(|()| values.fetch(&site)) {
                     Ok(value) => match value_rules(&site, &value) {
@@ -206,6 +219,34 @@ impl CredentialResolver {
         }
         Ok(statuses)
     }
+}
+
+/// Checks `value` for destination `name` of `connection` (placed from connector `spec`) as
+/// the value the host stores itself (an `installation` reference with `prefix`), before the
+/// host seals and stores it: the destination against the connector, then the value rules.
+/// Answers the binding the value will have.
+pub fn check_stored_value(
+    connection: ConnectionId,
+    spec: &ConnectorSpec,
+    name: &str,
+    value: &str,
+    prefix: Option<String>,
+) -> Result<BindingSite, CredentialError> {
+    let destination = match spec {
+        ConnectorSpec::Stdio { .. } => Destination::Env(name.to_owned()),
+        ConnectorSpec::Http { .. } => Destination::Header(name.to_owned()),
+    };
+    let site = BindingSite {
+        connection,
+        destination,
+        reference: Reference {
+            source: Source::Installation,
+            prefix,
+        },
+    };
+    check_site(spec, &site)?;
+    value_rules(&site, value)?;
+    Ok(site)
 }
 
 /// The keyring account or secrets-file key `credential set` stores a value under.
@@ -295,6 +336,7 @@ fn wire_reference(reference: &Reference) -> CredentialReference {
         Source::Environment { name } => (CredentialProvider::Environment, Some(name), None, None),
         Source::OsStore { account } => (CredentialProvider::OsStore, None, Some(account), None),
         Source::SecretsFile { key } => (CredentialProvider::SecretsFile, None, None, Some(key)),
+        Source::Installation => (CredentialProvider::Installation, None, None, None),
     };
     CredentialReference {
         provider,

@@ -16,8 +16,11 @@
 //! ```
 //!
 //! Providers: `environment` (the runner's own environment), `os_store` (the OS keyring, service
-//! [`KEYRING_SERVICE`]) and `secrets_file` (the development provider: the sibling
-//! `X.mcp-secrets.json`, which must be a 0600 regular file owned by the runner's user).
+//! [`KEYRING_SERVICE`]), `secrets_file` (the development provider: the sibling
+//! `X.mcp-secrets.json`, which must be a 0600 regular file owned by the runner's user) and
+//! `installation` (a central connection's value sealed in the server's database, which the
+//! server opens and hands to the resolver as [`StoredValues`]; a stored value binds its
+//! destination even where the bindings file says nothing).
 //!
 //! Guarantees:
 //! - The bindings file is read again at every resolution, so a changed reference or value takes
@@ -38,17 +41,19 @@ mod resolver;
 mod rules;
 mod secrets_file;
 mod store;
+mod stored;
 mod summary;
 mod writer;
 
 pub use bindings::ConnectionBinding;
 pub use error::{BindingSite, CredentialError, codes};
 pub use location::{CREDENTIALS_FILE_VAR, device_bindings_file};
-pub use manage::{CredentialStatus, ValueState, ValueStore, ValueTarget};
+pub use manage::{CredentialStatus, ValueState, ValueStore, ValueTarget, check_stored_value};
 pub use os_keyring::OsKeyring;
 pub use reference::{Destination, Reference, Source};
 pub use resolver::CredentialResolver;
 pub use store::{NoKeyring, SecretStore, StoreError};
+pub use stored::StoredValues;
 pub use summary::{BindingsSummary, BoundName, ConnectionSummary, validate_file};
 
 /// The keyring service every `os_store` reference is looked up under.

@@ -44,6 +44,9 @@ pub enum Source {
         /// The key.
         key: String,
     },
+    /// The value the server keeps for this destination, sealed with its installation key
+    /// (central connections only; supplied to the resolver as [`super::StoredValues`]).
+    Installation,
 }
 
 impl fmt::Display for Source {
@@ -57,6 +60,7 @@ impl fmt::Display for Source {
                 )
             }
             Source::SecretsFile { key } => write!(f, "secrets file key `{key}`"),
+            Source::Installation => f.write_str("the server's sealed value"),
         }
     }
 }
@@ -89,6 +93,7 @@ enum Provider {
     Environment,
     OsStore,
     SecretsFile,
+    Installation,
 }
 
 /// A reference as written in the file, before its fields are checked against its provider.
@@ -132,6 +137,12 @@ impl TryFrom<RawReference> for Reference {
                 key,
                 [("name", name), ("account", account)],
             ),
+            Provider::Installation => {
+                return installation_reference(
+                    [("name", name), ("account", account), ("key", key)],
+                    prefix,
+                );
+            }
         };
         if let Some((other, _)) = misplaced.iter().find(|(_, value)| value.is_some()) {
             return Err(format!(
@@ -150,7 +161,25 @@ impl TryFrom<RawReference> for Reference {
             Provider::Environment => Source::Environment { name: value },
             Provider::OsStore => Source::OsStore { account: value },
             Provider::SecretsFile => Source::SecretsFile { key: value },
+            Provider::Installation => Source::Installation,
         };
         Ok(Reference { source, prefix })
     }
+}
+
+/// An `installation` reference: it names nothing, since the server keeps one value per
+/// destination.
+fn installation_reference(
+    fields: [(&str, Option<String>); 3],
+    prefix: Option<String>,
+) -> Result<Reference, String> {
+    if let Some((other, _)) = fields.iter().find(|(_, value)| value.is_some()) {
+        return Err(format!(
+            "provider `installation` takes no `{other}`: the server keeps one value per destination"
+        ));
+    }
+    Ok(Reference {
+        source: Source::Installation,
+        prefix,
+    })
 }

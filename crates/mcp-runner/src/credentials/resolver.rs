@@ -11,6 +11,7 @@ use super::reference::{Destination, Source};
 use super::rules;
 use super::secrets_file::{self, Secrets};
 use super::store::{SecretStore, StoreError};
+use super::stored::StoredValues;
 use super::writer;
 use crate::launch::SessionLaunch;
 use std::io::ErrorKind;
@@ -64,9 +65,20 @@ impl CredentialResolver {
         connection: ConnectionId,
         spec: &ConnectorSpec,
     ) -> Result<SessionLaunch, CredentialError> {
-        let (path, binding) = match self.lookup(connection)? {
-            Lookup::Bound { path, binding } => (path, binding),
-            Lookup::Unbound { consulted } => {
+        self.resolve_with(connection, spec, &StoredValues::default())
+    }
+
+    /// [`Self::resolve`] with the values the host keeps for `connection` (`stored`), each
+    /// binding its destination over what the bindings file says.
+    pub fn resolve_with(
+        &self,
+        connection: ConnectionId,
+        spec: &ConnectorSpec,
+        stored: &StoredValues,
+    ) -> Result<SessionLaunch, CredentialError> {
+        let (path, mut binding) = match self.lookup(connection)? {
+            Lookup::Bound { path, binding } => (Some(path), binding),
+            Lookup::Unbound { consulted } if stored.is_empty() => {
                 return match spec {
                     ConnectorSpec::Stdio { env, .. } if !env.is_empty() => {
                         Err(CredentialError::NotBound {
@@ -82,8 +94,15 @@ impl CredentialResolver {
                     }),
                 };
             }
+            Lookup::Unbound { .. } => (None, ConnectionBinding::default()),
         };
-        resolve_binding(self.store.as_ref(), connection, spec, path, &binding)
+        stored.overlay(&mut binding);
+        resolve_binding(
+            Values::new(self.store.as_ref(), path, stored),
+            connection,
+            spec,
+            &binding,
+        )
     }
 
     /// The session launch for connector `spec` placed as `connection` with `binding` (given
@@ -99,7 +118,13 @@ impl CredentialResolver {
             .bindings_file
             .as_deref()
             .ok_or(CredentialError::NoBindingsFile { connection })?;
-        resolve_binding(self.store.as_ref(), connection, spec, path, binding)
+        let stored = StoredValues::default();
+        resolve_binding(
+            Values::new(self.store.as_ref(), Some(path), &stored),
+            connection,
+            spec,
+            binding,
+        )
     }
 
     /// Writes `credentials` into the bindings file as `connection`'s binding (see
@@ -162,13 +187,12 @@ impl CredentialResolver {
     }
 }
 
-/// `binding` (from the file at `path`, or about to be written there) checked against `spec`
-/// and resolved into a launch.
+/// `binding` (from the bindings file, or about to be written there, with the stored values
+/// over it) checked against `spec` and resolved into a launch with `values`.
 fn resolve_binding(
-    store: &dyn SecretStore,
+    mut values: Values<'_>,
     connection: ConnectionId,
     spec: &ConnectorSpec,
-    path: &Path,
     binding: &ConnectionBinding,
 ) -> Result<SessionLaunch, CredentialError> {
     binding.check(connection)?;
@@ -177,10 +201,9 @@ fn resolve_binding(
         env: Vec::new(),
         headers: Vec::new(),
     };
-    let mut values = Values::new(store, path);
     match spec {
         ConnectorSpec::Stdio { env: declared, .. } => {
-            launch.env = stdio_env(connection, declared, binding, path, &mut values)?;
+            launch.env = stdio_env(connection, declared, binding, &mut values)?;
         }
         ConnectorSpec::Http { url } => {
             if !binding.headers.is_empty() {
@@ -197,7 +220,6 @@ fn stdio_env(
     connection: ConnectionId,
     declared: &[String],
     binding: &ConnectionBinding,
-    path: &Path,
     values: &mut Values<'_>,
 ) -> Result<Vec<(String, String)>, CredentialError> {
     for site in binding.sites(connection) {
@@ -223,7 +245,10 @@ fn stdio_env(
         return Err(CredentialError::NotBound {
             connection,
             names: unbound,
-            where_: format!("checked credential bindings file `{}`", path.display()),
+            where_: match values.bindings_path {
+                Some(path) => format!("checked credential bindings file `{}`", path.display()),
+                None => "no credential bindings file binds it and no value is stored".to_owned(),
+            },
         });
     }
     let mut env = Vec::with_capacity(binding.env.len());
@@ -284,17 +309,23 @@ fn http_headers(
 /// Fetches values for one resolution, reading the secrets file at most once.
 pub(super) struct Values<'a> {
     store: &'a dyn SecretStore,
-    bindings_path: &'a Path,
+    bindings_path: Option<&'a Path>,
+    stored: &'a StoredValues,
     secrets: Option<Secrets>,
 }
 
 impl<'a> Values<'a> {
-    /// Fetches values for the bindings file at `bindings_path`, from `store` and the file's
-    /// secrets file.
-    pub(super) fn new(store: &'a dyn SecretStore, bindings_path: &'a Path) -> Self {
+    /// Fetches values for the bindings file at `bindings_path` (if one binds anything), from
+    /// `store`, the file's secrets file and the host's `stored` values.
+    pub(super) fn new(
+        store: &'a dyn SecretStore,
+        bindings_path: Option<&'a Path>,
+        stored: &'a StoredValues,
+    ) -> Self {
         Self {
             store,
             bindings_path,
+            stored,
             secrets: None,
         }
     }
@@ -327,18 +358,32 @@ impl<'a> Values<'a> {
                 }),
             },
             Source::SecretsFile { key } => self
-                .secrets()?
+                .secrets(site.connection)?
                 .get(key)
                 .map(str::to_owned)
                 .ok_or_else(missing),
+            Source::Installation => match self.stored.get(&site.destination) {
+                None => Err(missing()),
+                Some(Ok(value)) => Ok(value.to_owned()),
+                Some(Err(reason)) => Err(CredentialError::ValueUnavailable {
+                    site: Box::new(site.clone()),
+                    reason: reason.to_owned(),
+                }),
+            },
         }
     }
 
     /// The secrets file's values, loaded on first use.
-    fn secrets(&mut self) -> Result<&Secrets, CredentialError> {
+    fn secrets(&mut self, connection: ConnectionId) -> Result<&Secrets, CredentialError> {
         let secrets = match self.secrets.take() {
             Some(secrets) => secrets,
-            None => secrets_file::load(&bindings::secrets_path(self.bindings_path)?)?,
+            None => {
+                // A secrets-file reference comes from a bindings file.
+                let path = self
+                    .bindings_path
+                    .ok_or(CredentialError::NoBindingsFile { connection })?;
+                secrets_file::load(&bindings::secrets_path(path)?)?
+            }
         };
         Ok(self.secrets.insert(secrets))
     }

@@ -15,7 +15,7 @@ use switchyard_protocol::agents::{
     AgentConnectionSettings, AgentConnectionView, AgentCreated, AgentDetail, AgentProfileView,
     AgentView, CreateAgent, EditAgent,
 };
-use switchyard_protocol::api::{ConnectionView, SetPrefixTools};
+use switchyard_protocol::api::{ConnectionView, SetDeclared, SetPrefixTools};
 
 /// Most globs in one of a connection's `include` or `exclude` lists.
 const MAX_GLOBS: usize = 64;
@@ -44,6 +44,7 @@ impl App {
                 defer_all: req.defer_all,
                 created_by: actor.user.id,
                 token_hash: &hash_token(&token),
+                declared: req.declared,
             })
             .await
             .map_err(|e| already_exists(e, "agent", &req.name))?;
@@ -51,7 +52,9 @@ impl App {
             Audit::by(actor, "agent.created")
                 .workspace(workspace.id)
                 .object("agent", Some(row.user_id.0), &row.name)
-                .after(json!({"mode": row.mode, "defer_all": row.defer_all})),
+                .after(
+                    json!({"mode": row.mode, "defer_all": row.defer_all, "declared": row.declared}),
+                ),
         )
         .await;
         Ok(AgentCreated {
@@ -74,7 +77,7 @@ impl App {
         self.agent_detail(&row).await
     }
 
-    /// Changes an agent's mode or deferral (workspace admins).
+    /// Changes an agent's mode, deferral or declared mark (workspace admins).
     pub async fn agent_edit(
         &self,
         actor: &Actor,
@@ -86,16 +89,20 @@ impl App {
         let row = self.find_agent(membership.workspace.id, agent).await?;
         let mode = req.mode.unwrap_or(row.mode);
         let defer_all = req.defer_all.unwrap_or(row.defer_all);
-        if (mode, defer_all) == (row.mode, row.defer_all) {
+        let declared = req.declared.unwrap_or(row.declared);
+        if (mode, defer_all, declared) == (row.mode, row.defer_all, row.declared) {
             return Ok(agent_view(&row));
         }
-        let after = self.db.agent_edit(row.user_id, mode, defer_all).await?;
+        let after = self
+            .db
+            .agent_edit(row.user_id, (mode, defer_all, declared))
+            .await?;
         self.audit(
             Audit::by(actor, "agent.changed")
                 .workspace(row.workspace_id)
                 .object("agent", Some(row.user_id.0), &row.name)
-                .before(json!({"mode": row.mode, "defer_all": row.defer_all}))
-                .after(json!({"mode": after.mode, "defer_all": after.defer_all})),
+                .before(json!({"mode": row.mode, "defer_all": row.defer_all, "declared": row.declared}))
+                .after(json!({"mode": after.mode, "defer_all": after.defer_all, "declared": after.declared})),
         )
         .await;
         Ok(agent_view(&after))
@@ -222,6 +229,37 @@ impl App {
         Ok(super::views::connection(&after))
     }
 
+    /// Marks a connection declared by a file, or not (workspace admins): `switchyard apply`
+    /// retires only declared connections whose section left the file.
+    pub async fn connection_set_declared(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        connection: &str,
+        req: SetDeclared,
+    ) -> AppResult<ConnectionView> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let row = self
+            .find_connection(membership.workspace.id, connection)
+            .await?;
+        if row.declared != req.declared {
+            self.db
+                .connection_set_declared(row.id, req.declared)
+                .await?;
+            self.audit(
+                Audit::by(actor, "connection.declared_changed")
+                    .workspace(row.workspace_id)
+                    .connection(row.id)
+                    .object("connection", Some(row.id.0), &row.name)
+                    .before(json!({"declared": row.declared}))
+                    .after(json!({"declared": req.declared})),
+            )
+            .await;
+        }
+        let after = self.db.connection_get(row.id).await?;
+        Ok(super::views::connection(&after))
+    }
+
     /// The agent of the workspace named by `key` (id or name).
     pub(crate) async fn find_agent(
         &self,
@@ -301,6 +339,7 @@ pub(crate) fn agent_view(row: &AgentRow) -> AgentView {
         defer_all: row.defer_all,
         created_at: row.created_at,
         revoked_at: row.revoked_at,
+        declared: row.declared,
     }
 }
 

@@ -103,7 +103,13 @@ impl App {
         };
         let created = self
             .db
-            .connection_create(id, workspace, (&req.name, &namespace), connector.id, runner)
+            .connection_create(
+                id,
+                workspace,
+                (&req.name, &namespace, req.declared),
+                connector.id,
+                runner,
+            )
             .await;
         if created.is_err() && req.credentials.is_some() {
             self.unbind_unstored(id);
@@ -236,7 +242,10 @@ impl App {
                 .await;
         }
         let mut code = ErrorCode::DiscoveryFailed;
-        let resolved = match self.credentials.resolve(connection.id, &connector.spec()) {
+        let resolved = match self
+            .central_launch(connection.id, &connector.spec())
+            .await?
+        {
             // An OAuth connection's access token goes with its bound credentials.
             Ok(launch) => self
                 .with_oauth_token(connection.id, launch, None)

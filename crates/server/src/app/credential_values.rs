@@ -1,20 +1,21 @@
 //! Listing a central connection's credential destinations (where each resolves, whether its
-//! value is there: references only) and setting a value through the API — only in a development
-//! installation, where the server keeps values in the 0600 secrets file next to its bindings
-//! file (`--dev-credential-values` with `--mcp-credentials-file`). Elsewhere values stay with
-//! their provider, set where it lives, and this is refused (`credential_values_disabled`).
+//! value is there: references only), setting a value through the API, and revoking them all.
 //!
-//! The value is checked and written by the runner's own writer
-//! ([`CredentialResolver::set_value`](switchyard_mcp_runner::credentials::CredentialResolver::set_value)):
-//! never to the database, never logged, never in the answer or the audit entry, which name the
-//! destination and its provider only.
+//! A value set here is checked (the destination against the connector, the value rules),
+//! sealed with the installation key for its own row and stored in PostgreSQL
+//! (`db/credential_values.rs`); it binds its destination (`{"provider": "installation"}`)
+//! and is used from the next call on ([`App::central_launch`]). Without an installation key
+//! (`--installation-key-file`) this is refused (`credential_values_disabled`). The value is
+//! never logged, never in the answer or the audit entry, which name the destination and its
+//! provider only.
 
 use super::audit::Audit;
 use super::{Actor, App};
+use crate::db::{ConnectionRow, credential_context};
 use crate::error::{AppError, AppResult};
 use serde_json::json;
 use switchyard_mcp_runner::credentials::{
-    CredentialStatus, Destination, Source, ValueState, ValueStore, ValueTarget,
+    CredentialStatus, Destination, Source, ValueState, check_stored_value,
 };
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::{
@@ -39,20 +40,19 @@ impl App {
         let row = self
             .find_connection(membership.workspace.id, connection)
             .await?;
-        if !row.runner_ref.is_central() {
-            return Err(AppError::refused(
-                ErrorCode::ConnectionNotCentral,
-                format!(
-                    "connection `{}` runs on {}: its values live on that device; list them there \
-                     with `switchyard credential list`",
-                    row.name, row.runner_ref
-                ),
-            ));
-        }
+        require_central(
+            &row,
+            "its values live on that device; list them there with `switchyard credential list`",
+        )?;
+        self.credential_list_of(row).await
+    }
+
+    /// The credential list of central connection `row`.
+    async fn credential_list_of(&self, row: ConnectionRow) -> AppResult<CredentialStatusList> {
         let connector = self.db.connector_get(row.connector_id).await?;
         let statuses = self
-            .credentials
-            .statuses(row.id, &connector.spec())
+            .central_statuses(row.id, &connector.spec())
+            .await?
             .map_err(|error| {
                 AppError::refused(
                     ErrorCode::InvalidCredentials,
@@ -72,16 +72,16 @@ impl App {
         })
     }
 
-    /// Whether this server keeps credential values set through the API (a development
-    /// installation with a bindings file).
+    /// Whether this server keeps credential values set through the API (it has an
+    /// installation key to seal them with).
     pub fn credential_values_settable(&self) -> bool {
-        self.config.credential_values && self.credentials.has_bindings_file()
+        self.config.installation_key.is_some()
     }
 
-    /// Stores a value for destination `name` of central connection `connection` in the
-    /// server's secrets file and binds the destination to it (workspace admins, development
-    /// installations only). The runner's next call opens a new session with it and drains the
-    /// sessions holding the old value.
+    /// Seals a value for destination `name` of central connection `connection`, stores it and
+    /// binds the destination to it (workspace admins, servers with an installation key). The
+    /// runner's next call opens a new session with it and drains the sessions holding the old
+    /// value (a new credential generation).
     pub async fn connection_credential_set(
         &self,
         actor: &Actor,
@@ -94,34 +94,42 @@ impl App {
         let row = self
             .find_connection(membership.workspace.id, connection)
             .await?;
-        if !self.credential_values_settable() {
+        let Some(keys) = self.config.installation_key.clone() else {
             return Err(AppError::refused(
                 ErrorCode::CredentialValuesDisabled,
-                "credential values are not set through the API in this installation: only a \
-                 development server started with --dev-credential-values and \
-                 --mcp-credentials-file keeps them (in its secrets file); set the value with its \
-                 provider instead (docs/CREDENTIALS.md)",
+                "credential values are not set through the API on this server: it has no \
+                 installation key to seal them with; start `switchyard-server serve` with \
+                 --installation-key-file PATH (docs/CREDENTIALS.md), or set the value with its \
+                 provider instead",
             ));
-        }
-        if !row.runner_ref.is_central() {
-            return Err(AppError::refused(
-                ErrorCode::ConnectionNotCentral,
-                format!(
-                    "connection `{}` runs on {}: set its values on that device with `switchyard \
-                     credential set`",
-                    row.name, row.runner_ref
-                ),
-            ));
-        }
-        let connector = self.db.connector_get(row.connector_id).await?;
-        let target = ValueTarget::New {
-            store: ValueStore::SecretsFile,
-            prefix: req.prefix,
         };
-        let site = self
-            .credentials
-            .set_value(row.id, &connector.spec(), name, &req.value, &target)
-            .map_err(|error| {
+        require_central(
+            &row,
+            "set its values on that device with `switchyard credential set`",
+        )?;
+        let connector = self.db.connector_get(row.connector_id).await?;
+        let spec = connector.spec();
+        let destination = match spec {
+            switchyard_protocol::api::ConnectorSpec::Stdio { .. } => {
+                Destination::Env(name.to_owned())
+            }
+            switchyard_protocol::api::ConnectorSpec::Http { .. } => {
+                Destination::Header(name.to_owned())
+            }
+        };
+        // No prefix given keeps the one the value had.
+        let prefix = match req.prefix {
+            Some(prefix) => Some(prefix),
+            None => self
+                .db
+                .credential_value_list(row.id)
+                .await?
+                .into_iter()
+                .find(|stored| stored.destination == destination)
+                .and_then(|stored| stored.prefix),
+        };
+        let site =
+            check_stored_value(row.id, &spec, name, &req.value, prefix).map_err(|error| {
                 AppError::refused(
                     ErrorCode::InvalidCredentials,
                     format!(
@@ -131,15 +139,24 @@ impl App {
                     ),
                 )
             })?;
+        let context = credential_context(row.id, &site.destination);
+        let stored = self
+            .db
+            .credential_value_store(
+                row.id,
+                &site.destination,
+                site.reference.prefix.as_deref(),
+                // Read again under the sealed-write lock: sealed with the newest key.
+                || Ok(keys.reload()?.seal(&context, req.value.as_bytes())),
+            )
+            .await?;
         drop(req.value);
+        stored.map_err(|error| {
+            AppError::Internal(format!("the installation key file cannot be read: {error}"))
+        })?;
         let destination = match &site.destination {
             Destination::Env(_) => "env",
             Destination::Header(_) => "header",
-        };
-        let key = match &site.reference.source {
-            Source::SecretsFile { key } => key.clone(),
-            // `ValueStore::SecretsFile` binds a secrets-file key, nothing else.
-            Source::Environment { name } | Source::OsStore { account: name } => name.clone(),
         };
         self.audit(
             Audit::by(actor, "connection.credential_set")
@@ -149,7 +166,7 @@ impl App {
                 .after(json!({
                     "destination": destination,
                     "name": name,
-                    "provider": CredentialProvider::SecretsFile.as_str(),
+                    "provider": CredentialProvider::Installation.as_str(),
                 })),
         )
         .await;
@@ -158,14 +175,61 @@ impl App {
             destination: destination.to_owned(),
             name: name.to_owned(),
             reference: CredentialReference {
-                provider: CredentialProvider::SecretsFile,
+                provider: CredentialProvider::Installation,
                 name: None,
                 account: None,
-                key: Some(key),
+                key: None,
                 prefix: site.reference.prefix,
             },
         })
     }
+
+    /// Empties central connection `connection`'s credentials — every value the server keeps
+    /// for it, whoever set it, and every holder's OAuth grant (it then needs authorization) —
+    /// and keeps its declaration (connector, bindings file references, auth settings);
+    /// answers the credential list (workspace admins). Its next call finds the values missing
+    /// and fails before anything is sent.
+    pub async fn connection_credentials_revoke(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        connection: &str,
+    ) -> AppResult<CredentialStatusList> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let row = self
+            .find_connection(membership.workspace.id, connection)
+            .await?;
+        require_central(
+            &row,
+            "its values live on that device; remove them there with `switchyard credential`",
+        )?;
+        let revoked = self.db.credential_value_delete_all(row.id).await?;
+        // Every holder's OAuth grant too: the connection then needs authorization.
+        let grants = self.oauth_grants_forget(row.id).await?;
+        self.audit(
+            Audit::by(actor, "connection.credentials_revoked")
+                .workspace(row.workspace_id)
+                .connection(row.id)
+                .object("connection", Some(row.id.0), &row.name)
+                .after(json!({ "values_deleted": revoked, "oauth_grants_deleted": grants })),
+        )
+        .await;
+        self.credential_list_of(row).await
+    }
+}
+
+/// Refuses a connection that runs on a device: `what` says where its values are handled.
+fn require_central(row: &ConnectionRow, what: &str) -> AppResult<()> {
+    if row.runner_ref.is_central() {
+        return Ok(());
+    }
+    Err(AppError::refused(
+        ErrorCode::ConnectionNotCentral,
+        format!(
+            "connection `{}` runs on {}: {what}",
+            row.name, row.runner_ref
+        ),
+    ))
 }
 
 /// A destination's status as the API shows it: its reference, never its value.
@@ -205,6 +269,7 @@ fn status_view(status: &CredentialStatus) -> CredentialStatusView {
                     wire.provider = CredentialProvider::SecretsFile;
                     wire.key = Some(key.clone());
                 }
+                Source::Installation => wire.provider = CredentialProvider::Installation,
             }
             wire
         }),

@@ -51,6 +51,54 @@ impl App {
         connector: &crate::db::ConnectorRow,
         wait: Duration,
     ) -> AppResult<DiscoveryView> {
+        let deadline = self.config.discovery_deadline;
+        let call = self
+            .device_discovery_run(actor, connection, connector, deadline, wait)
+            .await?;
+        if !super::dispatch::call_wait::is_settled(call.state) {
+            return Err(AppError::refused(
+                ErrorCode::DiscoveryPending,
+                format!(
+                    "the discovery of `{}` is queued for {} (call {}), and its runner has not finished it yet ({}); it runs when the device's runner (`switchyard runner` on it) takes it — run `switchyard connection discover` again to wait for it",
+                    connection.name, connection.runner_ref, call.id, call.state
+                ),
+            ));
+        }
+        match call.state {
+            CallState::Succeeded => Ok(DiscoveryView {
+                connection_id: connection.id,
+                tools: self
+                    .db
+                    .tool_list(connection.id)
+                    .await?
+                    .iter()
+                    .map(views::tool)
+                    .collect(),
+            }),
+            _ => Err(AppError::refused(
+                ErrorCode::DiscoveryFailed,
+                format!(
+                    "discovery of `{}` on {} failed: {}",
+                    connection.name,
+                    connection.runner_ref,
+                    discovery_error(&call)
+                ),
+            )),
+        }
+    }
+
+    /// Queues a discovery of device connection `connection` that its runner must finish within
+    /// `deadline` (or joins the one queued), waits up to `wait` (at most 25 s) for it, and
+    /// answers the discovery call as last read: settled (its catalog reconciled, or its failure
+    /// recorded on the connection) or still unfinished.
+    pub(crate) async fn device_discovery_run(
+        &self,
+        actor: &Actor,
+        connection: &ConnectionRow,
+        connector: &crate::db::ConnectorRow,
+        deadline: Duration,
+        wait: Duration,
+    ) -> AppResult<CallRow> {
         let Some(device_id) = connection.runner_ref.device() else {
             return Err(AppError::Internal(
                 "a device discovery of a central connection".into(),
@@ -88,9 +136,7 @@ impl App {
                     tool_name: DISCOVERY_TOOL_NAME.to_owned(),
                     arguments: json!({}),
                     client_session_id: None,
-                    timeout_seconds: i32::try_from(self.config.discovery_deadline.as_secs())
-                        .unwrap_or(i32::MAX)
-                        .max(1),
+                    timeout_seconds: i32::try_from(deadline.as_secs()).unwrap_or(i32::MAX).max(1),
                     runner_ref: connection.runner_ref,
                     created_by: actor.user.id,
                     origin: CallOrigin {
@@ -118,40 +164,8 @@ impl App {
             }
         };
         let call = self.discovery_wait(call, wait.min(MAX_CALL_WAIT)).await?;
-        if call.state == CallState::Queued
-            || call.state == CallState::Leased
-            || call.state == CallState::Running
-        {
-            return Err(AppError::refused(
-                ErrorCode::DiscoveryPending,
-                format!(
-                    "the discovery of `{}` is queued for {} (call {}), and its runner has not finished it yet ({}); it runs when the device's runner (`switchyard runner` on it) takes it — run `switchyard connection discover` again to wait for it",
-                    connection.name, connection.runner_ref, call.id, call.state
-                ),
-            ));
-        }
         self.discovery_settled(&call).await?;
-        match call.state {
-            CallState::Succeeded => Ok(DiscoveryView {
-                connection_id: connection.id,
-                tools: self
-                    .db
-                    .tool_list(connection.id)
-                    .await?
-                    .iter()
-                    .map(views::tool)
-                    .collect(),
-            }),
-            _ => Err(AppError::refused(
-                ErrorCode::DiscoveryFailed,
-                format!(
-                    "discovery of `{}` on {} failed: {}",
-                    connection.name,
-                    connection.runner_ref,
-                    discovery_error(&call)
-                ),
-            )),
-        }
+        Ok(call)
     }
 
     /// Waits until the discovery `call` settles or `wait` passes; answers it as last read.
@@ -249,7 +263,7 @@ fn listed_tools(result: &Value) -> Result<Discovery, String> {
 }
 
 /// Why a settled discovery found no catalog, for people.
-fn discovery_error(call: &CallRow) -> String {
+pub(crate) fn discovery_error(call: &CallRow) -> String {
     if call.result_truncated {
         return "the tool list is larger than a result may be (1 MiB)".to_owned();
     }

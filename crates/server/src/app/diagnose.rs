@@ -4,28 +4,37 @@
 //! bound, whose failure is classified from the error's kind ([`FailureClass`]).
 //!
 //! Guarantees:
-//! - **Read-only.** Nothing is recorded: not the catalog, not the connection's discovery
-//!   outcome, not an event. Diagnosing a connection changes nothing a call sees.
+//! - **Read-only for central connections.** Nothing is recorded: not the catalog, not the
+//!   connection's discovery outcome, not an event. A device connection's live check is a
+//!   discovery its runner makes, recorded as every discovery is (one call of kind
+//!   `discovery`, the catalog reconciled or the failure recorded); nothing else changes.
 //! - **No secret leaves.** Credentials are named with whether their value is present; the
-//!   handshake's message and the server's stderr tail are redacted with the bound values.
+//!   handshake's message and the server's stderr tail are redacted with the bound values (a
+//!   device's runner redacts its own before it reports).
 //! - **The live check runs where the connection runs.** A central connection's handshake is
 //!   made here, as the central runner opens a session. A device's connection runs on the
-//!   device with the device's credentials, which the server never sees: its handshake is
-//!   skipped and the device's last discovery is reported instead.
+//!   device with the device's credentials, which the server never sees: its runner makes the
+//!   handshake, within the same bound, and reports its failure's class as its stable code.
 
+use super::device_discovery::discovery_error;
+use super::dispatch::call_wait::is_settled;
 use super::{Actor, App};
 use crate::db::{ConnectionRow, ConnectorRow, Consent};
 use crate::error::{AppError, AppResult};
 use std::time::{Duration, Instant};
 use switchyard_mcp_runner::SessionLaunch;
+use switchyard_mcp_runner::credentials::codes;
 use switchyard_mcp_runner::redact::Redactor;
 use switchyard_mcp_runner::session::initialize_then_discover;
-use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::ConnectorSpec;
 use switchyard_protocol::diagnose::{
     CheckResult, CheckStatus, DIAGNOSE_STDERR_TAIL_CHARS, DiagnoseCheck, DiagnoseRequest,
     DiagnosisView, FailureClass, LiveCheck, MAX_DIAGNOSE_TIMEOUT_MS,
 };
+use switchyard_protocol::{CallState, ErrorCode};
+
+/// How much longer than a device's check may take the server waits for its runner's report.
+const DEVICE_ANSWER_MARGIN: Duration = Duration::from_secs(5);
 
 /// The checks made so far, and whether one that the handshake needs failed.
 #[derive(Default)]
@@ -101,7 +110,7 @@ impl App {
             placed.map(|placed| format!("{}, {placed}", transport(&spec))),
         );
         let launch = if central {
-            let resolved = self.credentials.resolve(connection.id, &spec);
+            let resolved = self.central_launch(connection.id, &spec).await?;
             checks.prerequisite(
                 DiagnoseCheck::Credentials,
                 resolved
@@ -125,7 +134,10 @@ impl App {
 
         let handshake = match launch {
             _ if checks.prerequisite_failed => skipped("an earlier check failed".into()),
-            None => skipped(device_outcome(&connection)),
+            None => {
+                self.device_handshake(actor, &connection, &connector, bound)
+                    .await?
+            }
             Some(launch) => self.handshake(&launch, bound).await,
         };
         checks.done.push(handshake.result);
@@ -237,6 +249,71 @@ impl App {
             .map(|(name, users)| format!("profile `{name}` ({users} with `use`)"))
             .collect();
         Ok((CheckStatus::Passed, held.join(", ")))
+    }
+
+    /// The live check of a device connection, made by the device's runner with the device's
+    /// credentials: a discovery (initialize, then tools/list) it must finish within `bound`,
+    /// waited for a little longer, so that its own timeout is reported. Its catalog is
+    /// reconciled (or its failure recorded) as any discovery's.
+    async fn device_handshake(
+        &self,
+        actor: &Actor,
+        connection: &ConnectionRow,
+        connector: &ConnectorRow,
+        bound: Duration,
+    ) -> AppResult<Handshake> {
+        let deadline = bound.max(Duration::from_secs(1));
+        let started = Instant::now();
+        let call = self
+            .device_discovery_run(
+                actor,
+                connection,
+                connector,
+                deadline,
+                deadline + DEVICE_ANSWER_MARGIN,
+            )
+            .await?;
+        let took = started.elapsed().as_millis();
+        let (status, detail, failure) = match call.state {
+            CallState::Succeeded => {
+                let tools = self.db.tool_list(connection.id).await?;
+                let available = tools.iter().filter(|tool| tool.available).count();
+                (
+                    CheckStatus::Passed,
+                    format!(
+                        "{}'s runner ran initialize and tools/list in {took} ms (discovery call {}): {available} tools",
+                        connection.runner_ref, call.id
+                    ),
+                    None,
+                )
+            }
+            state if !is_settled(state) => (
+                CheckStatus::Failed,
+                format!(
+                    "{}'s runner did not finish the check within {took} ms (discovery call {}, {state}): is `switchyard runner` running on that device? The discovery stays queued and runs when it takes it",
+                    connection.runner_ref, call.id
+                ),
+                None,
+            ),
+            _ => {
+                let class = call.error_code.as_deref().and_then(device_failure_class);
+                let reason = discovery_error(&call);
+                let detail = match class {
+                    Some(class) => format!("{class} on {}: {reason}", connection.runner_ref),
+                    None => format!("on {}: {reason}", connection.runner_ref),
+                };
+                (CheckStatus::Failed, detail, class)
+            }
+        };
+        Ok(Handshake {
+            result: CheckResult {
+                check: DiagnoseCheck::Handshake,
+                status,
+                detail,
+            },
+            failure,
+            stderr_tail: None,
+        })
     }
 
     /// Opens a session with `launch` as the central runner would (its endpoint guard), lists
@@ -368,20 +445,13 @@ fn skipped(why: String) -> Handshake {
     }
 }
 
-/// Why a device connection's handshake is not made here, with its device's last discovery.
-fn device_outcome(connection: &ConnectionRow) -> String {
-    let last = match (
-        &connection.last_discovery_at,
-        &connection.last_discovery_error,
-    ) {
-        (_, Some(error)) => format!("its last discovery failed: {error}"),
-        (Some(at), None) => format!("its last discovery succeeded {}", at.to_rfc3339()),
-        (None, None) => "it was never discovered".into(),
-    };
-    format!(
-        "the live check runs on {}, with the device's credentials; `switchyard connection discover` asks its runner to list the tools; {last}",
-        connection.runner_ref
-    )
+/// The class of a device runner's failed discovery, from its stable code: the class itself,
+/// or a credential code (a value missing on the device, or refused by the server).
+fn device_failure_class(code: &str) -> Option<FailureClass> {
+    if codes::is_credential_failure(code) {
+        return Some(FailureClass::AuthRefused);
+    }
+    FailureClass::from_name(code)
 }
 
 /// The last `limit` characters of `text`.

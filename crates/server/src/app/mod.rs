@@ -11,6 +11,7 @@ mod call_history;
 mod call_trace;
 mod calls;
 mod capture;
+mod central_credentials;
 mod connections;
 mod connector_edit;
 mod connectors;
@@ -37,6 +38,7 @@ mod reconcile;
 mod resolve;
 mod results;
 mod retire;
+mod rotate_key;
 mod runner_api;
 mod sessions;
 mod tokens;
@@ -62,6 +64,7 @@ pub use mcp_catalog_cache::CatalogGeneration;
 pub use principal::{
     DEVICE_CREDENTIAL_PREFIX, DeviceActor, Principal, device_runner_ref, expect_device_credential,
 };
+pub use rotate_key::{RotateError, Rotated};
 pub use runner_api::RELEASE_TTL;
 pub use web_sessions::{NewWebSession, WebSession, random_secret};
 
@@ -83,9 +86,11 @@ pub struct AppConfig {
     pub discovery_deadline: Duration,
     /// The central runner's credential bindings file (references only), if any.
     pub credentials_file: Option<PathBuf>,
-    /// A development installation: workspace admins may set central connections' credential
-    /// values through the API, into the secrets file next to `credentials_file`.
-    pub credential_values: bool,
+    /// The installation key file (`--installation-key-file`): what seals the credential
+    /// values workspace admins set for central connections and the OAuth grants the server
+    /// obtains. None: values are not set through the API, stored ones do not open, and
+    /// authorizing a connection is refused (`vault_not_configured`).
+    pub installation_key: Option<Arc<crate::vault::KeyFile>>,
     /// Length of device runners' leases (the central runner's is set on its own, normally to
     /// the same value).
     pub runner_lease_ttl: Duration,
@@ -103,9 +108,6 @@ pub struct AppConfig {
     /// notifications) before answering that it awaits approval or still runs; below common
     /// MCP clients' 60 s request timeout.
     pub mcp_call_hold: Duration,
-    /// The installation key, which seals what the server must hold itself (OAuth grants);
-    /// without one, authorizing a connection is refused (`vault_not_configured`).
-    pub vault: Option<Arc<crate::vault::Vault>>,
     /// The server's public base URL (`--public-url`), where browsers come back to
     /// `/mcp/callback`; [`crate::serve::start`] sets `http://<listen address>` when empty.
     pub public_url: String,
@@ -128,14 +130,13 @@ impl Default for AppConfig {
         Self {
             discovery_deadline: Duration::from_secs(20),
             credentials_file: None,
-            credential_values: false,
+            installation_key: None,
             runner_lease_ttl: Duration::from_secs(30),
             evidence_queue: crate::db::QueueBounds::default(),
             submit_batch_max: usize::from(DEFAULT_SUBMIT_BATCH_MAX),
             quotas: crate::db::CallQuotas::default(),
             endpoints: switchyard_mcp_runner::endpoints::EndpointGuard::default(),
             mcp_call_hold: DEFAULT_MCP_CALL_HOLD,
-            vault: None,
             public_url: String::new(),
             oauth_timeout: DEFAULT_OAUTH_TIMEOUT,
         }

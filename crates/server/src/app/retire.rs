@@ -19,7 +19,8 @@ use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef};
 
 impl App {
-    /// Retires a connection and its tools (workspace admins only).
+    /// Retires a connection and its tools (workspace admins only); the server forgets the
+    /// credential values it keeps for the connection.
     pub async fn connection_retire(
         &self,
         actor: &Actor,
@@ -29,14 +30,18 @@ impl App {
         let membership = self.admin_membership(actor, ws).await?;
         let connection = self.find_connection(membership.workspace.id, key).await?;
         let target = Retirable::Connection(membership.workspace.id, connection.id);
-        if self.retire(target, actor).await?.changed {
+        let changed = self.retire(target, actor).await?.changed;
+        // A retired connection forgets the values the server keeps for it. Run on every retire,
+        // so that a retire cut off between the two statements is finished by the next one.
+        let forgotten = self.db.credential_value_delete_all(connection.id).await?;
+        if changed {
             self.audit(
                 Audit::by(actor, "connection.retired")
                     .workspace(membership.workspace.id)
                     .connection(connection.id)
                     .object("connection", Some(connection.id.0), &connection.name)
                     .before(json!({"retired": false}))
-                    .after(json!({"retired": true})),
+                    .after(json!({"retired": true, "credential_values_deleted": forgotten})),
             )
             .await;
         }

@@ -93,6 +93,7 @@ pub(crate) fn connection(row: &ConnectionRow) -> ConnectionView {
         created_at: row.created_at,
         retired: retired(row.retired_at, row.retired_by),
         prefix_tools: row.prefix_tools,
+        declared: row.declared,
         auth: connection_auth(&row.auth),
     }
 }

@@ -29,6 +29,8 @@ pub struct AgentRow {
     pub created_at: DateTime<Utc>,
     /// When it was revoked.
     pub revoked_at: Option<DateTime<Utc>>,
+    /// Whether a declarative file created or adopted it (`switchyard apply`).
+    pub declared: bool,
 }
 
 /// A row of `agent_connections`, with the connection's name.
@@ -94,6 +96,8 @@ pub struct NewAgent<'a> {
     pub created_by: UserId,
     /// Its token's hash.
     pub token_hash: &'a [u8],
+    /// Whether a declarative file creates it.
+    pub declared: bool,
 }
 
 impl Datastore {
@@ -123,9 +127,9 @@ impl Datastore {
         .execute(&mut *tx)
         .await?;
         let row = sqlx::query_as(
-            "INSERT INTO agents (user_id, workspace_id, name, mode, defer_all, created_by)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             RETURNING user_id, workspace_id, name, mode, defer_all, created_at, revoked_at",
+            "INSERT INTO agents (user_id, workspace_id, name, mode, defer_all, created_by, declared)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             RETURNING user_id, workspace_id, name, mode, defer_all, created_at, revoked_at, declared",
         )
         .bind(id)
         .bind(new.workspace)
@@ -133,6 +137,7 @@ impl Datastore {
         .bind(new.mode)
         .bind(new.defer_all)
         .bind(new.created_by)
+        .bind(new.declared)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -142,7 +147,7 @@ impl Datastore {
     /// A workspace's agents, by name, revoked ones included.
     pub async fn agent_list(&self, workspace: WorkspaceId) -> Result<Vec<AgentRow>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT user_id, workspace_id, name, mode, defer_all, created_at, revoked_at FROM agents WHERE workspace_id = $1 ORDER BY name",
+            "SELECT user_id, workspace_id, name, mode, defer_all, created_at, revoked_at, declared FROM agents WHERE workspace_id = $1 ORDER BY name",
         )
             .bind(workspace)
             .fetch_all(&self.pool)
@@ -156,7 +161,7 @@ impl Datastore {
         key: &Key<'_>,
     ) -> Result<Option<AgentRow>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT user_id, workspace_id, name, mode, defer_all, created_at, revoked_at FROM agents
+            "SELECT user_id, workspace_id, name, mode, defer_all, created_at, revoked_at, declared FROM agents
              WHERE workspace_id = $1 AND (user_id = $2 OR name = $3)",
         )
             .bind(workspace)
@@ -168,26 +173,26 @@ impl Datastore {
 
     /// The agent whose principal is `user`, if it is one.
     pub async fn agent_of_user(&self, user: UserId) -> Result<Option<AgentRow>, sqlx::Error> {
-        sqlx::query_as("SELECT user_id, workspace_id, name, mode, defer_all, created_at, revoked_at FROM agents WHERE user_id = $1")
+        sqlx::query_as("SELECT user_id, workspace_id, name, mode, defer_all, created_at, revoked_at, declared FROM agents WHERE user_id = $1")
             .bind(user)
             .fetch_optional(&self.pool)
             .await
     }
 
-    /// Changes an agent's mode and deferral.
+    /// Changes an agent's mode, deferral and declared mark.
     pub async fn agent_edit(
         &self,
         agent: UserId,
-        mode: AgentMode,
-        defer_all: bool,
+        (mode, defer_all, declared): (AgentMode, bool, bool),
     ) -> Result<AgentRow, sqlx::Error> {
         sqlx::query_as(
-            "UPDATE agents SET mode = $2, defer_all = $3 WHERE user_id = $1
-             RETURNING user_id, workspace_id, name, mode, defer_all, created_at, revoked_at",
+            "UPDATE agents SET mode = $2, defer_all = $3, declared = $4 WHERE user_id = $1
+             RETURNING user_id, workspace_id, name, mode, defer_all, created_at, revoked_at, declared",
         )
         .bind(agent)
         .bind(mode)
         .bind(defer_all)
+        .bind(declared)
         .fetch_one(&self.pool)
         .await
     }

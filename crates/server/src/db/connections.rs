@@ -41,6 +41,8 @@ pub struct ConnectionRow {
     pub retired_by: Option<UserId>,
     /// Whether its tools reach agents as `namespace__tool` (else by their own names).
     pub prefix_tools: bool,
+    /// Whether a declarative file created or adopted it (`switchyard apply`).
+    pub declared: bool,
     /// Its auth settings and state (`connection_auth`), once it has any.
     #[sqlx(flatten)]
     pub auth: ConnectionAuthColumns,
@@ -157,7 +159,7 @@ macro_rules! select_connection {
         concat!(
             "SELECT c.id, c.workspace_id, c.name, c.namespace, c.connector_id, k.name AS connector_name,
                  c.runner_ref, c.revision, c.last_discovery_at, c.last_discovery_error, c.created_at,
-                 c.retired_at, c.retired_by, c.prefix_tools,
+                 c.retired_at, c.retired_by, c.prefix_tools, c.declared,
                  a.kind AS auth_kind, a.scopes AS auth_scopes,
                  a.client_id_env AS auth_client_id_env,
                  a.client_secret_env AS auth_client_secret_env,
@@ -184,18 +186,33 @@ impl Datastore {
         Ok(())
     }
 
-    /// Creates connection `id` named `name` with namespace slug `namespace`.
+    /// Sets whether a connection is declared by a file.
+    pub async fn connection_set_declared(
+        &self,
+        connection: ConnectionId,
+        declared: bool,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query("UPDATE connections SET declared = $2 WHERE id = $1")
+            .bind(connection)
+            .bind(declared)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Creates connection `id` named `name` with namespace slug `namespace`, declared by a
+    /// file or not.
     pub async fn connection_create(
         &self,
         id: ConnectionId,
         workspace: WorkspaceId,
-        (name, namespace): (&str, &str),
+        (name, namespace, declared): (&str, &str, bool),
         connector: ConnectorId,
         runner_ref: RunnerRef,
     ) -> Result<ConnectionRow, sqlx::Error> {
         sqlx::query(
-            "INSERT INTO connections (id, workspace_id, name, namespace, connector_id, runner_ref)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO connections (id, workspace_id, name, namespace, connector_id, runner_ref, declared)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(id)
         .bind(workspace)
@@ -203,6 +220,7 @@ impl Datastore {
         .bind(namespace)
         .bind(connector)
         .bind(runner_ref)
+        .bind(declared)
         .execute(&self.pool)
         .await?;
         self.connection_get(id).await

@@ -15,6 +15,7 @@ mod capture_exclusions;
 mod committed;
 mod connections;
 mod connectors;
+mod credential_values;
 mod devices;
 mod events;
 mod evidence;
@@ -34,6 +35,7 @@ mod receipts;
 mod resolutions;
 mod retire;
 mod runner_leases;
+mod sealed;
 mod sql;
 mod submit;
 mod tokens;
@@ -60,6 +62,7 @@ pub use connections::{
     CatalogChanges, ConnectionAuthColumns, ConnectionRow, ConnectionToolRow, Reclassified, ToolRow,
 };
 pub use connectors::ConnectorRow;
+pub use credential_values::{CredentialValueRow, credential_context};
 pub use devices::DeviceRow;
 pub use events::{EVENTS_KEPT, EventRow};
 pub use evidence::{CapturePolicyRow, Captured, EraseRefusal, Erased, EvidenceRow, QueueBounds};
@@ -67,7 +70,9 @@ pub use mcp_requests::InFlight;
 pub use mcp_routes::McpRouteRow;
 pub use mcp_sessions::MCP_SESSION_IDLE;
 pub use metrics::{ActiveCalls, ConnectionName, DeviceSeen};
-pub use oauth::{ConnectionAuthRow, GrantFacts, GrantLock, GrantRow, PendingRow};
+pub use oauth::{
+    ConnectionAuthRow, GrantFacts, GrantLock, GrantRow, PendingRow, grant_context, pending_context,
+};
 pub use observations::{Completed, CompletionEffects, LateReceipt, Lineage, ObservationRow};
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;
@@ -79,6 +84,7 @@ pub use receipts::{NewReceipt, ReceiptRow, UploadRead};
 pub use resolutions::{NewResolution, ResolutionRow};
 pub use retire::{Retirable, Retired};
 pub use runner_leases::TakenLease;
+pub use sealed::{ResealError, SealedExclusive, SealedTable};
 pub use submit::{
     CallQuotas, OperationScope, SubmitConnection, SubmitContext, SubmitKeys, SubmitRead, Submitter,
     SubmitterKey,

@@ -5,12 +5,131 @@
 //! Sealed values arrive and leave sealed ([`Sealed`]): this file never sees a token.
 
 use super::Datastore;
-use crate::vault::Sealed;
+use super::sealed::lock_sealed_writes;
+use crate::vault::{Sealed, VaultError};
 use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
 use sqlx::{Postgres, Row};
 use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::{AuthKind, AuthState, CredentialHolder, SetConnectionAuth};
+
+/// The AEAD context of grant (`connection`, `holder`): what binds a sealed grant to its row.
+pub fn grant_context(connection: ConnectionId, holder: &str) -> String {
+    format!("oauth-grant:{connection}/{holder}")
+}
+
+/// The AEAD context of the pending authorization stored under `digest`.
+pub fn pending_context(digest: &[u8]) -> String {
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("oauth-pending:{hex}")
+}
+
+/// A grant sealed with a key other than the current one ([`super::sealed`]).
+pub(super) struct StaleGrant {
+    pub(super) connection: ConnectionId,
+    pub(super) holder: String,
+    pub(super) sealed: Sealed,
+}
+
+/// A pending authorization sealed with a key other than the current one.
+pub(super) struct StalePending {
+    pub(super) digest: Vec<u8>,
+    pub(super) sealed: Sealed,
+}
+
+/// `oauth_grants` rows not sealed with `current`, locked for the transaction.
+pub(super) async fn stale_grants(
+    tx: &mut sqlx::PgConnection,
+    current: &str,
+) -> Result<Vec<StaleGrant>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT connection_id, holder, key_id, nonce, ciphertext FROM oauth_grants
+         WHERE key_id <> $1 FOR UPDATE",
+    )
+    .bind(current)
+    .fetch_all(tx)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(StaleGrant {
+                connection: row.try_get("connection_id")?,
+                holder: row.try_get("holder")?,
+                sealed: sealed_of(&row)?,
+            })
+        })
+        .collect()
+}
+
+/// `oauth_pending` rows not sealed with `current`, locked for the transaction.
+pub(super) async fn stale_pending(
+    tx: &mut sqlx::PgConnection,
+    current: &str,
+) -> Result<Vec<StalePending>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT state_digest, key_id, nonce, ciphertext FROM oauth_pending
+         WHERE key_id <> $1 FOR UPDATE",
+    )
+    .bind(current)
+    .fetch_all(tx)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(StalePending {
+                digest: row.try_get("state_digest")?,
+                sealed: sealed_of(&row)?,
+            })
+        })
+        .collect()
+}
+
+/// Rewrites grant (`connection`, `holder`) as `sealed` (a rotation's re-seal).
+pub(super) async fn reseal_grant(
+    tx: &mut sqlx::PgConnection,
+    connection: ConnectionId,
+    holder: &str,
+    sealed: &Sealed,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE oauth_grants SET key_id = $3, nonce = $4, ciphertext = $5
+         WHERE connection_id = $1 AND holder = $2",
+    )
+    .bind(connection)
+    .bind(holder)
+    .bind(&sealed.key_id)
+    .bind(&sealed.nonce)
+    .bind(&sealed.ciphertext)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Rewrites the pending authorization under `digest` as `sealed` (a rotation's re-seal).
+pub(super) async fn reseal_pending(
+    tx: &mut sqlx::PgConnection,
+    digest: &[u8],
+    sealed: &Sealed,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE oauth_pending SET key_id = $2, nonce = $3, ciphertext = $4
+         WHERE state_digest = $1",
+    )
+    .bind(digest)
+    .bind(&sealed.key_id)
+    .bind(&sealed.nonce)
+    .bind(&sealed.ciphertext)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// The sealed value of a row with `key_id`, `nonce` and `ciphertext` columns.
+fn sealed_of(row: &sqlx::postgres::PgRow) -> Result<Sealed, sqlx::Error> {
+    Ok(Sealed {
+        key_id: row.try_get("key_id")?,
+        nonce: row.try_get("nonce")?,
+        ciphertext: row.try_get("ciphertext")?,
+    })
+}
 
 /// A row of `connection_auth`.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -207,11 +326,7 @@ impl Datastore {
         .await?;
         row.map(|row| {
             Ok(GrantRow {
-                sealed: Sealed {
-                    key_id: row.try_get("key_id")?,
-                    nonce: row.try_get("nonce")?,
-                    ciphertext: row.try_get("ciphertext")?,
-                },
+                sealed: sealed_of(&row)?,
                 resource: row.try_get("resource")?,
                 generation: row.try_get("generation")?,
             })
@@ -219,17 +334,23 @@ impl Datastore {
         .transpose()
     }
 
-    /// Stores the grant of (`connection`, `holder`), replacing the one before (a rotated
-    /// refresh token replaces the old one in this one statement), and marks the connection
-    /// `authorized` in the same transaction.
+    /// Stores the grant of (`connection`, `holder`) that `seal` seals (called under the
+    /// sealed-write lock, [`super::sealed`]), replacing the one before (a rotated refresh
+    /// token replaces the old one in this one statement), and marks the connection
+    /// `authorized` in the same transaction. The inner error: `seal` failed, nothing written.
     pub async fn oauth_grant_save(
         &self,
         connection: ConnectionId,
         holder: &str,
-        sealed: &Sealed,
+        seal: impl FnOnce() -> Result<Sealed, VaultError>,
         facts: &GrantFacts<'_>,
-    ) -> Result<(), sqlx::Error> {
+    ) -> Result<Result<(), VaultError>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
+        lock_sealed_writes(&mut tx).await?;
+        let sealed = match seal() {
+            Ok(sealed) => sealed,
+            Err(error) => return Ok(Err(error)),
+        };
         sqlx::query(
             "INSERT INTO oauth_grants
                  (connection_id, holder, key_id, nonce, ciphertext, issuer, resource, expires_at)
@@ -257,7 +378,8 @@ impl Datastore {
         .bind(connection)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await
+        tx.commit().await?;
+        Ok(Ok(()))
     }
 
     /// Deletes every grant of `connection` (every holder's) and, when it had auth settings,
@@ -303,15 +425,22 @@ impl Datastore {
         Ok(lock)
     }
 
-    /// Stores an authorization waiting for its callback under `digest` (of its state).
+    /// Stores an authorization waiting for its callback under `digest` (of its state), as
+    /// `seal` seals it under the sealed-write lock. The inner error: `seal` failed.
     pub async fn oauth_pending_put(
         &self,
         digest: &[u8],
         connection: ConnectionId,
         holder: &str,
-        sealed: &Sealed,
+        seal: impl FnOnce() -> Result<Sealed, VaultError>,
         expires_at: DateTime<Utc>,
-    ) -> Result<(), sqlx::Error> {
+    ) -> Result<Result<(), VaultError>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        lock_sealed_writes(&mut tx).await?;
+        let sealed = match seal() {
+            Ok(sealed) => sealed,
+            Err(error) => return Ok(Err(error)),
+        };
         sqlx::query(
             "INSERT INTO oauth_pending
                  (state_digest, connection_id, holder, key_id, nonce, ciphertext, expires_at)
@@ -324,9 +453,10 @@ impl Datastore {
         .bind(&sealed.nonce)
         .bind(&sealed.ciphertext)
         .bind(expires_at)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(())
+        tx.commit().await?;
+        Ok(Ok(()))
     }
 
     /// The authorization waiting under `digest`, unless it expired.
@@ -344,11 +474,7 @@ impl Datastore {
         row.map(|row| {
             Ok(PendingRow {
                 connection_id: row.try_get("connection_id")?,
-                sealed: Sealed {
-                    key_id: row.try_get("key_id")?,
-                    nonce: row.try_get("nonce")?,
-                    ciphertext: row.try_get("ciphertext")?,
-                },
+                sealed: sealed_of(&row)?,
             })
         })
         .transpose()

@@ -1,6 +1,6 @@
 //! Routes for a workspace's agents: create (the token is shown once), list, show, edit,
 //! revoke, per-connection settings, the tool list an agent sees, and whether a connection's
-//! tools reach agents prefixed.
+//! tools reach agents prefixed, and whether a declarative file owns a connection.
 
 use super::AppState;
 use super::error::{ApiError, ApiJson};
@@ -31,6 +31,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route(
             "/workspaces/{ws}/connections/{connection}/prefix-tools",
             put(connection_set_prefix_tools),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/declared",
+            put(connection_set_declared),
         )
 }
 
@@ -118,6 +122,19 @@ async fn connection_set_prefix_tools(
     Ok(Json(
         s.app
             .connection_set_prefix_tools(&actor, &ws, &connection, req)
+            .await?,
+    ))
+}
+
+async fn connection_set_declared(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, connection)): Path<(String, String)>,
+    ApiJson(req): ApiJson<SetDeclared>,
+) -> Result<Json<ConnectionView>, ApiError> {
+    Ok(Json(
+        s.app
+            .connection_set_declared(&actor, &ws, &connection, req)
             .await?,
     ))
 }

@@ -1,13 +1,13 @@
 //! The routes that list a central connection's credential destinations (references and
-//! presence only) and that set a central connection's credential value in a development installation
-//! (`App::connection_credential_set`): the value goes to the server's secrets file, never to
-//! the database, the log or the answer.
+//! presence only), set a central connection's credential value
+//! (`App::connection_credential_set`: sealed with the installation key into the database,
+//! never in clear there, in the log or the answer) and revoke all its values.
 
 use super::AppState;
 use super::error::{ApiError, ApiJson};
 use crate::app::Actor;
 use axum::extract::{Path, State};
-use axum::routing::{get, put};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use switchyard_protocol::api::{CredentialValueSet, SetCredentialValue};
 use switchyard_protocol::credential_status::CredentialStatusList;
@@ -22,6 +22,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route(
             "/workspaces/{ws}/connections/{connection}/credentials/{name}",
             put(connection_credential_set),
+        )
+        .route(
+            "/workspaces/{ws}/connections/{connection}/credentials/revoke",
+            post(connection_credentials_revoke),
         )
 }
 
@@ -46,6 +50,18 @@ async fn connection_credential_set(
     Ok(Json(
         s.app
             .connection_credential_set(&actor, &ws, &connection, &name, req)
+            .await?,
+    ))
+}
+
+async fn connection_credentials_revoke(
+    State(s): State<AppState>,
+    actor: Actor,
+    Path((ws, connection)): Path<(String, String)>,
+) -> Result<Json<CredentialStatusList>, ApiError> {
+    Ok(Json(
+        s.app
+            .connection_credentials_revoke(&actor, &ws, &connection)
             .await?,
     ))
 }

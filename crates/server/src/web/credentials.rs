@@ -1,7 +1,7 @@
 //! A central connection's credentials on its page: each destination with where its value
-//! resolves and whether it is there (`App::connection_credential_list`), and — only on a
-//! development server (`--dev-credential-values`) — a masked form per destination that sets a
-//! value (`App::connection_credential_set`). No page, answer or error shows a value.
+//! resolves and whether it is there (`App::connection_credential_list`), and — on a server
+//! with an installation key (`--installation-key-file`) — a masked form per destination that
+//! sets a value (`App::connection_credential_set`). No page, answer or error shows a value.
 
 use super::WebState;
 use super::error::{WebError, WebResult};
@@ -18,7 +18,7 @@ use switchyard_protocol::credential_status::{CredentialStatusView, CredentialVal
 pub(super) struct CredentialsSection {
     /// One line per destination.
     pub lines: Vec<CredentialLine>,
-    /// Whether the masked forms are shown (a development server).
+    /// Whether the masked forms are shown (the server has an installation key).
     pub settable: bool,
     /// Why the statuses could not be read (the server's bindings file is broken); the rest of
     /// the page is shown all the same.
@@ -73,6 +73,7 @@ fn resolves(reference: &CredentialReference) -> String {
         CredentialProvider::Environment => reference.name.as_deref().map(|n| format!("${n}")),
         CredentialProvider::OsStore => reference.account.clone(),
         CredentialProvider::SecretsFile => reference.key.clone(),
+        CredentialProvider::Installation => None,
     };
     format!(
         "{} {}",

@@ -403,3 +403,78 @@ async fn an_agents_approval_policy_adds_a_person_beside_the_profiles(pool: PgPoo
         .unwrap();
     assert_eq!(by_agent, 2);
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn the_declared_mark_is_set_at_creation_and_changed_by_admins_only(pool: PgPool) {
+    let server = TestServer::start(pool).await;
+    setup_workspace(&server, "acme", &[]).await;
+    // Made by hand: not declared.
+    let hand = server
+        .owner
+        .get("/api/v1/workspaces/acme/connections/fixture")
+        .await
+        .ok();
+    assert_eq!(hand["declared"], false, "{hand}");
+    // Created by a file: declared, in the answer and when read again.
+    let agent = server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/agents",
+            json!({"name": "filed", "declared": true}),
+        )
+        .await
+        .ok();
+    assert_eq!(agent["agent"]["declared"], true, "{agent}");
+    let listed = server
+        .owner
+        .get("/api/v1/workspaces/acme/agents")
+        .await
+        .ok();
+    assert_eq!(listed[0]["declared"], true, "{listed}");
+
+    // Adopted: an admin marks the hand-made connection and an agent declared.
+    let adopted = server
+        .owner
+        .put(
+            "/api/v1/workspaces/acme/connections/fixture/declared",
+            json!({"declared": true}),
+        )
+        .await
+        .ok();
+    assert_eq!(adopted["declared"], true, "{adopted}");
+    create_agent(&server, "handmade").await;
+    let edited = server
+        .owner
+        .send(
+            reqwest::Method::PATCH,
+            "/api/v1/workspaces/acme/agents/handmade",
+            Some(json!({"declared": true})),
+        )
+        .await
+        .ok();
+    assert_eq!(edited["declared"], true, "{edited}");
+    assert_eq!(edited["mode"], "tools", "{edited}");
+
+    // A member who is not an admin may not; a bad body is refused as such.
+    let bob = server.member("acme", "bob", "member").await;
+    bob.put(
+        "/api/v1/workspaces/acme/connections/fixture/declared",
+        json!({"declared": false}),
+    )
+    .await
+    .refused(403, "forbidden");
+    server
+        .owner
+        .put(
+            "/api/v1/workspaces/acme/connections/fixture/declared",
+            json!({"declared": "yes"}),
+        )
+        .await
+        .refused(400, "invalid_request");
+    let still = server
+        .owner
+        .get("/api/v1/workspaces/acme/connections/fixture")
+        .await
+        .ok();
+    assert_eq!(still["declared"], true, "{still}");
+}

@@ -1,6 +1,6 @@
 //! `PUT …/connections/{connection}/credentials/{name}`: a central connection's credential value
-//! set through the API in a development installation — kept in the server's 0600 secrets file,
-//! used by the next call, and nowhere else: not the answer, the audit log or the database.
+//! set through the API — sealed with the installation key into the database, used by the next
+//! call, and in clear nowhere: not the answer, the audit log or the database.
 //! `GET …/connections/{connection}/credentials` lists where each destination resolves and
 //! whether its value is there, never the value.
 
@@ -9,7 +9,6 @@ use crate::evidence::run_to_end;
 use crate::harness::*;
 use serde_json::json;
 use sqlx::PgPool;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 pub const CANARY: &str = "canary-central-7b2f90";
 
@@ -46,13 +45,14 @@ const PATH: &str = "/api/v1/workspaces/acme/connections/fixture/credentials/API_
 const LIST: &str = "/api/v1/workspaces/acme/connections/fixture/credentials";
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn a_development_server_keeps_a_value_in_its_secrets_file_and_only_there(pool: PgPool) {
+async fn a_value_is_sealed_in_the_database_and_used_by_the_next_call(pool: PgPool) {
     let scratch = scratch_dir("credential-values");
     let bindings = scratch.join("central.mcp-bindings.json");
     let file = bindings.clone();
+    let keys = installation_key(&scratch);
     let server = TestServer::start_with(pool.clone(), move |c| {
         c.app.credentials_file = Some(file);
-        c.app.credential_values = true;
+        c.app.installation_key = Some(keys);
     })
     .await;
     declared_connection(&server).await;
@@ -79,23 +79,30 @@ async fn a_development_server_keeps_a_value_in_its_secrets_file_and_only_there(p
 
     let set = owner.put(PATH, json!({"value": CANARY})).await.ok();
     assert_eq!(set["destination"], "env", "{set}");
-    assert_eq!(set["reference"]["provider"], "secrets_file", "{set}");
+    assert_eq!(
+        set["reference"],
+        json!({"provider": "installation"}),
+        "{set}"
+    );
     assert!(!set.to_string().contains(CANARY), "{set}");
-    let secrets = scratch.join("central.mcp-secrets.json");
-    let me = nix::unistd::geteuid().as_raw();
-    for file in [&bindings, &secrets] {
-        let metadata = std::fs::metadata(file).unwrap();
-        assert_eq!(metadata.permissions().mode() & 0o7777, 0o600);
-        assert_eq!(metadata.uid(), me);
-    }
-    assert!(std::fs::read_to_string(&secrets).unwrap().contains(CANARY));
+    // No file is written: the bindings file stays as it was, and there is no secrets file.
+    assert!(!bindings.exists());
+    assert!(!scratch.join("central.mcp-secrets.json").exists());
+    let sealed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM central_credential_values WHERE name = 'API_TOKEN'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(sealed, 1);
 
-    // Listed as bound to its secrets-file key and present; the value is nowhere in the answer.
+    // Listed as bound to the server's sealed value and present; the value is nowhere in the
+    // answer.
     let after = owner.get(LIST).await.ok();
     assert_eq!(
         after["credentials"],
         json!([{"destination": "env", "name": "API_TOKEN", "state": "present",
-                "reference": {"provider": "secrets_file", "key": set["reference"]["key"]}}]),
+                "reference": {"provider": "installation"}}]),
         "{after}"
     );
     assert!(!after.to_string().contains(CANARY), "{after}");
@@ -119,7 +126,7 @@ async fn a_development_server_keeps_a_value_in_its_secrets_file_and_only_there(p
         .clone();
     assert_eq!(
         entry["after"],
-        json!({"destination": "env", "name": "API_TOKEN", "provider": "secrets_file"}),
+        json!({"destination": "env", "name": "API_TOKEN", "provider": "installation"}),
         "{entry}"
     );
     assert!(!audit.to_string().contains(CANARY));
@@ -127,7 +134,7 @@ async fn a_development_server_keeps_a_value_in_its_secrets_file_and_only_there(p
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn values_are_refused_outside_a_development_installation(pool: PgPool) {
+async fn values_are_refused_by_a_server_without_an_installation_key(pool: PgPool) {
     let scratch = scratch_dir("credential-values-off");
     let file = scratch.join("central.mcp-bindings.json");
     let server =
@@ -138,7 +145,7 @@ async fn values_are_refused_outside_a_development_installation(pool: PgPool) {
         .put(PATH, json!({"value": CANARY}))
         .await
         .refused(409, "credential_values_disabled");
-    assert!(message.contains("--dev-credential-values"), "{message}");
+    assert!(message.contains("--installation-key-file"), "{message}");
     assert!(!scratch.join("central.mcp-secrets.json").exists());
     assert!(!dump_database(&pool).await.contains(CANARY));
 }

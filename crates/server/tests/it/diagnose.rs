@@ -3,7 +3,7 @@
 //! answers or answers garbage, a server refusing the bound credential, a closed port, a TLS
 //! handshake with a plain HTTP port, a page that is not MCP and an address the endpoint guard
 //! refuses — while a healthy connection passes every check; a device's connection is checked
-//! live on its device, and its diagnosis reports the device's last discovery.
+//! live by its device's runner, which reports its failure's class.
 
 use crate::devices::{acquire_lease, run_discovery, setup_device_placement};
 use crate::harness::*;
@@ -333,6 +333,56 @@ async fn a_bad_time_bound_is_refused_and_members_may_not_diagnose(pool: PgPool) 
     .refused(403, "forbidden");
 }
 
+/// Diagnoses `local` while playing its device's runner (holding `epoch`): leases the check,
+/// starts it and completes it with the two tools, or failed with `code`.
+async fn answered_by_the_device(
+    owner: &Client,
+    device: &crate::devices::Device,
+    epoch: i64,
+    code: Option<&str>,
+) -> Value {
+    let waiting = tokio::spawn({
+        let owner = owner.clone();
+        async move { diagnose(&owner, "local", 5_000).await }
+    });
+    match code {
+        None => {
+            run_discovery(device, epoch, &["count", "echo"]).await;
+        }
+        Some(code) => {
+            let leased = device
+                .client
+                .post(
+                    "/api/v1/runner/lease",
+                    json!({"epoch": epoch, "max": 8, "wait_ms": 20_000}),
+                )
+                .await
+                .ok();
+            let call = leased["calls"][0]["call_id"].as_str().unwrap().to_owned();
+            let started = device
+                .client
+                .post(
+                    &format!("/api/v1/runner/calls/{call}/start"),
+                    json!({"epoch": epoch}),
+                )
+                .await
+                .ok();
+            assert_eq!(started["decision"], "proceed", "{started}");
+            let completion = json!({"outcome": "failed", "error": {"code": code, "message": "as the runner saw it"}});
+            let answer = device
+                .client
+                .post(
+                    &format!("/api/v1/runner/calls/{call}/complete"),
+                    json!({"receipt_id": uuid::Uuid::new_v4(), "epoch": epoch, "completion": completion}),
+                )
+                .await
+                .ok();
+            assert_eq!(answer["status"], "recorded", "{answer}");
+        }
+    }
+    waiting.await.unwrap()
+}
+
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_device_connection_is_checked_live_on_its_device(pool: PgPool) {
     let server = TestServer::start(pool).await;
@@ -340,42 +390,41 @@ async fn a_device_connection_is_checked_live_on_its_device(pool: PgPool) {
         setup_device_placement(&server, &scratch_dir("diagnose-device").path("count")).await;
     let owner = &server.owner;
 
-    let before = diagnose(owner, "local", 5_000).await;
-    assert_eq!(before["live_check"], "on_device", "{before}");
+    // No runner takes the check: the handshake fails, without a class, and says why.
+    let unanswered = diagnose(owner, "local", 1_000).await;
+    assert_eq!(unanswered["live_check"], "on_device", "{unanswered}");
     assert!(
-        check(&before, "transport")
+        check(&unanswered, "transport")
             .1
             .contains("accepted there by the device's owner"),
-        "{before}"
+        "{unanswered}"
     );
-    assert_eq!(check(&before, "credentials").0, "skipped");
-    let (status, detail) = check(&before, "handshake");
-    assert_eq!(status, "skipped", "{before}");
+    assert_eq!(check(&unanswered, "credentials").0, "skipped");
+    let (status, detail) = check(&unanswered, "handshake");
+    assert_eq!(status, "failed", "{unanswered}");
     assert!(
-        detail.contains("runs on device:") && detail.contains("never discovered"),
+        detail.contains("did not finish the check") && detail.contains("switchyard runner"),
         "{detail}"
     );
-    assert!(before["failure"].is_null(), "{before}");
+    assert!(unanswered["failure"].is_null(), "{unanswered}");
 
-    // The device's runner lists the tools: the diagnosis reports its discovery.
-    owner
-        .post(
-            "/api/v1/workspaces/acme/connections/local/discover?wait_ms=0",
-            json!({}),
-        )
-        .await
-        .refused(504, "discovery_pending");
+    // The device's runner takes the queued check and lists the tools: the diagnosis waiting
+    // for it passes its handshake (its catalog check was read before the listing).
     let epoch = acquire_lease(&device, uuid::Uuid::new_v4()).await;
-    run_discovery(&device, epoch, &["count", "echo"]).await;
-    let after = diagnose(owner, "local", 5_000).await;
+    let listed = answered_by_the_device(owner, &device, epoch, None).await;
+    let (status, detail) = check(&listed, "handshake");
+    assert_eq!(status, "passed", "{listed}");
+    assert!(detail.contains("2 tools"), "{detail}");
+    let after = answered_by_the_device(owner, &device, epoch, None).await;
     assert_eq!(check(&after, "catalog").0, "passed", "{after}");
-    assert!(
-        check(&after, "handshake")
-            .1
-            .contains("its last discovery succeeded"),
-        "{after}"
-    );
     assert_eq!(after["passed"], true, "{after}");
+
+    // The runner reports its failure's class as the discovery's code: the diagnosis shows it.
+    let missing = answered_by_the_device(owner, &device, epoch, Some("executable_not_found")).await;
+    failed_with(&missing, "executable_not_found");
+    // A credential the device could not use is the credential's failure.
+    let refused = answered_by_the_device(owner, &device, epoch, Some("credential_refused")).await;
+    failed_with(&refused, "auth_refused");
 
     // A connector changed since the owner accepted it runs nothing there: the placement fails.
     owner

@@ -541,6 +541,14 @@ pub fn scratch_dir(label: &str) -> Scratch {
     Scratch::new(label).expect("a scratch directory")
 }
 
+/// A new installation key file in `dir` (`installation.key`), loaded as a server loads it.
+pub fn installation_key(dir: &Scratch) -> std::sync::Arc<switchyard_server::vault::KeyFile> {
+    std::sync::Arc::new(
+        switchyard_server::vault::KeyFile::load_or_create(&dir.join("installation.key"))
+            .expect("an installation key file"),
+    )
+}
+
 /// Lines in the fixture's count file (0 when it does not exist).
 pub fn count_lines(path: &str) -> usize {
     std::fs::read_to_string(path)

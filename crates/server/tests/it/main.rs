@@ -42,6 +42,7 @@ mod reconcile;
 mod retire;
 mod runner_api;
 mod runner_channel;
+mod sealed_credentials;
 mod sessions;
 mod setup;
 mod warm_sessions;

@@ -435,3 +435,42 @@ pub fn set_up_demo_with(cli: &Switchyard, fixture_args: &[&str]) {
     });
     assert_eq!(alice_use, Some(Some("yes")), "{}", run.stdout);
 }
+
+/// The fixture MCP server over streamable HTTP on a free loopback port; killed when dropped.
+pub struct HttpFixture {
+    /// Its MCP endpoint.
+    pub url: String,
+    child: Child,
+}
+
+impl HttpFixture {
+    /// Started with `args` after `http --listen 127.0.0.1:0`, and `env` added.
+    pub fn start(args: &[&str], env: &[(&str, &str)]) -> HttpFixture {
+        let mut child = Command::new(fixture_binary())
+            .args(["http", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the HTTP fixture");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let line = BufReader::new(stdout)
+            .lines()
+            .next()
+            .expect("the fixture announces its address")
+            .expect("read the fixture's stdout");
+        let url = line
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected announcement {line:?}"))
+            .to_owned();
+        HttpFixture { url, child }
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

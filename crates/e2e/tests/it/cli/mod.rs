@@ -2,6 +2,7 @@
 //! the fixture MCP server as the tool.
 
 mod access;
+mod apply;
 mod approvals;
 mod audit;
 mod calls;

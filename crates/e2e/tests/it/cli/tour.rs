@@ -1,6 +1,6 @@
 //! The happy path a new user walks, in human and in JSON output.
 
-use super::harness::{Server, fixture_binary, scratch_dir, set_up_demo, submit_call};
+use super::harness::{HttpFixture, Server, scratch_dir, set_up_demo, submit_call};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::os::unix::fs::PermissionsExt;
@@ -209,43 +209,4 @@ async fn a_connection_is_placed_with_its_credential_references(
     );
     let tools = cli.run(&["tool", "list", "acme", "remote"]).success();
     assert!(tools.stdout.contains("echo"), "{}", tools.stdout);
-}
-
-/// The fixture MCP server over streamable HTTP on a free loopback port; killed when dropped.
-struct HttpFixture {
-    url: String,
-    child: std::process::Child,
-}
-
-impl HttpFixture {
-    /// Started with `args` after `http --listen 127.0.0.1:0`, and `env` added.
-    fn start(args: &[&str], env: &[(&str, &str)]) -> HttpFixture {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(fixture_binary())
-            .args(["http", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .envs(env.iter().copied())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start the HTTP fixture");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let line = std::io::BufReader::new(stdout)
-            .lines()
-            .next()
-            .expect("the fixture announces its address")
-            .expect("read the fixture's stdout");
-        let url = line
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected announcement {line:?}"))
-            .to_owned();
-        HttpFixture { url, child }
-    }
-}
-
-impl Drop for HttpFixture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

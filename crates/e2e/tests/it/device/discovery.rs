@@ -164,3 +164,81 @@ async fn a_call_to_a_tool_the_device_catalog_does_not_list_is_refused_and_nothin
     let echo = paired.submit("echo", json!({ "text": "listed" }), 30).await;
     paired.wait_for_state(&echo, "succeeded").await;
 }
+
+/// `switchyard connection diagnose demo dfx`, through the API as alice, the handshake bounded
+/// by 10 s.
+async fn diagnose(paired: &Paired) -> Value {
+    paired
+        .api
+        .post(
+            "/workspaces/demo/connections/dfx/diagnose",
+            &json!({"timeout_ms": 10_000}),
+        )
+        .await
+        .expect("diagnose the device connection")
+}
+
+/// The status and detail of check `name` of `diagnosis`.
+fn check<'a>(diagnosis: &'a Value, name: &str) -> (&'a str, &'a str) {
+    let found = diagnosis["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|check| check["check"] == name)
+        .unwrap_or_else(|| panic!("no {name} check: {diagnosis}"));
+    (
+        found["status"].as_str().unwrap(),
+        found["detail"].as_str().unwrap(),
+    )
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_device_connection_is_diagnosed_live_by_the_device_runner(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db).await;
+    let dir = scratch("diagnose-spec");
+    let (copy, hide) = (dir.join("stdin"), dir.join("hidden"));
+    let paired = Paired::set_up(&server, "diagnose-live", hiding_spec(&copy, &hide)).await;
+    let mut runner = paired.runner(&paired.dir.join("outbox"), "runner.log", &[]);
+    runner.wait_for_log("lease epoch").await;
+
+    let healthy = diagnose(&paired).await;
+    assert_eq!(healthy["live_check"], "on_device", "{healthy}");
+    let (status, detail) = check(&healthy, "handshake");
+    assert_eq!(status, "passed", "{healthy}");
+    assert!(detail.contains("tools/list"), "{detail}");
+    let sent = std::fs::read_to_string(&copy).expect("read what the server received");
+    assert!(sent.contains("\"initialize\""), "{sent}");
+    assert!(healthy["failure"].is_null(), "{healthy}");
+
+    // The connector now names a program the device does not have: the device's runner
+    // reports the class, and the diagnosis shows it.
+    let missing = dir.join("no-such-mcp-server");
+    paired
+        .api
+        .patch(
+            "/connectors/fixture",
+            &json!({"transport": "stdio", "command": missing.display().to_string(), "args": []}),
+        )
+        .await
+        .expect("point the connector at a missing program");
+    paired
+        .api
+        .post("/connectors/fixture/approve", &json!({}))
+        .await
+        .expect("approve the new revision");
+    setup::accept_placement(&paired.api, "demo", paired.device_id, "dfx")
+        .await
+        .expect("accept the changed placement as the device's owner");
+    let broken = diagnose(&paired).await;
+    let (status, detail) = check(&broken, "handshake");
+    assert_eq!(status, "failed", "{broken}");
+    assert_eq!(broken["failure"], "executable_not_found", "{broken}");
+    assert!(
+        detail.starts_with("executable_not_found on device:"),
+        "{detail}"
+    );
+    assert_eq!(broken["passed"], false, "{broken}");
+}

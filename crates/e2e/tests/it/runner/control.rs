@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchyard_mcp_runner::{
     ControlError, ControlPlane, Executor, ExecutorConfig, ExecutorHandle, LaunchResolver,
-    SessionLaunch, StartDecision,
+    SessionLaunch, StartDecision, immediate_resolver,
 };
 use switchyard_protocol::api::ConnectorSpec;
 use switchyard_protocol::runner::{
@@ -260,7 +260,7 @@ pub fn count_call(count_file: &Path) -> LeasedCall {
 
 /// A resolver that launches the leased connector with no secrets.
 pub fn plain_resolver() -> LaunchResolver {
-    Arc::new(|call: &LeasedCall| {
+    immediate_resolver(|call: &LeasedCall| {
         Ok(SessionLaunch {
             spec: call.connection.spec.clone(),
             env: Vec::new(),

@@ -6,7 +6,7 @@ use super::fixture::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use switchyard_mcp_runner::{LaunchResolver, SessionLaunch};
+use switchyard_mcp_runner::{LaunchResolver, SessionLaunch, immediate_resolver};
 use switchyard_protocol::CallId;
 use switchyard_protocol::api::{CallError, ConnectorSpec};
 use switchyard_protocol::runner::{Completion, LeasedCall};
@@ -193,7 +193,7 @@ async fn launch_and_spawn_failures_fail_the_call_before_start() {
         vec![unresolvable, missing_program],
         StartAnswer::Proceed,
     ));
-    let resolver: LaunchResolver = Arc::new(move |call: &LeasedCall| {
+    let resolver: LaunchResolver = immediate_resolver(move |call: &LeasedCall| {
         if call.call_id == unresolvable_id {
             return Err(CallError {
                 code: "credential_missing".to_owned(),

@@ -9,7 +9,7 @@ use serde_json::json;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use switchyard_mcp_runner::{ExecutorConfig, LaunchResolver, SessionLaunch};
+use switchyard_mcp_runner::{ExecutorConfig, LaunchResolver, SessionLaunch, immediate_resolver};
 use switchyard_protocol::runner::{Completion, LeasedCall};
 
 /// The text of a successful completion.
@@ -189,7 +189,7 @@ async fn an_idle_session_is_closed_after_the_idle_timeout() {
 /// A resolver passing the current value of `token` to the server as `FIXTURE_TOKEN`.
 fn token_resolver(token: &Arc<Mutex<String>>) -> LaunchResolver {
     let token = Arc::clone(token);
-    Arc::new(move |call: &LeasedCall| {
+    immediate_resolver(move |call: &LeasedCall| {
         let value = token.lock().expect("token lock").clone();
         Ok(SessionLaunch {
             spec: call.connection.spec.clone(),
@@ -255,7 +255,7 @@ async fn secret_values_in_results_and_error_messages_are_redacted() {
     );
     let ids = [echoed.call_id, failed.call_id];
     let control = Arc::new(TestControl::new(vec![echoed, failed], StartAnswer::Proceed));
-    let resolver: LaunchResolver = Arc::new(|call: &LeasedCall| {
+    let resolver: LaunchResolver = immediate_resolver(|call: &LeasedCall| {
         Ok(SessionLaunch {
             spec: call.connection.spec.clone(),
             env: vec![("API_KEY".to_owned(), SECRET.to_owned())],

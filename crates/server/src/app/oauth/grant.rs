@@ -1,8 +1,8 @@
 //! What is sealed: an OAuth grant ([`GrantRecord`]: rmcp's stored credentials — the token
 //! response with its refresh token — and the client it was obtained with) and an
-//! authorization waiting for its callback ([`PendingRecord`]), with the AEAD contexts that
-//! bind each to its row (`oauth-grant:<connection>/<holder>`, `oauth-pending:<digest>`), so
-//! that `admin rotate-key` can re-seal either from the row alone.
+//! authorization waiting for its callback ([`PendingRecord`]). Each is sealed for a context
+//! that binds it to its row ([`crate::db::grant_context`], [`crate::db::pending_context`]),
+//! so that `admin rotate-key` re-seals either from the row alone.
 
 use rmcp::transport::auth::{
     AuthorizationMetadata, OAuthTokenResponse, StoredAuthorizationState, StoredCredentials,
@@ -10,18 +10,6 @@ use rmcp::transport::auth::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use switchyard_protocol::ConnectionId;
-
-/// The AEAD context of grant (`connection`, `holder`).
-pub fn grant_context(connection: ConnectionId, holder: &str) -> String {
-    format!("oauth-grant:{connection}/{holder}")
-}
-
-/// The AEAD context of the pending authorization stored under `digest`.
-pub fn pending_context(digest: &[u8]) -> String {
-    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
-    format!("oauth-pending:{hex}")
-}
 
 /// The key an authorization's `state` is stored under: its SHA-256 (the state itself is the
 /// callback's capability, never stored).

@@ -156,11 +156,7 @@ impl OAuthHttp {
 
 impl OAuthHttpClient for OAuthHttp {
     fn execute(&self, request: OAuthHttpRequest) -> OAuthHttpClientFuture<'_> {
-        Box::pin(async move {
-            self.run(request)
-                .await
-                .map_err(OAuthHttpClientError::from)
-        })
+        Box::pin(async move { self.run(request).await.map_err(OAuthHttpClientError::from) })
     }
 }
 

@@ -22,7 +22,7 @@ mod http;
 mod renew;
 mod store;
 
-pub use grant::{grant_context, pending_context};
+pub use crate::db::{grant_context, pending_context};
 pub use renew::{CentralLaunch, Flights};
 
 use self::grant::{ClientRecord, PendingRecord, state_digest};
@@ -32,7 +32,7 @@ use super::audit::Audit;
 use super::{Actor, App};
 use crate::db::ConnectionRow;
 use crate::error::{AppError, AppResult};
-use crate::vault::Vault;
+use crate::vault::KeyFile;
 use rmcp::transport::auth::{
     AuthError, AuthorizationManager, AuthorizationMetadataSource, AuthorizationRequest,
     AuthorizationSession, OAuthClientConfig,
@@ -188,7 +188,8 @@ impl App {
         let digest = state_digest(&begun.csrf);
         let plain = serde_json::to_vec(&begun.record)
             .map_err(|e| AppError::Internal(format!("an OAuth flow does not serialize: {e}")))?;
-        let sealed = vault.seal(&pending_context(&digest), &plain);
+        let context = pending_context(&digest);
+        let seal = || vault.reload().map(|keys| keys.seal(&context, &plain));
         let expires = chrono::Utc::now()
             + chrono::Duration::from_std(PENDING_TTL).expect("ten minutes is a duration");
         self.db
@@ -196,10 +197,11 @@ impl App {
                 &digest,
                 row.id,
                 CredentialHolder::Shared.as_str(),
-                &sealed,
+                seal,
                 expires,
             )
-            .await?;
+            .await?
+            .map_err(|e| AppError::Internal(format!("sealing an OAuth flow: {e}")))?;
         self.audit(
             Audit::by(actor, "connection.authorization_started")
                 .workspace(row.workspace_id)
@@ -300,8 +302,8 @@ impl App {
     }
 
     /// The installation key, or the refusal that says how to configure one.
-    fn vault(&self) -> AppResult<Arc<Vault>> {
-        self.config.vault.clone().ok_or_else(|| {
+    fn vault(&self) -> AppResult<Arc<KeyFile>> {
+        self.config.installation_key.clone().ok_or_else(|| {
             AppError::refused(
                 ErrorCode::VaultNotConfigured,
                 "this server holds no installation key, so it cannot keep an OAuth grant: start \

@@ -47,7 +47,7 @@ impl ResolveLaunch for CentralLaunch {
         let app = self.app.clone();
         let call = call.clone();
         Box::pin(async move {
-            let launch = app.credentials().launch_for(&call)?;
+            let launch = app.central_call_launch(&call).await?;
             app.with_oauth_token(call.connection.connection_id, launch, None)
                 .await
                 .map(|(launch, _)| launch)
@@ -173,7 +173,7 @@ impl App {
                 ),
             )
         };
-        let Some(vault) = self.config.vault.clone() else {
+        let Some(vault) = self.config.installation_key.clone() else {
             return Err(needs(
                 "has no OAuth grant here (the server holds no installation key)",
             ));

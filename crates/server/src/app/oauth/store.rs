@@ -10,9 +10,9 @@
 //!   flow began with ([`super::App::connection_authorize`]); at the callback it answers the
 //!   state read from `oauth_pending`, so any replica can finish the flow.
 
-use super::grant::{ClientRecord, GrantRecord, TokenFacts, grant_context};
-use crate::db::{Datastore, GrantFacts};
-use crate::vault::Vault;
+use super::grant::{ClientRecord, GrantRecord, TokenFacts};
+use crate::db::{Datastore, GrantFacts, grant_context};
+use crate::vault::KeyFile;
 use chrono::{TimeZone, Utc};
 use rmcp::transport::auth::{
     AuthError, CredentialRefreshGuard, CredentialStore, StateStore, StoredAuthorizationState,
@@ -38,7 +38,7 @@ pub(super) struct GrantKey {
 #[derive(Clone)]
 pub(super) struct GrantStore {
     db: Datastore,
-    vault: Arc<Vault>,
+    keys: Arc<KeyFile>,
     key: GrantKey,
     client: ClientRecord,
     /// This operation holds the grant's lock already (rmcp's `refresh_token` asks for it
@@ -50,13 +50,13 @@ impl GrantStore {
     /// The store of grant `key`, obtained with `client`.
     pub(super) fn new(
         db: Datastore,
-        vault: Arc<Vault>,
+        keys: Arc<KeyFile>,
         key: GrantKey,
         client: ClientRecord,
     ) -> Self {
         Self {
             db,
-            vault,
+            keys,
             key,
             client,
             held: Arc::new(AtomicBool::new(false)),
@@ -65,14 +65,14 @@ impl GrantStore {
 
     /// The grant as stored now (`None`: there is none), opened.
     pub(super) async fn record(&self) -> Result<Option<GrantRecord>, AuthError> {
-        open_grant(&self.db, &self.vault, &self.key).await
+        open_grant(&self.db, &self.keys, &self.key).await
     }
 }
 
 /// Grant `key` as stored now (`None`: there is none), opened.
 pub(super) async fn open_grant(
     db: &Datastore,
-    vault: &Vault,
+    keys: &KeyFile,
     key: &GrantKey,
 ) -> Result<Option<GrantRecord>, AuthError> {
     let Some(row) = db
@@ -82,7 +82,7 @@ pub(super) async fn open_grant(
     else {
         return Ok(None);
     };
-    let plain = vault
+    let plain = keys
         .open(&grant_context(key.connection, &key.holder), &row.sealed)
         .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
     serde_json::from_slice(&plain)
@@ -122,19 +122,19 @@ impl CredentialStore for GrantStore {
         };
         let plain = serde_json::to_vec(&record)
             .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
-        let sealed = self.vault.seal(
-            &grant_context(self.key.connection, &self.key.holder),
-            &plain,
-        );
+        let context = grant_context(self.key.connection, &self.key.holder);
         let facts = GrantFacts {
             issuer: issuer.as_deref(),
             resource: &self.key.resource,
             expires_at,
         };
+        // Sealed under the sealed-write lock with the newest key in the file.
+        let seal = || self.keys.reload().map(|vault| vault.seal(&context, &plain));
         self.db
-            .oauth_grant_save(self.key.connection, &self.key.holder, &sealed, &facts)
+            .oauth_grant_save(self.key.connection, &self.key.holder, seal, &facts)
             .await
-            .map_err(store_error)
+            .map_err(store_error)?
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))
     }
 
     async fn clear(&self) -> Result<(), AuthError> {

@@ -160,10 +160,13 @@ fn matrix() -> Vec<Row> {
     // Credential statuses (references and presence, never a value): workspace admins.
     GET  "/api/v1/workspaces/{ws}/connections/{connection}/credentials"
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;
-    // Credential values: workspace admins, and only in a development installation (the
-    // matrix's server is not one, so an admin is told so).
+    // Credential values: workspace admins, and only on a server with an installation key (the
+    // matrix's server has none, so an admin is told so).
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/credentials/{name=credential_name}" json({"value": "matrix-value"})
                                                                      => 401  404  403  409  403  403  403  403  401  401  401;
+    // Revoking every value of a connection: workspace admins.
+    POST "/api/v1/workspaces/{ws}/connections/{connection}/credentials/revoke" json({})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
     // Auth settings and authorizing: workspace admins (the matrix's server holds no
     // installation key, so an admin is told so).
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/auth" json({"kind": "token"})
@@ -172,6 +175,9 @@ fn matrix() -> Vec<Row> {
                                                                      => 401  404  403  409  403  403  403  403  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/prefix-tools" json({"prefix_tools": true})
                                                                      => 401  404  403  200  403  403  403  200  401  401  401;
+    // Whether a declarative file owns the connection: workspace admins.
+    PUT  "/api/v1/workspaces/{ws}/connections/{connection}/declared" json({"declared": false})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
     GET  "/api/v1/workspaces/{ws}/connections/{connection}/events"   => 401  404  200  200  200  200  200  200  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/receipt-policy" json({"tool": "echo", "arguments": {"text": "{{request_id}}"}})
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;

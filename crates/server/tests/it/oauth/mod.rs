@@ -14,7 +14,7 @@ use std::time::Duration;
 use switchyard_server::app::{App, AppConfig};
 use switchyard_server::db::Datastore;
 use switchyard_server::serve::ServeConfig;
-use switchyard_server::vault::Vault;
+use switchyard_server::vault::KeyFile;
 use switchyard_testkit::oauth_server::OAuthServer;
 
 /// The connection every test authorizes.
@@ -27,7 +27,7 @@ pub struct Stack {
     pub auth: OAuthServer,
     /// The fixture's MCP URL.
     pub url: String,
-    pub vault: Arc<Vault>,
+    pub vault: Arc<KeyFile>,
     /// Where the key file and the authorization server's log are (kept while the stack is).
     _dir: Scratch,
     _fixture: ChildGuard,
@@ -58,9 +58,9 @@ pub async fn stack_with(
         ],
         &[("FIXTURE_INTROSPECTION_CLIENT", introspection.as_str())],
     );
-    let vault = Arc::new(Vault::load_or_create(&dir.join("installation.key")).unwrap());
+    let vault = Arc::new(KeyFile::load_or_create(&dir.join("installation.key")).unwrap());
     let server = TestServer::start_with(pool, |config| {
-        config.app.vault = Some(Arc::clone(&vault));
+        config.app.installation_key = Some(Arc::clone(&vault));
         tweak(config);
     })
     .await;
@@ -99,7 +99,7 @@ impl Stack {
         App::new(
             Datastore::new(self.server.pool.clone()),
             AppConfig {
-                vault: Some(Arc::clone(&self.vault)),
+                installation_key: Some(Arc::clone(&self.vault)),
                 ..test_app_config()
             },
         )

@@ -59,9 +59,9 @@ async fn an_authorization_server_that_never_answers_times_out(pool: PgPool) {
         &[("FIXTURE_INTROSPECTION_CLIENT", "rs:secret")],
     );
     let dir = scratch_dir("oauth-silent");
-    let vault = Arc::new(Vault::load_or_create(&dir.join("installation.key")).unwrap());
+    let vault = Arc::new(KeyFile::load_or_create(&dir.join("installation.key")).unwrap());
     let server = TestServer::start_with(pool, |config| {
-        config.app.vault = Some(vault);
+        config.app.installation_key = Some(vault);
         config.app.oauth_timeout = Duration::from_secs(1);
     })
     .await;
@@ -185,7 +185,7 @@ async fn changing_the_kind_empties_the_credential(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_server_without_an_installation_key_refuses_to_authorize(pool: PgPool) {
-    let stack = stack_with(pool, 3600, |config| config.app.vault = None).await;
+    let stack = stack_with(pool, 3600, |config| config.app.installation_key = None).await;
     let message = stack
         .server
         .owner
@@ -278,11 +278,11 @@ async fn tokens_are_found_in_no_dump_log_or_answer(pool: PgPool) {
     assert_eq!(call["state"], "succeeded", "{call}");
 
     // The tokens, read as another replica with the key file would.
-    let vault = Arc::new(Vault::load(&key_file).unwrap());
+    let vault = Arc::new(KeyFile::load_or_create(&key_file).unwrap());
     let replica = App::new(
         Datastore::new(pool.clone()),
         AppConfig {
-            vault: Some(Arc::clone(&vault)),
+            installation_key: Some(Arc::clone(&vault)),
             ..test_app_config()
         },
     );

@@ -1,6 +1,7 @@
 //! The Credentials section of a central connection's page over plain HTTP: the statuses, and on
-//! a development server a masked form whose value the next call uses — while no page or answer
-//! ever holds it; without `--dev-credential-values` no form, and a line on how to enable it.
+//! a server with an installation key a masked form whose value the next call uses — while no
+//! page or answer ever holds it; without `--installation-key-file` no form, and a line on how
+//! to enable it.
 
 use super::*;
 use crate::credential_values::{CANARY, declared_connection};
@@ -24,9 +25,10 @@ fn shown_state<'a>(body: &'a str, name: &str) -> &'a str {
 async fn a_masked_form_sets_a_value_the_next_call_uses_and_no_page_shows(pool: PgPool) {
     let scratch = scratch_dir("web-credentials");
     let file = scratch.join("central.mcp-bindings.json");
+    let keys = installation_key(&scratch);
     let server = TestServer::start_with(pool, move |c| {
         c.app.credentials_file = Some(file);
-        c.app.credential_values = true;
+        c.app.installation_key = Some(keys);
     })
     .await;
     declared_connection(&server).await;
@@ -82,7 +84,7 @@ async fn a_masked_form_sets_a_value_the_next_call_uses_and_no_page_shows(pool: P
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn without_the_development_flag_no_form_is_shown(pool: PgPool) {
+async fn without_an_installation_key_no_form_is_shown(pool: PgPool) {
     let scratch = scratch_dir("web-credentials-off");
     let file = scratch.join("central.mcp-bindings.json");
     let server = TestServer::start_with(pool, move |c| c.app.credentials_file = Some(file)).await;
@@ -94,7 +96,7 @@ async fn without_the_development_flag_no_form_is_shown(pool: PgPool) {
     assert_eq!(shown_state(&page.body, "API_TOKEN"), "unbound");
     assert!(!page.body.contains(r#"type="password""#), "{}", page.body);
     assert!(
-        page.body.contains("--dev-credential-values"),
+        page.body.contains("--installation-key-file"),
         "no line on how to enable it: {}",
         page.body
     );

@@ -1,0 +1,332 @@
+//! `switchyard apply` and `switchyard config export` against a real server: a file creates a
+//! workspace's connections and agents, applying it again changes nothing, an edit plans and
+//! makes exactly that edit, an export applies back with no changes, a dry run and a bad file
+//! change nothing, and what was made by hand is never retired.
+
+use super::harness::{HttpFixture, Run, Server, Switchyard, fixture_binary, scratch_dir};
+use serde_json::Value;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use std::path::Path;
+
+/// Writes `text` to `dir/name`; its path.
+#[track_caller]
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write the file");
+    path.display().to_string()
+}
+
+/// `switchyard ARGS` succeeded; its stdout.
+#[track_caller]
+fn ok(cli: &Switchyard, args: &[&str]) -> String {
+    cli.run(args).success().stdout
+}
+
+/// The plan lines of an apply run (`+`, `~`, `-`), in order.
+fn plan_lines(run: &Run) -> Vec<String> {
+    run.stdout
+        .lines()
+        .filter(|l| l.starts_with(['+', '~', '-']))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `GET` of a workspace list as JSON through the CLI.
+#[track_caller]
+fn listed(cli: &Switchyard, what: &str) -> Vec<Value> {
+    cli.run(&["--json", what, "list", "acme"])
+        .success()
+        .json()
+        .as_array()
+        .expect("a list")
+        .clone()
+}
+
+/// The connection named `name`, if listed.
+#[track_caller]
+fn connection(cli: &Switchyard, name: &str) -> Option<Value> {
+    listed(cli, "connection")
+        .into_iter()
+        .find(|c| c["name"] == name)
+}
+
+#[sqlx::test(migrations = false)]
+async fn apply_makes_a_workspace_match_its_file_and_export_round_trips(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db).await;
+    let cli = server.cli();
+    let dir = scratch_dir("apply_round_trip");
+    let remote = HttpFixture::start(&[], &[]);
+    ok(&cli, &["workspace", "create", "acme"]);
+    let fixture = fixture_binary();
+    let first = format!(
+        r#"workspace = "acme"
+
+[mcp.fx]
+command = "{fixture}"
+args = ["stdio"]
+
+[mcp.remote]
+url = "{url}"
+prefix_tools = false
+
+[agent.triage]
+mcp = ["mcp.fx", {{ id = "mcp.remote", approve = "destructive", defer = true }}]
+"#,
+        url = remote.url
+    );
+    let file = write(&dir, "switchyard.toml", &first);
+
+    // A dry run prints the plan and changes nothing.
+    let dry = cli.run(&["apply", &file, "--dry-run"]).success();
+    let lines = plan_lines(&dry);
+    assert!(
+        lines[0].starts_with("+ mcp.fx  create connection fx (stdio "),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("+ mcp.remote  create connection remote (http ")),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        lines.contains(
+            &"+ agent.triage  set mcp.remote: approve (profile's) → destructive".to_owned()
+        ),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("3 to create, 0 to change, 0 to retire"),
+        "{}",
+        dry.stdout
+    );
+    assert!(listed(&cli, "connection").is_empty());
+    assert!(listed(&cli, "agent").is_empty());
+
+    // Applied, it creates them, declared, and prints the agent's token once.
+    let applied = cli.run(&["apply", &file]).success();
+    assert!(
+        applied.stdout.contains("token of agent triage"),
+        "{}",
+        applied.stdout
+    );
+    assert!(
+        applied.stdout.contains("applied: 3 to create"),
+        "{}",
+        applied.stdout
+    );
+    let fx = connection(&cli, "fx").expect("fx was created");
+    assert_eq!(fx["declared"], true, "{fx}");
+    assert_eq!(fx["connector_name"], "acme.fx", "{fx}");
+    let remote_view = connection(&cli, "remote").expect("remote was created");
+    assert_eq!(remote_view["prefix_tools"], false, "{remote_view}");
+    let triage = cli
+        .run(&["--json", "agent", "show", "acme", "triage"])
+        .success()
+        .json();
+    assert_eq!(triage["agent"]["declared"], true, "{triage}");
+    let profiles: Vec<&str> = triage["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(profiles.len(), 2, "{triage}");
+    assert!(profiles.contains(&"agent.triage.fx"), "{triage}");
+
+    // The same file again changes nothing.
+    let again = cli.run(&["apply", &file]).success();
+    assert!(plan_lines(&again).is_empty(), "{}", again.stdout);
+    assert!(again.stdout.contains("no changes"), "{}", again.stdout);
+
+    // What export writes applies back with no changes.
+    let exported = ok(&cli, &["config", "export", "acme"]);
+    let export_file = write(&dir, "exported.toml", &exported);
+    ok(&cli, &["config", "validate", &export_file]);
+    let back = cli.run(&["apply", &export_file]).success();
+    assert!(
+        back.stdout.contains("no changes"),
+        "{exported}\n{}",
+        back.stdout
+    );
+
+    // A connection made by hand is not the file's.
+    ok(
+        &cli,
+        &[
+            "connection",
+            "create",
+            "acme",
+            "manual",
+            "--connector",
+            "acme.fx",
+        ],
+    );
+
+    // Edited: one agent setting changes and a server's section goes. The plan says exactly
+    // that, and applying makes it.
+    let second = format!(
+        r#"workspace = "acme"
+
+[mcp.fx]
+command = "{fixture}"
+args = ["stdio"]
+
+[agent.triage]
+mcp = [{{ id = "mcp.fx", approve = "always" }}]
+"#
+    );
+    let file = write(&dir, "switchyard.toml", &second);
+    let dry = cli.run(&["apply", &file, "--dry-run"]).success();
+    assert_eq!(
+        plan_lines(&dry),
+        [
+            "~ agent.triage  set mcp.fx: approve (profile's) → always",
+            "~ agent.triage  take mcp.remote",
+            "- mcp.remote  retire connection remote",
+        ],
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("0 to create, 1 to change, 1 to retire"),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout
+            .contains("! connection manual was made by hand and is not in the file: left alone"),
+        "{}",
+        dry.stdout
+    );
+    assert!(connection(&cli, "remote").unwrap()["retired"].is_null());
+
+    cli.run(&["apply", &file]).success();
+    assert!(!connection(&cli, "remote").unwrap()["retired"].is_null());
+    assert!(connection(&cli, "manual").unwrap()["retired"].is_null());
+    let triage = cli
+        .run(&["--json", "agent", "show", "acme", "triage"])
+        .success()
+        .json();
+    let fx_settings = triage["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["connection_name"] == "fx")
+        .cloned()
+        .expect("fx has settings");
+    assert_eq!(fx_settings["approve"], "always", "{triage}");
+    assert_eq!(triage["profiles"].as_array().unwrap().len(), 1, "{triage}");
+    let again = cli.run(&["apply", &file]).success();
+    assert!(again.stdout.contains("no changes"), "{}", again.stdout);
+
+    // Exported now, the hand-made connection is in the file: applying it adopts it, and
+    // nothing else.
+    let exported = ok(&cli, &["config", "export", "acme"]);
+    let export_file = write(&dir, "exported.toml", &exported);
+    let adopt = cli.run(&["apply", &export_file]).success();
+    assert_eq!(
+        plan_lines(&adopt),
+        ["~ mcp.manual  adopt connection manual (made by hand; now declared)"],
+        "{exported}\n{}",
+        adopt.stdout
+    );
+    assert_eq!(connection(&cli, "manual").unwrap()["declared"], true);
+    let back = cli.run(&["apply", &export_file]).success();
+    assert!(back.stdout.contains("no changes"), "{}", back.stdout);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_file_with_a_problem_or_a_blocked_plan_changes_nothing(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db).await;
+    let alice = server.cli();
+    let dir = scratch_dir("apply_refused");
+    ok(&alice, &["workspace", "create", "acme"]);
+    let fixture = fixture_binary();
+
+    // A literal secret: validate's errors, with line and column, and exit 2.
+    let bad = write(
+        &dir,
+        "bad.toml",
+        &format!(
+            "workspace = \"acme\"\n\n[mcp.fx]\ncommand = \"{fixture}\"\nargs = [\"stdio\"]\n\n[mcp.gh]\nurl = \"https://example.com/mcp\"\ntoken = \"ghp_0123456789abcdefABCDEF0123456789\"\n"
+        ),
+    );
+    let refused = alice.run(&["apply", &bad]).code(2);
+    assert!(
+        refused
+            .stderr
+            .contains("bad.toml:9:9: `mcp.gh.token` holds a literal secret"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!refused.stderr.contains("ghp_"), "{}", refused.stderr);
+    assert!(listed(&alice, "connection").is_empty());
+
+    // No workspace named anywhere: a usage error.
+    let nameless = write(
+        &dir,
+        "nameless.toml",
+        "[mcp.a]\nurl = \"https://example.com/mcp\"\n",
+    );
+    let refused = alice.run(&["apply", &nameless]).code(2);
+    assert!(refused.stderr.contains("--workspace"), "{}", refused.stderr);
+
+    // A workspace admin who is not an installation owner cannot create connectors: the plan
+    // says so, and nothing is made — not even the parts that need no connector.
+    let bob_token = server.create_user("bob").await;
+    ok(
+        &alice,
+        &[
+            "workspace",
+            "member",
+            "add",
+            "acme",
+            "--user",
+            "bob",
+            "--admin",
+        ],
+    );
+    let bob = alice.with_token(Some(&bob_token));
+    let file = write(
+        &dir,
+        "switchyard.toml",
+        &format!(
+            "[mcp.fx]\ncommand = \"{fixture}\"\nargs = [\"stdio\"]\n\n[agent.bot]\nmcp = []\n"
+        ),
+    );
+    let blocked = bob.run(&["apply", &file, "--workspace", "acme"]).code(4);
+    assert!(
+        blocked.stderr.contains(
+            "error[apply_blocked]: mcp.fx: needs connector acme.fx, which does not exist"
+        ),
+        "{}",
+        blocked.stderr
+    );
+    assert!(
+        blocked.stdout.contains("blocked: nothing was changed"),
+        "{}",
+        blocked.stdout
+    );
+    assert!(listed(&alice, "connection").is_empty());
+    assert!(listed(&alice, "agent").is_empty());
+    assert!(
+        alice
+            .run(&["connector", "list"])
+            .success()
+            .stdout
+            .lines()
+            .count()
+            <= 1,
+        "a connector was created"
+    );
+}
