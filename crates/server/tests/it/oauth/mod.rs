@@ -28,6 +28,8 @@ pub struct Stack {
     /// The fixture's MCP URL.
     pub url: String,
     pub vault: Arc<KeyFile>,
+    /// The installation key file.
+    pub key_path: std::path::PathBuf,
     /// Where the key file and the authorization server's log are (kept while the stack is).
     _dir: Scratch,
     _fixture: ChildGuard,
@@ -58,7 +60,8 @@ pub async fn stack_with(
         ],
         &[("FIXTURE_INTROSPECTION_CLIENT", introspection.as_str())],
     );
-    let vault = Arc::new(KeyFile::load_or_create(&dir.join("installation.key")).unwrap());
+    let key_path = dir.join("installation.key");
+    let vault = Arc::new(KeyFile::load_or_create(&key_path).unwrap());
     let server = TestServer::start_with(pool, |config| {
         config.app.installation_key = Some(Arc::clone(&vault));
         tweak(config);
@@ -88,6 +91,7 @@ pub async fn stack_with(
         auth,
         url,
         vault,
+        key_path,
         _dir: dir,
         _fixture: fixture,
     }
@@ -301,4 +305,44 @@ async fn a_connection_authorized_in_a_browser_calls_its_server_with_the_token(po
         "{call}"
     );
     assert_eq!(stack.token_requests("refresh_token").await, 0);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn rotating_the_key_reseals_the_grant_and_revoking_empties_it(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    stack.authorize().await;
+    let owner = &stack.server.owner;
+    owner.make_callable("acme", "remote", "main").await;
+
+    let rotated = stack
+        .replica_app()
+        .installation_key_rotate(&stack.key_path)
+        .await
+        .expect("rotation");
+    assert!(rotated.resealed >= 1, "the grant was re-sealed");
+    let key: String = sqlx::query_scalar("SELECT key_id FROM oauth_grants")
+        .fetch_one(&stack.server.pool)
+        .await
+        .unwrap();
+    assert_eq!(key, rotated.key_id);
+    let call = stack.echo("after rotation").await;
+    assert_eq!(result_text(&call), "after rotation", "{call}");
+
+    owner
+        .post(&format!("{CONNECTION}/credentials/revoke"), json!({}))
+        .await
+        .ok();
+    assert_eq!(stack.auth_state().await, "needs_authorization");
+    let grants: i64 = sqlx::query_scalar("SELECT count(*) FROM oauth_grants")
+        .fetch_one(&stack.server.pool)
+        .await
+        .unwrap();
+    assert_eq!(grants, 0);
+    let call = stack.echo("revoked").await;
+    assert_eq!(call["error"]["code"], "credential_missing", "{call}");
+    let audit = owner.get("/api/v1/workspaces/acme/audit").await.ok();
+    assert!(
+        audit.to_string().contains("\"oauth_grants_deleted\":1"),
+        "{audit}"
+    );
 }
