@@ -9,7 +9,9 @@
 -- stored or renewed, `auth_required` when renewal is refused for good, `expired` when the
 -- access token lapsed with nothing to renew it, `needs_authorization` when the credential is
 -- emptied (revoked, or the kind or URL changed). `resource` is the MCP server URL the
--- settings were made for: a grant obtained for another URL is not sent.
+-- settings were made for: a grant obtained for another URL is not sent. `authorized_at` is when
+-- a person last completed an authorization (a renewal does not change it), so that whoever
+-- waits for a consent sees it land even over an earlier grant.
 CREATE TABLE connection_auth (
     connection_id      uuid PRIMARY KEY REFERENCES connections (id) ON DELETE CASCADE,
     kind               text CHECK (kind IN ('none', 'token', 'oauth')),
@@ -19,5 +21,6 @@ CREATE TABLE connection_auth (
     credential         text NOT NULL DEFAULT 'shared' CHECK (credential IN ('shared', 'user')),
     state              text NOT NULL DEFAULT 'needs_authorization'
         CHECK (state IN ('needs_authorization', 'authorized', 'auth_required', 'expired')),
+    authorized_at      timestamptz,
     updated_at         timestamptz NOT NULL DEFAULT now()
 );

@@ -5,6 +5,7 @@
 //! from [`crate::api`].
 
 use crate::agents::{UnknownValue, named_enum};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -93,6 +94,9 @@ pub struct ConnectionAuthView {
     pub credential: CredentialHolder,
     /// Whether its credential is usable now.
     pub state: AuthState,
+    /// When a person last completed its authorization (renewals do not change it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorized_at: Option<DateTime<Utc>>,
 }
 
 /// `POST /api/v1/workspaces/{ws}/connections/{c}/authorize` answer: where a person consents.

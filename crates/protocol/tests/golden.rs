@@ -1165,6 +1165,7 @@ fn connection_auth_view() -> ConnectionAuthView {
         client_secret_env: None,
         credential: CredentialHolder::Shared,
         state: AuthState::Authorized,
+        authorized_at: Some(at("2026-03-02T09:06:40.118204Z")),
     }
 }
 

@@ -30,6 +30,8 @@ impl OAuthServer {
     /// `dir`. It knows one confidential client, the protected MCP server's
     /// ([`Self::resource_server`]), the only one allowed to introspect.
     pub fn start(dir: &Path, access_token_ttl_secs: u64) -> Result<OAuthServer> {
+        // Its control client is a reqwest one, built without a TLS provider of its own.
+        crate::api::install_tls_provider();
         let module = std::env::var(OIDC_PROVIDER_VAR).map_err(|_| {
             Error::Setup(format!(
                 "{OIDC_PROVIDER_VAR} is not set: run the tests with scripts/test.sh, which \

@@ -64,6 +64,8 @@ pub struct ConnectionAuthColumns {
     pub auth_credential: Option<CredentialHolder>,
     /// Whether its credential is usable; `None`: no row.
     pub auth_state: Option<AuthState>,
+    /// When a person last completed its authorization.
+    pub auth_authorized_at: Option<DateTime<Utc>>,
 }
 
 /// A row of `tools`.
@@ -163,7 +165,8 @@ macro_rules! select_connection {
                  a.kind AS auth_kind, a.scopes AS auth_scopes,
                  a.client_id_env AS auth_client_id_env,
                  a.client_secret_env AS auth_client_secret_env,
-                 a.credential AS auth_credential, a.state AS auth_state
+                 a.credential AS auth_credential, a.state AS auth_state,
+                 a.authorized_at AS auth_authorized_at
              FROM connections c JOIN connectors k ON k.id = c.connector_id
                  LEFT JOIN connection_auth a ON a.connection_id = c.id ",
             $clauses

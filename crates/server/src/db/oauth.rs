@@ -168,6 +168,8 @@ pub struct GrantFacts<'a> {
     pub resource: &'a str,
     /// When its access token expires, if known.
     pub expires_at: Option<DateTime<Utc>>,
+    /// A person just completed an authorization (not a renewal): `authorized_at` is set.
+    pub authorized: bool,
 }
 
 /// An authorization waiting for its callback.
@@ -372,10 +374,13 @@ impl Datastore {
         .execute(&mut *tx)
         .await?;
         sqlx::query(
-            "INSERT INTO connection_auth (connection_id, kind, state) VALUES ($1, 'oauth', 'authorized')
-             ON CONFLICT (connection_id) DO UPDATE SET state = 'authorized', updated_at = now()",
+            "INSERT INTO connection_auth (connection_id, kind, state, authorized_at)
+                 VALUES ($1, 'oauth', 'authorized', CASE WHEN $2 THEN now() END)
+             ON CONFLICT (connection_id) DO UPDATE SET state = 'authorized', updated_at = now(),
+                 authorized_at = CASE WHEN $2 THEN now() ELSE connection_auth.authorized_at END",
         )
         .bind(connection)
+        .bind(facts.authorized)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -273,7 +273,8 @@ impl App {
             Arc::clone(&vault),
             key,
             record.client.clone(),
-        );
+        )
+        .authorizing();
         let mut manager = manager_for(&record.client, Arc::clone(&http), store).await?;
         manager.set_state_store(PendingStore::found(self.db.clone(), digest, record.state));
         manager

@@ -44,6 +44,8 @@ pub(super) struct GrantStore {
     /// This operation holds the grant's lock already (rmcp's `refresh_token` asks for it
     /// again inside a renewal that took it first).
     held: Arc<AtomicBool>,
+    /// It saves what a person's authorization obtained (not a renewal).
+    authorizing: bool,
 }
 
 impl GrantStore {
@@ -60,6 +62,15 @@ impl GrantStore {
             key,
             client,
             held: Arc::new(AtomicBool::new(false)),
+            authorizing: false,
+        }
+    }
+
+    /// The same store, saving what a person's authorization obtained.
+    pub(super) fn authorizing(self) -> Self {
+        Self {
+            authorizing: true,
+            ..self
         }
     }
 
@@ -127,6 +138,7 @@ impl CredentialStore for GrantStore {
             issuer: issuer.as_deref(),
             resource: &self.key.resource,
             expires_at,
+            authorized: self.authorizing,
         };
         // Sealed under the sealed-write lock with the newest key in the file.
         let seal = || self.keys.reload().map(|vault| vault.seal(&context, &plain));
