@@ -157,11 +157,15 @@ pub async fn list(client: &Client, out: Output, args: ListArgs) -> Result<(), Cl
     out.reply(&reply, |connections: Vec<ConnectionView>| {
         let mut table = Table::new(["CONNECTION", "RUNNER", "AUTH", "STATE"]);
         for connection in connections.iter().filter(|c| c.retired.is_none()) {
+            // Only an OAuth grant has a state; a static token is a credential value.
             let (kind, state) = match &connection.auth {
-                Some(auth) => (
-                    auth.kind.map_or("discovered", AuthKind::as_str),
-                    auth.state.as_str(),
-                ),
+                Some(auth) => match auth.kind {
+                    Some(kind @ (AuthKind::None | AuthKind::Token)) => (kind.as_str(), "-"),
+                    kind => (
+                        kind.map_or("discovered", AuthKind::as_str),
+                        auth.state.as_str(),
+                    ),
+                },
                 None => ("discovered", "-"),
             };
             table.row([
