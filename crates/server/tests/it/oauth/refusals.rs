@@ -352,3 +352,47 @@ async fn tokens_are_found_in_no_dump_log_or_answer(pool: PgPool) {
         }
     }
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_grant_is_not_sent_to_a_url_it_was_not_obtained_for(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    stack.authorize().await;
+    let owner = &stack.server.owner;
+    owner.make_callable("acme", "remote", "main").await;
+
+    // Another MCP server behind the same authorization server: the connector now points there.
+    let (id, secret) = stack.auth.resource_server();
+    let introspection = format!("{id}:{secret}");
+    let (moved, _other) = http_fixture(
+        &[
+            "--oauth-issuer",
+            stack.auth.issuer(),
+            "--oauth-client-env",
+            "FIXTURE_INTROSPECTION_CLIENT",
+        ],
+        &[("FIXTURE_INTROSPECTION_CLIENT", introspection.as_str())],
+    );
+    owner
+        .send(
+            reqwest::Method::PATCH,
+            "/api/v1/connectors/remote",
+            Some(json!({"transport": "http", "url": moved})),
+        )
+        .await
+        .ok();
+
+    let call = stack.echo("elsewhere").await;
+    assert_eq!(
+        (call["state"].as_str(), call["error"]["code"].as_str()),
+        (Some("failed"), Some("credential_missing")),
+        "{call}"
+    );
+    assert!(
+        call["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("changed its URL"),
+        "{call}"
+    );
+    assert_eq!(stack.auth_state().await, "needs_authorization");
+}
