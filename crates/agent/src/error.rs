@@ -16,13 +16,13 @@ use switchyard_protocol::{CallId, CallState};
 /// | 0 | success |
 /// | 2 | usage or local input error: bad flags, unreadable or invalid file, bad `SWITCHYARD_URL`, a device identity that cannot be stored, a missing runner helper |
 /// | 3 | not authenticated: no `SWITCHYARD_TOKEN` and no usable paired device, or the server answered 401 (e.g. `device_revoked`) |
-/// | 4 | refused by the server: any other 4xx, printed as `error[<code>]: <message>`; also a pairing code that expired (`pairing_expired`), and an `apply` whose plan cannot be carried out (`apply_blocked`: nothing was changed) |
+/// | 4 | refused by the server: any other 4xx, printed as `error[<code>]: <message>`; also a pairing code that expired (`pairing_expired`), an `apply` whose plan cannot be carried out (`apply_blocked`: nothing was changed), and an `auth` whose consent did not come in time (`authorization_pending`) |
 /// | 5 | server unreachable, or it answered 5xx or something unreadable |
 /// | 6 | `mcp call --wait` finished but the call did not succeed (`tool_error`, `failed`, `cancelled`, `expired`) |
 /// | 7 | `mcp call --wait` ended with the call `unknown` (or `resolved` from unknown), or `mcp reconcile` left it `unknown`: the effect may or may not have happened — never retry blindly |
 /// | 8 | `audit verify` found the workspace's audit log broken: an entry edited, removed or reordered |
 /// | 9 | `connection diagnose` found a check failed (the checks are printed) |
-/// | 130 | interrupted (Ctrl-C) while `pair` was waiting for approval |
+/// | 130 | interrupted (Ctrl-C) while `pair` was waiting for approval or `auth` for consent |
 ///
 /// Usage errors found by clap itself also exit 2 (clap's own convention).
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +187,17 @@ pub enum CliError {
         /// Why, one problem each.
         problems: Vec<String>,
     },
+    /// `auth` waited for the browser's consent and the connection was not authorized in time
+    /// (exit 4).
+    #[error(
+        "error[authorization_pending]: connection {connection} was not authorized within          {waited_secs} s; open the URL again or run `switchyard auth` again for a new one"
+    )]
+    AuthorizationPending {
+        /// The connection.
+        connection: String,
+        /// How long it waited.
+        waited_secs: u64,
+    },
     /// The user interrupted the command (exit 130).
     #[error("error: interrupted{detail}")]
     Interrupted {
@@ -310,7 +321,8 @@ impl CliError {
             CliError::Refused { .. }
             | CliError::PairingExpired { .. }
             | CliError::PairingCollected { .. }
-            | CliError::PlanBlocked { .. } => 4,
+            | CliError::PlanBlocked { .. }
+            | CliError::AuthorizationPending { .. } => 4,
             CliError::Unreachable { .. }
             | CliError::Server { .. }
             | CliError::BadResponse { .. } => 5,

@@ -11,7 +11,7 @@
 use crate::backoff::Backoff;
 use crate::control::{ControlError, ControlPlane, StartDecision};
 use crate::credentials::codes;
-use crate::executor::LaunchResolver;
+use crate::launch::LaunchResolver;
 use crate::launch::SessionLaunch;
 use crate::pool::{CloseReason, SessionKey, SessionSlot, Verdict};
 use crate::redact::Redactor;
@@ -111,6 +111,46 @@ impl<C: ControlPlane> CallContext<C> {
         answer.await.unwrap_or_else(|_| stopped())
     }
 
+    /// Asks the loop for a session for `key` from the call's launch; when the MCP server
+    /// refuses the launch's credential (nothing was processed), asks the resolver once per
+    /// call for a renewed one and tries again with it. A credential that cannot be renewed,
+    /// or that is refused renewed, fails the call (`credential_refused`).
+    async fn acquire_renewing(
+        &self,
+        call: &LeasedCall,
+        key: &SessionKey,
+        launched: &mut Launched,
+    ) -> Acquired {
+        let acquired = self
+            .acquire(call.call_id, key, &launched.launch, &launched.redactor)
+            .await;
+        match acquired {
+            Acquired::Failed(error) if error.code == codes::REFUSED && !launched.renewed => {
+                launched.renewed = true;
+                match self.resolver.renew(call, &launched.launch).await {
+                    None => Acquired::Failed(error),
+                    Some(Err(renewal)) => Acquired::Failed(renewal),
+                    Some(Ok(launch)) => {
+                        tracing::info!(
+                            "the MCP server refused the credential; renewed it, trying once more"
+                        );
+                        launched.redactor = Arc::new(Redactor::for_launch(&launch));
+                        launched.launch = launch;
+                        let again = self
+                            .acquire(call.call_id, key, &launched.launch, &launched.redactor)
+                            .await;
+                        if matches!(&again, Acquired::Failed(error) if error.code == codes::REFUSED)
+                        {
+                            self.resolver.refused_renewed(call).await;
+                        }
+                        again
+                    }
+                }
+            }
+            acquired => acquired,
+        }
+    }
+
     /// Gives a session back with what this call says about its health.
     fn checkin(&self, call_id: CallId, lease: SessionLease, verdict: Verdict) {
         let SessionLease { slot, session } = lease;
@@ -143,7 +183,7 @@ pub(crate) async fn run_call<C: ControlPlane>(
             return;
         }
     };
-    let launch = match (context.resolver)(&call).await {
+    let launch = match context.resolver.launch(&call).await {
         Ok(launch) => launch,
         Err(error) => {
             tracing::warn!(code = %error.code, "cannot prepare the MCP session; failing the call");
@@ -151,24 +191,26 @@ pub(crate) async fn run_call<C: ControlPlane>(
             return;
         }
     };
-    let redactor = Arc::new(Redactor::for_launch(&launch));
     let key = SessionKey {
         connection_id: call.connection.connection_id,
         profile_id: call.profile_id,
         submitter: call.submitter,
         client_session_id: call.client_session_id.clone(),
     };
-    let mut lease = match context
-        .acquire(call.call_id, &key, &launch, &redactor)
-        .await
-    {
+    let mut launched = Launched {
+        redactor: Arc::new(Redactor::for_launch(&launch)),
+        launch,
+        renewed: false,
+    };
+    let mut lease = match context.acquire_renewing(&call, &key, &mut launched).await {
         Acquired::Session(lease) => lease,
         Acquired::Withdrawn => {
             tracing::info!("cancelled before it was started; the call is not sent");
             return;
         }
         Acquired::Failed(error) => {
-            report(&context, &call, &redactor, Completion::Failed { error }).await;
+            let redactor = &launched.redactor;
+            report(&context, &call, redactor, Completion::Failed { error }).await;
             return;
         }
     };
@@ -189,7 +231,8 @@ pub(crate) async fn run_call<C: ControlPlane>(
         if cancellation.token.is_cancelled() {
             context.checkin(call.call_id, lease, Verdict::Keep);
             let error = call_error("cancelled", "cancelled before the request was sent");
-            report(&context, &call, &redactor, Completion::Failed { error }).await;
+            let redactor = &launched.redactor;
+            report(&context, &call, redactor, Completion::Failed { error }).await;
             return;
         }
         let dispatch = lease
@@ -208,23 +251,24 @@ pub(crate) async fn run_call<C: ControlPlane>(
             Dispatch::NotSent { message } if !retried => {
                 retried = true;
                 tracing::info!(
-                    reason = %redactor.redact(&message),
+                    reason = %launched.redactor.redact(&message),
                     "the MCP session had ended before the request was sent; trying a fresh one"
                 );
-                lease = match context
-                    .acquire(call.call_id, &key, &launch, &redactor)
-                    .await
-                {
+                // A session whose token the server refused opens no fresh one with it either:
+                // the credential is renewed then (`acquire_renewing`).
+                lease = match context.acquire_renewing(&call, &key, &mut launched).await {
                     Acquired::Session(lease) => lease,
                     Acquired::Failed(error) => {
-                        report(&context, &call, &redactor, Completion::Failed { error }).await;
+                        let redactor = &launched.redactor;
+                        report(&context, &call, redactor, Completion::Failed { error }).await;
                         return;
                     }
                     // The loop withdraws only calls that were never started; should it ever
                     // answer so here, the request has still not been sent.
                     Acquired::Withdrawn => {
                         let error = call_error("not_sent", message);
-                        report(&context, &call, &redactor, Completion::Failed { error }).await;
+                        let redactor = &launched.redactor;
+                        report(&context, &call, redactor, Completion::Failed { error }).await;
                         return;
                     }
                 };
@@ -233,7 +277,14 @@ pub(crate) async fn run_call<C: ControlPlane>(
         }
     };
     let completion = completion_for(dispatch, call.timeout_seconds);
-    report(&context, &call, &redactor, completion).await;
+    report(&context, &call, &launched.redactor, completion).await;
+}
+
+/// A call's launch, the redactor of its secrets, and whether its credential was renewed.
+struct Launched {
+    launch: SessionLaunch,
+    redactor: Arc<Redactor>,
+    renewed: bool,
 }
 
 /// Runs a leased discovery: `tools/list` on a fresh session of the connection (launched
@@ -246,7 +297,7 @@ async fn run_discovery<C: ControlPlane>(
     call: LeasedCall,
     cancel: CancellationToken,
 ) {
-    let launch = match (context.resolver)(&call).await {
+    let launch = match context.resolver.launch(&call).await {
         Ok(launch) => launch,
         Err(error) => {
             tracing::warn!(code = %error.code, "cannot prepare the discovery; failing it");

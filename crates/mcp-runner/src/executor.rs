@@ -54,13 +54,7 @@ const STDERR_IN_ERROR: usize = 1024;
 /// How much of a server's stderr is logged when its session closes abnormally.
 const STDERR_IN_LOG: usize = 4096;
 
-/// Turns a leased call into a session launch (connector spec plus resolved secrets). An error
-/// fails the call before anything is sent. Asynchronous, so that a host can read values from
-/// where it keeps them (the server: its database) at every call.
-pub type LaunchResolver = Arc<dyn Fn(&LeasedCall) -> LaunchFuture + Send + Sync>;
-
-/// What a [`LaunchResolver`] answers: the launch, once resolved.
-pub type LaunchFuture = Pin<Box<dyn Future<Output = Result<SessionLaunch, CallError>> + Send>>;
+pub use crate::launch::{LaunchFuture, LaunchResolver};
 
 /// A [`LaunchResolver`] that resolves at once, with `resolve` (a device runner's bindings
 /// file and keyring).
@@ -68,7 +62,9 @@ pub fn immediate_resolver<F>(resolve: F) -> LaunchResolver
 where
     F: Fn(&LeasedCall) -> Result<SessionLaunch, CallError> + Send + Sync + 'static,
 {
-    Arc::new(move |call| Box::pin(std::future::ready(resolve(call))))
+    Arc::new(move |call: &LeasedCall| -> LaunchFuture {
+        Box::pin(std::future::ready(resolve(call)))
+    })
 }
 
 /// How an executor runs.

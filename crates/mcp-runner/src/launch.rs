@@ -8,7 +8,11 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use switchyard_protocol::api::ConnectorSpec;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use switchyard_protocol::api::{CallError, ConnectorSpec};
+use switchyard_protocol::runner::LeasedCall;
 
 /// Variables copied from the runner's environment into every stdio child, when set: what an
 /// ordinary program needs to find executables, its home, its locale and a temp directory.
@@ -40,6 +44,56 @@ impl fmt::Debug for SessionLaunch {
             .finish()
     }
 }
+
+/// What resolving a launch answers: the launch, or the call's `failed` error (nothing was sent).
+pub type LaunchFuture = Pin<Box<dyn Future<Output = Result<SessionLaunch, CallError>> + Send>>;
+
+/// What renewing a launch answers: `None` when its credential cannot be renewed (a static
+/// value), else a launch with a renewed credential or the call's `failed` error.
+pub type RenewFuture =
+    Pin<Box<dyn Future<Output = Option<Result<SessionLaunch, CallError>>> + Send>>;
+
+/// Turns a leased call into a session launch (connector spec plus resolved secrets). An error
+/// fails the call before anything is sent. Asynchronous, so that a host can read values from
+/// where it keeps them (the server: its database) at every call.
+///
+/// Any `Fn(&LeasedCall) -> LaunchFuture` is one (nothing to renew; see
+/// [`crate::executor::immediate_resolver`] for values resolved at once); a resolver whose
+/// credential can be renewed (the server's OAuth tokens) implements [`ResolveLaunch::renew`].
+pub trait ResolveLaunch: Send + Sync {
+    /// The launch for `call`.
+    fn launch(&self, call: &LeasedCall) -> LaunchFuture;
+
+    /// Called once per call when its MCP server refused the credential `refused` sent (HTTP
+    /// 401, before it processed anything): a launch with a renewed credential to try once
+    /// more, or `None` when nothing can be renewed (the refusal then fails the call).
+    fn renew(&self, call: &LeasedCall, refused: &SessionLaunch) -> RenewFuture {
+        let _ = (call, refused);
+        Box::pin(async { None })
+    }
+
+    /// Called when the MCP server refused the renewed credential too: the call fails
+    /// (`credential_refused`), and the resolver may record that a person must act.
+    fn refused_renewed(&self, call: &LeasedCall) -> NoticeFuture {
+        let _ = call;
+        Box::pin(async {})
+    }
+}
+
+/// What [`ResolveLaunch::refused_renewed`] answers once it has recorded the refusal.
+pub type NoticeFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl<F> ResolveLaunch for F
+where
+    F: Fn(&LeasedCall) -> LaunchFuture + Send + Sync,
+{
+    fn launch(&self, call: &LeasedCall) -> LaunchFuture {
+        self(call)
+    }
+}
+
+/// A shared [`ResolveLaunch`], as the executor holds it.
+pub type LaunchResolver = Arc<dyn ResolveLaunch>;
 
 /// Variables a launch may never set because the runner decides them: where programs are found,
 /// who and where the child runs as, and the runner's database.

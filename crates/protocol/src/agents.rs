@@ -55,13 +55,15 @@ macro_rules! named_enum {
     };
 }
 
+pub(crate) use named_enum;
+
 /// A name that is none of an enum's values.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} `{value}`; expected one of: {expected}")]
 pub struct UnknownValue {
-    what: &'static str,
-    value: String,
-    expected: String,
+    pub(crate) what: &'static str,
+    pub(crate) value: String,
+    pub(crate) expected: String,
 }
 
 named_enum!(

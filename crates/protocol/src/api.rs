@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 pub use crate::agents::*;
 pub use crate::audit::*;
+pub use crate::connection_auth::*;
 pub use crate::placement::*;
 pub use crate::reconcile::*;
 pub use crate::tools::*;
@@ -456,6 +457,10 @@ pub struct ConnectionView {
     /// Whether a declarative file created or adopted it (`switchyard apply`).
     #[serde(default)]
     pub declared: bool,
+    /// How it authenticates to its server and whether it is authorized, once its auth
+    /// settings were set (`PUT …/auth`) or it was authorized; absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ConnectionAuthView>,
 }
 
 /// `POST /api/v1/workspaces/{ws}/connections/{c}/discover` answer.

@@ -171,6 +171,25 @@ pub enum ErrorCode {
     /// The grant would give an agent one connection through two profiles that grant it
     /// differently (other tools or environment): nothing was granted.
     ConflictingRoutes,
+    /// The connection cannot be authorized this way: it is not an HTTP connection placed
+    /// centrally, its auth kind is not `oauth`, or its server asks for no OAuth.
+    AuthorizationUnsupported,
+    /// Authorizing failed at the authorization server or the MCP server: discovery,
+    /// registration or the token request failed, did not answer in time, or the server does
+    /// not support what the MCP authorization spec requires (PKCE with S256).
+    AuthorizationFailed,
+    /// The OAuth callback's `state` is not one this installation issued, or it expired (ten
+    /// minutes) or was used: start the authorization again.
+    AuthorizationStateInvalid,
+    /// The OAuth callback names another issuer (`iss`, RFC 9207) than the authorization
+    /// server the flow began with: the code was not redeemed.
+    IssuerMismatch,
+    /// The credential holder asked for is not available for this connection (`user` for a
+    /// central connection).
+    CredentialHolderUnsupported,
+    /// The server holds no installation key (`--installation-key-file`), so it cannot store a
+    /// credential sealed.
+    VaultNotConfigured,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -248,6 +267,12 @@ impl ErrorCode {
             ErrorCode::McpSessionNotFound => "mcp_session_not_found",
             ErrorCode::AgentNotFound => "agent_not_found",
             ErrorCode::ConflictingRoutes => "conflicting_routes",
+            ErrorCode::AuthorizationUnsupported => "authorization_unsupported",
+            ErrorCode::AuthorizationFailed => "authorization_failed",
+            ErrorCode::AuthorizationStateInvalid => "authorization_state_invalid",
+            ErrorCode::IssuerMismatch => "issuer_mismatch",
+            ErrorCode::CredentialHolderUnsupported => "credential_holder_unsupported",
+            ErrorCode::VaultNotConfigured => "vault_not_configured",
             ErrorCode::Internal => "internal",
         }
     }
@@ -264,7 +289,9 @@ impl ErrorCode {
             | ErrorCode::InvalidFilter
             | ErrorCode::InvalidCursor
             | ErrorCode::InvalidNamespace
-            | ErrorCode::ExplanationTooLong => 400,
+            | ErrorCode::ExplanationTooLong
+            | ErrorCode::AuthorizationStateInvalid
+            | ErrorCode::IssuerMismatch => 400,
             ErrorCode::Unauthenticated | ErrorCode::DeviceRevoked => 401,
             ErrorCode::Forbidden | ErrorCode::ToolNotGranted | ErrorCode::SelfApproval => 403,
             ErrorCode::WorkspaceNotFound
@@ -303,7 +330,8 @@ impl ErrorCode {
             | ErrorCode::ToolUnclassified
             | ErrorCode::ToolUnavailable
             | ErrorCode::CredentialValuesDisabled
-            | ErrorCode::ConnectionNotCentral => 409,
+            | ErrorCode::ConnectionNotCentral
+            | ErrorCode::VaultNotConfigured => 409,
             ErrorCode::McpReplayExpired | ErrorCode::CallErased => 410,
             ErrorCode::BodyTooLarge | ErrorCode::AnswerTooLong => 413,
             ErrorCode::TooManyStreams | ErrorCode::QuotaExceeded => 429,
@@ -315,8 +343,10 @@ impl ErrorCode {
             | ErrorCode::EndpointBlocked
             | ErrorCode::ApprovalUnavailable
             | ErrorCode::HandshakeFailed
-            | ErrorCode::InvalidCredentials => 422,
-            ErrorCode::DiscoveryFailed => 502,
+            | ErrorCode::InvalidCredentials
+            | ErrorCode::AuthorizationUnsupported
+            | ErrorCode::CredentialHolderUnsupported => 422,
+            ErrorCode::DiscoveryFailed | ErrorCode::AuthorizationFailed => 502,
             ErrorCode::DiscoveryPending => 504,
             ErrorCode::Internal => 500,
         }

@@ -10,6 +10,7 @@ pub mod agents;
 pub mod api;
 pub mod approval;
 pub mod audit;
+pub mod connection_auth;
 pub mod credential_status;
 pub mod diagnose;
 pub mod error;

@@ -7,6 +7,7 @@ use crate::agents::{
     AgentMode, Announce, AuthFailure, PrincipalKind, ToolSyncFailure, UnavailableReason,
 };
 use crate::approval::{ApprovalPolicy, ApprovalState, AskReason};
+use crate::connection_auth::{AuthKind, AuthState, CredentialHolder};
 use crate::ids::*;
 use crate::placement::SpecDigest;
 use crate::reconcile::{CallKind, ResolutionOutcome};
@@ -103,5 +104,8 @@ column_as_text!(
     AuthFailure,
     ToolSyncFailure,
     Announce,
-    UnavailableReason
+    UnavailableReason,
+    AuthKind,
+    AuthState,
+    CredentialHolder
 );

@@ -239,6 +239,24 @@ golden! {
         retired: Some(retired_view()),
         prefix_tools: true,
         declared: true,
+        auth: Some(connection_auth_view()),
+    };
+    // connection_auth.rs
+    auth_kind: Vec<AuthKind> = one_each!(AuthKind: None, Token, Oauth);
+    credential_holder: Vec<CredentialHolder> = one_each!(CredentialHolder: Shared, User);
+    auth_state: Vec<AuthState> =
+        one_each!(AuthState: NeedsAuthorization, Authorized, AuthRequired, Expired);
+    set_connection_auth: SetConnectionAuth = SetConnectionAuth {
+        kind: Some(AuthKind::Oauth),
+        scopes: vec!["mcp:tools".into()],
+        client_id_env: Some("SENTRY_CLIENT_ID".into()),
+        client_secret_env: Some("SENTRY_CLIENT_SECRET".into()),
+        credential: CredentialHolder::Shared,
+    };
+    connection_auth_view: ConnectionAuthView = connection_auth_view();
+    authorization_started: AuthorizationStarted = AuthorizationStarted {
+        authorization_url: "https://auth.example.com/authorize?response_type=code&client_id=abc&state=Zq3".into(),
+        state: "Zq3".into(),
     };
     set_prefix_tools: SetPrefixTools = SetPrefixTools { prefix_tools: false };
     set_declared: SetDeclared = SetDeclared { declared: true };
@@ -1139,6 +1157,18 @@ fn connection_credentials() -> ConnectionCredentials {
     }
 }
 
+fn connection_auth_view() -> ConnectionAuthView {
+    ConnectionAuthView {
+        kind: Some(AuthKind::Oauth),
+        scopes: vec!["mcp:tools".into()],
+        client_id_env: None,
+        client_secret_env: None,
+        credential: CredentialHolder::Shared,
+        state: AuthState::Authorized,
+        authorized_at: Some(at("2026-03-02T09:06:40.118204Z")),
+    }
+}
+
 fn error_codes() -> Vec<ErrorCode> {
     one_each!(ErrorCode:
         InvalidJson, InvalidRequest, InvalidName, InvalidArguments, InvalidTimeout,
@@ -1156,7 +1186,9 @@ fn error_codes() -> Vec<ErrorCode> {
         PlacementPending, SpecChanged, EndpointBlocked, InvalidNamespace, DiscoveryPending,
         ApprovalUnavailable, ApprovalNotFound, ApprovalDecided, SelfApproval,
         ToolUnclassified, ToolUnavailable, HandshakeFailed, InvalidCredentials,
-        CredentialValuesDisabled, ConnectionNotCentral, McpSessionNotFound, AgentNotFound, ConflictingRoutes, Internal,
+        CredentialValuesDisabled, ConnectionNotCentral, McpSessionNotFound, AgentNotFound, ConflictingRoutes,
+        AuthorizationUnsupported, AuthorizationFailed, AuthorizationStateInvalid, IssuerMismatch,
+        CredentialHolderUnsupported, VaultNotConfigured, Internal,
     )
 }
 

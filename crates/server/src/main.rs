@@ -50,6 +50,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start and matched at once: the serve variant's size costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the HTTP API and run the central executor.
@@ -183,6 +185,15 @@ enum Command {
         /// private network). Unset: not served.
         #[arg(long, env = "SWITCHYARD_METRICS_LISTEN", value_name = "ADDR")]
         metrics_listen: Option<SocketAddr>,
+        /// The server's public base URL (e.g. `https://switchyard.example.com`), where a
+        /// browser comes back from an OAuth consent (`<URL>/mcp/callback`). Unset:
+        /// `http://<listen address>`.
+        #[arg(long, env = "SWITCHYARD_PUBLIC_URL", value_name = "URL")]
+        public_url: Option<String>,
+        /// The time bound of every OAuth request the server makes (discovery, registration,
+        /// token requests), in seconds.
+        #[arg(long, env = "SWITCHYARD_OAUTH_TIMEOUT_SECONDS", default_value_t = 10)]
+        oauth_timeout_seconds: u64,
     },
     /// Apply database migrations.
     Migrate,
@@ -363,6 +374,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             allow_endpoints,
             mcp_allowed_hosts,
             metrics_listen,
+            public_url,
+            oauth_timeout_seconds,
         } => {
             Datastore::new(pool.clone()).readiness().await?;
             let allow = AllowList::parse(allow_endpoints.iter().map(String::as_str))
@@ -393,6 +406,11 @@ async fn run(cli: Cli) -> Result<(), String> {
                     None
                 }
             };
+            if let Some(url) = &public_url
+                && !(url.starts_with("https://") || url.starts_with("http://"))
+            {
+                return Err(format!("--public-url `{url}`: expected an http(s) URL"));
+            }
             let config = ServeConfig {
                 listen,
                 app: AppConfig {
@@ -406,6 +424,8 @@ async fn run(cli: Cli) -> Result<(), String> {
                         max_running: max_running_per_workspace,
                     },
                     endpoints: EndpointGuard::public(allow),
+                    public_url: public_url.unwrap_or_default(),
+                    oauth_timeout: Duration::from_secs(oauth_timeout_seconds.max(1)),
                     ..AppConfig::default()
                 },
                 central: CentralConfig {

@@ -73,10 +73,14 @@ pub struct Running {
 }
 
 /// Binds the listener and starts serving HTTP and the central runner.
-pub async fn start(db: Datastore, config: ServeConfig) -> std::io::Result<Running> {
-    let app = App::new(db, config.app);
+pub async fn start(db: Datastore, mut config: ServeConfig) -> std::io::Result<Running> {
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
+    if config.app.public_url.is_empty() {
+        // Browsers come back to the address the server listens on unless told otherwise.
+        config.app.public_url = format!("http://{addr}");
+    }
+    let app = App::new(db, config.app);
     let metrics_listener = match config.metrics_listen {
         Some(listen) => Some(tokio::net::TcpListener::bind(listen).await?),
         None => None,

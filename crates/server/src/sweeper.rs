@@ -184,5 +184,12 @@ async fn sweep(
             "forgot /mcp requests and cancellations past their time"
         );
     }
+    let abandoned = db.oauth_pending_expire().await?;
+    if abandoned > 0 {
+        tracing::debug!(
+            abandoned,
+            "forgot OAuth authorizations whose callback never came"
+        );
+    }
     Ok(())
 }

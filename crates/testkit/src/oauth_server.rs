@@ -30,6 +30,8 @@ impl OAuthServer {
     /// `dir`. It knows one confidential client, the protected MCP server's
     /// ([`Self::resource_server`]), the only one allowed to introspect.
     pub fn start(dir: &Path, access_token_ttl_secs: u64) -> Result<OAuthServer> {
+        // Its control client is a reqwest one, built without a TLS provider of its own.
+        crate::api::install_tls_provider();
         let module = std::env::var(OIDC_PROVIDER_VAR).map_err(|_| {
             Error::Setup(format!(
                 "{OIDC_PROVIDER_VAR} is not set: run the tests with scripts/test.sh, which \
@@ -105,6 +107,12 @@ impl OAuthServer {
     /// Makes every refresh token it issued invalid (`invalid_grant` from then on).
     pub async fn revoke_refresh_tokens(&self) -> Result<()> {
         self.control("revoke-refresh").await.map(drop)
+    }
+
+    /// Makes every access token it issued inactive (introspection answers so), while the
+    /// refresh tokens still renew: the protected server then refuses the tokens it holds.
+    pub async fn forget_access_tokens(&self) -> Result<()> {
+        self.control("forget-access").await.map(drop)
     }
 
     async fn control(&self, action: &str) -> Result<Value> {

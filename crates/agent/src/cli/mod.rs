@@ -6,6 +6,7 @@
 //! from the workspace's approved configuration.
 
 mod agents;
+mod auth;
 mod config;
 mod connections;
 mod credentials;
@@ -13,6 +14,7 @@ mod governance;
 mod history;
 
 pub use agents::{AgentCommand, AgentSet};
+pub use auth::{AuthArgs, ListArgs, RevokeArgs};
 pub use config::{ApplyArgs, ConfigCommand};
 pub use connections::ConnectionCommand;
 pub use credentials::{CredentialCommand, CredentialTarget, StoreChoice};
@@ -77,6 +79,18 @@ pub enum Command {
     /// retired), then carry it out. Nothing is changed when the plan is blocked (exit 4) or
     /// with `--dry-run`. Each new agent's token is printed this once.
     Apply(ApplyArgs),
+    /// Authorize a central connection: OAuth consent in a browser (prints the URL, then waits
+    /// until the server holds the grant), or a static token read from a prompt without echo
+    /// or from stdin (`gh auth token | switchyard auth acme github`) — never from the
+    /// command line. What the connection needs is what its auth settings say, else what its
+    /// server asks for.
+    Auth(AuthArgs),
+    /// List a workspace's connections with how each authenticates and whether it is
+    /// authorized (`authorized`, `needs_authorization`, `auth_required`, `expired`).
+    List(ListArgs),
+    /// Empty a central connection's credentials — every value the server keeps and every
+    /// OAuth grant — keeping its declaration; it then needs authorization again.
+    Revoke(RevokeArgs),
     /// Pair this machine with a server as a device: shows a code for a user to approve, then
     /// stores the device identity under a local profile. With `--json`, prints one JSON object
     /// per line: the code first, the stored identity last.

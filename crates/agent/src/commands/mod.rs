@@ -9,6 +9,7 @@ mod agent;
 mod apply;
 mod approval;
 mod audit;
+mod auth;
 mod config;
 mod connection;
 mod connector;
@@ -58,6 +59,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Audit(cmd) => audit::run(&client()?, out, cmd).await,
         Command::Evidence(cmd) => evidence::run(&client()?, out, cmd).await,
         Command::Approval(cmd) => approval::run(&client()?, out, cmd).await,
+        Command::Auth(args) => auth::authorize(&client()?, out, args).await,
+        Command::List(args) => auth::list(&client()?, out, args).await,
+        Command::Revoke(args) => auth::revoke(&client()?, out, args).await,
         Command::Config(cmd) => config::run(client, out, cmd).await,
         Command::Apply(args) => apply::run(&client()?, out, args).await,
         Command::Pair(args) => pair::run(out, args).await,

@@ -25,6 +25,13 @@ pub mod codes {
     /// (HTTP 401, or 403 with an authentication challenge): reported by a session, not by
     /// resolution (`SessionError::Unauthorized`).
     pub const REFUSED: &str = "credential_refused";
+    /// The connection's OAuth grant can no longer be renewed (the authorization server
+    /// refused the refresh token, or forgot the client it was issued to) or there is none:
+    /// a person must authorize the connection again.
+    pub const AUTH_REQUIRED: &str = "credential_auth_required";
+    /// Renewing the connection's OAuth token failed for now (the authorization server did
+    /// not answer in time, or answered with an error that may pass): nothing was sent.
+    pub const RENEWAL_FAILED: &str = "credential_renewal_failed";
 
     /// Whether a call error `code` says the connection's credential is what failed — refused
     /// by its server, or not resolvable (every code of this module) — so that a person must
@@ -32,7 +39,7 @@ pub mod codes {
     pub fn is_credential_failure(code: &str) -> bool {
         matches!(
             code,
-            MISSING | UNAVAILABLE | INVALID | RESERVED | CONFIG_INVALID | REFUSED
+            MISSING | UNAVAILABLE | INVALID | RESERVED | CONFIG_INVALID | REFUSED | AUTH_REQUIRED
         )
     }
 }

@@ -11,7 +11,9 @@
 //! and logged with both digests before anything starts, so the device's own record says when
 //! what it runs changed. See docs/ACCESS.md for what this protects against and what not.
 
-use crate::executor::LaunchResolver;
+use crate::launch::{
+    LaunchFuture, LaunchResolver, NoticeFuture, RenewFuture, ResolveLaunch, SessionLaunch,
+};
 use crate::outbox::{Outbox, OutboxError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -34,9 +36,9 @@ impl SpecPins {
 
     /// `resolver`, run only for a call whose spec passes [`SpecPins::check`].
     pub(crate) fn guard(self: Arc<Self>, resolver: LaunchResolver) -> LaunchResolver {
-        Arc::new(move |call| match self.check(call) {
-            Ok(()) => resolver(call),
-            Err(error) => Box::pin(std::future::ready(Err(error))),
+        Arc::new(Pinned {
+            pins: self,
+            inner: resolver,
         })
     }
 
@@ -94,5 +96,31 @@ fn refusal(code: &str, message: String) -> CallError {
     CallError {
         code: code.to_owned(),
         message,
+    }
+}
+
+/// A resolver run only for calls whose spec passes [`SpecPins::check`].
+struct Pinned {
+    pins: Arc<SpecPins>,
+    inner: LaunchResolver,
+}
+
+impl ResolveLaunch for Pinned {
+    fn launch(&self, call: &LeasedCall) -> LaunchFuture {
+        match self.pins.check(call) {
+            Ok(()) => self.inner.launch(call),
+            Err(error) => Box::pin(async move { Err(error) }),
+        }
+    }
+
+    fn renew(&self, call: &LeasedCall, refused: &SessionLaunch) -> RenewFuture {
+        match self.pins.check(call) {
+            Ok(()) => self.inner.renew(call, refused),
+            Err(error) => Box::pin(async move { Some(Err(error)) }),
+        }
+    }
+
+    fn refused_renewed(&self, call: &LeasedCall) -> NoticeFuture {
+        self.inner.refused_renewed(call)
     }
 }

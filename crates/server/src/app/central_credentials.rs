@@ -6,7 +6,7 @@
 //!
 //! The central runner, tool discovery, diagnosis and the credential listing all resolve
 //! through here. A header the server itself supplies for every session of a connection (an
-//! OAuth bearer token) is added in [`App::central_launch`], after the bound values.
+//! OAuth bearer token) is added after the bound values (`app/oauth/renew.rs`).
 //!
 //! Guarantees: a value that does not open (sealed for another row, with a key the file no
 //! longer holds, or with no installation key configured) fails the resolution closed with a
@@ -34,10 +34,10 @@ impl App {
         spec: &ConnectorSpec,
     ) -> AppResult<Result<SessionLaunch, CredentialError>> {
         let stored = self.stored_values(connection).await?;
-        let launch = self.credentials.resolve_with(connection, spec, &stored);
-        // Headers the server supplies itself (OAuth bearer tokens) go in here, into
-        // `launch.headers`, so that the runner's redactor knows them too.
-        Ok(launch)
+        // An OAuth connection's bearer token is added after this, by the runner's resolver
+        // and by discovery (`App::with_oauth_token`), into `launch.headers`, so that the
+        // runner's redactor knows it too.
+        Ok(self.credentials.resolve_with(connection, spec, &stored))
     }
 
     /// Each destination of central connection `connection` (placed from `spec`) with where
@@ -52,29 +52,30 @@ impl App {
         Ok(self.credentials.statuses_with(connection, spec, &stored))
     }
 
-    /// The central runner's launch resolver: [`App::central_launch`] for each leased call.
+    /// The central runner's launch resolver: [`App::central_launch`] for each leased call,
+    /// with an OAuth connection's access token ([`super::oauth::CentralLaunch`]).
     pub fn central_launch_resolver(&self) -> LaunchResolver {
-        let app = self.clone();
-        Arc::new(move |call: &LeasedCall| {
-            let app = app.clone();
-            let connection = call.connection.connection_id;
-            let spec = call.connection.spec.clone();
-            Box::pin(async move {
-                match app.central_launch(connection, &spec).await {
-                    Ok(launch) => launch.map_err(CallError::from),
-                    Err(error) => {
-                        tracing::error!(%connection, %error, "cannot read the connection's stored credentials");
-                        Err(CallError {
-                            code: switchyard_mcp_runner::credentials::codes::UNAVAILABLE.to_owned(),
-                            message: "the server cannot read the connection's stored \
-                                      credentials now (a database error, in the server log); \
-                                      nothing was sent"
-                                .to_owned(),
-                        })
-                    }
-                }
-            })
-        })
+        Arc::new(super::oauth::CentralLaunch::new(self.clone()))
+    }
+
+    /// [`App::central_launch`] for a leased call, the database's failure as the call's.
+    pub(super) async fn central_call_launch(
+        &self,
+        call: &LeasedCall,
+    ) -> Result<SessionLaunch, CallError> {
+        let connection = call.connection.connection_id;
+        match self.central_launch(connection, &call.connection.spec).await {
+            Ok(launch) => launch.map_err(CallError::from),
+            Err(error) => {
+                tracing::error!(%connection, %error, "cannot read the connection's stored credentials");
+                Err(CallError {
+                    code: switchyard_mcp_runner::credentials::codes::UNAVAILABLE.to_owned(),
+                    message: "the server cannot read the connection's stored credentials now \
+                              (a database error, in the server log); nothing was sent"
+                        .to_owned(),
+                })
+            }
+        }
     }
 
     /// The values the server keeps for `connection`, each opened for its own row (or the

@@ -242,10 +242,19 @@ impl App {
                 .await;
         }
         let mut code = ErrorCode::DiscoveryFailed;
-        let discovered = match self
+        let resolved = match self
             .central_launch(connection.id, &connector.spec())
             .await?
         {
+            // An OAuth connection's access token goes with its bound credentials.
+            Ok(launch) => self
+                .with_oauth_token(connection.id, launch, None)
+                .await
+                .map(|(launch, _)| launch)
+                .map_err(|e| e.message),
+            Err(e) => Err(e.to_string()),
+        };
+        let discovered = match resolved {
             Ok(launch) => {
                 // A failing server's stderr can echo what it was given: redact before keeping it.
                 let redactor = Redactor::for_launch(&launch);
@@ -262,9 +271,9 @@ impl App {
                     DiscoveryFailure::of_session(&e, &redactor)
                 })
             }
-            Err(e) => Err(DiscoveryFailure {
+            Err(message) => Err(DiscoveryFailure {
                 reason: UnavailableReason::NeedsAuthorization,
-                message: e.to_string(),
+                message,
             }),
         };
         match discovered {

@@ -185,9 +185,10 @@ impl App {
     }
 
     /// Empties central connection `connection`'s credentials — every value the server keeps
-    /// for it, whoever set it — and keeps its declaration (connector, bindings file
-    /// references); answers the credential list (workspace admins). Its next call finds the
-    /// values missing and fails before anything is sent.
+    /// for it, whoever set it, and every holder's OAuth grant (it then needs authorization) —
+    /// and keeps its declaration (connector, bindings file references, auth settings);
+    /// answers the credential list (workspace admins). Its next call finds the values missing
+    /// and fails before anything is sent.
     pub async fn connection_credentials_revoke(
         &self,
         actor: &Actor,
@@ -203,12 +204,14 @@ impl App {
             "its values live on that device; remove them there with `switchyard credential`",
         )?;
         let revoked = self.db.credential_value_delete_all(row.id).await?;
+        // Every holder's OAuth grant too: the connection then needs authorization.
+        let grants = self.oauth_grants_forget(row.id).await?;
         self.audit(
             Audit::by(actor, "connection.credentials_revoked")
                 .workspace(row.workspace_id)
                 .connection(row.id)
                 .object("connection", Some(row.id.0), &row.name)
-                .after(json!({ "values_deleted": revoked })),
+                .after(json!({ "values_deleted": revoked, "oauth_grants_deleted": grants })),
         )
         .await;
         self.credential_list_of(row).await

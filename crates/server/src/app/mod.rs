@@ -28,6 +28,7 @@ mod mcp_catalog;
 mod mcp_catalog_cache;
 mod metrics;
 pub(crate) mod names;
+pub mod oauth;
 mod operations;
 mod pairing;
 mod placements;
@@ -86,8 +87,9 @@ pub struct AppConfig {
     /// The central runner's credential bindings file (references only), if any.
     pub credentials_file: Option<PathBuf>,
     /// The installation key file (`--installation-key-file`): what seals the credential
-    /// values workspace admins set for central connections. None: values are not set through
-    /// the API, and stored ones do not open.
+    /// values workspace admins set for central connections and the OAuth grants the server
+    /// obtains. None: values are not set through the API, stored ones do not open, and
+    /// authorizing a connection is refused (`vault_not_configured`).
     pub installation_key: Option<Arc<crate::vault::KeyFile>>,
     /// Length of device runners' leases (the central runner's is set on its own, normally to
     /// the same value).
@@ -106,7 +108,16 @@ pub struct AppConfig {
     /// notifications) before answering that it awaits approval or still runs; below common
     /// MCP clients' 60 s request timeout.
     pub mcp_call_hold: Duration,
+    /// The server's public base URL (`--public-url`), where browsers come back to
+    /// `/mcp/callback`; [`crate::serve::start`] sets `http://<listen address>` when empty.
+    pub public_url: String,
+    /// The time bound of every OAuth request the server makes (discovery, registration,
+    /// token requests).
+    pub oauth_timeout: Duration,
 }
+
+/// [`AppConfig::oauth_timeout`] unless configured.
+pub const DEFAULT_OAUTH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// [`AppConfig::mcp_call_hold`] unless configured.
 pub const DEFAULT_MCP_CALL_HOLD: Duration = Duration::from_secs(55);
@@ -126,6 +137,8 @@ impl Default for AppConfig {
             quotas: crate::db::CallQuotas::default(),
             endpoints: switchyard_mcp_runner::endpoints::EndpointGuard::default(),
             mcp_call_hold: DEFAULT_MCP_CALL_HOLD,
+            public_url: String::new(),
+            oauth_timeout: DEFAULT_OAUTH_TIMEOUT,
         }
     }
 }
@@ -141,6 +154,8 @@ pub struct App {
     /// The `/mcp` catalogs this replica built ([`mcp_catalog_cache`]).
     mcp_catalogs: Arc<mcp_catalog_cache::CatalogCache>,
     metrics: Arc<crate::metrics::Metrics>,
+    /// The OAuth renewals in flight in this process ([`oauth::Flights`]).
+    oauth_flights: Arc<oauth::Flights>,
 }
 
 impl std::fmt::Debug for App {
@@ -175,6 +190,7 @@ impl App {
             dispatch,
             mcp_catalogs: Arc::default(),
             metrics,
+            oauth_flights: Arc::default(),
         }
     }
 

@@ -34,6 +34,7 @@ impl App {
         // A retired connection forgets the values the server keeps for it. Run on every retire,
         // so that a retire cut off between the two statements is finished by the next one.
         let forgotten = self.db.credential_value_delete_all(connection.id).await?;
+        let grants = self.oauth_grants_forget(connection.id).await?;
         if changed {
             self.audit(
                 Audit::by(actor, "connection.retired")
@@ -41,7 +42,10 @@ impl App {
                     .connection(connection.id)
                     .object("connection", Some(connection.id.0), &connection.name)
                     .before(json!({"retired": false}))
-                    .after(json!({"retired": true, "credential_values_deleted": forgotten})),
+                    .after(
+                        json!({"retired": true, "credential_values_deleted": forgotten,
+                        "oauth_grants_deleted": grants}),
+                    ),
             )
             .await;
         }

@@ -2,8 +2,8 @@
 //! wire types.
 
 use crate::db::{
-    CallRow, ConnectionRow, ConnectorRow, EnvironmentRow, Grants, MemberRow, ToolRow, UserRow,
-    WorkspaceRow,
+    CallRow, ConnectionAuthColumns, ConnectionRow, ConnectorRow, EnvironmentRow, Grants, MemberRow,
+    ToolRow, UserRow, WorkspaceRow,
 };
 use chrono::{DateTime, Utc};
 use switchyard_protocol::api::*;
@@ -94,7 +94,21 @@ pub(crate) fn connection(row: &ConnectionRow) -> ConnectionView {
         retired: retired(row.retired_at, row.retired_by),
         prefix_tools: row.prefix_tools,
         declared: row.declared,
+        auth: connection_auth(&row.auth),
     }
+}
+
+/// A connection's auth settings and state, once it has a `connection_auth` row.
+pub(crate) fn connection_auth(auth: &ConnectionAuthColumns) -> Option<ConnectionAuthView> {
+    Some(ConnectionAuthView {
+        state: auth.auth_state?,
+        kind: auth.auth_kind,
+        scopes: auth.auth_scopes.clone().unwrap_or_default(),
+        client_id_env: auth.auth_client_id_env.clone(),
+        client_secret_env: auth.auth_client_secret_env.clone(),
+        credential: auth.auth_credential.unwrap_or_default(),
+        authorized_at: auth.auth_authorized_at,
+    })
 }
 
 pub(crate) fn tool(row: &ToolRow) -> ToolView {

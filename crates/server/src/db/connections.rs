@@ -5,7 +5,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 use switchyard_mcp_runner::session::Discovery;
-use switchyard_protocol::api::{Risk, SpecDigest, ToolClassification, UnavailableReason};
+use switchyard_protocol::api::{
+    AuthKind, AuthState, CredentialHolder, Risk, SpecDigest, ToolClassification, UnavailableReason,
+};
 use switchyard_protocol::{ConnectionId, ConnectorId, RunnerRef, UserId, WorkspaceId};
 
 /// A row of `connections` with its connector's name.
@@ -41,6 +43,29 @@ pub struct ConnectionRow {
     pub prefix_tools: bool,
     /// Whether a declarative file created or adopted it (`switchyard apply`).
     pub declared: bool,
+    /// Its auth settings and state (`connection_auth`), once it has any.
+    #[sqlx(flatten)]
+    pub auth: ConnectionAuthColumns,
+}
+
+/// A connection's `connection_auth` row as [`ConnectionRow`] reads it (left-joined: every
+/// column `None` when it has none).
+#[derive(Clone, Debug, Default, sqlx::FromRow)]
+pub struct ConnectionAuthColumns {
+    /// What it sends (`None` also when not declared).
+    pub auth_kind: Option<AuthKind>,
+    /// Scopes to ask for.
+    pub auth_scopes: Option<Vec<String>>,
+    /// Server-side variable holding the OAuth client id.
+    pub auth_client_id_env: Option<String>,
+    /// Server-side variable holding the OAuth client secret.
+    pub auth_client_secret_env: Option<String>,
+    /// Whose credential it sends.
+    pub auth_credential: Option<CredentialHolder>,
+    /// Whether its credential is usable; `None`: no row.
+    pub auth_state: Option<AuthState>,
+    /// When a person last completed its authorization.
+    pub auth_authorized_at: Option<DateTime<Utc>>,
 }
 
 /// A row of `tools`.
@@ -136,8 +161,14 @@ macro_rules! select_connection {
         concat!(
             "SELECT c.id, c.workspace_id, c.name, c.namespace, c.connector_id, k.name AS connector_name,
                  c.runner_ref, c.revision, c.last_discovery_at, c.last_discovery_error, c.created_at,
-                 c.retired_at, c.retired_by, c.prefix_tools, c.declared
-             FROM connections c JOIN connectors k ON k.id = c.connector_id ",
+                 c.retired_at, c.retired_by, c.prefix_tools, c.declared,
+                 a.kind AS auth_kind, a.scopes AS auth_scopes,
+                 a.client_id_env AS auth_client_id_env,
+                 a.client_secret_env AS auth_client_secret_env,
+                 a.credential AS auth_credential, a.state AS auth_state,
+                 a.authorized_at AS auth_authorized_at
+             FROM connections c JOIN connectors k ON k.id = c.connector_id
+                 LEFT JOIN connection_auth a ON a.connection_id = c.id ",
             $clauses
         )
     };

@@ -23,6 +23,7 @@ mod mcp_requests;
 mod mcp_routes;
 mod mcp_sessions;
 mod metrics;
+mod oauth;
 mod observations;
 mod operations;
 mod pairings;
@@ -57,7 +58,9 @@ pub use calls::{
 };
 pub use capture_exclusions::{CaptureExclusionRow, NewCaptureExclusion};
 pub use committed::{Committed, Wakeup};
-pub use connections::{CatalogChanges, ConnectionRow, ConnectionToolRow, Reclassified, ToolRow};
+pub use connections::{
+    CatalogChanges, ConnectionAuthColumns, ConnectionRow, ConnectionToolRow, Reclassified, ToolRow,
+};
 pub use connectors::ConnectorRow;
 pub use credential_values::{CredentialValueRow, credential_context};
 pub use devices::DeviceRow;
@@ -67,6 +70,9 @@ pub use mcp_requests::InFlight;
 pub use mcp_routes::McpRouteRow;
 pub use mcp_sessions::MCP_SESSION_IDLE;
 pub use metrics::{ActiveCalls, ConnectionName, DeviceSeen};
+pub use oauth::{
+    ConnectionAuthRow, GrantFacts, GrantLock, GrantRow, PendingRow, grant_context, pending_context,
+};
 pub use observations::{Completed, CompletionEffects, LateReceipt, Lineage, ObservationRow};
 pub use operations::{OperationOwner, OperationRow};
 pub use pairings::PairingRow;

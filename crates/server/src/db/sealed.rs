@@ -33,16 +33,26 @@ pub(super) async fn lock_sealed_writes(tx: &mut PgConnection) -> Result<(), sqlx
 pub enum SealedTable {
     /// Central connections' credential values (`central_credential_values`).
     CentralCredentialValues,
+    /// Central connections' OAuth grants (`oauth_grants`).
+    OAuthGrants,
+    /// OAuth authorizations waiting for their callback (`oauth_pending`).
+    OAuthPending,
 }
 
 impl SealedTable {
     /// Every table of sealed values: what a rotation re-seals.
-    pub const ALL: [SealedTable; 1] = [SealedTable::CentralCredentialValues];
+    pub const ALL: [SealedTable; 3] = [
+        SealedTable::CentralCredentialValues,
+        SealedTable::OAuthGrants,
+        SealedTable::OAuthPending,
+    ];
 
     /// The table's name.
     pub fn name(self) -> &'static str {
         match self {
             SealedTable::CentralCredentialValues => "central_credential_values",
+            SealedTable::OAuthGrants => "oauth_grants",
+            SealedTable::OAuthPending => "oauth_pending",
         }
     }
 
@@ -68,6 +78,29 @@ impl SealedTable {
                     })
                     .collect())
             }
+            SealedTable::OAuthGrants => Ok(super::oauth::stale_grants(tx, current)
+                .await?
+                .into_iter()
+                .map(|grant| StaleValue {
+                    context: super::oauth::grant_context(grant.connection, &grant.holder),
+                    row: RowKey::OAuthGrant {
+                        connection: grant.connection,
+                        holder: grant.holder,
+                    },
+                    sealed: grant.sealed,
+                })
+                .collect()),
+            SealedTable::OAuthPending => Ok(super::oauth::stale_pending(tx, current)
+                .await?
+                .into_iter()
+                .map(|pending| StaleValue {
+                    context: super::oauth::pending_context(&pending.digest),
+                    row: RowKey::OAuthPending {
+                        digest: pending.digest,
+                    },
+                    sealed: pending.sealed,
+                })
+                .collect()),
         }
     }
 }
@@ -84,6 +117,13 @@ enum RowKey {
     CentralCredential {
         connection: ConnectionId,
         destination: Destination,
+    },
+    OAuthGrant {
+        connection: ConnectionId,
+        holder: String,
+    },
+    OAuthPending {
+        digest: Vec<u8>,
     },
 }
 
@@ -108,6 +148,12 @@ impl RowKey {
                 .bind(&sealed.ciphertext)
                 .execute(tx)
                 .await?;
+            }
+            RowKey::OAuthGrant { connection, holder } => {
+                super::oauth::reseal_grant(tx, *connection, holder, sealed).await?;
+            }
+            RowKey::OAuthPending { digest } => {
+                super::oauth::reseal_pending(tx, digest, sealed).await?;
             }
         }
         Ok(())

@@ -9,6 +9,7 @@ mod credentials;
 mod devices;
 mod error;
 mod handlers;
+mod oauth;
 mod reconcile;
 mod request_context;
 mod retire;
@@ -113,6 +114,7 @@ pub fn router(app: App) -> Router {
         .merge(tokens::routes())
         .merge(agents::routes())
         .merge(credentials::routes())
+        .merge(oauth::routes())
         .merge(runner::routes())
         .merge(reconcile::routes())
         .merge(retire::routes())
@@ -122,5 +124,6 @@ pub fn router(app: App) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .nest("/api/v1", api)
+        .merge(oauth::browser_routes())
         .with_state(AppState { app })
 }

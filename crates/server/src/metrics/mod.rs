@@ -117,6 +117,30 @@ impl SettledBy {
     }
 }
 
+/// How an OAuth token renewal ended (`switchyard_oauth_renewals_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// A new access token was obtained and stored.
+    Ok,
+    /// The authorization server refused for good (`invalid_grant`, a forgotten client): the
+    /// connection needs authorization again.
+    Rejected,
+    /// It failed for now (no answer in time, a server error): the call failed, nothing sent.
+    Failed,
+}
+
+impl Renewal {
+    const ALL: [Renewal; 3] = [Renewal::Ok, Renewal::Rejected, Renewal::Failed];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Renewal::Ok => "ok",
+            Renewal::Rejected => "rejected",
+            Renewal::Failed => "failed",
+        }
+    }
+}
+
 const OUTCOMES: [ResolutionOutcome; 3] = [
     ResolutionOutcome::Succeeded,
     ResolutionOutcome::NotApplied,
@@ -152,6 +176,8 @@ pub struct Metrics {
     approval_wait: [Histogram; 3],
     /// As in [`SettledBy::ALL`], then [`OUTCOMES`].
     settled: [[AtomicU64; 3]; 3],
+    /// As in [`Renewal::ALL`].
+    renewals: [AtomicU64; 3],
     operations: Operations,
     devices: devices::DeviceReports,
 }
@@ -164,6 +190,7 @@ impl Default for Metrics {
             lease_wait: std::array::from_fn(|_| Histogram::new(CALL_BUCKETS)),
             approval_wait: std::array::from_fn(|_| Histogram::new(APPROVAL_BUCKETS)),
             settled: Default::default(),
+            renewals: Default::default(),
             operations: Operations::default(),
             devices: devices::DeviceReports::default(),
         }
@@ -212,6 +239,11 @@ impl Metrics {
     pub fn unknown_settled(&self, by: SettledBy, outcome: ResolutionOutcome) {
         let (by, outcome) = (index(&SettledBy::ALL, &by), index(&OUTCOMES, &outcome));
         self.settled[by][outcome].fetch_add(1, Relaxed);
+    }
+
+    /// An OAuth token renewal (a token request with a refresh token) ended as `result`.
+    pub fn oauth_renewal(&self, result: Renewal) {
+        self.renewals[index(&Renewal::ALL, &result)].fetch_add(1, Relaxed);
     }
 
     /// A device runner polled (a heartbeat or a lease request), reporting its outbox depth
@@ -277,6 +309,19 @@ impl Metrics {
                 let labels = [("by", by.as_str()), ("outcome", outcome.as_str())];
                 text.sample(name, &labels, self.settled[i][j].load(Relaxed));
             }
+        }
+        let name = "switchyard_oauth_renewals_total";
+        text.family(
+            name,
+            Kind::Counter,
+            "OAuth token renewals of central connections, by result (ok, rejected, failed)",
+        );
+        for (i, result) in Renewal::ALL.into_iter().enumerate() {
+            text.sample(
+                name,
+                &[("result", result.as_str())],
+                self.renewals[i].load(Relaxed),
+            );
         }
         render_last_seen(&db.devices, &mut text);
         self.devices.render(&mut text);

@@ -35,6 +35,7 @@ mod mcp_clients;
 mod mcp_endpoint;
 mod metrics;
 mod namespaces;
+mod oauth;
 mod placements;
 mod quotas;
 mod reconcile;

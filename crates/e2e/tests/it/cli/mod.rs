@@ -5,6 +5,7 @@ mod access;
 mod apply;
 mod approvals;
 mod audit;
+mod auth;
 mod calls;
 mod contain;
 mod devices;

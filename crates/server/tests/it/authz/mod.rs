@@ -72,9 +72,9 @@ impl Row {
 
     fn is_web(&self) -> bool {
         !(self.path.starts_with("/api/")
+            || self.path.starts_with("/mcp")
             || self.path == "/healthz"
-            || self.path == "/readyz"
-            || self.path == "/mcp")
+            || self.path == "/readyz")
     }
 }
 
@@ -105,6 +105,10 @@ fn matrix() -> Vec<Row> {
     // Health: anyone.
     GET  "/healthz"                                                  => 200  200  200  200  200  200  200  200  200  200  200;
     GET  "/readyz"                                                   => 200  200  200  200  200  200  200  200  200  200  200;
+    // The browser's way back from an OAuth consent: no authentication, the flow's state is the
+    // capability (none here); and the server's OAuth client metadata document.
+    GET  "/mcp/callback"                                             => 400  400  400  400  400  400  400  400  400  400  400;
+    GET  "/mcp/oauth-client.json"                                    => 200  200  200  200  200  200  200  200  200  200  200;
     // Users and their own tokens: any user, never a device.
     GET  "/api/v1/me"                                                => 401  200  200  200  200  200  200  200  401  401  401;
     GET  "/api/v1/tokens"                                            => 401  200  200  200  200  200  200  200  401  401  401;
@@ -163,6 +167,12 @@ fn matrix() -> Vec<Row> {
     // Revoking every value of a connection: workspace admins.
     POST "/api/v1/workspaces/{ws}/connections/{connection}/credentials/revoke" json({})
                                                                      => 401  404  403  200  403  403  403  403  401  401  401;
+    // Auth settings and authorizing: workspace admins (the matrix's server holds no
+    // installation key, so an admin is told so).
+    PUT  "/api/v1/workspaces/{ws}/connections/{connection}/auth" json({"kind": "token"})
+                                                                     => 401  404  403  200  403  403  403  403  401  401  401;
+    POST "/api/v1/workspaces/{ws}/connections/{connection}/authorize" json({})
+                                                                     => 401  404  403  409  403  403  403  403  401  401  401;
     PUT  "/api/v1/workspaces/{ws}/connections/{connection}/prefix-tools" json({"prefix_tools": true})
                                                                      => 401  404  403  200  403  403  403  200  401  401  401;
     // Whether a declarative file owns the connection: workspace admins.

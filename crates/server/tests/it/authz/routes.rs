@@ -6,8 +6,14 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// Routes of `src/http/` served outside `/api/v1` (the outer router in `http/mod.rs`).
-const UNNESTED: [&str; 2] = ["/healthz", "/readyz"];
+/// Routes of `src/http/` served outside `/api/v1` (the outer router in `http/mod.rs`, and the
+/// OAuth browser routes beside `/mcp`).
+const UNNESTED: [&str; 4] = [
+    "/healthz",
+    "/readyz",
+    "/mcp/callback",
+    "/mcp/oauth-client.json",
+];
 
 /// Method routers axum offers (`axum::routing::{get, post, …}`).
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];

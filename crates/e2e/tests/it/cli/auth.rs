@@ -1,0 +1,187 @@
+//! `switchyard auth`, `list` and `revoke` against a server holding an installation key, a real
+//! authorization server (`oidc-provider`) and the fixture as the OAuth-protected MCP server:
+//! `auth` prints the consent URL and returns once the browser's consent reached the server; a
+//! static token is read from stdin, never from the command line.
+
+use super::harness::*;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use switchyard_testkit::oauth_server::OAuthServer;
+
+/// Follows the authorization server's redirects as a browser would (keeping its cookies),
+/// consent being automated, and lands on the server's callback: its status.
+async fn consent_in_browser(authorization_url: &str, callback: &str) -> u16 {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client");
+    let mut url = authorization_url.to_owned();
+    let mut cookies: Vec<(String, String)> = Vec::new();
+    for _ in 0..10 {
+        let cookie = cookies
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let answer = http
+            .get(&url)
+            .header("cookie", cookie)
+            .send()
+            .await
+            .expect("answers");
+        if url.starts_with(callback) {
+            return answer.status().as_u16();
+        }
+        for set in answer.headers().get_all("set-cookie") {
+            let pair = set.to_str().unwrap_or_default().split(';').next();
+            if let Some((name, value)) = pair.and_then(|pair| pair.split_once('=')) {
+                cookies.retain(|(known, _)| known != name);
+                cookies.push((name.to_owned(), value.to_owned()));
+            }
+        }
+        let location = answer
+            .headers()
+            .get("location")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_else(|| panic!("no redirect from {url}: {}", answer.status()))
+            .to_owned();
+        url = reqwest::Url::parse(&url)
+            .and_then(|base| base.join(&location))
+            .expect("a redirect URL")
+            .to_string();
+    }
+    panic!("the consent never reached {callback}; last at {url}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn auth_waits_for_the_consent_then_list_and_revoke_show_where_it_stands(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let dir = scratch_dir("oauth");
+    let auth = OAuthServer::start(&dir, 3600).expect("oidc-provider starts");
+    let (id, secret) = auth.resource_server();
+    let introspection = format!("{id}:{secret}");
+    let remote = HttpFixture::start(
+        &[
+            "--oauth-issuer",
+            auth.issuer(),
+            "--oauth-client-env",
+            "FIXTURE_INTROSPECTION_CLIENT",
+        ],
+        &[("FIXTURE_INTROSPECTION_CLIENT", &introspection)],
+    );
+    let key = dir.join("installation.key");
+    let server = Server::start_with_env(
+        &db,
+        &[(
+            "SWITCHYARD_INSTALLATION_KEY_FILE",
+            key.to_str().expect("a UTF-8 path"),
+        )],
+    )
+    .await;
+    let cli = server.cli();
+    cli.run(&["workspace", "create", "acme"]).success();
+    cli.run(&["connector", "add", "remote", "--http", &remote.url])
+        .success();
+    cli.run(&[
+        "connection",
+        "create",
+        "acme",
+        "remote",
+        "--connector",
+        "remote",
+    ])
+    .success();
+    let listed = cli.run(&["list", "acme"]).success();
+    assert!(
+        listed.stdout.contains("remote") && listed.stdout.contains("discovered"),
+        "{}",
+        listed.stdout
+    );
+
+    let mut waiting = cli.start(&["auth", "acme", "remote"]);
+    let authorization_url = loop {
+        let line = waiting.next_line();
+        if let Some(url) = line.trim().strip_prefix(auth.issuer()) {
+            break format!("{}{url}", auth.issuer());
+        }
+    };
+    let callback = format!("{}/mcp/callback", server.url().trim_end_matches('/'));
+    assert_eq!(consent_in_browser(&authorization_url, &callback).await, 200);
+    let done = waiting.finish();
+    assert_eq!(done.code, Some(0), "{}", done.stderr);
+    assert!(
+        done.stdout.contains("connection remote is authorized"),
+        "{}",
+        done.stdout
+    );
+
+    let listed = cli.run(&["--json", "list", "acme"]).success().json();
+    assert_eq!(listed[0]["auth"]["state"], "authorized", "{listed}");
+    let listed = cli.run(&["list", "acme"]).success();
+    assert!(listed.stdout.contains("oauth"), "{}", listed.stdout);
+
+    let revoked = cli.run(&["revoke", "acme", "remote"]).success();
+    assert!(
+        revoked.stdout.contains("needs authorization again"),
+        "{}",
+        revoked.stdout
+    );
+    let listed = cli.run(&["--json", "list", "acme"]).success().json();
+    assert_eq!(
+        listed[0]["auth"]["state"], "needs_authorization",
+        "{listed}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn auth_reads_a_static_token_from_stdin_for_a_token_connection(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let dir = scratch_dir("auth-token");
+    let key = dir.join("installation.key");
+    let remote = HttpFixture::start(
+        &["--bearer-env", "FIXTURE_TOKEN"],
+        &[("FIXTURE_TOKEN", "auth-token-5e2a")],
+    );
+    let server = Server::start_with_env(
+        &db,
+        &[(
+            "SWITCHYARD_INSTALLATION_KEY_FILE",
+            key.to_str().expect("a UTF-8 path"),
+        )],
+    )
+    .await;
+    let cli = server.cli();
+    cli.run(&["workspace", "create", "acme"]).success();
+    cli.run(&["connector", "add", "remote", "--http", &remote.url])
+        .success();
+    cli.run(&[
+        "connection",
+        "create",
+        "acme",
+        "remote",
+        "--connector",
+        "remote",
+    ])
+    .success();
+    server
+        .api()
+        .put(
+            "/workspaces/acme/connections/remote/auth",
+            &serde_json::json!({"kind": "token"}),
+        )
+        .await
+        .expect("auth settings");
+
+    let set = cli
+        .run_with_stdin(&["auth", "acme", "remote"], b"auth-token-5e2a\n")
+        .success();
+    assert!(set.stdout.contains("kept by the server"), "{}", set.stdout);
+    assert!(!set.stdout.contains("auth-token-5e2a") && !set.stderr.contains("auth-token-5e2a"));
+    let discovered = cli
+        .run(&["connection", "discover", "acme", "remote"])
+        .success();
+    assert!(discovered.stdout.contains("echo"), "{}", discovered.stdout);
+}

@@ -1,0 +1,110 @@
+//! How a connection authenticates to its MCP server (`none`, a static `token`, or OAuth 2.1),
+//! who holds its credential, and whether it is authorized now: the settings `PUT
+//! /api/v1/workspaces/{ws}/connections/{c}/auth` takes and the view every connection shows.
+//! Values never appear here: a token or a grant stays with the server, sealed. Re-exported
+//! from [`crate::api`].
+
+use crate::agents::{UnknownValue, named_enum};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+named_enum!(
+    /// What a connection sends its server. Absent from the settings: discovered when it is
+    /// first authorized (a 401 with a `Bearer` challenge means `oauth`).
+    AuthKind, "auth kind" {
+        /// Nothing: the server needs no credential.
+        #[default]
+        None = "none",
+        /// A static token, set as a credential value.
+        Token = "token",
+        /// OAuth 2.1, as the MCP authorization spec says: the server obtains, stores and
+        /// renews the tokens.
+        Oauth = "oauth",
+    }
+);
+
+named_enum!(
+    /// Whose credential a connection sends: one for everybody (`shared`), or each person's
+    /// own grant (`user`, not available for central connections yet).
+    CredentialHolder, "credential holder" {
+        /// One credential, authorized once, used for every caller.
+        #[default]
+        Shared = "shared",
+        /// Each caller's own credential.
+        User = "user",
+    }
+);
+
+named_enum!(
+    /// Whether a connection's credential is usable now.
+    AuthState, "auth state" {
+        /// Nothing obtained yet (or it was revoked, or the settings changed): authorize it.
+        #[default]
+        NeedsAuthorization = "needs_authorization",
+        /// A credential is held and renews itself.
+        Authorized = "authorized",
+        /// Renewing failed for good (the authorization server refused the refresh token, or
+        /// the server refused a renewed token): a person must authorize it again.
+        AuthRequired = "auth_required",
+        /// The access token expired and nothing can renew it (no refresh token).
+        Expired = "expired",
+    }
+);
+
+/// `PUT /api/v1/workspaces/{ws}/connections/{c}/auth`: the connection's auth settings,
+/// replacing the ones before. Changing `kind` empties the credential it holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetConnectionAuth {
+    /// What it sends; omitted: discovered when it is first authorized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<AuthKind>,
+    /// OAuth scopes to ask for; empty: what the server advertises.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// For a server that registers no clients: the server-side environment variable holding
+    /// the OAuth client id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id_env: Option<String>,
+    /// The server-side environment variable holding that client's secret, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<String>,
+    /// Whose credential it sends; `shared` when omitted.
+    #[serde(default)]
+    pub credential: CredentialHolder,
+}
+
+/// A connection's auth settings and state, in its view.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionAuthView {
+    /// What it sends; absent: not known yet (discovered when it is first authorized).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<AuthKind>,
+    /// OAuth scopes it asks for (empty: what the server advertises).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The server-side variable naming its OAuth client id, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id_env: Option<String>,
+    /// The server-side variable naming its OAuth client secret, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<String>,
+    /// Whose credential it sends.
+    pub credential: CredentialHolder,
+    /// Whether its credential is usable now.
+    pub state: AuthState,
+    /// When a person last completed its authorization (renewals do not change it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorized_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /api/v1/workspaces/{ws}/connections/{c}/authorize` answer: where a person consents.
+/// The browser comes back to the server's `/mcp/callback`, which finishes the authorization.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthorizationStarted {
+    /// The authorization server's page to open in a browser.
+    pub authorization_url: String,
+    /// The `state` of this authorization (it expires after ten minutes).
+    pub state: String,
+}

@@ -1,0 +1,609 @@
+//! OAuth 2.1 for central HTTP connections, as the MCP authorization spec says, on rmcp's
+//! `auth` client: a connection's auth settings, authorizing it (discovery from the server's
+//! 401 challenge, a client identity, PKCE S256, the resource indicator, the callback's `iss`
+//! checked before the code is redeemed) and its tokens, sealed in PostgreSQL and renewed
+//! before they expire or when the server refuses one ([`renew`]).
+//!
+//! Guarantees:
+//! - No token, refresh token, PKCE verifier or client secret is stored in clear, logged or
+//!   answered: grants and pending flows are sealed with the installation key
+//!   ([`crate::vault`]); client secrets are read from the server's environment when used.
+//! - Any replica can answer the callback (the flow's state is in `oauth_pending`), and
+//!   renewal is single-flight across replicas (the grant's advisory lock, then a second look).
+//! - Every OAuth request is bounded by [`super::AppConfig::oauth_timeout`].
+//! - Changing the auth kind, or the connector's URL, empties the credential: a grant is sent
+//!   only to the URL it was obtained for.
+//!
+//! Device connections are out of scope: their credentials live on the device. A per-person
+//! credential (`credential = user`) is refused for central connections.
+
+mod grant;
+mod http;
+mod renew;
+mod store;
+
+pub use crate::db::{grant_context, pending_context};
+pub use renew::{CentralLaunch, Flights};
+
+use self::grant::{ClientRecord, PendingRecord, state_digest};
+use self::http::OAuthHttp;
+use self::store::{GrantKey, GrantStore, PendingStore};
+use super::audit::Audit;
+use super::{Actor, App};
+use crate::db::ConnectionRow;
+use crate::error::{AppError, AppResult};
+use crate::vault::KeyFile;
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, AuthorizationMetadataSource, AuthorizationRequest,
+    AuthorizationSession, OAuthClientConfig,
+};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_protocol::ErrorCode;
+use switchyard_protocol::api::{
+    AuthKind, AuthorizationStarted, ConnectionView, ConnectorSpec, CredentialHolder,
+    SetConnectionAuth,
+};
+
+/// How long an authorization waits for its callback.
+const PENDING_TTL: Duration = Duration::from_secs(600);
+/// The name the server registers its OAuth clients under.
+const CLIENT_NAME: &str = "Switchyard";
+/// Where the authorization server sends the browser back, under the server's base URL.
+pub const CALLBACK_PATH: &str = "/mcp/callback";
+
+/// What the callback's query carries (RFC 6749 §4.1.2, RFC 9207).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub struct CallbackQuery {
+    /// The authorization code.
+    pub code: Option<String>,
+    /// The state the flow began with.
+    pub state: Option<String>,
+    /// The issuer that answered (RFC 9207).
+    pub iss: Option<String>,
+    /// The authorization server's refusal, when it refused.
+    pub error: Option<String>,
+}
+
+impl App {
+    /// Replaces connection `connection`'s auth settings (workspace admins). Changing its kind
+    /// empties the credential it holds. `credential = user` is refused for a central
+    /// connection (`credential_holder_unsupported`), `oauth` for a stdio one
+    /// (`authorization_unsupported`).
+    pub async fn connection_auth_set(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        connection: &str,
+        settings: SetConnectionAuth,
+    ) -> AppResult<ConnectionView> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let row = self
+            .find_connection(membership.workspace.id, connection)
+            .await?;
+        check_settings(&row, &settings)?;
+        if settings.kind == Some(AuthKind::Oauth) {
+            let connector = self.db.connector_get(row.connector_id).await?;
+            if !matches!(connector.spec(), ConnectorSpec::Http { .. }) {
+                return Err(AppError::refused(
+                    ErrorCode::AuthorizationUnsupported,
+                    format!(
+                        "connection `{}` runs a stdio server: OAuth is for HTTP connections; use \
+                         `token` with a credential binding instead",
+                        row.name
+                    ),
+                ));
+            }
+        }
+        let before = super::views::connection_auth(&row.auth);
+        let after = self.db.connection_auth_set(row.id, &settings).await?;
+        self.audit(
+            Audit::by(actor, "connection.auth_changed")
+                .workspace(row.workspace_id)
+                .connection(row.id)
+                .object("connection", Some(row.id.0), &row.name)
+                .before(json!(before))
+                .after(json!({"kind": after.kind, "scopes": after.scopes,
+                    "client_id_env": after.client_id_env,
+                    "client_secret_env": after.client_secret_env,
+                    "credential": after.credential, "state": after.state})),
+        )
+        .await;
+        let view = self.db.connection_get(row.id).await?;
+        Ok(super::views::connection(&view))
+    }
+
+    /// Begins authorizing central HTTP connection `connection` (workspace admins): asks its
+    /// server (a 401 with a `Bearer` challenge means OAuth), discovers its authorization
+    /// server, obtains a client identity (the declared `client_id_env`; else a Client ID
+    /// Metadata Document where supported; else dynamic registration), and answers the URL a
+    /// person consents at. The browser then comes back to `<base_url>/mcp/callback`.
+    pub async fn connection_authorize(
+        &self,
+        actor: &Actor,
+        ws: &str,
+        connection: &str,
+    ) -> AppResult<AuthorizationStarted> {
+        let membership = self.admin_membership(actor, ws).await?;
+        let row = self
+            .find_connection(membership.workspace.id, connection)
+            .await?;
+        let vault = self.vault()?;
+        let url = self.oauth_target(&row).await?;
+        let settings = self.db.connection_auth_get(row.id).await?;
+        let declared = settings.as_ref().and_then(|settings| settings.kind);
+        if let Some(kind @ (AuthKind::None | AuthKind::Token)) = declared {
+            return Err(AppError::refused(
+                ErrorCode::AuthorizationUnsupported,
+                format!(
+                    "connection `{}` is declared `auth = {kind}`: nothing to authorize with OAuth \
+                     (set a token with `switchyard auth` for `token`)",
+                    row.name
+                ),
+            ));
+        }
+        if settings
+            .as_ref()
+            .is_some_and(|settings| settings.credential == CredentialHolder::User)
+        {
+            return Err(user_holder_refused(&row.name));
+        }
+        let http = self.oauth_http()?;
+        let probe = http
+            .probe(&url)
+            .await
+            .map_err(|e| failed(&row.name, &format!("its MCP server at {url}: {e}")))?;
+        let Some(challenge) = probe.bearer_challenge.filter(|_| probe.status == 401) else {
+            if declared.is_none() && (200..300).contains(&probe.status) {
+                self.db
+                    .connection_auth_discovered(row.id, AuthKind::None)
+                    .await?;
+            }
+            return Err(AppError::refused(
+                ErrorCode::AuthorizationUnsupported,
+                format!(
+                    "connection `{}`: its MCP server answered {} without a `Bearer` challenge, so \
+                     it asks for no OAuth authorization",
+                    row.name, probe.status
+                ),
+            ));
+        };
+        if declared.is_none() {
+            self.db
+                .connection_auth_discovered(row.id, AuthKind::Oauth)
+                .await?;
+        }
+        let settings = self
+            .db
+            .connection_auth_get(row.id)
+            .await?
+            .unwrap_or_else(|| {
+                unreachable!("a connection's auth row exists once its kind was discovered")
+            });
+        let begun = self
+            .begin_flow(&row, &url, &challenge, &settings, Arc::clone(&http))
+            .await
+            .map_err(|e| refusal_of(&row.name, &e, http.last_error()))?;
+        let digest = state_digest(&begun.csrf);
+        let plain = serde_json::to_vec(&begun.record)
+            .map_err(|e| AppError::Internal(format!("an OAuth flow does not serialize: {e}")))?;
+        let context = pending_context(&digest);
+        let seal = || vault.reload().map(|keys| keys.seal(&context, &plain));
+        let expires = chrono::Utc::now()
+            + chrono::Duration::from_std(PENDING_TTL).expect("ten minutes is a duration");
+        self.db
+            .oauth_pending_put(
+                &digest,
+                row.id,
+                CredentialHolder::Shared.as_str(),
+                seal,
+                expires,
+            )
+            .await?
+            .map_err(|e| AppError::Internal(format!("sealing an OAuth flow: {e}")))?;
+        self.audit(
+            Audit::by(actor, "connection.authorization_started")
+                .workspace(row.workspace_id)
+                .connection(row.id)
+                .object("connection", Some(row.id.0), &row.name)
+                .after(json!({"issuer": begun.record.client.metadata.issuer})),
+        )
+        .await;
+        Ok(AuthorizationStarted {
+            authorization_url: begun.authorization_url,
+            state: begun.csrf,
+        })
+    }
+
+    /// Finishes an authorization at its callback (no API authentication: the state is the
+    /// capability): checks the answer's `iss` against the issuer the flow began with before
+    /// the code is redeemed (`issuer_mismatch`), redeems it, stores the grant sealed and marks
+    /// the connection `authorized`. Answers the connection's name.
+    pub async fn oauth_callback(&self, query: CallbackQuery) -> AppResult<String> {
+        let state = query.state.as_deref().unwrap_or_default();
+        let digest = state_digest(state);
+        let invalid = || {
+            AppError::refused(
+                ErrorCode::AuthorizationStateInvalid,
+                "this authorization is unknown, expired (after ten minutes) or already used: \
+                 start it again with `switchyard auth`",
+            )
+        };
+        let pending = self
+            .db
+            .oauth_pending_get(&digest)
+            .await?
+            .ok_or_else(invalid)?;
+        let vault = self.vault()?;
+        let plain = vault
+            .open(&pending_context(&digest), &pending.sealed)
+            .map_err(|_| invalid())?;
+        let record: PendingRecord = serde_json::from_slice(&plain).map_err(|_| invalid())?;
+        let row = self.db.connection_get(pending.connection_id).await?;
+        if let Some(error) = &query.error {
+            self.db.oauth_pending_delete(&digest).await?;
+            return Err(AppError::refused(
+                ErrorCode::AuthorizationFailed,
+                format!(
+                    "connection `{}`: the authorization server refused the authorization \
+                     (`{error}`); start it again with `switchyard auth`",
+                    row.name
+                ),
+            ));
+        }
+        let code = query
+            .code
+            .as_deref()
+            .filter(|code| !code.is_empty())
+            .ok_or_else(|| {
+                AppError::refused(
+                    ErrorCode::InvalidRequest,
+                    "the callback carries no `code`: open the authorization URL again",
+                )
+            })?;
+        let http = self.oauth_http()?;
+        let key = GrantKey {
+            connection: row.id,
+            holder: CredentialHolder::Shared.as_str().to_owned(),
+            resource: record.resource.clone(),
+        };
+        let store = GrantStore::new(
+            self.db.clone(),
+            Arc::clone(&vault),
+            key,
+            record.client.clone(),
+        )
+        .authorizing();
+        let mut manager = manager_for(&record.client, Arc::clone(&http), store).await?;
+        manager.set_state_store(PendingStore::found(self.db.clone(), digest, record.state));
+        manager
+            .exchange_code_for_token_with_issuer(code, state, query.iss.as_deref())
+            .await
+            .map_err(|e| refusal_of(&row.name, &e, http.last_error()))?;
+        self.audit(
+            Audit::by_system("oauth", "connection.authorized")
+                .workspace(row.workspace_id)
+                .connection(row.id)
+                .object("connection", Some(row.id.0), &row.name)
+                .after(json!({"issuer": record.client.metadata.issuer})),
+        )
+        .await;
+        Ok(row.name)
+    }
+
+    /// Forgets every OAuth grant of `connection` (every holder's) and moves it to
+    /// `needs_authorization`; answers how many there were. What revoking a connection's
+    /// credentials does for its OAuth half.
+    pub async fn oauth_grants_forget(
+        &self,
+        connection: switchyard_protocol::ConnectionId,
+    ) -> AppResult<u64> {
+        Ok(self.db.oauth_grants_delete(connection).await?)
+    }
+
+    /// The installation key, or the refusal that says how to configure one.
+    fn vault(&self) -> AppResult<Arc<KeyFile>> {
+        self.config.installation_key.clone().ok_or_else(|| {
+            AppError::refused(
+                ErrorCode::VaultNotConfigured,
+                "this server holds no installation key, so it cannot keep an OAuth grant: start \
+                 it with `--installation-key-file PATH` (SWITCHYARD_INSTALLATION_KEY_FILE)",
+            )
+        })
+    }
+
+    /// A fresh OAuth HTTP client under the installation's endpoint guard and time bound.
+    fn oauth_http(&self) -> AppResult<Arc<OAuthHttp>> {
+        OAuthHttp::new(&self.config.endpoints, self.config.oauth_timeout)
+            .map_err(|e| AppError::Internal(format!("the OAuth HTTP client: {e}")))
+    }
+
+    /// The MCP URL of central HTTP connection `row`, or the refusal saying why it cannot be
+    /// authorized here.
+    async fn oauth_target(&self, row: &ConnectionRow) -> AppResult<String> {
+        if !row.runner_ref.is_central() {
+            return Err(AppError::refused(
+                ErrorCode::ConnectionNotCentral,
+                format!(
+                    "connection `{}` runs on {}: its credentials live on that device, and the \
+                     server does not authorize it",
+                    row.name, row.runner_ref
+                ),
+            ));
+        }
+        match self.db.connector_get(row.connector_id).await?.spec() {
+            ConnectorSpec::Http { url } => Ok(url),
+            ConnectorSpec::Stdio { .. } => Err(AppError::refused(
+                ErrorCode::AuthorizationUnsupported,
+                format!(
+                    "connection `{}` runs a stdio server: OAuth is for HTTP connections",
+                    row.name
+                ),
+            )),
+        }
+    }
+
+    /// Discovery, the client identity and the authorization URL, each request bounded.
+    async fn begin_flow(
+        &self,
+        row: &ConnectionRow,
+        url: &str,
+        challenge: &str,
+        settings: &crate::db::ConnectionAuthRow,
+        http: Arc<OAuthHttp>,
+    ) -> Result<Begun, AuthError> {
+        let mut manager = AuthorizationManager::new_with_oauth_http_client(url, http).await?;
+        let resolution = manager
+            .resolve_metadata_from_challenge(Some(challenge))
+            .await?;
+        if resolution.source == AuthorizationMetadataSource::LegacyEndpointFallback {
+            return Err(AuthError::NoAuthorizationSupport);
+        }
+        let metadata = resolution.metadata;
+        let s256 = metadata
+            .code_challenge_methods_supported
+            .as_ref()
+            .is_some_and(|methods| methods.iter().any(|method| method == "S256"));
+        if !s256 {
+            return Err(AuthError::PkceUnsupported);
+        }
+        manager.set_metadata(metadata.clone());
+        let redirect_uri = format!("{}{CALLBACK_PATH}", self.public_url());
+        let mut request = AuthorizationRequest::new(&redirect_uri)
+            .with_client_name(CLIENT_NAME)
+            .with_application_type("web");
+        if !settings.scopes.is_empty() {
+            request = request.with_scopes(settings.scopes.iter().cloned());
+        }
+        if let Some(variable) = &settings.client_id_env {
+            request = request.with_preregistered_client(server_env(variable, &row.name)?);
+            if let Some(secret) = &settings.client_secret_env {
+                request = request.with_client_secret(server_env(secret, &row.name)?);
+            }
+        } else if self.public_url().starts_with("https://") {
+            request = request.with_client_metadata_url(format!(
+                "{}{}",
+                self.public_url(),
+                CLIENT_METADATA_PATH
+            ));
+        } else if metadata.registration_endpoint.is_none() {
+            return Err(AuthError::RegistrationFailed(
+                "the authorization server registers no clients and the connection declares \
+                 none: set its `client_id_env` (and `client_secret_env`) to a client you \
+                 registered there"
+                    .to_owned(),
+            ));
+        }
+        let pending = PendingStore::collecting(self.db.clone());
+        manager.set_state_store(pending.clone());
+        let session = AuthorizationSession::new(manager, request)
+            .await
+            .map_err(|(_, error)| error)?;
+        let authorization_url = session.get_authorization_url().to_owned();
+        let parsed = reqwest::Url::parse(&authorization_url)?;
+        let param = |name: &str| {
+            parsed
+                .query_pairs()
+                .find(|(key, _)| key == name)
+                .map(|(_, value)| value.into_owned())
+        };
+        let (client_id, resource_indicator) =
+            param("client_id").zip(param("resource")).ok_or_else(|| {
+                AuthError::InternalError(
+                    "the authorization URL lacks client_id or resource".to_owned(),
+                )
+            })?;
+        let (csrf, state) = pending.take().ok_or_else(|| {
+            AuthError::InternalError("no authorization state was saved".to_owned())
+        })?;
+        Ok(Begun {
+            authorization_url,
+            csrf,
+            record: PendingRecord {
+                state,
+                client: ClientRecord {
+                    metadata,
+                    client_id,
+                    client_secret_env: settings
+                        .client_id_env
+                        .as_ref()
+                        .and(settings.client_secret_env.clone()),
+                    redirect_uri,
+                    resource_indicator,
+                },
+                resource: url.to_owned(),
+            },
+        })
+    }
+
+    /// The server's public base URL, without a trailing slash.
+    pub(crate) fn public_url(&self) -> &str {
+        self.config.public_url.trim_end_matches('/')
+    }
+}
+
+/// Where the server publishes its OAuth Client ID Metadata Document (when its base URL is
+/// https, as the document's URL must be).
+pub const CLIENT_METADATA_PATH: &str = "/mcp/oauth-client.json";
+
+/// The Client ID Metadata Document of a server whose base URL is `public_url`.
+pub fn client_metadata(public_url: &str) -> serde_json::Value {
+    let base = public_url.trim_end_matches('/');
+    json!({
+        "client_id": format!("{base}{CLIENT_METADATA_PATH}"),
+        "client_name": CLIENT_NAME,
+        "redirect_uris": [format!("{base}{CALLBACK_PATH}")],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        "application_type": "web",
+    })
+}
+
+/// What [`App::begin_flow`] answers.
+struct Begun {
+    authorization_url: String,
+    csrf: String,
+    record: PendingRecord,
+}
+
+/// An authorization manager for the client of a grant, its tokens in `store`, without
+/// discovery (the metadata was kept from the flow).
+async fn manager_for(
+    client: &ClientRecord,
+    http: Arc<OAuthHttp>,
+    store: GrantStore,
+) -> Result<AuthorizationManager, AppError> {
+    let internal = |e: AuthError| AppError::Internal(format!("OAuth client setup: {e}"));
+    let mut manager =
+        AuthorizationManager::new_with_oauth_http_client(client.resource_indicator.as_str(), http)
+            .await
+            .map_err(internal)?;
+    manager.set_metadata(client.metadata.clone());
+    let mut config = OAuthClientConfig::new(client.client_id.clone(), client.redirect_uri.clone());
+    if let Some(variable) = &client.client_secret_env {
+        let secret = std::env::var(variable).map_err(|_| {
+            AppError::refused(
+                ErrorCode::AuthorizationFailed,
+                format!(
+                    "the server's environment variable `{variable}` (the OAuth client secret) is \
+                     not set"
+                ),
+            )
+        })?;
+        config = config.with_client_secret(secret);
+    }
+    manager.configure_client(config).map_err(internal)?;
+    manager.set_credential_store(store);
+    Ok(manager)
+}
+
+/// The value of the server's environment variable `variable`, named by connection `name`'s
+/// settings.
+fn server_env(variable: &str, name: &str) -> Result<String, AuthError> {
+    std::env::var(variable).map_err(|_| {
+        AuthError::RegistrationFailed(format!(
+            "connection `{name}` names the server's environment variable `{variable}`, which is \
+             not set on this server"
+        ))
+    })
+}
+
+/// Refuses settings a connection cannot take.
+fn check_settings(row: &ConnectionRow, settings: &SetConnectionAuth) -> AppResult<()> {
+    if settings.credential == CredentialHolder::User && row.runner_ref.is_central() {
+        return Err(user_holder_refused(&row.name));
+    }
+    for variable in [&settings.client_id_env, &settings.client_secret_env]
+        .into_iter()
+        .flatten()
+    {
+        let valid = !variable.is_empty()
+            && variable.len() <= 128
+            && variable
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            && !variable.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            return Err(AppError::refused(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "`{variable}` is not an environment variable name: use capitals, digits and \
+                     `_` (e.g. SENTRY_CLIENT_ID)"
+                ),
+            ));
+        }
+    }
+    if settings.client_secret_env.is_some() && settings.client_id_env.is_none() {
+        return Err(AppError::refused(
+            ErrorCode::InvalidRequest,
+            "`client_secret_env` needs `client_id_env`: a secret belongs to a client you name",
+        ));
+    }
+    if settings.kind != Some(AuthKind::Oauth)
+        && (settings.client_id_env.is_some() || !settings.scopes.is_empty())
+        && settings.kind.is_some()
+    {
+        return Err(AppError::refused(
+            ErrorCode::InvalidRequest,
+            "`scopes`, `client_id_env` and `client_secret_env` are OAuth settings: they need \
+             `kind` `oauth` (or no kind, to discover it)",
+        ));
+    }
+    Ok(())
+}
+
+fn user_holder_refused(name: &str) -> AppError {
+    AppError::refused(
+        ErrorCode::CredentialHolderUnsupported,
+        format!(
+            "connection `{name}` runs centrally, where one credential serves every caller: \
+             `credential = user` (each person's own grant) is not available for central \
+             connections; use `shared`"
+        ),
+    )
+}
+
+/// An authorization that failed at `name`'s authorization or MCP server.
+fn failed(name: &str, what: &str) -> AppError {
+    AppError::refused(
+        ErrorCode::AuthorizationFailed,
+        format!("authorizing connection `{name}` failed: {what}"),
+    )
+}
+
+/// The refusal for rmcp's `error`, with the OAuth error code the last answer carried.
+fn refusal_of(name: &str, error: &AuthError, oauth_error: Option<String>) -> AppError {
+    match error {
+        AuthError::AuthorizationServerMismatch { .. }
+        | AuthError::AuthorizationServerMissingIssuer { .. } => AppError::refused(
+            ErrorCode::IssuerMismatch,
+            format!(
+                "connection `{name}`: {error}; the code was not redeemed (RFC 9207). Start the \
+                 authorization again and make sure the browser comes back from the same \
+                 authorization server"
+            ),
+        ),
+        AuthError::PkceUnsupported => AppError::refused(
+            ErrorCode::AuthorizationFailed,
+            format!(
+                "connection `{name}`: its authorization server does not advertise PKCE with \
+                 S256, which the MCP authorization spec requires; nothing was registered"
+            ),
+        ),
+        AuthError::NoAuthorizationSupport => AppError::refused(
+            ErrorCode::AuthorizationUnsupported,
+            format!(
+                "connection `{name}`: its server publishes no OAuth metadata (RFC 9728 / RFC \
+                 8414), so it cannot be authorized as the MCP spec says"
+            ),
+        ),
+        error => {
+            let code = oauth_error
+                .map(|code| format!(" (`{code}`)"))
+                .unwrap_or_default();
+            failed(name, &format!("{error}{code}"))
+        }
+    }
+}

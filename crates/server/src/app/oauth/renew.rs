@@ -1,0 +1,359 @@
+//! A central connection's OAuth access token when a session opens: the stored one while it is
+//! not due, else renewed — before it expires, and once more when the MCP server refuses one.
+//!
+//! Renewal is single-flight across replicas: the renewing replica takes the grant's advisory
+//! lock, then looks again, and uses a token another renewed meanwhile instead of asking the
+//! authorization server (so 20 calls at the moment of expiry on two replicas make one token
+//! request). A refresh token the authorization server rejects (`invalid_grant`), or a client
+//! it forgot (`invalid_client`), moves the connection to `auth_required` after that one
+//! attempt; from then on calls fail at once without asking it again, until a person
+//! authorizes the connection anew (which registers a new client if it forgot the old one).
+
+use super::grant::{GrantRecord, TokenFacts};
+use super::http::OAuthHttp;
+use super::manager_for;
+use super::store::{GrantKey, GrantStore, open_grant};
+use crate::app::App;
+use crate::metrics::Renewal;
+use rmcp::transport::auth::{AuthError, CredentialStore};
+use std::time::{SystemTime, UNIX_EPOCH};
+use switchyard_mcp_runner::credentials::codes;
+use switchyard_mcp_runner::launch::{
+    LaunchFuture, NoticeFuture, RenewFuture, ResolveLaunch, SessionLaunch,
+};
+use switchyard_protocol::ConnectionId;
+use switchyard_protocol::api::{AuthKind, AuthState, CallError, ConnectorSpec, CredentialHolder};
+use switchyard_protocol::runner::LeasedCall;
+
+/// The header an access token goes in.
+const AUTHORIZATION: &str = "Authorization";
+
+/// The central runner's launch resolver: the connection's bound credentials, and its OAuth
+/// access token for a connection of kind `oauth`.
+#[derive(Clone, Debug)]
+pub struct CentralLaunch {
+    app: App,
+}
+
+impl CentralLaunch {
+    /// The resolver of `app`'s central runner.
+    pub fn new(app: App) -> Self {
+        Self { app }
+    }
+}
+
+impl ResolveLaunch for CentralLaunch {
+    fn launch(&self, call: &LeasedCall) -> LaunchFuture {
+        let app = self.app.clone();
+        let call = call.clone();
+        Box::pin(async move {
+            let launch = app.central_call_launch(&call).await?;
+            app.with_oauth_token(call.connection.connection_id, launch, None)
+                .await
+                .map(|(launch, _)| launch)
+        })
+    }
+
+    fn renew(&self, call: &LeasedCall, refused: &SessionLaunch) -> RenewFuture {
+        let Some(token) = bearer(refused) else {
+            return Box::pin(async { None });
+        };
+        let app = self.app.clone();
+        let connection = call.connection.connection_id;
+        let launch = refused.clone();
+        Box::pin(async move {
+            match app.with_oauth_token(connection, launch, Some(&token)).await {
+                Ok((launch, true)) => Some(Ok(launch)),
+                // Not an OAuth connection: a static credential has nothing to renew.
+                Ok((_, false)) => None,
+                Err(error) => Some(Err(error)),
+            }
+        })
+    }
+
+    fn refused_renewed(&self, call: &LeasedCall) -> NoticeFuture {
+        let app = self.app.clone();
+        let connection = call.connection.connection_id;
+        Box::pin(async move {
+            if let Err(error) = app
+                .db
+                .connection_auth_state_set(connection, AuthState::AuthRequired)
+                .await
+            {
+                tracing::warn!(%error, %connection, "cannot record that the connection needs authorization");
+            }
+        })
+    }
+}
+
+/// The bearer token `launch` sends, if any.
+fn bearer(launch: &SessionLaunch) -> Option<String> {
+    launch
+        .headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(AUTHORIZATION))
+        .and_then(|(_, value)| value.strip_prefix("Bearer "))
+        .map(str::to_owned)
+}
+
+/// A call's `failed` error.
+fn refusal(code: &str, message: String) -> CallError {
+    CallError {
+        code: code.to_owned(),
+        message,
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or_default()
+}
+
+impl App {
+    /// `launch` with connection `connection`'s OAuth access token in its `Authorization`
+    /// header when the connection is of kind `oauth` (then `true`), else unchanged. With
+    /// `refused`, the token the MCP server refused: a renewed one is answered.
+    pub(crate) async fn with_oauth_token(
+        &self,
+        connection: ConnectionId,
+        mut launch: SessionLaunch,
+        refused: Option<&str>,
+    ) -> Result<(SessionLaunch, bool), CallError> {
+        let ConnectorSpec::Http { url } = &launch.spec else {
+            return Ok((launch, false));
+        };
+        let Some(token) = self.oauth_bearer(connection, url, refused).await? else {
+            return Ok((launch, false));
+        };
+        launch
+            .headers
+            .retain(|(name, _)| !name.eq_ignore_ascii_case(AUTHORIZATION));
+        launch
+            .headers
+            .push((AUTHORIZATION.to_owned(), format!("Bearer {token}")));
+        Ok((launch, true))
+    }
+
+    /// The access token to send to connection `connection`'s MCP server at `url`, or `None`
+    /// when the connection is not of kind `oauth`. The stored token while it is not due; else
+    /// (or when `refused` is the stored token) a renewed one. Fails the call with a
+    /// `credential_*` code when there is no usable grant, and `credential_renewal_failed`
+    /// when the authorization server could not renew it for now.
+    pub async fn oauth_bearer(
+        &self,
+        connection: ConnectionId,
+        url: &str,
+        refused: Option<&str>,
+    ) -> Result<Option<String>, CallError> {
+        let internal = |e: sqlx::Error| {
+            tracing::error!(error = %e, %connection, "reading an OAuth grant failed");
+            refusal(
+                codes::UNAVAILABLE,
+                "the connection's OAuth grant could not be read (database error)".to_owned(),
+            )
+        };
+        let Some(settings) = self
+            .db
+            .connection_auth_get(connection)
+            .await
+            .map_err(internal)?
+        else {
+            return Ok(None);
+        };
+        if settings.kind != Some(AuthKind::Oauth) {
+            return Ok(None);
+        }
+        let needs = |why: &str| {
+            refusal(
+                codes::MISSING,
+                format!(
+                    "connection {connection} {why}: authorize it (`switchyard auth WS CONNECTION`)"
+                ),
+            )
+        };
+        let Some(vault) = self.config.installation_key.clone() else {
+            return Err(needs(
+                "has no OAuth grant here (the server holds no installation key)",
+            ));
+        };
+        let holder = CredentialHolder::Shared.as_str();
+        let Some(row) = self
+            .db
+            .oauth_grant_get(connection, holder)
+            .await
+            .map_err(internal)?
+        else {
+            return Err(needs("is not authorized"));
+        };
+        if row.resource != url {
+            // Obtained for another URL: not what this connection now points at.
+            self.db
+                .oauth_grants_delete(connection)
+                .await
+                .map_err(internal)?;
+            return Err(needs("changed its URL since it was authorized"));
+        }
+        match settings.state {
+            AuthState::AuthRequired | AuthState::Expired => {
+                return Err(refusal(
+                    codes::AUTH_REQUIRED,
+                    format!(
+                        "connection {connection} needs authorization again ({}): authorize it \
+                         (`switchyard auth WS CONNECTION`)",
+                        settings.state
+                    ),
+                ));
+            }
+            AuthState::Authorized | AuthState::NeedsAuthorization => {}
+        }
+        let key = GrantKey {
+            connection,
+            holder: holder.to_owned(),
+            resource: url.to_owned(),
+        };
+        let record = open_grant(&self.db, &vault, &key)
+            .await
+            .map_err(|e| refusal(codes::UNAVAILABLE, e.to_string()))?
+            .ok_or_else(|| needs("is not authorized"))?;
+        let standing = record
+            .standing(now())
+            .ok_or_else(|| needs("holds no access token"))?;
+        let renew = standing.due || refused == Some(standing.token.as_str());
+        if !renew {
+            return Ok(Some(standing.token));
+        }
+        let observed = refused.unwrap_or(&standing.token).to_owned();
+        let store = GrantStore::new(self.db.clone(), vault, key, record.client);
+        self.oauth_renew(connection, store, &observed)
+            .await
+            .map(Some)
+    }
+
+    /// Renews the grant in `store` under its lock, unless another renewed it since `observed`
+    /// was read.
+    async fn oauth_renew(
+        &self,
+        connection: ConnectionId,
+        store: GrantStore,
+        observed: &str,
+    ) -> Result<String, CallError> {
+        let unavailable = |e: AuthError| refusal(codes::UNAVAILABLE, e.to_string());
+        // One renewal of a grant at a time in this process, before the advisory lock: the
+        // others wait here without holding a database connection.
+        let _flight = self.oauth_flights.enter(connection).await;
+        let _lock = store.acquire_refresh_guard().await.map_err(unavailable)?;
+        // A second look under the lock: another replica may have renewed it meanwhile.
+        let record: GrantRecord = store.record().await.map_err(unavailable)?.ok_or_else(|| {
+            refusal(
+                codes::MISSING,
+                format!("connection {connection} is no longer authorized (its grant was revoked)"),
+            )
+        })?;
+        let auth_required = |why: &str| {
+            refusal(
+                codes::AUTH_REQUIRED,
+                format!(
+                    "connection {connection} needs authorization again: {why}; authorize it \
+                     (`switchyard auth WS CONNECTION`)"
+                ),
+            )
+        };
+        if let Some(standing) = record.standing(now()) {
+            if standing.token != observed && !standing.due {
+                return Ok(standing.token);
+            }
+            if !standing.refreshable {
+                self.set_auth_state(connection, AuthState::Expired).await;
+                return Err(auth_required(
+                    "its access token expired and came with no refresh token",
+                ));
+            }
+        }
+        let http = OAuthHttp::new(&self.config.endpoints, self.config.oauth_timeout)
+            .map_err(unavailable)?;
+        let manager = manager_for(&record.client, std::sync::Arc::clone(&http), store)
+            .await
+            .map_err(|e| refusal(codes::RENEWAL_FAILED, e.to_string()))?;
+        let renewed = manager.refresh_token().await;
+        match renewed {
+            Ok(token) => {
+                self.metrics.oauth_renewal(Renewal::Ok);
+                TokenFacts::of(&token).access_token.ok_or_else(|| {
+                    refusal(
+                        codes::RENEWAL_FAILED,
+                        "the authorization server answered the refresh without an access token"
+                            .to_owned(),
+                    )
+                })
+            }
+            Err(AuthError::TokenRefreshRejected(_)) => {
+                // The store moved the connection to `auth_required` before the lock went.
+                self.metrics.oauth_renewal(Renewal::Rejected);
+                Err(auth_required(
+                    "the authorization server refused its refresh token",
+                ))
+            }
+            Err(_) if http.last_error().as_deref() == Some("invalid_client") => {
+                self.metrics.oauth_renewal(Renewal::Rejected);
+                self.set_auth_state(connection, AuthState::AuthRequired)
+                    .await;
+                Err(auth_required(
+                    "the authorization server no longer knows the client it registered \
+                     (authorizing again registers a new one)",
+                ))
+            }
+            Err(AuthError::AuthorizationRequired) => {
+                self.metrics.oauth_renewal(Renewal::Rejected);
+                self.set_auth_state(connection, AuthState::AuthRequired)
+                    .await;
+                Err(auth_required("its grant cannot be renewed"))
+            }
+            Err(error) => {
+                self.metrics.oauth_renewal(Renewal::Failed);
+                tracing::warn!(%connection, %error, "renewing an OAuth token failed");
+                Err(refusal(
+                    codes::RENEWAL_FAILED,
+                    format!(
+                        "connection {connection}: renewing its OAuth token failed: {error}; \
+                         nothing was sent"
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Records `state` for `connection`, logging (not failing) a database error: the call's
+    /// own error already says what happened.
+    async fn set_auth_state(&self, connection: ConnectionId, state: AuthState) {
+        if let Err(error) = self.db.connection_auth_state_set(connection, state).await {
+            tracing::warn!(%error, %connection, %state, "cannot record the connection's auth state");
+        }
+    }
+}
+
+/// The renewals in flight in this process, one lane per connection's grant.
+#[derive(Debug, Default)]
+pub struct Flights {
+    lanes: std::sync::Mutex<
+        std::collections::HashMap<ConnectionId, std::sync::Arc<tokio::sync::Mutex<()>>>,
+    >,
+}
+
+impl Flights {
+    /// Waits for `connection`'s lane; renewing holds it until the guard drops.
+    async fn enter(&self, connection: ConnectionId) -> tokio::sync::OwnedMutexGuard<()> {
+        let lane = {
+            let mut lanes = self
+                .lanes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Lanes nobody waits on are dropped as others are made: the map stays as small
+            // as the number of connections renewing at once.
+            lanes.retain(|_, lane| std::sync::Arc::strong_count(lane) > 1);
+            std::sync::Arc::clone(lanes.entry(connection).or_default())
+        };
+        lane.lock_owned().await
+    }
+}

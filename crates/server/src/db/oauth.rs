@@ -1,0 +1,506 @@
+//! Connections' auth settings and state (`connection_auth`), their sealed OAuth grants
+//! (`oauth_grants`) and the authorizations waiting for a callback (`oauth_pending`); the
+//! advisory lock that makes a grant's renewal single-flight across replicas.
+//!
+//! Sealed values arrive and leave sealed ([`Sealed`]): this file never sees a token.
+
+use super::Datastore;
+use super::sealed::lock_sealed_writes;
+use crate::vault::{Sealed, VaultError};
+use chrono::{DateTime, Utc};
+use sqlx::pool::PoolConnection;
+use sqlx::{Postgres, Row};
+use switchyard_protocol::ConnectionId;
+use switchyard_protocol::api::{AuthKind, AuthState, CredentialHolder, SetConnectionAuth};
+
+/// The AEAD context of grant (`connection`, `holder`): what binds a sealed grant to its row.
+pub fn grant_context(connection: ConnectionId, holder: &str) -> String {
+    format!("oauth-grant:{connection}/{holder}")
+}
+
+/// The AEAD context of the pending authorization stored under `digest`.
+pub fn pending_context(digest: &[u8]) -> String {
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("oauth-pending:{hex}")
+}
+
+/// A grant sealed with a key other than the current one ([`super::sealed`]).
+pub(super) struct StaleGrant {
+    pub(super) connection: ConnectionId,
+    pub(super) holder: String,
+    pub(super) sealed: Sealed,
+}
+
+/// A pending authorization sealed with a key other than the current one.
+pub(super) struct StalePending {
+    pub(super) digest: Vec<u8>,
+    pub(super) sealed: Sealed,
+}
+
+/// `oauth_grants` rows not sealed with `current`, locked for the transaction.
+pub(super) async fn stale_grants(
+    tx: &mut sqlx::PgConnection,
+    current: &str,
+) -> Result<Vec<StaleGrant>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT connection_id, holder, key_id, nonce, ciphertext FROM oauth_grants
+         WHERE key_id <> $1 FOR UPDATE",
+    )
+    .bind(current)
+    .fetch_all(tx)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(StaleGrant {
+                connection: row.try_get("connection_id")?,
+                holder: row.try_get("holder")?,
+                sealed: sealed_of(&row)?,
+            })
+        })
+        .collect()
+}
+
+/// `oauth_pending` rows not sealed with `current`, locked for the transaction.
+pub(super) async fn stale_pending(
+    tx: &mut sqlx::PgConnection,
+    current: &str,
+) -> Result<Vec<StalePending>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT state_digest, key_id, nonce, ciphertext FROM oauth_pending
+         WHERE key_id <> $1 FOR UPDATE",
+    )
+    .bind(current)
+    .fetch_all(tx)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(StalePending {
+                digest: row.try_get("state_digest")?,
+                sealed: sealed_of(&row)?,
+            })
+        })
+        .collect()
+}
+
+/// Rewrites grant (`connection`, `holder`) as `sealed` (a rotation's re-seal).
+pub(super) async fn reseal_grant(
+    tx: &mut sqlx::PgConnection,
+    connection: ConnectionId,
+    holder: &str,
+    sealed: &Sealed,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE oauth_grants SET key_id = $3, nonce = $4, ciphertext = $5
+         WHERE connection_id = $1 AND holder = $2",
+    )
+    .bind(connection)
+    .bind(holder)
+    .bind(&sealed.key_id)
+    .bind(&sealed.nonce)
+    .bind(&sealed.ciphertext)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Rewrites the pending authorization under `digest` as `sealed` (a rotation's re-seal).
+pub(super) async fn reseal_pending(
+    tx: &mut sqlx::PgConnection,
+    digest: &[u8],
+    sealed: &Sealed,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE oauth_pending SET key_id = $2, nonce = $3, ciphertext = $4
+         WHERE state_digest = $1",
+    )
+    .bind(digest)
+    .bind(&sealed.key_id)
+    .bind(&sealed.nonce)
+    .bind(&sealed.ciphertext)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// The sealed value of a row with `key_id`, `nonce` and `ciphertext` columns.
+fn sealed_of(row: &sqlx::postgres::PgRow) -> Result<Sealed, sqlx::Error> {
+    Ok(Sealed {
+        key_id: row.try_get("key_id")?,
+        nonce: row.try_get("nonce")?,
+        ciphertext: row.try_get("ciphertext")?,
+    })
+}
+
+/// A row of `connection_auth`.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct ConnectionAuthRow {
+    /// What the connection sends (`None`: discovered at its first authorization).
+    pub kind: Option<AuthKind>,
+    /// Scopes to ask for.
+    pub scopes: Vec<String>,
+    /// Server-side variable holding the OAuth client id.
+    pub client_id_env: Option<String>,
+    /// Server-side variable holding the OAuth client secret.
+    pub client_secret_env: Option<String>,
+    /// Whose credential it sends.
+    pub credential: CredentialHolder,
+    /// Whether its credential is usable.
+    pub state: AuthState,
+}
+
+/// A sealed OAuth grant with what is kept beside it in clear.
+#[derive(Clone, Debug)]
+pub struct GrantRow {
+    /// The grant, sealed.
+    pub sealed: Sealed,
+    /// The MCP server URL it was obtained for.
+    pub resource: String,
+    /// Raised by every save.
+    pub generation: i64,
+}
+
+/// What [`Datastore::oauth_grant_save`] writes beside the sealed grant.
+#[derive(Clone, Debug)]
+pub struct GrantFacts<'a> {
+    /// The authorization server that issued it.
+    pub issuer: Option<&'a str>,
+    /// The MCP server URL it was obtained for.
+    pub resource: &'a str,
+    /// When its access token expires, if known.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// A person just completed an authorization (not a renewal): `authorized_at` is set.
+    pub authorized: bool,
+}
+
+/// An authorization waiting for its callback.
+#[derive(Clone, Debug)]
+pub struct PendingRow {
+    /// The connection being authorized.
+    pub connection_id: ConnectionId,
+    /// The flow's state, sealed.
+    pub sealed: Sealed,
+}
+
+/// A PostgreSQL advisory lock on one grant, held on a pooled connection of its own until
+/// dropped (the connection then unlocks and goes back to the pool).
+pub struct GrantLock {
+    connection: Option<PoolConnection<Postgres>>,
+}
+
+impl std::fmt::Debug for GrantLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrantLock").finish_non_exhaustive()
+    }
+}
+
+impl Drop for GrantLock {
+    fn drop(&mut self) {
+        let Some(mut connection) = self.connection.take() else {
+            return;
+        };
+        // Unlocking needs a round trip; a connection that cannot make it is closed, which
+        // releases its session's locks too.
+        tokio::spawn(async move {
+            if sqlx::query("SELECT pg_advisory_unlock_all()")
+                .execute(&mut *connection)
+                .await
+                .is_err()
+            {
+                connection.close_on_drop();
+            }
+        });
+    }
+}
+
+impl Datastore {
+    /// The auth settings and state of `connection`, if it has any.
+    pub async fn connection_auth_get(
+        &self,
+        connection: ConnectionId,
+    ) -> Result<Option<ConnectionAuthRow>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT kind, scopes, client_id_env, client_secret_env, credential, state
+             FROM connection_auth WHERE connection_id = $1",
+        )
+        .bind(connection)
+        .fetch_optional(&self.pool)
+        .await
+    }
+
+    /// Replaces the auth settings of `connection`. When `kind` changes, its grants are
+    /// deleted and it needs authorization again, in the same transaction. Answers the row
+    /// after.
+    pub async fn connection_auth_set(
+        &self,
+        connection: ConnectionId,
+        settings: &SetConnectionAuth,
+    ) -> Result<ConnectionAuthRow, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let before: Option<Option<AuthKind>> = sqlx::query_scalar(
+            "SELECT kind FROM connection_auth WHERE connection_id = $1 FOR UPDATE",
+        )
+        .bind(connection)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let kind_changed = before.is_some_and(|kind| kind != settings.kind);
+        if kind_changed {
+            sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
+                .bind(connection)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let row = sqlx::query_as(
+            "INSERT INTO connection_auth
+                 (connection_id, kind, scopes, client_id_env, client_secret_env, credential)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (connection_id) DO UPDATE SET
+                 kind = EXCLUDED.kind, scopes = EXCLUDED.scopes,
+                 client_id_env = EXCLUDED.client_id_env,
+                 client_secret_env = EXCLUDED.client_secret_env,
+                 credential = EXCLUDED.credential,
+                 state = CASE WHEN $7 THEN 'needs_authorization' ELSE connection_auth.state END,
+                 updated_at = now()
+             RETURNING kind, scopes, client_id_env, client_secret_env, credential, state",
+        )
+        .bind(connection)
+        .bind(settings.kind)
+        .bind(&settings.scopes)
+        .bind(&settings.client_id_env)
+        .bind(&settings.client_secret_env)
+        .bind(settings.credential)
+        .bind(kind_changed)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(row)
+    }
+
+    /// Records the kind a first authorization discovered for a connection whose kind was not
+    /// declared (creating its row with the defaults when it has none); a declared kind stays.
+    pub async fn connection_auth_discovered(
+        &self,
+        connection: ConnectionId,
+        kind: AuthKind,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "INSERT INTO connection_auth (connection_id, kind) VALUES ($1, $2)
+             ON CONFLICT (connection_id) DO UPDATE SET kind = EXCLUDED.kind, updated_at = now()
+                 WHERE connection_auth.kind IS NULL",
+        )
+        .bind(connection)
+        .bind(kind)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Moves `connection` to `state` (one statement); answers whether it changed.
+    pub async fn connection_auth_state_set(
+        &self,
+        connection: ConnectionId,
+        state: AuthState,
+    ) -> Result<bool, sqlx::Error> {
+        let changed = sqlx::query(
+            "UPDATE connection_auth SET state = $2, updated_at = now()
+             WHERE connection_id = $1 AND state IS DISTINCT FROM $2",
+        )
+        .bind(connection)
+        .bind(state)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(changed > 0)
+    }
+
+    /// The grant of (`connection`, `holder`), if there is one.
+    pub async fn oauth_grant_get(
+        &self,
+        connection: ConnectionId,
+        holder: &str,
+    ) -> Result<Option<GrantRow>, sqlx::Error> {
+        let row = sqlx::query(
+            "SELECT key_id, nonce, ciphertext, resource, generation FROM oauth_grants
+             WHERE connection_id = $1 AND holder = $2",
+        )
+        .bind(connection)
+        .bind(holder)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(GrantRow {
+                sealed: sealed_of(&row)?,
+                resource: row.try_get("resource")?,
+                generation: row.try_get("generation")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Stores the grant of (`connection`, `holder`) that `seal` seals (called under the
+    /// sealed-write lock, [`super::sealed`]), replacing the one before (a rotated refresh
+    /// token replaces the old one in this one statement), and marks the connection
+    /// `authorized` in the same transaction. The inner error: `seal` failed, nothing written.
+    pub async fn oauth_grant_save(
+        &self,
+        connection: ConnectionId,
+        holder: &str,
+        seal: impl FnOnce() -> Result<Sealed, VaultError>,
+        facts: &GrantFacts<'_>,
+    ) -> Result<Result<(), VaultError>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        lock_sealed_writes(&mut tx).await?;
+        let sealed = match seal() {
+            Ok(sealed) => sealed,
+            Err(error) => return Ok(Err(error)),
+        };
+        sqlx::query(
+            "INSERT INTO oauth_grants
+                 (connection_id, holder, key_id, nonce, ciphertext, issuer, resource, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT (connection_id, holder) DO UPDATE SET
+                 key_id = EXCLUDED.key_id, nonce = EXCLUDED.nonce,
+                 ciphertext = EXCLUDED.ciphertext, issuer = EXCLUDED.issuer,
+                 resource = EXCLUDED.resource, expires_at = EXCLUDED.expires_at,
+                 generation = oauth_grants.generation + 1, updated_at = now()",
+        )
+        .bind(connection)
+        .bind(holder)
+        .bind(&sealed.key_id)
+        .bind(&sealed.nonce)
+        .bind(&sealed.ciphertext)
+        .bind(facts.issuer)
+        .bind(facts.resource)
+        .bind(facts.expires_at)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO connection_auth (connection_id, kind, state, authorized_at)
+                 VALUES ($1, 'oauth', 'authorized', CASE WHEN $2 THEN now() END)
+             ON CONFLICT (connection_id) DO UPDATE SET state = 'authorized', updated_at = now(),
+                 authorized_at = CASE WHEN $2 THEN now() ELSE connection_auth.authorized_at END",
+        )
+        .bind(connection)
+        .bind(facts.authorized)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Ok(()))
+    }
+
+    /// Deletes every grant of `connection` (every holder's) and, when it had auth settings,
+    /// moves it to `needs_authorization`; answers how many grants there were.
+    pub async fn oauth_grants_delete(&self, connection: ConnectionId) -> Result<u64, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let deleted = sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
+            .bind(connection)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query(
+            "UPDATE connection_auth SET state = 'needs_authorization', updated_at = now()
+             WHERE connection_id = $1",
+        )
+        .bind(connection)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    /// Takes the advisory lock of grant (`connection`, `holder`), waiting while another
+    /// holds it (on any replica).
+    pub async fn oauth_grant_lock(
+        &self,
+        connection: ConnectionId,
+        holder: &str,
+    ) -> Result<GrantLock, sqlx::Error> {
+        let mut lock = GrantLock {
+            connection: Some(self.pool.acquire().await?),
+        };
+        let session = lock.connection.as_mut().expect("just acquired");
+        // The key is the grant's AEAD context, hashed: one lock per grant, the same on every
+        // replica.
+        sqlx::query(
+            "SELECT pg_advisory_lock(hashtextextended('oauth-grant:' || $1::text || '/' || $2, 0))",
+        )
+        .bind(connection)
+        .bind(holder)
+        .execute(&mut **session)
+        .await?;
+        Ok(lock)
+    }
+
+    /// Stores an authorization waiting for its callback under `digest` (of its state), as
+    /// `seal` seals it under the sealed-write lock. The inner error: `seal` failed.
+    pub async fn oauth_pending_put(
+        &self,
+        digest: &[u8],
+        connection: ConnectionId,
+        holder: &str,
+        seal: impl FnOnce() -> Result<Sealed, VaultError>,
+        expires_at: DateTime<Utc>,
+    ) -> Result<Result<(), VaultError>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        lock_sealed_writes(&mut tx).await?;
+        let sealed = match seal() {
+            Ok(sealed) => sealed,
+            Err(error) => return Ok(Err(error)),
+        };
+        sqlx::query(
+            "INSERT INTO oauth_pending
+                 (state_digest, connection_id, holder, key_id, nonce, ciphertext, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(digest)
+        .bind(connection)
+        .bind(holder)
+        .bind(&sealed.key_id)
+        .bind(&sealed.nonce)
+        .bind(&sealed.ciphertext)
+        .bind(expires_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Ok(()))
+    }
+
+    /// The authorization waiting under `digest`, unless it expired.
+    pub async fn oauth_pending_get(
+        &self,
+        digest: &[u8],
+    ) -> Result<Option<PendingRow>, sqlx::Error> {
+        let row = sqlx::query(
+            "SELECT connection_id, key_id, nonce, ciphertext FROM oauth_pending
+             WHERE state_digest = $1 AND expires_at > now()",
+        )
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(PendingRow {
+                connection_id: row.try_get("connection_id")?,
+                sealed: sealed_of(&row)?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Forgets the authorization waiting under `digest` (used, or abandoned).
+    pub async fn oauth_pending_delete(&self, digest: &[u8]) -> Result<(), sqlx::Error> {
+        sqlx::query("DELETE FROM oauth_pending WHERE state_digest = $1")
+            .bind(digest)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Forgets the authorizations whose callback never came in time; answers how many.
+    pub async fn oauth_pending_expire(&self) -> Result<u64, sqlx::Error> {
+        Ok(
+            sqlx::query("DELETE FROM oauth_pending WHERE expires_at <= now()")
+                .execute(&self.pool)
+                .await?
+                .rows_affected(),
+        )
+    }
+}

@@ -1,0 +1,230 @@
+//! Tokens renew themselves: before they expire (the rotated refresh token stored and used
+//! next), once when the server refuses one (the call retried once), once across replicas
+//! however many calls meet the expiry, and never again after the authorization server said
+//! no for good.
+//!
+//! Access tokens here live a few seconds, and the tests wait for them to age: time passing is
+//! what they are about, so they sleep past a token's lifetime rather than poll for it.
+
+use super::*;
+use futures::future::join_all;
+use switchyard_server::app::oauth::grant_context;
+use switchyard_server::vault::Sealed;
+
+/// Access token lifetime in these tests: renewed once half of it is left.
+const TTL: u64 = 4;
+
+/// Sleeps until a token obtained now is due for renewal (and a little past, for the clocks).
+async fn until_due() {
+    tokio::time::sleep(Duration::from_secs(TTL / 2 + 1)).await;
+}
+
+/// The grant the server holds for `remote`, opened with the installation key.
+async fn held_grant(stack: &Stack) -> Value {
+    let id: uuid::Uuid = stack.connection().await["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (key_id, nonce, ciphertext): (String, Vec<u8>, Vec<u8>) = sqlx::query_as(
+        "SELECT key_id, nonce, ciphertext FROM oauth_grants WHERE connection_id = $1",
+    )
+    .bind(id)
+    .fetch_one(&stack.server.pool)
+    .await
+    .unwrap();
+    let sealed = Sealed {
+        key_id,
+        nonce,
+        ciphertext,
+    };
+    let plain = stack
+        .vault
+        .open(&grant_context(id.into(), "shared"), &sealed)
+        .unwrap();
+    serde_json::from_slice(&plain).unwrap()
+}
+
+/// The refresh token the server holds for `remote`.
+async fn held_refresh_token(stack: &Stack) -> String {
+    held_grant(stack).await["credentials"]["token_response"]["refresh_token"]
+        .as_str()
+        .expect("a refresh token")
+        .to_owned()
+}
+
+/// The client id the server's grant for `remote` was obtained with.
+async fn client_id(stack: &Stack) -> String {
+    held_grant(stack).await["client"]["client_id"]
+        .as_str()
+        .expect("a client id")
+        .to_owned()
+}
+
+/// Authorized, discovered and classified: ready for calls.
+async fn authorized(pool: PgPool) -> Stack {
+    let stack = stack(pool, TTL).await;
+    stack.authorize().await;
+    stack
+        .server
+        .owner
+        .make_callable("acme", "remote", "main")
+        .await;
+    stack
+}
+
+#[track_caller]
+fn assert_succeeded(call: &Value, text: &str) {
+    assert_eq!(
+        (call["state"].as_str(), result_text(call).as_str()),
+        (Some("succeeded"), text),
+        "{call}"
+    );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_token_is_renewed_before_it_expires_and_the_rotated_refresh_token_is_used_next(
+    pool: PgPool,
+) {
+    let stack = authorized(pool).await;
+    let first_refresh = held_refresh_token(&stack).await;
+    let renewals = stack.token_requests("refresh_token").await;
+
+    until_due().await;
+    assert_succeeded(&stack.echo("renewed before").await, "renewed before");
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
+    let second_refresh = held_refresh_token(&stack).await;
+    assert_ne!(
+        first_refresh, second_refresh,
+        "the rotated refresh token is stored"
+    );
+
+    // The authorization server consumed the first refresh token: only the stored rotated one
+    // renews the next time.
+    until_due().await;
+    assert_succeeded(&stack.echo("renewed again").await, "renewed again");
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 2);
+    assert_eq!(stack.auth_state().await, "authorized");
+    let metrics = reqwest::get(stack.server.metrics_url())
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let ok = format!(
+        "switchyard_oauth_renewals_total{{result=\"ok\"}} {}",
+        renewals + 2
+    );
+    assert!(metrics.contains(&ok), "{metrics}");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_token_the_server_refuses_is_renewed_once_and_the_call_sent_again(pool: PgPool) {
+    let stack = authorized(pool).await;
+    assert_succeeded(&stack.echo("warm").await, "warm");
+    let renewals = stack.token_requests("refresh_token").await;
+
+    // The authorization server forgets the access token the warm session sends: the fixture
+    // now answers it 401, while the refresh token still renews.
+    let token = stack.held_token().await;
+    stack.auth.forget_access_tokens().await.unwrap();
+
+    assert_succeeded(&stack.echo("after a refusal").await, "after a refusal");
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
+    assert_ne!(stack.held_token().await, token);
+    assert_eq!(stack.auth_state().await, "authorized");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_rejected_refresh_token_needs_authorization_after_one_request(pool: PgPool) {
+    let stack = authorized(pool).await;
+    let renewals = stack.token_requests("refresh_token").await;
+    stack.auth.revoke_refresh_tokens().await.unwrap();
+
+    until_due().await;
+    let call = stack.echo("never sent").await;
+    assert_eq!(
+        (call["state"].as_str(), call["error"]["code"].as_str()),
+        (Some("failed"), Some("credential_auth_required")),
+        "{call}"
+    );
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
+    assert_eq!(stack.auth_state().await, "auth_required");
+
+    // No retry storm: the next calls fail at once, without asking the authorization server.
+    for text in ["again", "and again"] {
+        let call = stack.echo(text).await;
+        assert_eq!(call["error"]["code"], "credential_auth_required", "{call}");
+    }
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
+
+    // Authorizing again repairs it.
+    stack.authorize().await;
+    assert_succeeded(&stack.echo("authorized again").await, "authorized again");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_forgotten_registration_needs_authorization_and_authorizing_registers_anew(pool: PgPool) {
+    let stack = authorized(pool).await;
+    assert_succeeded(&stack.echo("warm").await, "warm");
+    let forgotten = client_id(&stack).await;
+    let renewals = stack.token_requests("refresh_token").await;
+    stack.auth.forget_client(&forgotten).await.unwrap();
+
+    // Its tokens no longer pass introspection; renewing finds the client unknown.
+    let call = stack.echo("never sent").await;
+    assert_eq!(
+        (call["state"].as_str(), call["error"]["code"].as_str()),
+        (Some("failed"), Some("credential_auth_required")),
+        "{call}"
+    );
+    assert!(
+        call["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no longer knows the client"),
+        "{call}"
+    );
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
+    assert_eq!(stack.auth_state().await, "auth_required");
+
+    stack.authorize().await;
+    assert_ne!(
+        client_id(&stack).await,
+        forgotten,
+        "a new client is registered"
+    );
+    assert_succeeded(&stack.echo("repaired").await, "repaired");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn twenty_calls_at_expiry_on_two_replicas_make_one_token_request(pool: PgPool) {
+    let stack = authorized(pool).await;
+    let before = stack.held_token().await;
+    let renewals = stack.token_requests("refresh_token").await;
+    let id = stack.connection().await["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let replicas = [stack.replica_app(), stack.replica_app()];
+
+    until_due().await;
+    let tokens = join_all((0..20).map(|i| {
+        let app = &replicas[i % 2];
+        let url = stack.url.clone();
+        async move { app.oauth_bearer(id, &url, None).await }
+    }))
+    .await;
+    let tokens: Vec<String> = tokens
+        .into_iter()
+        .map(|token| token.expect("a token").expect("an OAuth connection"))
+        .collect();
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
+    assert!(
+        tokens
+            .iter()
+            .all(|token| *token == tokens[0] && *token != before),
+        "every call got the one renewed token"
+    );
+}
