@@ -2,8 +2,8 @@
 //! placed on this machine's paired device, kept where that device's runner resolves them.
 //!
 //! A central connection's value goes to the server instead
-//! (`PUT …/connections/{connection}/credentials/{name}`), which keeps it in its secrets file
-//! in a development installation and refuses it otherwise; its listing is the server's
+//! (`PUT …/connections/{connection}/credentials/{name}`), which keeps it in PostgreSQL sealed
+//! with its installation key (and refuses it when it has none); its listing is the server's
 //! (`GET …/connections/{connection}/credentials`: references and presence, never a value).
 //!
 //! The command finds the connection among the placements on the caller's devices (which also
@@ -217,7 +217,7 @@ async fn list_central(
             ]);
         }
         format!(
-            "connection {} ({}), on the central runner: bound in the server's bindings file\n{}",
+            "connection {} ({}), on the central runner: values kept by the server\n{}",
             list.connection,
             list.connection_id,
             table.render_or(
@@ -242,8 +242,8 @@ fn reference_location(reference: &CredentialReference) -> String {
 enum Location {
     /// On this machine: the connection is placed on the device paired here.
     Here(LocalConnection),
-    /// On the server: a central connection (its values are set through the API, in a
-    /// development installation only).
+    /// On the server: a central connection (its values are set through the API and kept
+    /// sealed by the server).
     Central {
         /// The connection's name.
         name: String,
@@ -307,8 +307,8 @@ async fn locate(
     })
 }
 
-/// `credential set` for a central connection: the value goes to the server, which keeps it in
-/// its secrets file if it is a development installation and refuses it otherwise.
+/// `credential set` for a central connection: the value goes to the server, which keeps it
+/// sealed with its installation key, or refuses it when it has none.
 async fn set_central(
     client: &Client,
     out: Output,
@@ -340,15 +340,15 @@ async fn set_central(
         .await?;
     out.reply(&reply, |set: CredentialValueSet| {
         format!(
-            "{} `{}` of connection {name}: value kept in the server's secrets file (key `{}`); \
-             the next call opens a new session, and warm sessions holding the old value drain",
+            "{} `{}` of connection {name}: value kept by the server, sealed with its \
+             installation key; the next call opens a new session, and warm sessions holding the \
+             old value drain",
             if set.destination == "env" {
                 "environment variable"
             } else {
                 "header"
             },
             set.name,
-            set.reference.key.unwrap_or_default()
         )
     })
 }

@@ -108,7 +108,7 @@ fn notice_text(code: &str) -> Option<&'static str> {
         }
         "grant-revoked" => "The grant was revoked; a revoked Use stops the user's next call.",
         "credential-set" => {
-            "The value is kept in the server's secrets file; the next call opens a new session with it."
+            "The value is kept by the server, sealed with its installation key; the next call opens a new session with it."
         }
         _ => return None,
     })

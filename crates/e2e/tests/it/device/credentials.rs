@@ -521,19 +521,16 @@ async fn a_value_typed_at_the_prompt_is_not_echoed(_: PgPoolOptions, db: PgConne
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_development_server_takes_a_central_value_from_the_cli_and_its_calls_use_it(
+async fn the_server_takes_a_central_value_from_the_cli_sealed_and_its_calls_use_it(
     _: PgPoolOptions,
     db: PgConnectOptions,
 ) {
     let dir = scratch("credential-central");
-    let bindings = dir.join("central.mcp-bindings.json");
-    let bindings_path = bindings.display().to_string();
+    let key = dir.join("installation.key");
+    let key_path = key.display().to_string();
     let server = Server::start_with_env(
         &db,
-        &[
-            ("SWITCHYARD_MCP_CREDENTIALS_FILE", bindings_path.as_str()),
-            ("SWITCHYARD_DEV_CREDENTIAL_VALUES", "true"),
-        ],
+        &[("SWITCHYARD_INSTALLATION_KEY_FILE", key_path.as_str())],
     )
     .await;
     let api = server.api();
@@ -553,12 +550,11 @@ async fn a_development_server_takes_a_central_value_from_the_cli_and_its_calls_u
         &format!("{value}\n"),
     );
     let said = succeeded(&set);
-    assert!(said.contains("the server's secrets file"), "{said}");
-    let secrets = dir.join("central.mcp-secrets.json");
+    assert!(said.contains("sealed with its installation key"), "{said}");
     let me = nix::unistd::geteuid().as_raw();
-    assert_eq!(mode_and_owner(&secrets), (0o600, me));
+    assert_eq!(mode_and_owner(&key), (0o600, me));
 
-    // `credential list` shows the server's view: bound to its secrets-file key, present.
+    // `credential list` shows the server's view: kept by the server, present.
     let listed = cli(
         &server,
         &no_device,
@@ -573,8 +569,7 @@ async fn a_development_server_takes_a_central_value_from_the_cli_and_its_calls_u
         .unwrap_or_else(|| panic!("no API_TOKEN row: {listed}"));
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cells[0], "env", "{listed}");
-    assert_eq!(cells[2], "secrets_file", "{listed}");
-    assert!(cells[3].ends_with("/API_TOKEN"), "{listed}");
+    assert_eq!(cells[2], "installation", "{listed}");
     assert_eq!(cells[4], "present", "{listed}");
 
     setup::discover_classified(&api, WORKSPACE, "central")
