@@ -8,7 +8,7 @@ use switchyard_testkit::scratch;
 fn validate(test: &str, text: &str, json: bool) -> Output {
     let dir = scratch::kept("switchyard-agent-it", test).expect("a scratch directory");
     let file: PathBuf = dir.join("switchyard.toml");
-    std::fs::write(&file, text).expect("write the file");
+    crate::exclusive::write(|| std::fs::write(&file, text)).expect("write the file");
     let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
     if json {
         command.arg("--json");
@@ -18,9 +18,8 @@ fn validate(test: &str, text: &str, json: bool) -> Output {
         .arg(&file)
         .env_remove("SWITCHYARD_TOKEN")
         // No server is asked: an unreachable one changes nothing.
-        .env("SWITCHYARD_URL", "http://127.0.0.1:9")
-        .output()
-        .expect("run switchyard")
+        .env("SWITCHYARD_URL", "http://127.0.0.1:9");
+    crate::exclusive::output(&mut command).expect("run switchyard")
 }
 
 #[test]

@@ -6,3 +6,42 @@
 
 mod config;
 mod runner;
+
+/// Writing an executable and starting a process, one at a time.
+///
+/// A process started while another test thread still holds a file open for writing inherits
+/// that descriptor until it execs; executing that file meanwhile fails with `ETXTBSY` ("Text
+/// file busy"). Every file these tests execute is written, and every process started, under
+/// this lock, so no fork ever sees a file being written.
+pub mod exclusive {
+    use std::process::{Child, Command, Output, Stdio};
+    use std::sync::Mutex;
+
+    static FORKING: Mutex<()> = Mutex::new(());
+
+    /// Runs `write` (which writes and closes files) while no process is being started.
+    pub fn write<T>(write: impl FnOnce() -> T) -> T {
+        let _alone = FORKING
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        write()
+    }
+
+    /// Starts `command` while no file is being written.
+    pub fn spawn(command: &mut Command) -> std::io::Result<Child> {
+        let _alone = FORKING
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        command.spawn()
+    }
+
+    /// What [`Command::output`] does, started through [`spawn`]: stdin empty, stdout and
+    /// stderr captured.
+    pub fn output(command: &mut Command) -> std::io::Result<Output> {
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        spawn(command)?.wait_with_output()
+    }
+}

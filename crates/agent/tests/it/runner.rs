@@ -13,15 +13,35 @@ use switchyard_testkit::scratch;
 fn lone_switchyard(test: &str) -> PathBuf {
     let dir = scratch::kept("switchyard-agent-it", test).expect("a scratch directory");
     let exe = dir.join("switchyard");
-    std::fs::copy(env!("CARGO_BIN_EXE_switchyard"), &exe).expect("copy switchyard");
+    crate::exclusive::write(|| std::fs::copy(env!("CARGO_BIN_EXE_switchyard"), &exe))
+        .expect("copy switchyard");
     exe
 }
 
 /// Writes an executable shell script `switchyard-mcp-runner` next to `exe`.
 fn fake_helper(exe: &Path, script: &str) {
     let helper = exe.with_file_name("switchyard-mcp-runner");
-    std::fs::write(&helper, format!("#!/bin/sh\n{script}")).expect("write helper");
+    crate::exclusive::write(|| std::fs::write(&helper, format!("#!/bin/sh\n{script}")))
+        .expect("write helper");
     std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// Starting a command through [`crate::exclusive`].
+trait Exclusive {
+    /// Runs it to the end.
+    fn run(&mut self) -> std::io::Result<std::process::Output>;
+    /// Starts it.
+    fn start(&mut self) -> std::io::Result<std::process::Child>;
+}
+
+impl Exclusive for Command {
+    fn run(&mut self) -> std::io::Result<std::process::Output> {
+        crate::exclusive::output(self)
+    }
+
+    fn start(&mut self) -> std::io::Result<std::process::Child> {
+        crate::exclusive::spawn(self)
+    }
 }
 
 fn switchyard(exe: &Path, args: &[&str]) -> Command {
@@ -40,7 +60,7 @@ fn switchyard(exe: &Path, args: &[&str]) -> Command {
 fn a_missing_helper_exits_2_naming_where_it_looked() {
     let exe = lone_switchyard("runner-missing");
     let output = switchyard(&exe, &["mcp-runner", "state"])
-        .output()
+        .run()
         .expect("run");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
@@ -59,7 +79,7 @@ fn the_helper_gets_the_directory_and_profile_and_decides_the_exit_status() {
         &exe,
         &["mcp-runner", "/var/lib/runner", "--profile", "laptop"],
     )
-    .output()
+    .run()
     .expect("run");
     assert_eq!(output.status.code(), Some(7));
     assert_eq!(
@@ -69,7 +89,7 @@ fn the_helper_gets_the_directory_and_profile_and_decides_the_exit_status() {
 
     let output = switchyard(&exe, &["mcp-runner", "state"])
         .env("SWITCHYARD_DEVICE_PROFILE", "from-env")
-        .output()
+        .run()
         .expect("run");
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
@@ -77,7 +97,7 @@ fn the_helper_gets_the_directory_and_profile_and_decides_the_exit_status() {
     );
 
     let output = switchyard(&exe, &["mcp-runner", "state", "--profile", "no/slash"])
-        .output()
+        .run()
         .expect("run");
     assert_eq!(output.status.code(), Some(2));
 }
@@ -90,7 +110,7 @@ fn sigterm_to_switchyard_reaches_the_helper() {
         "trap 'echo got-term; exit 143' TERM\necho ready\nwhile :; do sleep 0.05; done\n",
     );
     let mut child = switchyard(&exe, &["mcp-runner", "state"])
-        .spawn()
+        .start()
         .expect("spawn");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("ready"));
