@@ -3,7 +3,9 @@
 //! makes exactly that edit, an export applies back with no changes, a dry run and a bad file
 //! change nothing, and what was made by hand is never retired.
 
-use super::harness::{HttpFixture, Run, Server, Switchyard, fixture_binary, scratch_dir};
+use super::harness::{
+    HttpFixture, Run, Server, Switchyard, fixture_binary, scratch_dir, set_up_demo,
+};
 use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::path::Path;
@@ -449,4 +451,64 @@ async fn apply_sets_a_connections_auth_and_export_writes_it(
         blocked.stderr
     );
     assert!(connection(&cli, "mine").is_none());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_device_placed_connection_takes_each_persons_credential(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db).await;
+    let alice = server.cli();
+    set_up_demo(&alice);
+    let dir = scratch_dir("apply_auth_device");
+    let device = alice.as_device(&dir.join("config"));
+    let mut pair = device.start(&["pair", "--server", server.url(), "--json", "--name", "laptop"]);
+    let first: Value = serde_json::from_str(&pair.next_line()).expect("a JSON line");
+    let code = first["code"].as_str().expect("a pairing code");
+    ok(
+        &alice,
+        &["device", "approve", "demo", code, "--profile", "main"],
+    );
+    pair.finish().success();
+    let remote = HttpFixture::start(&[], &[]);
+
+    // The server keeps a device placement's settings, `credential = "user"` included.
+    let file = write(
+        &dir,
+        "switchyard.toml",
+        &format!(
+            "workspace = \"demo\"\n\n[mcp.remote]\nurl = \"{}\"\nplacement = \"device:laptop\"\n\
+             auth = \"token\"\ncredential = \"user\"\n",
+            remote.url
+        ),
+    );
+    let applied = alice.run(&["apply", &file]).success();
+    assert!(
+        plan_lines(&applied).contains(&"+ mcp.remote  auth token, credential user".to_owned()),
+        "{}",
+        applied.stdout
+    );
+    let view = alice
+        .run(&["--json", "connection", "list", "demo"])
+        .success()
+        .json()
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|c| c["name"] == "remote")
+        .cloned()
+        .expect("remote was created");
+    assert_ne!(view["runner"], "central", "{view}");
+    assert_eq!(view["auth"]["kind"], "token", "{view}");
+    assert_eq!(view["auth"]["credential"], "user", "{view}");
+    let again = alice.run(&["apply", &file]).success();
+    assert!(again.stdout.contains("no changes"), "{}", again.stdout);
+    let exported = ok(&alice, &["config", "export", "demo"]);
+    assert!(
+        exported.contains(
+            "placement = \"device:laptop\"\nauth = \"token\"\ncredential = \"user\"\n"
+        ),
+        "{exported}"
+    );
 }
