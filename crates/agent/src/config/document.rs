@@ -1,15 +1,15 @@
 //! The typed shape of `switchyard.toml`: every section and key it may hold, nothing else
 //! (unknown keys are refused by serde with their position).
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
 use switchyard_protocol::agents::{AgentMode, Announce, AuthFailure, ToolSyncFailure};
-use switchyard_protocol::approval::ApprovalPolicy;
 /// How a server is authorized (`oauth`, `token`, `none`) and whose credential a call uses
 /// (`shared`, `user`): the file takes the API's own names.
 pub use switchyard_protocol::api::{AuthKind, CredentialHolder};
+use switchyard_protocol::approval::ApprovalPolicy;
 use toml::Spanned;
 
 /// One workspace's declared MCP servers and agents.

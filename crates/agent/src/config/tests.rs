@@ -200,7 +200,10 @@ fn a_server_holds_a_shared_credential_unless_the_file_says_user() {
     assert_eq!(wanted.mcp["files"].credential, CredentialHolder::Shared);
     let document =
         parse("[mcp.a]\nurl = \"https://x.example/mcp\"\ncredential = \"user\"\n").expect("valid");
-    assert_eq!(desired(&document).mcp["a"].credential, CredentialHolder::User);
+    assert_eq!(
+        desired(&document).mcp["a"].credential,
+        CredentialHolder::User
+    );
     let found = messages("[mcp.a]\nurl = \"https://x.example/mcp\"\ncredential = \"each\"\n");
     assert!(
         found[0].contains("unknown variant `each`, expected `shared` or `user`"),
@@ -216,6 +219,9 @@ fn auth_keys_are_the_apis_names() {
     assert_eq!(sentry.auth, Some(AuthKind::Oauth));
     assert_eq!(sentry.scopes, ["org:read"]);
     assert_eq!(sentry.header, None);
-    assert_eq!(wanted.mcp["github"].header.as_deref(), Some("Authorization"));
+    assert_eq!(
+        wanted.mcp["github"].header.as_deref(),
+        Some("Authorization")
+    );
     assert_eq!(wanted.mcp["files"].auth, None);
 }

@@ -44,7 +44,10 @@ pub fn refusal(id: &str, central: bool, wanted: &SetConnectionAuth) -> Option<St
         ));
     }
     let oauth_keys = !wanted.scopes.is_empty() || wanted.client_id_env.is_some();
-    if let Some(kind) = wanted.kind.filter(|kind| *kind != AuthKind::Oauth && oauth_keys) {
+    if let Some(kind) = wanted
+        .kind
+        .filter(|kind| *kind != AuthKind::Oauth && oauth_keys)
+    {
         return Some(format!(
             "mcp.{id}: `scopes`, `client_id_env` and `client_secret_env` are OAuth settings, \
              and connection {id}'s auth is {kind}: write auth = \"oauth\", or remove them"
@@ -181,7 +184,10 @@ pub fn export_keys(view: Option<&ConnectionAuthView>, http: bool) -> (Vec<String
         keys.push(format!("client_secret_env = {}", quote(variable)));
     }
     if settings.credential != CredentialHolder::default() {
-        keys.push(format!("credential = {}", quote(settings.credential.as_str())));
+        keys.push(format!(
+            "credential = {}",
+            quote(settings.credential.as_str())
+        ));
     }
     (keys, left_out)
 }

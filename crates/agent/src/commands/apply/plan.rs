@@ -287,7 +287,8 @@ fn env_references(
 }
 
 fn plan_server(plan: &mut Plan, actual: &Actual, id: &str, server: &DeclaredServer) {
-    plan.notes.extend(auth::header_note(&actual.workspace, id, server));
+    plan.notes
+        .extend(auth::header_note(&actual.workspace, id, server));
     let subject = format!("mcp.{id}");
     let Some(runner) = actual.runner_of(&server.placement) else {
         plan.blocked.push(format!(
@@ -323,7 +324,14 @@ fn plan_server(plan: &mut Plan, actual: &Actual, id: &str, server: &DeclaredServ
         )),
         Some(connection) => {
             let auth = (&current, &wanted);
-            change_server(plan, actual, (id, server), connection, (&runner, spec), auth);
+            change_server(
+                plan,
+                actual,
+                (id, server),
+                connection,
+                (&runner, spec),
+                auth,
+            );
         }
     }
 }

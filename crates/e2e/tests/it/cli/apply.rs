@@ -373,8 +373,7 @@ async fn apply_sets_a_connections_auth_and_export_writes_it(
     );
     assert_eq!(view["auth"]["client_id_env"], "REMOTE_CLIENT_ID", "{view}");
     assert_eq!(
-        view["auth"]["client_secret_env"],
-        "REMOTE_CLIENT_SECRET",
+        view["auth"]["client_secret_env"], "REMOTE_CLIENT_SECRET",
         "{view}"
     );
     assert_eq!(view["auth"]["credential"], "shared", "{view}");
@@ -463,7 +462,14 @@ async fn a_device_placed_connection_takes_each_persons_credential(
     set_up_demo(&alice);
     let dir = scratch_dir("apply_auth_device");
     let device = alice.as_device(&dir.join("config"));
-    let mut pair = device.start(&["pair", "--server", server.url(), "--json", "--name", "laptop"]);
+    let mut pair = device.start(&[
+        "pair",
+        "--server",
+        server.url(),
+        "--json",
+        "--name",
+        "laptop",
+    ]);
     let first: Value = serde_json::from_str(&pair.next_line()).expect("a JSON line");
     let code = first["code"].as_str().expect("a pairing code");
     ok(
@@ -506,9 +512,8 @@ async fn a_device_placed_connection_takes_each_persons_credential(
     assert!(again.stdout.contains("no changes"), "{}", again.stdout);
     let exported = ok(&alice, &["config", "export", "demo"]);
     assert!(
-        exported.contains(
-            "placement = \"device:laptop\"\nauth = \"token\"\ncredential = \"user\"\n"
-        ),
+        exported
+            .contains("placement = \"device:laptop\"\nauth = \"token\"\ncredential = \"user\"\n"),
         "{exported}"
     );
 }
