@@ -168,7 +168,7 @@ fn declared_server(server: &McpServer) -> DeclaredServer {
         },
         scopes: server.scopes.clone().unwrap_or_default(),
         prefix_tools: server.prefix_tools.unwrap_or(true),
-        credential: server.credential.unwrap_or(CredentialHolder::User),
+        credential: server.credential.unwrap_or_default(),
         client_id_env: server.client_id_env.clone(),
         client_secret_env: server.client_secret_env.clone(),
         placement,

@@ -1,11 +1,14 @@
 //! The typed shape of `switchyard.toml`: every section and key it may hold, nothing else
 //! (unknown keys are refused by serde with their position).
 
+use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use switchyard_protocol::agents::{AgentMode, Announce, AuthFailure, ToolSyncFailure};
+/// How a server is authorized (`oauth`, `token`, `none`) and whose credential a call uses
+/// (`shared`, `user`): the file takes the API's own names.
+pub use switchyard_protocol::api::{AuthKind, CredentialHolder};
 use switchyard_protocol::approval::ApprovalPolicy;
 use toml::Spanned;
 
@@ -22,39 +25,6 @@ pub struct Document {
     /// `[agent.<id>]`: the agents and the servers each may use, by id.
     #[serde(default)]
     pub agent: BTreeMap<String, Spanned<Agent>>,
-}
-
-/// How a server is authorized.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AuthKind {
-    /// OAuth 2.1 as the MCP authorization spec says.
-    Oauth,
-    /// A static token sent in a header.
-    Token,
-    /// Nothing to send.
-    None,
-}
-
-impl AuthKind {
-    /// The name the file uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthKind::Oauth => "oauth",
-            AuthKind::Token => "token",
-            AuthKind::None => "none",
-        }
-    }
-}
-
-/// Whose credential a call on the server uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CredentialHolder {
-    /// Each person authorizes for themselves.
-    User,
-    /// One credential for everyone in the workspace.
-    Shared,
 }
 
 /// `[mcp.<id>]`: one MCP server, reached over HTTP (`url`) or started over stdio (`command`).
@@ -80,7 +50,8 @@ pub struct McpServer {
     pub scopes: Option<Vec<String>>,
     /// Whether the server's tools are named `slug__tool` for agents (default on).
     pub prefix_tools: Option<bool>,
-    /// Whose credential a call uses (default `user`).
+    /// Whose credential a call uses (default `shared`; `user` is refused for a central
+    /// connection).
     pub credential: Option<CredentialHolder>,
     /// The environment variable holding the OAuth client id, for servers that issue none.
     pub client_id_env: Option<String>,

@@ -190,3 +190,38 @@ fn the_workspace_key_is_optional_and_never_empty() {
         "{found:?}"
     );
 }
+
+#[test]
+fn a_server_holds_a_shared_credential_unless_the_file_says_user() {
+    let document = parse(EXAMPLE).expect("the example is valid");
+    let wanted = desired(&document);
+    // Left out, `credential` is `shared`: the only holder a central connection takes.
+    assert_eq!(wanted.mcp["sentry"].credential, CredentialHolder::Shared);
+    assert_eq!(wanted.mcp["files"].credential, CredentialHolder::Shared);
+    let document =
+        parse("[mcp.a]\nurl = \"https://x.example/mcp\"\ncredential = \"user\"\n").expect("valid");
+    assert_eq!(
+        desired(&document).mcp["a"].credential,
+        CredentialHolder::User
+    );
+    let found = messages("[mcp.a]\nurl = \"https://x.example/mcp\"\ncredential = \"each\"\n");
+    assert!(
+        found[0].contains("unknown variant `each`, expected `shared` or `user`"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn auth_keys_are_the_apis_names() {
+    let document = parse(EXAMPLE).expect("the example is valid");
+    let wanted = desired(&document);
+    let sentry = &wanted.mcp["sentry"];
+    assert_eq!(sentry.auth, Some(AuthKind::Oauth));
+    assert_eq!(sentry.scopes, ["org:read"]);
+    assert_eq!(sentry.header, None);
+    assert_eq!(
+        wanted.mcp["github"].header.as_deref(),
+        Some("Authorization")
+    );
+    assert_eq!(wanted.mcp["files"].auth, None);
+}

@@ -2,6 +2,7 @@
 //! accepts unchanged. It holds every connection in service and every agent not revoked that
 //! the file can express, with defaults left out; what it cannot express is named on stderr.
 
+use super::auth;
 use super::plan::own_profile;
 use super::state::{Actual, reference_text};
 use crate::error::CliError;
@@ -52,6 +53,7 @@ pub fn export(actual: &Actual) -> Result<(String, Vec<String>), CliError> {
             continue;
         };
         write!(text, "\n[mcp.{name}]\n").expect("writing to a String");
+        let http = matches!(spec, ConnectorSpec::Http { .. });
         match spec {
             ConnectorSpec::Http { url } => {
                 writeln!(text, "url = {}", quote(url)).expect("writing to a String");
@@ -85,6 +87,16 @@ pub fn export(actual: &Actual) -> Result<(String, Vec<String>), CliError> {
         }
         if !connection.prefix_tools {
             text.push_str("prefix_tools = false\n");
+        }
+        let (keys, left_out) = auth::export_keys(connection.auth.as_ref(), http);
+        for key in keys {
+            writeln!(text, "{key}").expect("writing to a String");
+        }
+        if !left_out.is_empty() {
+            skipped.push(format!(
+                "connection {name}: {}: a file gives these to an HTTP server only",
+                left_out.join(", ")
+            ));
         }
         exported.push(name.clone());
     }

@@ -6,6 +6,7 @@
 //! the plan is blocked or `--dry-run` was given — carries it out in order. A plan that
 //! cannot be carried out changes nothing. Applying the same file twice plans no changes.
 
+mod auth;
 mod export;
 mod plan;
 mod state;
@@ -159,6 +160,14 @@ async fn send(
             Body::of(&SetPrefixTools {
                 prefix_tools: *prefix_tools,
             }),
+        ),
+        Action::SetConnectionAuth {
+            connection,
+            settings,
+        } => (
+            Verb::Put,
+            workspace(&["connections", connection, "auth"]),
+            Body::of(settings),
         ),
         Action::DeclareConnection { connection } => (
             Verb::Put,

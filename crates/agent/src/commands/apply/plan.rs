@@ -9,13 +9,14 @@
 //! - agent `<id>` for `[agent.<id>]`, reaching each of its servers through a profile
 //!   `agent.<id>.<server>` that apply creates and grants it Use on.
 
+use super::auth;
 use super::state::{Actual, connector_spec, reference_of, same_spec};
 use crate::config::{DeclaredAgent, DeclaredServer, Desired, Transport};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use switchyard_protocol::api::{
     AgentConnectionSettings, AgentDetail, ConnectionCredentials, ConnectionView, ConnectorSpec,
-    CreateAgent, CreateConnection, CreateConnector, CreateProfile, EditAgent,
+    CreateAgent, CreateConnection, CreateConnector, CreateProfile, EditAgent, SetConnectionAuth,
 };
 
 /// What a change does to its object.
@@ -67,6 +68,13 @@ pub enum Action {
         connection: String,
         /// The new value.
         prefix_tools: bool,
+    },
+    /// `PUT …/connections/{c}/auth`.
+    SetConnectionAuth {
+        /// The connection.
+        connection: String,
+        /// Its auth settings, whole.
+        settings: SetConnectionAuth,
     },
     /// `PUT …/connections/{c}/declared`: adopt a hand-made connection.
     DeclareConnection {
@@ -278,34 +286,9 @@ fn env_references(
     }
 }
 
-/// Notes for what a server declares that the server does not store yet.
-fn unkept_settings(plan: &mut Plan, id: &str, server: &DeclaredServer) {
-    let mut unkept = Vec::new();
-    if server.auth.is_some() {
-        unkept.push("auth");
-    }
-    if server.header.is_some() {
-        unkept.push("header");
-    }
-    if !server.scopes.is_empty() {
-        unkept.push("scopes");
-    }
-    if server.credential != crate::config::document::CredentialHolder::User {
-        unkept.push("credential");
-    }
-    if server.client_id_env.is_some() || server.client_secret_env.is_some() {
-        unkept.push("client_id_env/client_secret_env");
-    }
-    if !unkept.is_empty() {
-        plan.notes.push(format!(
-            "mcp.{id}: {} not kept by the server yet: not applied",
-            unkept.join(", ")
-        ));
-    }
-}
-
 fn plan_server(plan: &mut Plan, actual: &Actual, id: &str, server: &DeclaredServer) {
-    unkept_settings(plan, id, server);
+    plan.notes
+        .extend(auth::header_note(&actual.workspace, id, server));
     let subject = format!("mcp.{id}");
     let Some(runner) = actual.runner_of(&server.placement) else {
         plan.blocked.push(format!(
@@ -324,15 +307,32 @@ fn plan_server(plan: &mut Plan, actual: &Actual, id: &str, server: &DeclaredServ
              (`switchyard credential set` there): `env` references are not sent"
         ));
     }
+    let existing = actual.connection(id);
+    let current = auth::current(existing.and_then(|c| c.auth.as_ref()));
+    let wanted = auth::wanted(server, &current);
+    if let Some(refusal) = auth::refusal(id, central, &wanted) {
+        plan.blocked.push(refusal);
+        return;
+    }
     let spec = connector_spec(&server.transport);
-    match actual.connection(id) {
-        None => create_server(plan, actual, (id, server), &runner, spec),
+    match existing {
+        None => create_server(plan, actual, (id, server), &runner, (spec, wanted)),
         Some(connection) if connection.retired.is_some() => plan.blocked.push(format!(
             "{subject}: connection {id} is retired, and a name is never reused: restore it \
              (`switchyard connection restore {} {id}`) or give the section another id",
             actual.workspace
         )),
-        Some(connection) => change_server(plan, actual, (id, server), connection, (&runner, spec)),
+        Some(connection) => {
+            let auth = (&current, &wanted);
+            change_server(
+                plan,
+                actual,
+                (id, server),
+                connection,
+                (&runner, spec),
+                auth,
+            );
+        }
     }
 }
 
@@ -342,7 +342,7 @@ fn create_server(
     actual: &Actual,
     (id, server): (&str, &DeclaredServer),
     runner: &str,
-    spec: ConnectorSpec,
+    (spec, settings): (ConnectorSpec, SetConnectionAuth),
 ) {
     let subject = format!("mcp.{id}");
     let own = own_connector(&actual.workspace, id);
@@ -453,6 +453,13 @@ fn create_server(
             prefix_tools: false,
         });
     }
+    if let Some(line) = auth::created(&settings) {
+        lines.push(line);
+        actions.push(Action::SetConnectionAuth {
+            connection: id.to_owned(),
+            settings,
+        });
+    }
     plan.changes.push(Change {
         subject,
         kind: Kind::Create,
@@ -482,6 +489,7 @@ fn change_server(
     (id, server): (&str, &DeclaredServer),
     connection: &ConnectionView,
     (runner, spec): (&str, ConnectorSpec),
+    (current, wanted): (&SetConnectionAuth, &SetConnectionAuth),
 ) {
     let subject = format!("mcp.{id}");
     let mut lines = Vec::new();
@@ -557,6 +565,13 @@ fn change_server(
         actions.push(Action::SetPrefixTools {
             connection: id.to_owned(),
             prefix_tools: server.prefix_tools,
+        });
+    }
+    if current != wanted {
+        lines.extend(auth::differences(current, wanted));
+        actions.push(Action::SetConnectionAuth {
+            connection: id.to_owned(),
+            settings: wanted.clone(),
         });
     }
     if !actions.is_empty() {

@@ -3,7 +3,9 @@
 //! makes exactly that edit, an export applies back with no changes, a dry run and a bad file
 //! change nothing, and what was made by hand is never retired.
 
-use super::harness::{HttpFixture, Run, Server, Switchyard, fixture_binary, scratch_dir};
+use super::harness::{
+    HttpFixture, Run, Server, Switchyard, fixture_binary, scratch_dir, set_up_demo,
+};
 use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::path::Path;
@@ -328,5 +330,190 @@ async fn a_file_with_a_problem_or_a_blocked_plan_changes_nothing(
             .count()
             <= 1,
         "a connector was created"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn apply_sets_a_connections_auth_and_export_writes_it(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db).await;
+    let cli = server.cli();
+    let dir = scratch_dir("apply_auth");
+    let remote = HttpFixture::start(&[], &[]);
+    ok(&cli, &["workspace", "create", "acme"]);
+    let file_with = |keys: &str| {
+        let text = format!(
+            "workspace = \"acme\"\n\n[mcp.remote]\nurl = \"{}\"\n{keys}",
+            remote.url
+        );
+        write(&dir, "switchyard.toml", &text)
+    };
+    let oauth = "auth = \"oauth\"\nclient_id_env = \"REMOTE_CLIENT_ID\"\n\
+                 client_secret_env = \"REMOTE_CLIENT_SECRET\"\n";
+
+    // A new connection gets its settings right after it is made.
+    let file = file_with(&format!("{oauth}scopes = [\"mcp:tools\", \"mcp:read\"]\n"));
+    let applied = cli.run(&["apply", &file]).success();
+    assert_eq!(
+        plan_lines(&applied)[1],
+        "+ mcp.remote  auth oauth, scopes [mcp:tools, mcp:read], client_id_env REMOTE_CLIENT_ID, \
+         client_secret_env REMOTE_CLIENT_SECRET",
+        "{}",
+        applied.stdout
+    );
+    assert!(!applied.stdout.contains("not kept"), "{}", applied.stdout);
+    let view = connection(&cli, "remote").expect("remote was created");
+    assert_eq!(view["auth"]["kind"], "oauth", "{view}");
+    assert_eq!(
+        view["auth"]["scopes"],
+        serde_json::json!(["mcp:tools", "mcp:read"]),
+        "{view}"
+    );
+    assert_eq!(view["auth"]["client_id_env"], "REMOTE_CLIENT_ID", "{view}");
+    assert_eq!(
+        view["auth"]["client_secret_env"], "REMOTE_CLIENT_SECRET",
+        "{view}"
+    );
+    assert_eq!(view["auth"]["credential"], "shared", "{view}");
+    assert_eq!(view["auth"]["state"], "needs_authorization", "{view}");
+    let again = cli.run(&["apply", &file]).success();
+    assert!(again.stdout.contains("no changes"), "{}", again.stdout);
+
+    // One scope less: one line, and the server keeps the new list.
+    let file = file_with(&format!("{oauth}scopes = [\"mcp:tools\"]\n"));
+    let changed = cli.run(&["apply", &file]).success();
+    assert_eq!(
+        plan_lines(&changed),
+        ["~ mcp.remote  set scopes: [mcp:tools, mcp:read] → [mcp:tools]"],
+        "{}",
+        changed.stdout
+    );
+    let view = connection(&cli, "remote").unwrap();
+    assert_eq!(view["auth"]["scopes"], serde_json::json!(["mcp:tools"]));
+
+    // Export writes the settings; applied back, it changes nothing.
+    let exported = ok(&cli, &["config", "export", "acme"]);
+    for key in [
+        "auth = \"oauth\"",
+        "scopes = [\"mcp:tools\"]",
+        "client_id_env = \"REMOTE_CLIENT_ID\"",
+        "client_secret_env = \"REMOTE_CLIENT_SECRET\"",
+    ] {
+        assert!(exported.contains(key), "{key} missing:\n{exported}");
+    }
+    assert!(!exported.contains("credential"), "{exported}");
+    let export_file = write(&dir, "exported.toml", &exported);
+    let back = cli.run(&["apply", &export_file]).success();
+    assert!(
+        back.stdout.contains("no changes"),
+        "{exported}\n{}",
+        back.stdout
+    );
+
+    // Another kind: the plan says the credential goes with it.
+    let file = file_with("auth = \"token\"\n");
+    let dry = cli.run(&["apply", &file, "--dry-run"]).success();
+    assert_eq!(
+        plan_lines(&dry),
+        [
+            "~ mcp.remote  set auth: oauth → token (its credential is forgotten)",
+            "~ mcp.remote  set scopes: [mcp:tools] → []",
+            "~ mcp.remote  set client_id_env: REMOTE_CLIENT_ID → (none)",
+            "~ mcp.remote  set client_secret_env: REMOTE_CLIENT_SECRET → (none)",
+        ],
+        "{}",
+        dry.stdout
+    );
+    cli.run(&["apply", &file]).success();
+    assert_eq!(connection(&cli, "remote").unwrap()["auth"]["kind"], "token");
+    // `auth` left out keeps the kind the server has (it may have been discovered).
+    let unsaid = cli.run(&["apply", &file_with("")]).success();
+    assert!(unsaid.stdout.contains("no changes"), "{}", unsaid.stdout);
+
+    // Each person's own credential is refused for a central connection before anything is
+    // sent: the new connection in the same file is not made either.
+    let text = format!(
+        "workspace = \"acme\"\n\n[mcp.remote]\nurl = \"{url}\"\n\n[mcp.mine]\nurl = \"{url}\"\n\
+         credential = \"user\"\n",
+        url = remote.url
+    );
+    let file = write(&dir, "switchyard.toml", &text);
+    let blocked = cli.run(&["apply", &file]).code(4);
+    assert!(
+        blocked.stderr.contains(
+            "error[apply_blocked]: mcp.mine: credential = \"user\" (each person's own grant) is \
+             not available for a central connection"
+        ),
+        "{}",
+        blocked.stderr
+    );
+    assert!(connection(&cli, "mine").is_none());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_device_placed_connection_takes_each_persons_credential(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db).await;
+    let alice = server.cli();
+    set_up_demo(&alice);
+    let dir = scratch_dir("apply_auth_device");
+    let device = alice.as_device(&dir.join("config"));
+    let mut pair = device.start(&[
+        "pair",
+        "--server",
+        server.url(),
+        "--json",
+        "--name",
+        "laptop",
+    ]);
+    let first: Value = serde_json::from_str(&pair.next_line()).expect("a JSON line");
+    let code = first["code"].as_str().expect("a pairing code");
+    ok(
+        &alice,
+        &["device", "approve", "demo", code, "--profile", "main"],
+    );
+    pair.finish().success();
+    let remote = HttpFixture::start(&[], &[]);
+
+    // The server keeps a device placement's settings, `credential = "user"` included.
+    let file = write(
+        &dir,
+        "switchyard.toml",
+        &format!(
+            "workspace = \"demo\"\n\n[mcp.remote]\nurl = \"{}\"\nplacement = \"device:laptop\"\n\
+             auth = \"token\"\ncredential = \"user\"\n",
+            remote.url
+        ),
+    );
+    let applied = alice.run(&["apply", &file]).success();
+    assert!(
+        plan_lines(&applied).contains(&"+ mcp.remote  auth token, credential user".to_owned()),
+        "{}",
+        applied.stdout
+    );
+    let view = alice
+        .run(&["--json", "connection", "list", "demo"])
+        .success()
+        .json()
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|c| c["name"] == "remote")
+        .cloned()
+        .expect("remote was created");
+    assert_ne!(view["runner"], "central", "{view}");
+    assert_eq!(view["auth"]["kind"], "token", "{view}");
+    assert_eq!(view["auth"]["credential"], "user", "{view}");
+    let again = alice.run(&["apply", &file]).success();
+    assert!(again.stdout.contains("no changes"), "{}", again.stdout);
+    let exported = ok(&alice, &["config", "export", "demo"]);
+    assert!(
+        exported
+            .contains("placement = \"device:laptop\"\nauth = \"token\"\ncredential = \"user\"\n"),
+        "{exported}"
     );
 }
