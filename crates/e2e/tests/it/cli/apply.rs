@@ -350,16 +350,16 @@ async fn apply_sets_a_connections_auth_and_export_writes_it(
         );
         write(&dir, "switchyard.toml", &text)
     };
-    let oauth = "auth = \"oauth\"\nclient_id_env = \"REMOTE_CLIENT_ID\"\n\
-                 client_secret_env = \"REMOTE_CLIENT_SECRET\"\n";
+    let oauth = "auth = \"oauth\"\nclient_id_env = \"SWITCHYARD_OAUTH_REMOTE_ID\"\n\
+                 client_secret_env = \"SWITCHYARD_OAUTH_REMOTE_SECRET\"\n";
 
     // A new connection gets its settings right after it is made.
     let file = file_with(&format!("{oauth}scopes = [\"mcp:tools\", \"mcp:read\"]\n"));
     let applied = cli.run(&["apply", &file]).success();
     assert_eq!(
         plan_lines(&applied)[1],
-        "+ mcp.remote  auth oauth, scopes [mcp:tools, mcp:read], client_id_env REMOTE_CLIENT_ID, \
-         client_secret_env REMOTE_CLIENT_SECRET",
+        "+ mcp.remote  auth oauth, scopes [mcp:tools, mcp:read], client_id_env SWITCHYARD_OAUTH_REMOTE_ID, \
+         client_secret_env SWITCHYARD_OAUTH_REMOTE_SECRET",
         "{}",
         applied.stdout
     );
@@ -371,9 +371,12 @@ async fn apply_sets_a_connections_auth_and_export_writes_it(
         serde_json::json!(["mcp:tools", "mcp:read"]),
         "{view}"
     );
-    assert_eq!(view["auth"]["client_id_env"], "REMOTE_CLIENT_ID", "{view}");
     assert_eq!(
-        view["auth"]["client_secret_env"], "REMOTE_CLIENT_SECRET",
+        view["auth"]["client_id_env"], "SWITCHYARD_OAUTH_REMOTE_ID",
+        "{view}"
+    );
+    assert_eq!(
+        view["auth"]["client_secret_env"], "SWITCHYARD_OAUTH_REMOTE_SECRET",
         "{view}"
     );
     assert_eq!(view["auth"]["credential"], "shared", "{view}");
@@ -398,8 +401,8 @@ async fn apply_sets_a_connections_auth_and_export_writes_it(
     for key in [
         "auth = \"oauth\"",
         "scopes = [\"mcp:tools\"]",
-        "client_id_env = \"REMOTE_CLIENT_ID\"",
-        "client_secret_env = \"REMOTE_CLIENT_SECRET\"",
+        "client_id_env = \"SWITCHYARD_OAUTH_REMOTE_ID\"",
+        "client_secret_env = \"SWITCHYARD_OAUTH_REMOTE_SECRET\"",
     ] {
         assert!(exported.contains(key), "{key} missing:\n{exported}");
     }
@@ -420,8 +423,8 @@ async fn apply_sets_a_connections_auth_and_export_writes_it(
         [
             "~ mcp.remote  set auth: oauth → token (its credential is forgotten)",
             "~ mcp.remote  set scopes: [mcp:tools] → []",
-            "~ mcp.remote  set client_id_env: REMOTE_CLIENT_ID → (none)",
-            "~ mcp.remote  set client_secret_env: REMOTE_CLIENT_SECRET → (none)",
+            "~ mcp.remote  set client_id_env: SWITCHYARD_OAUTH_REMOTE_ID → (none)",
+            "~ mcp.remote  set client_secret_env: SWITCHYARD_OAUTH_REMOTE_SECRET → (none)",
         ],
         "{}",
         dry.stdout
