@@ -181,8 +181,26 @@ impl App {
             .unwrap_or_else(|| {
                 unreachable!("a connection's auth row exists once its kind was discovered")
             });
+        // Re-checked here: settings stored before the namespace existed may name any variable.
+        let preregistered = match &settings.client_id_env {
+            Some(id) => Some(Preregistered {
+                client_id: server_env(id, "client_id_env", &row.name)?,
+                client_secret: settings
+                    .client_secret_env
+                    .as_deref()
+                    .map(|secret| server_env(secret, "client_secret_env", &row.name))
+                    .transpose()?,
+            }),
+            None => None,
+        };
         let begun = self
-            .begin_flow(&row, &url, &challenge, &settings, Arc::clone(&http))
+            .begin_flow(
+                &url,
+                &challenge,
+                &settings,
+                preregistered,
+                Arc::clone(&http),
+            )
             .await
             .map_err(|e| refusal_of(&row.name, &e, http.last_error()))?;
         let digest = state_digest(&begun.csrf);
@@ -347,10 +365,10 @@ impl App {
     /// Discovery, the client identity and the authorization URL, each request bounded.
     async fn begin_flow(
         &self,
-        row: &ConnectionRow,
         url: &str,
         challenge: &str,
         settings: &crate::db::ConnectionAuthRow,
+        preregistered: Option<Preregistered>,
         http: Arc<OAuthHttp>,
     ) -> Result<Begun, AuthError> {
         let mut manager = AuthorizationManager::new_with_oauth_http_client(url, http).await?;
@@ -376,10 +394,10 @@ impl App {
         if !settings.scopes.is_empty() {
             request = request.with_scopes(settings.scopes.iter().cloned());
         }
-        if let Some(variable) = &settings.client_id_env {
-            request = request.with_preregistered_client(server_env(variable, &row.name)?);
-            if let Some(secret) = &settings.client_secret_env {
-                request = request.with_client_secret(server_env(secret, &row.name)?);
+        if let Some(client) = preregistered {
+            request = request.with_preregistered_client(client.client_id);
+            if let Some(secret) = client.client_secret {
+                request = request.with_client_secret(secret);
             }
         } else if self.public_url().starts_with("https://") {
             request = request.with_client_metadata_url(format!(
@@ -461,6 +479,12 @@ pub fn client_metadata(public_url: &str) -> serde_json::Value {
     })
 }
 
+/// A client registered by hand, read from the server's environment ([`OAUTH_ENV_PREFIX`]).
+struct Preregistered {
+    client_id: String,
+    client_secret: Option<String>,
+}
+
 /// What [`App::begin_flow`] answers.
 struct Begun {
     authorization_url: String,
@@ -483,14 +507,15 @@ async fn manager_for(
     manager.set_metadata(client.metadata.clone());
     let mut config = OAuthClientConfig::new(client.client_id.clone(), client.redirect_uri.clone());
     if let Some(variable) = &client.client_secret_env {
-        let secret = std::env::var(variable).map_err(|_| {
-            AppError::refused(
+        let secret = oauth_env(variable).map_err(|refusal| match refusal {
+            EnvRefusal::Outside => env_outside("client_secret_env", variable),
+            EnvRefusal::Unset => AppError::refused(
                 ErrorCode::AuthorizationFailed,
                 format!(
                     "the server's environment variable `{variable}` (the OAuth client secret) is \
                      not set"
                 ),
-            )
+            ),
         })?;
         config = config.with_client_secret(secret);
     }
@@ -499,14 +524,53 @@ async fn manager_for(
     Ok(manager)
 }
 
+/// The prefix every server environment variable an OAuth client is read from must carry:
+/// a workspace admin names the variable, so it must not be able to name `DATABASE_URL` or
+/// any other of the server's own secrets and have it sent to an authorization server.
+pub const OAUTH_ENV_PREFIX: &str = "SWITCHYARD_OAUTH_";
+
+/// Why [`oauth_env`] read no value.
+#[derive(Debug)]
+enum EnvRefusal {
+    /// The name lies outside [`OAUTH_ENV_PREFIX`]; nothing was read.
+    Outside,
+    /// It is not set on this server.
+    Unset,
+}
+
+/// The value of the server's environment variable `variable`, read only when it lies in the
+/// OAuth namespace ([`OAUTH_ENV_PREFIX`]).
+fn oauth_env(variable: &str) -> Result<String, EnvRefusal> {
+    if !variable.starts_with(OAUTH_ENV_PREFIX) {
+        return Err(EnvRefusal::Outside);
+    }
+    std::env::var(variable).map_err(|_| EnvRefusal::Unset)
+}
+
+/// The refusal of a variable name outside [`OAUTH_ENV_PREFIX`].
+fn env_outside(field: &str, variable: &str) -> AppError {
+    AppError::refused(
+        ErrorCode::OauthEnvRefused,
+        format!(
+            "`{field}` = `{variable}`: OAuth clients are read only from server environment \
+             variables named `{OAUTH_ENV_PREFIX}*` (e.g. `{OAUTH_ENV_PREFIX}SENTRY_CLIENT_ID`); \
+             rename the variable on the server and name it here"
+        ),
+    )
+}
+
 /// The value of the server's environment variable `variable`, named by connection `name`'s
-/// settings.
-fn server_env(variable: &str, name: &str) -> Result<String, AuthError> {
-    std::env::var(variable).map_err(|_| {
-        AuthError::RegistrationFailed(format!(
-            "connection `{name}` names the server's environment variable `{variable}`, which is \
-             not set on this server"
-        ))
+/// settings as its `field`.
+fn server_env(variable: &str, field: &str, name: &str) -> Result<String, AppError> {
+    oauth_env(variable).map_err(|refusal| match refusal {
+        EnvRefusal::Outside => env_outside(field, variable),
+        EnvRefusal::Unset => AppError::refused(
+            ErrorCode::AuthorizationFailed,
+            format!(
+                "connection `{name}` names the server's environment variable `{variable}` as \
+                 its `{field}`, which is not set on this server"
+            ),
+        ),
     })
 }
 
@@ -515,9 +579,12 @@ fn check_settings(row: &ConnectionRow, settings: &SetConnectionAuth) -> AppResul
     if settings.credential == CredentialHolder::User && row.runner_ref.is_central() {
         return Err(user_holder_refused(&row.name));
     }
-    for variable in [&settings.client_id_env, &settings.client_secret_env]
-        .into_iter()
-        .flatten()
+    for (field, variable) in [
+        ("client_id_env", &settings.client_id_env),
+        ("client_secret_env", &settings.client_secret_env),
+    ]
+    .into_iter()
+    .filter_map(|(field, variable)| Some((field, variable.as_ref()?)))
     {
         let valid = !variable.is_empty()
             && variable.len() <= 128
@@ -530,9 +597,12 @@ fn check_settings(row: &ConnectionRow, settings: &SetConnectionAuth) -> AppResul
                 ErrorCode::InvalidRequest,
                 format!(
                     "`{variable}` is not an environment variable name: use capitals, digits and \
-                     `_` (e.g. SENTRY_CLIENT_ID)"
+                     `_` (e.g. {OAUTH_ENV_PREFIX}SENTRY_CLIENT_ID)"
                 ),
             ));
+        }
+        if !variable.starts_with(OAUTH_ENV_PREFIX) {
+            return Err(env_outside(field, variable));
         }
     }
     if settings.client_secret_env.is_some() && settings.client_id_env.is_none() {

@@ -117,9 +117,23 @@ async fn settings_a_central_connection_cannot_take_are_refused(pool: PgPool) {
         .await
         .refused(400, "invalid_request");
     owner
-        .put(&auth, json!({"client_secret_env": "SECRET"}))
+        .put(
+            &auth,
+            json!({"client_secret_env": "SWITCHYARD_OAUTH_SECRET"}),
+        )
         .await
         .refused(400, "invalid_request");
+    // Only the OAuth namespace of the server's environment can be named: not its database URL.
+    for settings in [
+        json!({"kind": "oauth", "client_id_env": "DATABASE_URL"}),
+        json!({"client_id_env": "SWITCHYARD_OAUTH_ID", "client_secret_env": "HOME"}),
+    ] {
+        let message = owner
+            .put(&auth, settings)
+            .await
+            .refused(400, "oauth_env_refused");
+        assert!(message.contains("SWITCHYARD_OAUTH_"), "{message}");
+    }
     owner
         .put(&auth, json!({"kind": "token", "scopes": ["mcp:tools"]}))
         .await
@@ -129,6 +143,33 @@ async fn settings_a_central_connection_cannot_take_are_refused(pool: PgPool) {
         Value::Null,
         "nothing stored"
     );
+
+    // Settings stored before the namespace existed are checked again when authorizing: the
+    // value never reaches an authorization URL.
+    let id: uuid::Uuid = stack.connection().await["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO connection_auth (connection_id, kind, client_id_env)
+         VALUES ($1, 'oauth', 'DATABASE_URL')",
+    )
+    .bind(id)
+    .execute(&stack.server.pool)
+    .await
+    .unwrap();
+    let message = owner
+        .post(&format!("{CONNECTION}/authorize"), json!({}))
+        .await
+        .refused(400, "oauth_env_refused");
+    let database_url = std::env::var("DATABASE_URL").unwrap();
+    assert!(!message.contains(&database_url), "{message}");
+    sqlx::query("DELETE FROM connection_auth WHERE connection_id = $1")
+        .bind(id)
+        .execute(&stack.server.pool)
+        .await
+        .unwrap();
 
     let member = stack.server.member("acme", "bob", "member").await;
     member
