@@ -13,6 +13,8 @@
 //! - Every OAuth request is bounded by [`super::AppConfig::oauth_timeout`].
 //! - Changing the auth kind, or the connector's URL, empties the credential: a grant is sent
 //!   only to the URL it was obtained for.
+//! - A renewal stores its token only over the grant generation it read under the grant's
+//!   lock: a revoke or a new authorization meanwhile wins, and the renewed token is dropped.
 //!
 //! Device connections are out of scope: their credentials live on the device. A per-person
 //! credential (`credential = user`) is refused for central connections.

@@ -213,7 +213,7 @@ impl App {
             holder: holder.to_owned(),
             resource: url.to_owned(),
         };
-        let record = open_grant(&self.db, &vault, &key)
+        let (record, _) = open_grant(&self.db, &vault, &key)
             .await
             .map_err(|e| refusal(codes::UNAVAILABLE, e.to_string()))?
             .ok_or_else(|| needs("is not authorized"))?;
@@ -273,10 +273,21 @@ impl App {
         }
         let http = OAuthHttp::new(&self.config.endpoints, self.config.oauth_timeout)
             .map_err(unavailable)?;
+        let superseded = store.superseded();
         let manager = manager_for(&record.client, std::sync::Arc::clone(&http), store)
             .await
             .map_err(|e| refusal(codes::RENEWAL_FAILED, e.to_string()))?;
         let renewed = manager.refresh_token().await;
+        if superseded.load(std::sync::atomic::Ordering::SeqCst) {
+            self.metrics.oauth_renewal(Renewal::Failed);
+            return Err(refusal(
+                codes::MISSING,
+                format!(
+                    "connection {connection}: its grant was revoked or replaced while its token \
+                     was renewed, so the renewed token was discarded; nothing was sent"
+                ),
+            ));
+        }
         match renewed {
             Ok(token) => {
                 self.metrics.oauth_renewal(Renewal::Ok);
