@@ -286,3 +286,34 @@ async fn a_renewal_in_flight_does_not_undo_a_revoke(pool: PgPool) {
     assert_eq!(grants, 0, "the revoke stands");
     assert_eq!(stack.auth_state().await, "needs_authorization");
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn twenty_calls_meeting_a_rejected_refresh_token_make_one_token_request(pool: PgPool) {
+    let stack = authorized(pool).await;
+    let renewals = stack.token_requests("refresh_token").await;
+    let id = stack.connection().await["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let replicas = [stack.replica_app(), stack.replica_app()];
+    stack.auth.revoke_refresh_tokens().await.unwrap();
+
+    until_due().await;
+    let answers = join_all((0..20).map(|i| {
+        let app = &replicas[i % 2];
+        let url = stack.url.clone();
+        async move { app.oauth_bearer(id, &url, None).await }
+    }))
+    .await;
+    for answer in answers {
+        let error = answer.expect_err("no token");
+        assert_eq!(error.code, "credential_auth_required", "{}", error.message);
+    }
+    assert_eq!(
+        stack.token_requests("refresh_token").await,
+        renewals + 1,
+        "the waiters did not send the rejected refresh token again"
+    );
+    assert_eq!(stack.auth_state().await, "auth_required");
+}
