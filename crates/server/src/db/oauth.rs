@@ -532,7 +532,19 @@ impl Datastore {
         .transpose()
     }
 
-    /// Forgets the authorization waiting under `digest` (used, or abandoned).
+    /// Consumes the authorization waiting under `digest` at its callback: answers whether
+    /// this caller took it (`false`: it expired, or another callback took it first).
+    pub async fn oauth_pending_take(&self, digest: &[u8]) -> Result<bool, sqlx::Error> {
+        let taken =
+            sqlx::query("DELETE FROM oauth_pending WHERE state_digest = $1 AND expires_at > now()")
+                .bind(digest)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        Ok(taken == 1)
+    }
+
+    /// Forgets the authorization waiting under `digest` (abandoned).
     pub async fn oauth_pending_delete(&self, digest: &[u8]) -> Result<(), sqlx::Error> {
         sqlx::query("DELETE FROM oauth_pending WHERE state_digest = $1")
             .bind(digest)

@@ -296,11 +296,20 @@ impl App {
         )
         .authorizing();
         let mut manager = manager_for(&record.client, Arc::clone(&http), store).await?;
-        manager.set_state_store(PendingStore::found(self.db.clone(), digest, record.state));
+        let pending = PendingStore::found(self.db.clone(), digest, record.state);
+        let lost = pending.lost();
+        manager.set_state_store(pending);
         manager
             .exchange_code_for_token_with_issuer(code, state, query.iss.as_deref())
             .await
-            .map_err(|e| refusal_of(&row.name, &e, http.last_error()))?;
+            .map_err(|e| {
+                // Another callback took the state first: this one redeems nothing.
+                if lost.load(std::sync::atomic::Ordering::SeqCst) {
+                    invalid()
+                } else {
+                    refusal_of(&row.name, &e, http.last_error())
+                }
+            })?;
         self.audit(
             Audit::by_system("oauth", "connection.authorized")
                 .workspace(row.workspace_id)

@@ -241,6 +241,8 @@ pub(super) struct PendingStore {
     collected: Arc<Mutex<Option<(String, StoredAuthorizationState)>>>,
     /// At the callback: the state read from `oauth_pending`, and its digest.
     found: Option<(Vec<u8>, StoredAuthorizationState)>,
+    /// At the callback: another callback (or the clock) consumed the state first.
+    lost: Arc<AtomicBool>,
 }
 
 impl PendingStore {
@@ -250,6 +252,7 @@ impl PendingStore {
             db,
             collected: Arc::default(),
             found: None,
+            lost: Arc::default(),
         }
     }
 
@@ -259,7 +262,14 @@ impl PendingStore {
             db,
             collected: Arc::default(),
             found: Some((digest, state)),
+            lost: Arc::default(),
         }
+    }
+
+    /// Whether the state was consumed elsewhere (or expired) before this callback could
+    /// take it, shared by the store's clones.
+    pub(super) fn lost(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.lost)
     }
 
     /// The state rmcp saved (the CSRF token and what it keeps under it).
@@ -293,10 +303,19 @@ impl StateStore for PendingStore {
             .map(|(_, state)| state.clone()))
     }
 
+    /// Consumes the state: exactly one callback takes it, or the code is not redeemed.
     async fn delete(&self, csrf_token: &str) -> Result<(), AuthError> {
-        self.db
-            .oauth_pending_delete(&super::grant::state_digest(csrf_token))
+        let taken = self
+            .db
+            .oauth_pending_take(&super::grant::state_digest(csrf_token))
             .await
-            .map_err(store_error)
+            .map_err(store_error)?;
+        if !taken {
+            self.lost.store(true, Ordering::SeqCst);
+            return Err(AuthError::InternalError(
+                "the authorization state was already used or expired".to_owned(),
+            ));
+        }
+        Ok(())
     }
 }

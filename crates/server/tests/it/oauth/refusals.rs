@@ -437,3 +437,19 @@ async fn a_grant_is_not_sent_to_a_url_it_was_not_obtained_for(pool: PgPool) {
     );
     assert_eq!(stack.auth_state().await, "needs_authorization");
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn two_callbacks_with_one_state_redeem_its_code_once(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    let started = stack.start_authorization().await;
+    let callback = stack.consent(&started).await;
+
+    let (first, second) = tokio::join!(get_page(&callback), get_page(&callback));
+    let mut statuses = [first.0, second.0];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 400], "{first:?} {second:?}");
+    let refused = if first.0 == 400 { &first.1 } else { &second.1 };
+    assert!(refused.contains("authorization_state_invalid"), "{refused}");
+    assert_eq!(stack.token_requests("authorization_code").await, 1);
+    assert_eq!(stack.auth_state().await, "authorized");
+}
