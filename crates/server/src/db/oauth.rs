@@ -246,6 +246,11 @@ impl Datastore {
                 .bind(connection)
                 .execute(&mut *tx)
                 .await?;
+            // An authorization begun under the old kind must not complete under the new one.
+            sqlx::query("DELETE FROM oauth_pending WHERE connection_id = $1")
+                .bind(connection)
+                .execute(&mut *tx)
+                .await?;
         }
         let row = sqlx::query_as(
             "INSERT INTO connection_auth
@@ -434,8 +439,9 @@ impl Datastore {
         Ok(Ok(true))
     }
 
-    /// Deletes every grant of `connection` (every holder's) and, when it had auth settings,
-    /// moves it to `needs_authorization`; answers how many grants there were.
+    /// Deletes every grant of `connection` (every holder's) and the authorizations waiting
+    /// for their callback (a revoke also stops one begun before it) and, when it had auth
+    /// settings, moves it to `needs_authorization`; answers how many grants there were.
     pub async fn oauth_grants_delete(&self, connection: ConnectionId) -> Result<u64, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let deleted = sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
@@ -443,6 +449,10 @@ impl Datastore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        sqlx::query("DELETE FROM oauth_pending WHERE connection_id = $1")
+            .bind(connection)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "UPDATE connection_auth SET state = 'needs_authorization', updated_at = now()
              WHERE connection_id = $1",
