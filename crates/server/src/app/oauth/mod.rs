@@ -261,8 +261,23 @@ impl App {
             .map_err(|_| invalid())?;
         let record: PendingRecord = serde_json::from_slice(&plain).map_err(|_| invalid())?;
         let row = self.db.connection_get(pending.connection_id).await?;
+        if let Some(refusal) = callback_refusal(&row) {
+            self.db.oauth_pending_delete(&digest).await?;
+            return Err(refusal);
+        }
         if let Some(error) = &query.error {
             self.db.oauth_pending_delete(&digest).await?;
+            if error == "access_denied" {
+                return Err(AppError::refused(
+                    ErrorCode::AuthorizationDeclined,
+                    format!(
+                        "connection `{}`: consent was declined at the authorization server \
+                         (`access_denied`), nothing was granted; start it again with \
+                         `switchyard auth` to consent",
+                        row.name
+                    ),
+                ));
+            }
             return Err(AppError::refused(
                 ErrorCode::AuthorizationFailed,
                 format!(
@@ -583,6 +598,40 @@ fn server_env(variable: &str, field: &str, name: &str) -> Result<String, AppErro
             ),
         ),
     })
+}
+
+/// Why connection `row` can no longer complete an authorization begun for it (retired, no
+/// longer of kind `oauth`, no longer central), if it cannot.
+fn callback_refusal(row: &ConnectionRow) -> Option<AppError> {
+    let name = &row.name;
+    if row.retired_at.is_some() {
+        return Some(AppError::refused(
+            ErrorCode::ConnectionRetired,
+            format!(
+                "connection `{name}` was retired after this authorization began: nothing was granted"
+            ),
+        ));
+    }
+    if row.auth.auth_kind != Some(AuthKind::Oauth) {
+        return Some(AppError::refused(
+            ErrorCode::AuthorizationUnsupported,
+            format!(
+                "connection `{name}` is no longer of auth kind `oauth` (its settings changed after \
+                 this authorization began): nothing was granted"
+            ),
+        ));
+    }
+    if !row.runner_ref.is_central() {
+        return Some(AppError::refused(
+            ErrorCode::ConnectionNotCentral,
+            format!(
+                "connection `{name}` now runs on {}: its credentials live on that device, and \
+                 nothing was granted here",
+                row.runner_ref
+            ),
+        ));
+    }
+    None
 }
 
 /// Refuses settings a connection cannot take.

@@ -453,3 +453,56 @@ async fn two_callbacks_with_one_state_redeem_its_code_once(pool: PgPool) {
     assert_eq!(stack.token_requests("authorization_code").await, 1);
     assert_eq!(stack.auth_state().await, "authorized");
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn an_authorization_begun_before_a_revoke_or_kind_change_grants_nothing(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    let owner = &stack.server.owner;
+
+    let started = stack.start_authorization().await;
+    let callback = stack.consent(&started).await;
+    owner
+        .post(&format!("{CONNECTION}/credentials/revoke"), json!({}))
+        .await
+        .ok();
+    let (status, page) = get_page(&callback).await;
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("authorization_state_invalid"), "{page}");
+
+    let started = stack.start_authorization().await;
+    let callback = stack.consent(&started).await;
+    owner
+        .put(&format!("{CONNECTION}/auth"), json!({"kind": "token"}))
+        .await
+        .ok();
+    let (status, page) = get_page(&callback).await;
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("authorization_state_invalid"), "{page}");
+
+    assert_eq!(stack.token_requests("authorization_code").await, 0);
+    assert_eq!(stack.auth_state().await, "needs_authorization");
+    let grants: i64 = sqlx::query_scalar("SELECT count(*) FROM oauth_grants")
+        .fetch_one(&stack.server.pool)
+        .await
+        .unwrap();
+    assert_eq!(grants, 0);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn declined_consent_is_a_refusal_not_a_server_failure(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    let started = stack.start_authorization().await;
+    let mut declined =
+        reqwest::Url::parse(&format!("http://{}/mcp/callback", stack.server.addr)).unwrap();
+    declined
+        .query_pairs_mut()
+        .append_pair("error", "access_denied")
+        .append_pair("state", started["state"].as_str().unwrap())
+        .append_pair("iss", stack.auth.issuer());
+
+    let (status, page) = get_page(declined.as_str()).await;
+    assert_eq!(status, 403, "{page}");
+    assert!(page.contains("authorization_declined"), "{page}");
+    assert_eq!(stack.token_requests("authorization_code").await, 0);
+    assert_eq!(stack.auth_state().await, "needs_authorization");
+}
