@@ -346,3 +346,34 @@ async fn rotating_the_key_reseals_the_grant_and_revoking_empties_it(pool: PgPool
         "{audit}"
     );
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn diagnosing_an_authorized_connection_sends_its_token(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    stack.authorize().await;
+    let owner = &stack.server.owner;
+    owner.make_callable("acme", "remote", "main").await;
+
+    let diagnosis = owner
+        .post(&format!("{CONNECTION}/diagnose"), json!({}))
+        .await
+        .ok();
+    let checks = diagnosis["checks"].as_array().expect("checks");
+    let status = |name: &str| {
+        checks
+            .iter()
+            .find(|check| check["check"] == name)
+            .map(|check| check["status"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(
+        status("handshake").as_deref(),
+        Some("passed"),
+        "{diagnosis}"
+    );
+    assert_eq!(diagnosis["passed"], true, "{diagnosis}");
+    let token = stack.held_token().await;
+    assert!(
+        !diagnosis.to_string().contains(&token),
+        "the token is not answered"
+    );
+}
