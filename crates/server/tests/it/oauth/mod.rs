@@ -325,6 +325,19 @@ async fn rotating_the_key_reseals_the_grant_and_revoking_empties_it(pool: PgPool
         .await
         .unwrap();
     assert_eq!(key, rotated.key_id);
+    // A lost key file is not silently made anew while the grant needs it.
+    let sealed = Datastore::new(stack.server.pool.clone())
+        .sealed_values_count()
+        .await
+        .unwrap();
+    assert!(sealed >= 1, "the grant is counted");
+    let lost = stack.key_path.with_file_name("lost.key");
+    let refusal = KeyFile::load_or_create_for(&lost, sealed)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(refusal.contains("restore it from backup"), "{refusal}");
+    assert!(!lost.exists());
     let call = stack.echo("after rotation").await;
     assert_eq!(result_text(&call), "after rotation", "{call}");
 
