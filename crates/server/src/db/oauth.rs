@@ -225,9 +225,9 @@ impl Datastore {
         .await
     }
 
-    /// Replaces the auth settings of `connection`. When `kind` changes, its grants are
-    /// deleted and it needs authorization again, in the same transaction. Answers the row
-    /// after.
+    /// Replaces the auth settings of `connection` (an omitted `kind` keeps the one it has).
+    /// When `kind` changes, its grants and pending authorizations are deleted and it needs
+    /// authorization again, in the same transaction. Answers the row after.
     pub async fn connection_auth_set(
         &self,
         connection: ConnectionId,
@@ -240,7 +240,9 @@ impl Datastore {
         .bind(connection)
         .fetch_optional(&mut *tx)
         .await?;
-        let kind_changed = before.is_some_and(|kind| kind != settings.kind);
+        // An omitted kind keeps the one declared or discovered: it is no change.
+        let kind_changed =
+            settings.kind.is_some() && before.is_some_and(|kind| kind != settings.kind);
         if kind_changed {
             sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
                 .bind(connection)
@@ -257,7 +259,7 @@ impl Datastore {
                  (connection_id, kind, scopes, client_id_env, client_secret_env, credential)
              VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (connection_id) DO UPDATE SET
-                 kind = EXCLUDED.kind, scopes = EXCLUDED.scopes,
+                 kind = COALESCE(EXCLUDED.kind, connection_auth.kind), scopes = EXCLUDED.scopes,
                  client_id_env = EXCLUDED.client_id_env,
                  client_secret_env = EXCLUDED.client_secret_env,
                  credential = EXCLUDED.credential,

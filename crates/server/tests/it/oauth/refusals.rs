@@ -199,8 +199,14 @@ async fn changing_the_kind_empties_the_credential(pool: PgPool) {
     let owner = &stack.server.owner;
     owner.make_callable("acme", "remote", "main").await;
     let auth = format!("{CONNECTION}/auth");
-    // Setting what it already is keeps the grant.
+    // Setting what it already is keeps the grant; so does leaving the discovered kind out.
     owner.put(&auth, json!({"kind": "oauth"})).await.ok();
+    assert_eq!(stack.auth_state().await, "authorized");
+    let view = owner
+        .put(&auth, json!({"scopes": ["mcp:tools"]}))
+        .await
+        .ok();
+    assert_eq!(view["auth"]["kind"], "oauth", "{view}");
     assert_eq!(stack.auth_state().await, "authorized");
 
     owner.put(&auth, json!({"kind": "token"})).await.ok();
