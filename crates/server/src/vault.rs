@@ -459,10 +459,10 @@ mod tests {
     fn a_missing_key_file_is_not_recreated_while_values_need_it() {
         let dir = Scratch::new("vault").unwrap();
         let path = dir.join("lost.key");
-        let error = KeyFile::load_or_create_for(&path, 3)
-            .err()
-            .expect("refused")
-            .to_string();
+        let Err(error) = KeyFile::load_or_create_for(&path, 3) else {
+            panic!("refused");
+        };
+        let error = error.to_string();
         assert!(error.contains("restore it from backup"), "{error}");
         assert!(error.contains(&path.display().to_string()), "{error}");
         assert!(!path.exists(), "no new key was made");

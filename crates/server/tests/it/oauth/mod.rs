@@ -332,10 +332,10 @@ async fn rotating_the_key_reseals_the_grant_and_revoking_empties_it(pool: PgPool
         .unwrap();
     assert!(sealed >= 1, "the grant is counted");
     let lost = stack.key_path.with_file_name("lost.key");
-    let refusal = KeyFile::load_or_create_for(&lost, sealed)
-        .err()
-        .expect("refused")
-        .to_string();
+    let Err(refusal) = KeyFile::load_or_create_for(&lost, sealed) else {
+        panic!("refused");
+    };
+    let refusal = refusal.to_string();
     assert!(refusal.contains("restore it from backup"), "{refusal}");
     assert!(!lost.exists());
     let call = stack.echo("after rotation").await;
