@@ -190,6 +190,12 @@ pub enum ErrorCode {
     /// The server holds no installation key (`--installation-key-file`), so it cannot store a
     /// credential sealed.
     VaultNotConfigured,
+    /// An OAuth client's `client_id_env`/`client_secret_env` names a server environment
+    /// variable outside the `SWITCHYARD_OAUTH_` namespace: only those may hold OAuth clients.
+    OauthEnvRefused,
+    /// The person declined consent at the authorization server (`access_denied`): nothing was
+    /// granted; start the authorization again to consent.
+    AuthorizationDeclined,
     /// An internal error; details are in the server log.
     Internal,
 }
@@ -273,6 +279,8 @@ impl ErrorCode {
             ErrorCode::IssuerMismatch => "issuer_mismatch",
             ErrorCode::CredentialHolderUnsupported => "credential_holder_unsupported",
             ErrorCode::VaultNotConfigured => "vault_not_configured",
+            ErrorCode::OauthEnvRefused => "oauth_env_refused",
+            ErrorCode::AuthorizationDeclined => "authorization_declined",
             ErrorCode::Internal => "internal",
         }
     }
@@ -291,9 +299,13 @@ impl ErrorCode {
             | ErrorCode::InvalidNamespace
             | ErrorCode::ExplanationTooLong
             | ErrorCode::AuthorizationStateInvalid
-            | ErrorCode::IssuerMismatch => 400,
+            | ErrorCode::IssuerMismatch
+            | ErrorCode::OauthEnvRefused => 400,
             ErrorCode::Unauthenticated | ErrorCode::DeviceRevoked => 401,
-            ErrorCode::Forbidden | ErrorCode::ToolNotGranted | ErrorCode::SelfApproval => 403,
+            ErrorCode::Forbidden
+            | ErrorCode::ToolNotGranted
+            | ErrorCode::SelfApproval
+            | ErrorCode::AuthorizationDeclined => 403,
             ErrorCode::WorkspaceNotFound
             | ErrorCode::EnvironmentNotFound
             | ErrorCode::ConnectorNotFound

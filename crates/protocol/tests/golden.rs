@@ -249,8 +249,8 @@ golden! {
     set_connection_auth: SetConnectionAuth = SetConnectionAuth {
         kind: Some(AuthKind::Oauth),
         scopes: vec!["mcp:tools".into()],
-        client_id_env: Some("SENTRY_CLIENT_ID".into()),
-        client_secret_env: Some("SENTRY_CLIENT_SECRET".into()),
+        client_id_env: Some("SWITCHYARD_OAUTH_SENTRY_CLIENT_ID".into()),
+        client_secret_env: Some("SWITCHYARD_OAUTH_SENTRY_CLIENT_SECRET".into()),
         credential: CredentialHolder::Shared,
     };
     connection_auth_view: ConnectionAuthView = connection_auth_view();
@@ -1188,7 +1188,8 @@ fn error_codes() -> Vec<ErrorCode> {
         ToolUnclassified, ToolUnavailable, HandshakeFailed, InvalidCredentials,
         CredentialValuesDisabled, ConnectionNotCentral, McpSessionNotFound, AgentNotFound, ConflictingRoutes,
         AuthorizationUnsupported, AuthorizationFailed, AuthorizationStateInvalid, IssuerMismatch,
-        CredentialHolderUnsupported, VaultNotConfigured, Internal,
+        CredentialHolderUnsupported, VaultNotConfigured, OauthEnvRefused, AuthorizationDeclined,
+        Internal,
     )
 }
 

@@ -395,7 +395,13 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             let installation_key = match &installation_key_file {
                 Some(path) => {
-                    let keys = KeyFile::load_or_create(path).map_err(|e| e.to_string())?;
+                    // A missing file is made anew only while nothing is sealed with a key.
+                    let sealed = Datastore::new(pool.clone())
+                        .sealed_values_count()
+                        .await
+                        .map_err(|e| format!("counting sealed values: {e}"))?;
+                    let keys =
+                        KeyFile::load_or_create_for(path, sealed).map_err(|e| e.to_string())?;
                     tracing::info!(file = %path.display(), "installation key loaded");
                     Some(Arc::new(keys))
                 }

@@ -255,6 +255,23 @@ impl KeyFile {
         })
     }
 
+    /// Loads the key file at `path`, creating it only when it is missing and no value is
+    /// sealed yet (`sealed_values`, [`crate::db::Datastore::sealed_values_count`]): a new key
+    /// cannot open what the lost one sealed, so a missing file then stops the server.
+    pub fn load_or_create_for(path: &Path, sealed_values: u64) -> Result<KeyFile, VaultError> {
+        let missing =
+            matches!(fs::symlink_metadata(path), Err(e) if e.kind() == ErrorKind::NotFound);
+        if missing && sealed_values > 0 {
+            return Err(VaultError::File(format!(
+                "installation key file missing: `{}` does not exist, but the database holds \
+                 {sealed_values} value(s) sealed with it; restore it from backup (a new key \
+                 cannot open them)",
+                path.display()
+            )));
+        }
+        KeyFile::load_or_create(path)
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -436,5 +453,20 @@ mod tests {
                 .to_string()
                 .contains("holds no key")
         );
+    }
+
+    #[test]
+    fn a_missing_key_file_is_not_recreated_while_values_need_it() {
+        let dir = Scratch::new("vault").unwrap();
+        let path = dir.join("lost.key");
+        let Err(error) = KeyFile::load_or_create_for(&path, 3) else {
+            panic!("refused");
+        };
+        let error = error.to_string();
+        assert!(error.contains("restore it from backup"), "{error}");
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        assert!(!path.exists(), "no new key was made");
+        KeyFile::load_or_create_for(&path, 0).expect("a first key is made");
+        assert!(path.exists());
     }
 }

@@ -110,13 +110,19 @@ impl App {
             placed.map(|placed| format!("{}, {placed}", transport(&spec))),
         );
         let launch = if central {
-            let resolved = self.central_launch(connection.id, &spec).await?;
+            let resolved = match self.central_launch(connection.id, &spec).await? {
+                // An OAuth connection's access token goes with its bound credentials, as a
+                // call's and discovery's do.
+                Ok(launch) => self
+                    .with_oauth_token(connection.id, launch, None)
+                    .await
+                    .map(|(launch, _)| launch)
+                    .map_err(|e| format!("{} ({})", e.message, e.code)),
+                Err(e) => Err(format!("{e} ({})", e.code())),
+            };
             checks.prerequisite(
                 DiagnoseCheck::Credentials,
-                resolved
-                    .as_ref()
-                    .map(bound_names)
-                    .map_err(|e| format!("{e} ({})", e.code())),
+                resolved.as_ref().map(bound_names).map_err(Clone::clone),
             );
             resolved.ok()
         } else {

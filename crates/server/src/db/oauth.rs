@@ -155,7 +155,7 @@ pub struct GrantRow {
     pub sealed: Sealed,
     /// The MCP server URL it was obtained for.
     pub resource: String,
-    /// Raised by every save.
+    /// Changed by every save (the writing transaction's id), compared by a renewal's save.
     pub generation: i64,
 }
 
@@ -168,8 +168,6 @@ pub struct GrantFacts<'a> {
     pub resource: &'a str,
     /// When its access token expires, if known.
     pub expires_at: Option<DateTime<Utc>>,
-    /// A person just completed an authorization (not a renewal): `authorized_at` is set.
-    pub authorized: bool,
 }
 
 /// An authorization waiting for its callback.
@@ -227,9 +225,9 @@ impl Datastore {
         .await
     }
 
-    /// Replaces the auth settings of `connection`. When `kind` changes, its grants are
-    /// deleted and it needs authorization again, in the same transaction. Answers the row
-    /// after.
+    /// Replaces the auth settings of `connection` (an omitted `kind` keeps the one it has).
+    /// When `kind` changes, its grants and pending authorizations are deleted and it needs
+    /// authorization again, in the same transaction. Answers the row after.
     pub async fn connection_auth_set(
         &self,
         connection: ConnectionId,
@@ -242,9 +240,16 @@ impl Datastore {
         .bind(connection)
         .fetch_optional(&mut *tx)
         .await?;
-        let kind_changed = before.is_some_and(|kind| kind != settings.kind);
+        // An omitted kind keeps the one declared or discovered: it is no change.
+        let kind_changed =
+            settings.kind.is_some() && before.is_some_and(|kind| kind != settings.kind);
         if kind_changed {
             sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
+                .bind(connection)
+                .execute(&mut *tx)
+                .await?;
+            // An authorization begun under the old kind must not complete under the new one.
+            sqlx::query("DELETE FROM oauth_pending WHERE connection_id = $1")
                 .bind(connection)
                 .execute(&mut *tx)
                 .await?;
@@ -254,7 +259,7 @@ impl Datastore {
                  (connection_id, kind, scopes, client_id_env, client_secret_env, credential)
              VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (connection_id) DO UPDATE SET
-                 kind = EXCLUDED.kind, scopes = EXCLUDED.scopes,
+                 kind = COALESCE(EXCLUDED.kind, connection_auth.kind), scopes = EXCLUDED.scopes,
                  client_id_env = EXCLUDED.client_id_env,
                  client_secret_env = EXCLUDED.client_secret_env,
                  credential = EXCLUDED.credential,
@@ -336,10 +341,10 @@ impl Datastore {
         .transpose()
     }
 
-    /// Stores the grant of (`connection`, `holder`) that `seal` seals (called under the
-    /// sealed-write lock, [`super::sealed`]), replacing the one before (a rotated refresh
-    /// token replaces the old one in this one statement), and marks the connection
-    /// `authorized` in the same transaction. The inner error: `seal` failed, nothing written.
+    /// Stores the grant of (`connection`, `holder`) that a person's authorization obtained,
+    /// as `seal` seals it (called under the sealed-write lock, [`super::sealed`]), replacing
+    /// any grant before it with a new generation, and marks the connection `authorized` in the
+    /// same transaction. The inner error: `seal` failed, nothing written.
     pub async fn oauth_grant_save(
         &self,
         connection: ConnectionId,
@@ -353,15 +358,17 @@ impl Datastore {
             Ok(sealed) => sealed,
             Err(error) => return Ok(Err(error)),
         };
+        // The generation is the writing transaction's id: unique and growing across deletes,
+        // so a renewal that read a deleted grant's generation never matches its successor.
         sqlx::query(
-            "INSERT INTO oauth_grants
-                 (connection_id, holder, key_id, nonce, ciphertext, issuer, resource, expires_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            "INSERT INTO oauth_grants (connection_id, holder, key_id, nonce, ciphertext, issuer,
+                 resource, expires_at, generation)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, txid_current())
              ON CONFLICT (connection_id, holder) DO UPDATE SET
                  key_id = EXCLUDED.key_id, nonce = EXCLUDED.nonce,
                  ciphertext = EXCLUDED.ciphertext, issuer = EXCLUDED.issuer,
                  resource = EXCLUDED.resource, expires_at = EXCLUDED.expires_at,
-                 generation = oauth_grants.generation + 1, updated_at = now()",
+                 generation = txid_current(), updated_at = now()",
         )
         .bind(connection)
         .bind(holder)
@@ -375,20 +382,68 @@ impl Datastore {
         .await?;
         sqlx::query(
             "INSERT INTO connection_auth (connection_id, kind, state, authorized_at)
-                 VALUES ($1, 'oauth', 'authorized', CASE WHEN $2 THEN now() END)
+                 VALUES ($1, 'oauth', 'authorized', now())
              ON CONFLICT (connection_id) DO UPDATE SET state = 'authorized', updated_at = now(),
-                 authorized_at = CASE WHEN $2 THEN now() ELSE connection_auth.authorized_at END",
+                 authorized_at = now()",
         )
         .bind(connection)
-        .bind(facts.authorized)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(Ok(()))
     }
 
-    /// Deletes every grant of `connection` (every holder's) and, when it had auth settings,
-    /// moves it to `needs_authorization`; answers how many grants there were.
+    /// Replaces grant (`connection`, `holder`) with its renewal, as `seal` seals it under the
+    /// sealed-write lock, only while it is still at `generation` (the one the renewal read
+    /// under the grant's lock): answers `false`, nothing written, when it was revoked or
+    /// replaced by a new authorization meanwhile. The inner error: `seal` failed.
+    pub async fn oauth_grant_renewed(
+        &self,
+        connection: ConnectionId,
+        holder: &str,
+        generation: i64,
+        seal: impl FnOnce() -> Result<Sealed, VaultError>,
+        facts: &GrantFacts<'_>,
+    ) -> Result<Result<bool, VaultError>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        lock_sealed_writes(&mut tx).await?;
+        let sealed = match seal() {
+            Ok(sealed) => sealed,
+            Err(error) => return Ok(Err(error)),
+        };
+        let updated = sqlx::query(
+            "UPDATE oauth_grants SET key_id = $4, nonce = $5, ciphertext = $6, issuer = $7,
+                 expires_at = $8, generation = txid_current(), updated_at = now()
+             WHERE connection_id = $1 AND holder = $2 AND generation = $3",
+        )
+        .bind(connection)
+        .bind(holder)
+        .bind(generation)
+        .bind(&sealed.key_id)
+        .bind(&sealed.nonce)
+        .bind(&sealed.ciphertext)
+        .bind(facts.issuer)
+        .bind(facts.expires_at)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if updated != 1 {
+            return Ok(Ok(false));
+        }
+        sqlx::query(
+            "UPDATE connection_auth SET state = 'authorized', updated_at = now()
+             WHERE connection_id = $1 AND state IS DISTINCT FROM 'authorized'",
+        )
+        .bind(connection)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Ok(true))
+    }
+
+    /// Deletes every grant of `connection` (every holder's) and the authorizations waiting
+    /// for their callback (a revoke also stops one begun before it) and, when it had auth
+    /// settings, moves it to `needs_authorization`; answers how many grants there were.
     pub async fn oauth_grants_delete(&self, connection: ConnectionId) -> Result<u64, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let deleted = sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
@@ -396,6 +451,10 @@ impl Datastore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        sqlx::query("DELETE FROM oauth_pending WHERE connection_id = $1")
+            .bind(connection)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "UPDATE connection_auth SET state = 'needs_authorization', updated_at = now()
              WHERE connection_id = $1",
@@ -485,7 +544,19 @@ impl Datastore {
         .transpose()
     }
 
-    /// Forgets the authorization waiting under `digest` (used, or abandoned).
+    /// Consumes the authorization waiting under `digest` at its callback: answers whether
+    /// this caller took it (`false`: it expired, or another callback took it first).
+    pub async fn oauth_pending_take(&self, digest: &[u8]) -> Result<bool, sqlx::Error> {
+        let taken =
+            sqlx::query("DELETE FROM oauth_pending WHERE state_digest = $1 AND expires_at > now()")
+                .bind(digest)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        Ok(taken == 1)
+    }
+
+    /// Forgets the authorization waiting under `digest` (abandoned).
     pub async fn oauth_pending_delete(&self, digest: &[u8]) -> Result<(), sqlx::Error> {
         sqlx::query("DELETE FROM oauth_pending WHERE state_digest = $1")
             .bind(digest)

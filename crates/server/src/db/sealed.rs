@@ -56,6 +56,18 @@ impl SealedTable {
         }
     }
 
+    /// How many values the table holds.
+    async fn count(self, pool: &sqlx::PgPool) -> Result<i64, sqlx::Error> {
+        let query = match self {
+            SealedTable::CentralCredentialValues => {
+                "SELECT count(*) FROM central_credential_values"
+            }
+            SealedTable::OAuthGrants => "SELECT count(*) FROM oauth_grants",
+            SealedTable::OAuthPending => "SELECT count(*) FROM oauth_pending",
+        };
+        sqlx::query_scalar(query).fetch_one(pool).await
+    }
+
     /// The table's values sealed with a key other than `current`, locked for the
     /// transaction, each with the context it was sealed for.
     async fn stale(
@@ -184,6 +196,16 @@ pub struct SealedExclusive {
 }
 
 impl Datastore {
+    /// How many sealed values every [`SealedTable`] holds together: a server must not make a
+    /// new installation key while any value needs the old one.
+    pub async fn sealed_values_count(&self) -> Result<u64, sqlx::Error> {
+        let mut total = 0;
+        for table in SealedTable::ALL {
+            total += u64::try_from(table.count(&self.pool).await?).unwrap_or_default();
+        }
+        Ok(total)
+    }
+
     /// Waits for the sealed-write lock exclusively: no sealed value is written until it is
     /// released.
     pub async fn sealed_exclusive(&self) -> Result<SealedExclusive, sqlx::Error> {

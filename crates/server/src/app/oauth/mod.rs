@@ -13,6 +13,8 @@
 //! - Every OAuth request is bounded by [`super::AppConfig::oauth_timeout`].
 //! - Changing the auth kind, or the connector's URL, empties the credential: a grant is sent
 //!   only to the URL it was obtained for.
+//! - A renewal stores its token only over the grant generation it read under the grant's
+//!   lock: a revoke or a new authorization meanwhile wins, and the renewed token is dropped.
 //!
 //! Device connections are out of scope: their credentials live on the device. A per-person
 //! credential (`credential = user`) is refused for central connections.
@@ -181,8 +183,26 @@ impl App {
             .unwrap_or_else(|| {
                 unreachable!("a connection's auth row exists once its kind was discovered")
             });
+        // Re-checked here: settings stored before the namespace existed may name any variable.
+        let preregistered = match &settings.client_id_env {
+            Some(id) => Some(Preregistered {
+                client_id: server_env(id, "client_id_env", &row.name)?,
+                client_secret: settings
+                    .client_secret_env
+                    .as_deref()
+                    .map(|secret| server_env(secret, "client_secret_env", &row.name))
+                    .transpose()?,
+            }),
+            None => None,
+        };
         let begun = self
-            .begin_flow(&row, &url, &challenge, &settings, Arc::clone(&http))
+            .begin_flow(
+                &url,
+                &challenge,
+                &settings,
+                preregistered,
+                Arc::clone(&http),
+            )
             .await
             .map_err(|e| refusal_of(&row.name, &e, http.last_error()))?;
         let digest = state_digest(&begun.csrf);
@@ -241,8 +261,23 @@ impl App {
             .map_err(|_| invalid())?;
         let record: PendingRecord = serde_json::from_slice(&plain).map_err(|_| invalid())?;
         let row = self.db.connection_get(pending.connection_id).await?;
+        if let Some(refusal) = callback_refusal(&row) {
+            self.db.oauth_pending_delete(&digest).await?;
+            return Err(refusal);
+        }
         if let Some(error) = &query.error {
             self.db.oauth_pending_delete(&digest).await?;
+            if error == "access_denied" {
+                return Err(AppError::refused(
+                    ErrorCode::AuthorizationDeclined,
+                    format!(
+                        "connection `{}`: consent was declined at the authorization server \
+                         (`access_denied`), nothing was granted; start it again with \
+                         `switchyard auth` to consent",
+                        row.name
+                    ),
+                ));
+            }
             return Err(AppError::refused(
                 ErrorCode::AuthorizationFailed,
                 format!(
@@ -276,11 +311,20 @@ impl App {
         )
         .authorizing();
         let mut manager = manager_for(&record.client, Arc::clone(&http), store).await?;
-        manager.set_state_store(PendingStore::found(self.db.clone(), digest, record.state));
+        let pending = PendingStore::found(self.db.clone(), digest, record.state);
+        let lost = pending.lost();
+        manager.set_state_store(pending);
         manager
             .exchange_code_for_token_with_issuer(code, state, query.iss.as_deref())
             .await
-            .map_err(|e| refusal_of(&row.name, &e, http.last_error()))?;
+            .map_err(|e| {
+                // Another callback took the state first: this one redeems nothing.
+                if lost.load(std::sync::atomic::Ordering::SeqCst) {
+                    invalid()
+                } else {
+                    refusal_of(&row.name, &e, http.last_error())
+                }
+            })?;
         self.audit(
             Audit::by_system("oauth", "connection.authorized")
                 .workspace(row.workspace_id)
@@ -347,10 +391,10 @@ impl App {
     /// Discovery, the client identity and the authorization URL, each request bounded.
     async fn begin_flow(
         &self,
-        row: &ConnectionRow,
         url: &str,
         challenge: &str,
         settings: &crate::db::ConnectionAuthRow,
+        preregistered: Option<Preregistered>,
         http: Arc<OAuthHttp>,
     ) -> Result<Begun, AuthError> {
         let mut manager = AuthorizationManager::new_with_oauth_http_client(url, http).await?;
@@ -376,10 +420,10 @@ impl App {
         if !settings.scopes.is_empty() {
             request = request.with_scopes(settings.scopes.iter().cloned());
         }
-        if let Some(variable) = &settings.client_id_env {
-            request = request.with_preregistered_client(server_env(variable, &row.name)?);
-            if let Some(secret) = &settings.client_secret_env {
-                request = request.with_client_secret(server_env(secret, &row.name)?);
+        if let Some(client) = preregistered {
+            request = request.with_preregistered_client(client.client_id);
+            if let Some(secret) = client.client_secret {
+                request = request.with_client_secret(secret);
             }
         } else if self.public_url().starts_with("https://") {
             request = request.with_client_metadata_url(format!(
@@ -461,6 +505,12 @@ pub fn client_metadata(public_url: &str) -> serde_json::Value {
     })
 }
 
+/// A client registered by hand, read from the server's environment ([`OAUTH_ENV_PREFIX`]).
+struct Preregistered {
+    client_id: String,
+    client_secret: Option<String>,
+}
+
 /// What [`App::begin_flow`] answers.
 struct Begun {
     authorization_url: String,
@@ -483,14 +533,15 @@ async fn manager_for(
     manager.set_metadata(client.metadata.clone());
     let mut config = OAuthClientConfig::new(client.client_id.clone(), client.redirect_uri.clone());
     if let Some(variable) = &client.client_secret_env {
-        let secret = std::env::var(variable).map_err(|_| {
-            AppError::refused(
+        let secret = oauth_env(variable).map_err(|refusal| match refusal {
+            EnvRefusal::Outside => env_outside("client_secret_env", variable),
+            EnvRefusal::Unset => AppError::refused(
                 ErrorCode::AuthorizationFailed,
                 format!(
                     "the server's environment variable `{variable}` (the OAuth client secret) is \
                      not set"
                 ),
-            )
+            ),
         })?;
         config = config.with_client_secret(secret);
     }
@@ -499,15 +550,88 @@ async fn manager_for(
     Ok(manager)
 }
 
+/// The prefix every server environment variable an OAuth client is read from must carry:
+/// a workspace admin names the variable, so it must not be able to name `DATABASE_URL` or
+/// any other of the server's own secrets and have it sent to an authorization server.
+pub const OAUTH_ENV_PREFIX: &str = "SWITCHYARD_OAUTH_";
+
+/// Why [`oauth_env`] read no value.
+#[derive(Debug)]
+enum EnvRefusal {
+    /// The name lies outside [`OAUTH_ENV_PREFIX`]; nothing was read.
+    Outside,
+    /// It is not set on this server.
+    Unset,
+}
+
+/// The value of the server's environment variable `variable`, read only when it lies in the
+/// OAuth namespace ([`OAUTH_ENV_PREFIX`]).
+fn oauth_env(variable: &str) -> Result<String, EnvRefusal> {
+    if !variable.starts_with(OAUTH_ENV_PREFIX) {
+        return Err(EnvRefusal::Outside);
+    }
+    std::env::var(variable).map_err(|_| EnvRefusal::Unset)
+}
+
+/// The refusal of a variable name outside [`OAUTH_ENV_PREFIX`].
+fn env_outside(field: &str, variable: &str) -> AppError {
+    AppError::refused(
+        ErrorCode::OauthEnvRefused,
+        format!(
+            "`{field}` = `{variable}`: OAuth clients are read only from server environment \
+             variables named `{OAUTH_ENV_PREFIX}*` (e.g. `{OAUTH_ENV_PREFIX}SENTRY_CLIENT_ID`); \
+             rename the variable on the server and name it here"
+        ),
+    )
+}
+
 /// The value of the server's environment variable `variable`, named by connection `name`'s
-/// settings.
-fn server_env(variable: &str, name: &str) -> Result<String, AuthError> {
-    std::env::var(variable).map_err(|_| {
-        AuthError::RegistrationFailed(format!(
-            "connection `{name}` names the server's environment variable `{variable}`, which is \
-             not set on this server"
-        ))
+/// settings as its `field`.
+fn server_env(variable: &str, field: &str, name: &str) -> Result<String, AppError> {
+    oauth_env(variable).map_err(|refusal| match refusal {
+        EnvRefusal::Outside => env_outside(field, variable),
+        EnvRefusal::Unset => AppError::refused(
+            ErrorCode::AuthorizationFailed,
+            format!(
+                "connection `{name}` names the server's environment variable `{variable}` as \
+                 its `{field}`, which is not set on this server"
+            ),
+        ),
     })
+}
+
+/// Why connection `row` can no longer complete an authorization begun for it (retired, no
+/// longer of kind `oauth`, no longer central), if it cannot.
+fn callback_refusal(row: &ConnectionRow) -> Option<AppError> {
+    let name = &row.name;
+    if row.retired_at.is_some() {
+        return Some(AppError::refused(
+            ErrorCode::ConnectionRetired,
+            format!(
+                "connection `{name}` was retired after this authorization began: nothing was granted"
+            ),
+        ));
+    }
+    if row.auth.auth_kind != Some(AuthKind::Oauth) {
+        return Some(AppError::refused(
+            ErrorCode::AuthorizationUnsupported,
+            format!(
+                "connection `{name}` is no longer of auth kind `oauth` (its settings changed after \
+                 this authorization began): nothing was granted"
+            ),
+        ));
+    }
+    if !row.runner_ref.is_central() {
+        return Some(AppError::refused(
+            ErrorCode::ConnectionNotCentral,
+            format!(
+                "connection `{name}` now runs on {}: its credentials live on that device, and \
+                 nothing was granted here",
+                row.runner_ref
+            ),
+        ));
+    }
+    None
 }
 
 /// Refuses settings a connection cannot take.
@@ -515,9 +639,12 @@ fn check_settings(row: &ConnectionRow, settings: &SetConnectionAuth) -> AppResul
     if settings.credential == CredentialHolder::User && row.runner_ref.is_central() {
         return Err(user_holder_refused(&row.name));
     }
-    for variable in [&settings.client_id_env, &settings.client_secret_env]
-        .into_iter()
-        .flatten()
+    for (field, variable) in [
+        ("client_id_env", &settings.client_id_env),
+        ("client_secret_env", &settings.client_secret_env),
+    ]
+    .into_iter()
+    .filter_map(|(field, variable)| Some((field, variable.as_ref()?)))
     {
         let valid = !variable.is_empty()
             && variable.len() <= 128
@@ -530,9 +657,12 @@ fn check_settings(row: &ConnectionRow, settings: &SetConnectionAuth) -> AppResul
                 ErrorCode::InvalidRequest,
                 format!(
                     "`{variable}` is not an environment variable name: use capitals, digits and \
-                     `_` (e.g. SENTRY_CLIENT_ID)"
+                     `_` (e.g. {OAUTH_ENV_PREFIX}SENTRY_CLIENT_ID)"
                 ),
             ));
+        }
+        if !variable.starts_with(OAUTH_ENV_PREFIX) {
+            return Err(env_outside(field, variable));
         }
     }
     if settings.client_secret_env.is_some() && settings.client_id_env.is_none() {

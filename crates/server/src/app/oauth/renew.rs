@@ -16,7 +16,9 @@ use super::store::{GrantKey, GrantStore, open_grant};
 use crate::app::App;
 use crate::metrics::Renewal;
 use rmcp::transport::auth::{AuthError, CredentialStore};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use switchyard_mcp_runner::credentials::codes;
 use switchyard_mcp_runner::launch::{
     LaunchFuture, NoticeFuture, RenewFuture, ResolveLaunch, SessionLaunch,
@@ -213,7 +215,7 @@ impl App {
             holder: holder.to_owned(),
             resource: url.to_owned(),
         };
-        let record = open_grant(&self.db, &vault, &key)
+        let (record, _) = open_grant(&self.db, &vault, &key)
             .await
             .map_err(|e| refusal(codes::UNAVAILABLE, e.to_string()))?
             .ok_or_else(|| needs("is not authorized"))?;
@@ -242,15 +244,20 @@ impl App {
         let unavailable = |e: AuthError| refusal(codes::UNAVAILABLE, e.to_string());
         // One renewal of a grant at a time in this process, before the advisory lock: the
         // others wait here without holding a database connection.
-        let _flight = self.oauth_flights.enter(connection).await;
+        let mut flight = self.oauth_flights.enter(connection).await;
+        if let Some(ago) = flight.failed_within(FAILED_RENEWAL_HOLD) {
+            // The renewal just before failed for now: its waiters do not each ask again.
+            return Err(refusal(
+                codes::RENEWAL_FAILED,
+                format!(
+                    "connection {connection}: renewing its OAuth token failed {}s ago; it is \
+                     tried again {}s after a failure, nothing was sent",
+                    ago.as_secs(),
+                    FAILED_RENEWAL_HOLD.as_secs()
+                ),
+            ));
+        }
         let _lock = store.acquire_refresh_guard().await.map_err(unavailable)?;
-        // A second look under the lock: another replica may have renewed it meanwhile.
-        let record: GrantRecord = store.record().await.map_err(unavailable)?.ok_or_else(|| {
-            refusal(
-                codes::MISSING,
-                format!("connection {connection} is no longer authorized (its grant was revoked)"),
-            )
-        })?;
         let auth_required = |why: &str| {
             refusal(
                 codes::AUTH_REQUIRED,
@@ -260,6 +267,27 @@ impl App {
                 ),
             )
         };
+        // The renewal before this one (here or on another replica) may have found the grant
+        // dead: its rejected refresh token is still stored, and must not be sent again.
+        let settings = self.db.connection_auth_get(connection).await.map_err(|e| {
+            tracing::error!(error = %e, %connection, "reading a connection's auth state failed");
+            refusal(
+                codes::UNAVAILABLE,
+                "the connection's auth state could not be read (database error)".to_owned(),
+            )
+        })?;
+        if let Some(state @ (AuthState::AuthRequired | AuthState::Expired)) =
+            settings.map(|settings| settings.state)
+        {
+            return Err(auth_required(&format!("it is `{state}`")));
+        }
+        // A second look under the lock: another replica may have renewed it meanwhile.
+        let record: GrantRecord = store.record().await.map_err(unavailable)?.ok_or_else(|| {
+            refusal(
+                codes::MISSING,
+                format!("connection {connection} is no longer authorized (its grant was revoked)"),
+            )
+        })?;
         if let Some(standing) = record.standing(now()) {
             if standing.token != observed && !standing.due {
                 return Ok(standing.token);
@@ -273,12 +301,24 @@ impl App {
         }
         let http = OAuthHttp::new(&self.config.endpoints, self.config.oauth_timeout)
             .map_err(unavailable)?;
-        let manager = manager_for(&record.client, std::sync::Arc::clone(&http), store)
+        let superseded = store.superseded();
+        let manager = manager_for(&record.client, Arc::clone(&http), store)
             .await
             .map_err(|e| refusal(codes::RENEWAL_FAILED, e.to_string()))?;
         let renewed = manager.refresh_token().await;
+        if superseded.load(std::sync::atomic::Ordering::SeqCst) {
+            self.metrics.oauth_renewal(Renewal::Failed);
+            return Err(refusal(
+                codes::MISSING,
+                format!(
+                    "connection {connection}: its grant was revoked or replaced while its token \
+                     was renewed, so the renewed token was discarded; nothing was sent"
+                ),
+            ));
+        }
         match renewed {
             Ok(token) => {
+                flight.failed = None;
                 self.metrics.oauth_renewal(Renewal::Ok);
                 TokenFacts::of(&token).access_token.ok_or_else(|| {
                     refusal(
@@ -311,6 +351,7 @@ impl App {
                 Err(auth_required("its grant cannot be renewed"))
             }
             Err(error) => {
+                flight.failed = Some(Instant::now());
                 self.metrics.oauth_renewal(Renewal::Failed);
                 tracing::warn!(%connection, %error, "renewing an OAuth token failed");
                 Err(refusal(
@@ -333,26 +374,47 @@ impl App {
     }
 }
 
+/// How long after a renewal failed for now (no answer in time, a passing error) the calls
+/// waiting behind it fail at once instead of each asking the authorization server again.
+const FAILED_RENEWAL_HOLD: Duration = Duration::from_secs(5);
+
+/// One connection's lane: held by the renewal in flight, it remembers when the last one
+/// failed for now.
+#[derive(Debug, Default)]
+struct Lane {
+    failed: Option<Instant>,
+}
+
+impl Lane {
+    /// How long ago the last renewal failed, if within `hold`.
+    fn failed_within(&self, hold: Duration) -> Option<Duration> {
+        self.failed.map(|at| at.elapsed()).filter(|ago| *ago < hold)
+    }
+}
+
 /// The renewals in flight in this process, one lane per connection's grant.
 #[derive(Debug, Default)]
 pub struct Flights {
-    lanes: std::sync::Mutex<
-        std::collections::HashMap<ConnectionId, std::sync::Arc<tokio::sync::Mutex<()>>>,
-    >,
+    lanes: std::sync::Mutex<HashMap<ConnectionId, Arc<tokio::sync::Mutex<Lane>>>>,
 }
 
 impl Flights {
     /// Waits for `connection`'s lane; renewing holds it until the guard drops.
-    async fn enter(&self, connection: ConnectionId) -> tokio::sync::OwnedMutexGuard<()> {
+    async fn enter(&self, connection: ConnectionId) -> tokio::sync::OwnedMutexGuard<Lane> {
         let lane = {
             let mut lanes = self
                 .lanes
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            // Lanes nobody waits on are dropped as others are made: the map stays as small
-            // as the number of connections renewing at once.
-            lanes.retain(|_, lane| std::sync::Arc::strong_count(lane) > 1);
-            std::sync::Arc::clone(lanes.entry(connection).or_default())
+            // Lanes nobody waits on are dropped as others are made, unless they remember a
+            // recent failure: the map stays as small as the connections renewing at once.
+            lanes.retain(|_, lane| {
+                Arc::strong_count(lane) > 1
+                    || lane
+                        .try_lock()
+                        .is_ok_and(|lane| lane.failed_within(FAILED_RENEWAL_HOLD).is_some())
+            });
+            Arc::clone(lanes.entry(connection).or_default())
         };
         lane.lock_owned().await
     }

@@ -46,6 +46,11 @@ pub(super) struct GrantStore {
     held: Arc<AtomicBool>,
     /// It saves what a person's authorization obtained (not a renewal).
     authorizing: bool,
+    /// The generation of the grant last loaded (under the grant's lock, in a renewal): a
+    /// renewal's save replaces only that one.
+    loaded: Arc<Mutex<Option<i64>>>,
+    /// A renewal's save found the grant revoked or replaced: the renewed token was discarded.
+    superseded: Arc<AtomicBool>,
 }
 
 impl GrantStore {
@@ -63,6 +68,8 @@ impl GrantStore {
             client,
             held: Arc::new(AtomicBool::new(false)),
             authorizing: false,
+            loaded: Arc::default(),
+            superseded: Arc::default(),
         }
     }
 
@@ -74,18 +81,28 @@ impl GrantStore {
         }
     }
 
-    /// The grant as stored now (`None`: there is none), opened.
+    /// The grant as stored now (`None`: there is none), opened; its generation is what a
+    /// renewal's save then expects.
     pub(super) async fn record(&self) -> Result<Option<GrantRecord>, AuthError> {
-        open_grant(&self.db, &self.keys, &self.key).await
+        let opened = open_grant(&self.db, &self.keys, &self.key).await?;
+        *self.loaded.lock().unwrap_or_else(PoisonError::into_inner) =
+            opened.as_ref().map(|(_, generation)| *generation);
+        Ok(opened.map(|(record, _)| record))
+    }
+
+    /// Whether a renewal's save found the grant revoked or replaced since it was read (the
+    /// flag is shared by the store's clones).
+    pub(super) fn superseded(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.superseded)
     }
 }
 
-/// Grant `key` as stored now (`None`: there is none), opened.
+/// Grant `key` as stored now (`None`: there is none), opened, with its generation.
 pub(super) async fn open_grant(
     db: &Datastore,
     keys: &KeyFile,
     key: &GrantKey,
-) -> Result<Option<GrantRecord>, AuthError> {
+) -> Result<Option<(GrantRecord, i64)>, AuthError> {
     let Some(row) = db
         .oauth_grant_get(key.connection, &key.holder)
         .await
@@ -97,7 +114,7 @@ pub(super) async fn open_grant(
         .open(&grant_context(key.connection, &key.holder), &row.sealed)
         .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
     serde_json::from_slice(&plain)
-        .map(Some)
+        .map(|record| Some((record, row.generation)))
         .map_err(|e| AuthError::CredentialStoreError(format!("a stored grant is unreadable: {e}")))
 }
 
@@ -138,15 +155,42 @@ impl CredentialStore for GrantStore {
             issuer: issuer.as_deref(),
             resource: &self.key.resource,
             expires_at,
-            authorized: self.authorizing,
         };
         // Sealed under the sealed-write lock with the newest key in the file.
         let seal = || self.keys.reload().map(|vault| vault.seal(&context, &plain));
-        self.db
-            .oauth_grant_save(self.key.connection, &self.key.holder, seal, &facts)
+        if self.authorizing {
+            return self
+                .db
+                .oauth_grant_save(self.key.connection, &self.key.holder, seal, &facts)
+                .await
+                .map_err(store_error)?
+                .map_err(|e| AuthError::CredentialStoreError(e.to_string()));
+        }
+        let generation = *self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        let generation = generation.ok_or_else(|| {
+            AuthError::CredentialStoreError("a renewal saved a grant it never read".to_owned())
+        })?;
+        let saved = self
+            .db
+            .oauth_grant_renewed(
+                self.key.connection,
+                &self.key.holder,
+                generation,
+                seal,
+                &facts,
+            )
             .await
             .map_err(store_error)?
-            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
+        if !saved {
+            self.superseded.store(true, Ordering::SeqCst);
+            return Err(AuthError::CredentialStoreError(
+                "the grant was revoked or replaced while it was renewed; the renewed token was \
+                 discarded"
+                    .to_owned(),
+            ));
+        }
+        Ok(())
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
@@ -197,6 +241,8 @@ pub(super) struct PendingStore {
     collected: Arc<Mutex<Option<(String, StoredAuthorizationState)>>>,
     /// At the callback: the state read from `oauth_pending`, and its digest.
     found: Option<(Vec<u8>, StoredAuthorizationState)>,
+    /// At the callback: another callback (or the clock) consumed the state first.
+    lost: Arc<AtomicBool>,
 }
 
 impl PendingStore {
@@ -206,6 +252,7 @@ impl PendingStore {
             db,
             collected: Arc::default(),
             found: None,
+            lost: Arc::default(),
         }
     }
 
@@ -215,7 +262,14 @@ impl PendingStore {
             db,
             collected: Arc::default(),
             found: Some((digest, state)),
+            lost: Arc::default(),
         }
+    }
+
+    /// Whether the state was consumed elsewhere (or expired) before this callback could
+    /// take it, shared by the store's clones.
+    pub(super) fn lost(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.lost)
     }
 
     /// The state rmcp saved (the CSRF token and what it keeps under it).
@@ -249,10 +303,19 @@ impl StateStore for PendingStore {
             .map(|(_, state)| state.clone()))
     }
 
+    /// Consumes the state: exactly one callback takes it, or the code is not redeemed.
     async fn delete(&self, csrf_token: &str) -> Result<(), AuthError> {
-        self.db
-            .oauth_pending_delete(&super::grant::state_digest(csrf_token))
+        let taken = self
+            .db
+            .oauth_pending_take(&super::grant::state_digest(csrf_token))
             .await
-            .map_err(store_error)
+            .map_err(store_error)?;
+        if !taken {
+            self.lost.store(true, Ordering::SeqCst);
+            return Err(AuthError::InternalError(
+                "the authorization state was already used or expired".to_owned(),
+            ));
+        }
+        Ok(())
     }
 }

@@ -325,6 +325,19 @@ async fn rotating_the_key_reseals_the_grant_and_revoking_empties_it(pool: PgPool
         .await
         .unwrap();
     assert_eq!(key, rotated.key_id);
+    // A lost key file is not silently made anew while the grant needs it.
+    let sealed = Datastore::new(stack.server.pool.clone())
+        .sealed_values_count()
+        .await
+        .unwrap();
+    assert!(sealed >= 1, "the grant is counted");
+    let lost = stack.key_path.with_file_name("lost.key");
+    let Err(refusal) = KeyFile::load_or_create_for(&lost, sealed) else {
+        panic!("refused");
+    };
+    let refusal = refusal.to_string();
+    assert!(refusal.contains("restore it from backup"), "{refusal}");
+    assert!(!lost.exists());
     let call = stack.echo("after rotation").await;
     assert_eq!(result_text(&call), "after rotation", "{call}");
 
@@ -344,5 +357,36 @@ async fn rotating_the_key_reseals_the_grant_and_revoking_empties_it(pool: PgPool
     assert!(
         audit.to_string().contains("\"oauth_grants_deleted\":1"),
         "{audit}"
+    );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn diagnosing_an_authorized_connection_sends_its_token(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    stack.authorize().await;
+    let owner = &stack.server.owner;
+    owner.make_callable("acme", "remote", "main").await;
+
+    let diagnosis = owner
+        .post(&format!("{CONNECTION}/diagnose"), json!({}))
+        .await
+        .ok();
+    let checks = diagnosis["checks"].as_array().expect("checks");
+    let status = |name: &str| {
+        checks
+            .iter()
+            .find(|check| check["check"] == name)
+            .map(|check| check["status"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(
+        status("handshake").as_deref(),
+        Some("passed"),
+        "{diagnosis}"
+    );
+    assert_eq!(diagnosis["passed"], true, "{diagnosis}");
+    let token = stack.held_token().await;
+    assert!(
+        !diagnosis.to_string().contains(&token),
+        "the token is not answered"
     );
 }

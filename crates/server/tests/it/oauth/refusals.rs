@@ -117,9 +117,23 @@ async fn settings_a_central_connection_cannot_take_are_refused(pool: PgPool) {
         .await
         .refused(400, "invalid_request");
     owner
-        .put(&auth, json!({"client_secret_env": "SECRET"}))
+        .put(
+            &auth,
+            json!({"client_secret_env": "SWITCHYARD_OAUTH_SECRET"}),
+        )
         .await
         .refused(400, "invalid_request");
+    // Only the OAuth namespace of the server's environment can be named: not its database URL.
+    for settings in [
+        json!({"kind": "oauth", "client_id_env": "DATABASE_URL"}),
+        json!({"client_id_env": "SWITCHYARD_OAUTH_ID", "client_secret_env": "HOME"}),
+    ] {
+        let message = owner
+            .put(&auth, settings)
+            .await
+            .refused(400, "oauth_env_refused");
+        assert!(message.contains("SWITCHYARD_OAUTH_"), "{message}");
+    }
     owner
         .put(&auth, json!({"kind": "token", "scopes": ["mcp:tools"]}))
         .await
@@ -129,6 +143,33 @@ async fn settings_a_central_connection_cannot_take_are_refused(pool: PgPool) {
         Value::Null,
         "nothing stored"
     );
+
+    // Settings stored before the namespace existed are checked again when authorizing: the
+    // value never reaches an authorization URL.
+    let id: uuid::Uuid = stack.connection().await["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO connection_auth (connection_id, kind, client_id_env)
+         VALUES ($1, 'oauth', 'DATABASE_URL')",
+    )
+    .bind(id)
+    .execute(&stack.server.pool)
+    .await
+    .unwrap();
+    let message = owner
+        .post(&format!("{CONNECTION}/authorize"), json!({}))
+        .await
+        .refused(400, "oauth_env_refused");
+    let database_url = std::env::var("DATABASE_URL").unwrap();
+    assert!(!message.contains(&database_url), "{message}");
+    sqlx::query("DELETE FROM connection_auth WHERE connection_id = $1")
+        .bind(id)
+        .execute(&stack.server.pool)
+        .await
+        .unwrap();
 
     let member = stack.server.member("acme", "bob", "member").await;
     member
@@ -158,8 +199,14 @@ async fn changing_the_kind_empties_the_credential(pool: PgPool) {
     let owner = &stack.server.owner;
     owner.make_callable("acme", "remote", "main").await;
     let auth = format!("{CONNECTION}/auth");
-    // Setting what it already is keeps the grant.
+    // Setting what it already is keeps the grant; so does leaving the discovered kind out.
     owner.put(&auth, json!({"kind": "oauth"})).await.ok();
+    assert_eq!(stack.auth_state().await, "authorized");
+    let view = owner
+        .put(&auth, json!({"scopes": ["mcp:tools"]}))
+        .await
+        .ok();
+    assert_eq!(view["auth"]["kind"], "oauth", "{view}");
     assert_eq!(stack.auth_state().await, "authorized");
 
     owner.put(&auth, json!({"kind": "token"})).await.ok();
@@ -394,5 +441,74 @@ async fn a_grant_is_not_sent_to_a_url_it_was_not_obtained_for(pool: PgPool) {
             .contains("changed its URL"),
         "{call}"
     );
+    assert_eq!(stack.auth_state().await, "needs_authorization");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn two_callbacks_with_one_state_redeem_its_code_once(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    let started = stack.start_authorization().await;
+    let callback = stack.consent(&started).await;
+
+    let (first, second) = tokio::join!(get_page(&callback), get_page(&callback));
+    let mut statuses = [first.0, second.0];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 400], "{first:?} {second:?}");
+    let refused = if first.0 == 400 { &first.1 } else { &second.1 };
+    assert!(refused.contains("authorization_state_invalid"), "{refused}");
+    assert_eq!(stack.token_requests("authorization_code").await, 1);
+    assert_eq!(stack.auth_state().await, "authorized");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn an_authorization_begun_before_a_revoke_or_kind_change_grants_nothing(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    let owner = &stack.server.owner;
+
+    let started = stack.start_authorization().await;
+    let callback = stack.consent(&started).await;
+    owner
+        .post(&format!("{CONNECTION}/credentials/revoke"), json!({}))
+        .await
+        .ok();
+    let (status, page) = get_page(&callback).await;
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("authorization_state_invalid"), "{page}");
+
+    let started = stack.start_authorization().await;
+    let callback = stack.consent(&started).await;
+    owner
+        .put(&format!("{CONNECTION}/auth"), json!({"kind": "token"}))
+        .await
+        .ok();
+    let (status, page) = get_page(&callback).await;
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("authorization_state_invalid"), "{page}");
+
+    assert_eq!(stack.token_requests("authorization_code").await, 0);
+    assert_eq!(stack.auth_state().await, "needs_authorization");
+    let grants: i64 = sqlx::query_scalar("SELECT count(*) FROM oauth_grants")
+        .fetch_one(&stack.server.pool)
+        .await
+        .unwrap();
+    assert_eq!(grants, 0);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn declined_consent_is_a_refusal_not_a_server_failure(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    let started = stack.start_authorization().await;
+    let mut declined =
+        reqwest::Url::parse(&format!("http://{}/mcp/callback", stack.server.addr)).unwrap();
+    declined
+        .query_pairs_mut()
+        .append_pair("error", "access_denied")
+        .append_pair("state", started["state"].as_str().unwrap())
+        .append_pair("iss", stack.auth.issuer());
+
+    let (status, page) = get_page(declined.as_str()).await;
+    assert_eq!(status, 403, "{page}");
+    assert!(page.contains("authorization_declined"), "{page}");
+    assert_eq!(stack.token_requests("authorization_code").await, 0);
     assert_eq!(stack.auth_state().await, "needs_authorization");
 }

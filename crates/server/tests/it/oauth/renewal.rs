@@ -10,6 +10,7 @@ use super::*;
 use futures::future::join_all;
 use switchyard_server::app::oauth::grant_context;
 use switchyard_server::vault::Sealed;
+use switchyard_testkit::poll::{Bound, Check};
 
 /// Access token lifetime in these tests: renewed once half of it is left.
 const TTL: u64 = 4;
@@ -227,4 +228,92 @@ async fn twenty_calls_at_expiry_on_two_replicas_make_one_token_request(pool: PgP
             .all(|token| *token == tokens[0] && *token != before),
         "every call got the one renewed token"
     );
+}
+
+/// The advisory lock key the server's sealed writes share (`db/sealed.rs`).
+const SEALED_WRITE_LOCK: i64 = 0x5357_5345_414c_4544;
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_renewal_in_flight_does_not_undo_a_revoke(pool: PgPool) {
+    let stack = authorized(pool).await;
+    let renewals = stack.token_requests("refresh_token").await;
+    let id = stack.connection().await["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let app = stack.replica_app();
+
+    // Holding the sealed-write lock stops the renewal right before it stores its token.
+    let mut rotation = stack.server.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(SEALED_WRITE_LOCK)
+        .execute(&mut *rotation)
+        .await
+        .unwrap();
+    until_due().await;
+    let renewing = tokio::spawn({
+        let app = app.clone();
+        let url = stack.url.clone();
+        async move { app.oauth_bearer(id, &url, None).await }
+    });
+    Bound::new(Duration::from_secs(30), Duration::from_millis(20))
+        .until(async || {
+            Ok(
+                if stack.token_requests("refresh_token").await == renewals + 1 {
+                    Check::Done(())
+                } else {
+                    Check::NotYet("the authorization server has not answered the refresh".into())
+                },
+            )
+        })
+        .await
+        .unwrap();
+    // Revoked while the renewed token waits to be stored.
+    assert_eq!(app.oauth_grants_forget(id).await.unwrap(), 1);
+    rotation.commit().await.unwrap();
+
+    let error = renewing
+        .await
+        .unwrap()
+        .expect_err("the renewed token is discarded");
+    assert_eq!(error.code, "credential_missing", "{}", error.message);
+    assert!(error.message.contains("revoked"), "{}", error.message);
+    let grants: i64 = sqlx::query_scalar("SELECT count(*) FROM oauth_grants")
+        .fetch_one(&stack.server.pool)
+        .await
+        .unwrap();
+    assert_eq!(grants, 0, "the revoke stands");
+    assert_eq!(stack.auth_state().await, "needs_authorization");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn twenty_calls_meeting_a_rejected_refresh_token_make_one_token_request(pool: PgPool) {
+    let stack = authorized(pool).await;
+    let renewals = stack.token_requests("refresh_token").await;
+    let id = stack.connection().await["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let replicas = [stack.replica_app(), stack.replica_app()];
+    stack.auth.revoke_refresh_tokens().await.unwrap();
+
+    until_due().await;
+    let answers = join_all((0..20).map(|i| {
+        let app = &replicas[i % 2];
+        let url = stack.url.clone();
+        async move { app.oauth_bearer(id, &url, None).await }
+    }))
+    .await;
+    for answer in answers {
+        let error = answer.expect_err("no token");
+        assert_eq!(error.code, "credential_auth_required", "{}", error.message);
+    }
+    assert_eq!(
+        stack.token_requests("refresh_token").await,
+        renewals + 1,
+        "the waiters did not send the rejected refresh token again"
+    );
+    assert_eq!(stack.auth_state().await, "auth_required");
 }
