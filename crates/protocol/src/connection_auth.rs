@@ -108,3 +108,35 @@ pub struct AuthorizationStarted {
     /// The `state` of this authorization (it expires after ten minutes).
     pub state: String,
 }
+
+/// The prefix of every server environment variable an OAuth client may be read from: a
+/// workspace admin names the variable, so it must not be able to name `DATABASE_URL` or any
+/// other of the server's own secrets and have it sent to an authorization server.
+pub const OAUTH_ENV_PREFIX: &str = "SWITCHYARD_OAUTH_";
+
+/// Why a `client_id_env` / `client_secret_env` name is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientVariableProblem {
+    /// Not an environment variable name: capitals, digits and `_`, not starting with a digit,
+    /// at most 128 characters.
+    NotAName,
+    /// A name outside [`OAUTH_ENV_PREFIX`].
+    OutsideNamespace,
+}
+
+/// Checks a variable name an OAuth client would be read from on the server.
+pub fn check_client_variable(name: &str) -> Result<(), ClientVariableProblem> {
+    let valid = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if !valid {
+        return Err(ClientVariableProblem::NotAName);
+    }
+    if !name.starts_with(OAUTH_ENV_PREFIX) {
+        return Err(ClientVariableProblem::OutsideNamespace);
+    }
+    Ok(())
+}

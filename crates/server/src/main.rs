@@ -191,8 +191,13 @@ enum Command {
         #[arg(long, env = "SWITCHYARD_PUBLIC_URL", value_name = "URL")]
         public_url: Option<String>,
         /// The time bound of every OAuth request the server makes (discovery, registration,
-        /// token requests), in seconds.
-        #[arg(long, env = "SWITCHYARD_OAUTH_TIMEOUT_SECONDS", default_value_t = 10)]
+        /// token requests), in seconds. (Not `SWITCHYARD_OAUTH_*`: that namespace holds OAuth
+        /// client identities, which workspace admins may name.)
+        #[arg(
+            long,
+            env = "SWITCHYARD_AUTHORIZATION_TIMEOUT_SECONDS",
+            default_value_t = 10
+        )]
         oauth_timeout_seconds: u64,
     },
     /// Apply database migrations.

@@ -8,7 +8,10 @@
 //! undone — which would forget its grant.
 
 use crate::config::DeclaredServer;
-use switchyard_protocol::api::{AuthKind, ConnectionAuthView, CredentialHolder, SetConnectionAuth};
+use switchyard_protocol::api::{
+    AuthKind, ConnectionAuthView, CredentialHolder, OAUTH_ENV_PREFIX, SetConnectionAuth,
+    check_client_variable,
+};
 
 /// A connection's settings as the server holds them (the defaults when it has none).
 pub fn current(view: Option<&ConnectionAuthView>) -> SetConnectionAuth {
@@ -57,14 +60,11 @@ pub fn refusal(id: &str, central: bool, wanted: &SetConnectionAuth) -> Option<St
         .into_iter()
         .flatten()
     {
-        let server_side = variable.len() <= 128
-            && variable
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-        if !server_side {
+        if check_client_variable(variable).is_err() {
             return Some(format!(
-                "mcp.{id}: `{variable}` is not a name the server reads: a server-side variable \
-                 is capitals, digits and `_` (e.g. SENTRY_CLIENT_ID)"
+                "mcp.{id}: `{variable}` is not a name the server reads an OAuth client from: \
+                 capitals, digits and `_`, starting with {OAUTH_ENV_PREFIX} (e.g. \
+                 {OAUTH_ENV_PREFIX}SENTRY_CLIENT_ID)"
             ));
         }
     }

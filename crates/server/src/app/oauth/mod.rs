@@ -44,8 +44,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::{
-    AuthKind, AuthorizationStarted, ConnectionView, ConnectorSpec, CredentialHolder,
-    SetConnectionAuth,
+    AuthKind, AuthorizationStarted, ClientVariableProblem, ConnectionView, ConnectorSpec,
+    CredentialHolder, OAUTH_ENV_PREFIX, SetConnectionAuth, check_client_variable,
 };
 
 /// How long an authorization waits for its callback.
@@ -550,11 +550,6 @@ async fn manager_for(
     Ok(manager)
 }
 
-/// The prefix every server environment variable an OAuth client is read from must carry:
-/// a workspace admin names the variable, so it must not be able to name `DATABASE_URL` or
-/// any other of the server's own secrets and have it sent to an authorization server.
-pub const OAUTH_ENV_PREFIX: &str = "SWITCHYARD_OAUTH_";
-
 /// Why [`oauth_env`] read no value.
 #[derive(Debug)]
 enum EnvRefusal {
@@ -646,23 +641,20 @@ fn check_settings(row: &ConnectionRow, settings: &SetConnectionAuth) -> AppResul
     .into_iter()
     .filter_map(|(field, variable)| Some((field, variable.as_ref()?)))
     {
-        let valid = !variable.is_empty()
-            && variable.len() <= 128
-            && variable
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-            && !variable.starts_with(|c: char| c.is_ascii_digit());
-        if !valid {
-            return Err(AppError::refused(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "`{variable}` is not an environment variable name: use capitals, digits and \
-                     `_` (e.g. {OAUTH_ENV_PREFIX}SENTRY_CLIENT_ID)"
-                ),
-            ));
-        }
-        if !variable.starts_with(OAUTH_ENV_PREFIX) {
-            return Err(env_outside(field, variable));
+        match check_client_variable(variable) {
+            Ok(()) => {}
+            Err(ClientVariableProblem::NotAName) => {
+                return Err(AppError::refused(
+                    ErrorCode::InvalidRequest,
+                    format!(
+                        "`{variable}` is not an environment variable name: use capitals, digits \
+                         and `_` (e.g. {OAUTH_ENV_PREFIX}SENTRY_CLIENT_ID)"
+                    ),
+                ));
+            }
+            Err(ClientVariableProblem::OutsideNamespace) => {
+                return Err(env_outside(field, variable));
+            }
         }
     }
     if settings.client_secret_env.is_some() && settings.client_id_env.is_none() {
