@@ -204,7 +204,10 @@ impl App {
                 Arc::clone(&http),
             )
             .await
-            .map_err(|e| refusal_of(&row.name, &e, http.last_error()))?;
+            .map_err(|e| match e {
+                FlowError::Auth(e) => refusal_of(&row.name, &e, http.last_error()),
+                FlowError::Resource(problem) => problem.refusal(&row.name),
+            })?;
         let digest = state_digest(&begun.csrf);
         let plain = serde_json::to_vec(&begun.record)
             .map_err(|e| AppError::Internal(format!("an OAuth flow does not serialize: {e}")))?;
@@ -396,13 +399,13 @@ impl App {
         settings: &crate::db::ConnectionAuthRow,
         preregistered: Option<Preregistered>,
         http: Arc<OAuthHttp>,
-    ) -> Result<Begun, AuthError> {
+    ) -> Result<Begun, FlowError> {
         let mut manager = AuthorizationManager::new_with_oauth_http_client(url, http).await?;
         let resolution = manager
             .resolve_metadata_from_challenge(Some(challenge))
             .await?;
         if resolution.source == AuthorizationMetadataSource::LegacyEndpointFallback {
-            return Err(AuthError::NoAuthorizationSupport);
+            return Err(AuthError::NoAuthorizationSupport.into());
         }
         let metadata = resolution.metadata;
         let s256 = metadata
@@ -410,7 +413,7 @@ impl App {
             .as_ref()
             .is_some_and(|methods| methods.iter().any(|method| method == "S256"));
         if !s256 {
-            return Err(AuthError::PkceUnsupported);
+            return Err(AuthError::PkceUnsupported.into());
         }
         manager.set_metadata(metadata.clone());
         let redirect_uri = format!("{}{CALLBACK_PATH}", self.public_url());
@@ -437,7 +440,8 @@ impl App {
                  none: set its `client_id_env` (and `client_secret_env`) to a client you \
                  registered there"
                     .to_owned(),
-            ));
+            )
+            .into());
         }
         let pending = PendingStore::collecting(self.db.clone());
         manager.set_state_store(pending.clone());
@@ -445,7 +449,7 @@ impl App {
             .await
             .map_err(|(_, error)| error)?;
         let authorization_url = session.get_authorization_url().to_owned();
-        let parsed = reqwest::Url::parse(&authorization_url)?;
+        let parsed = reqwest::Url::parse(&authorization_url).map_err(AuthError::from)?;
         let param = |name: &str| {
             parsed
                 .query_pairs()
@@ -458,6 +462,10 @@ impl App {
                     "the authorization URL lacks client_id or resource".to_owned(),
                 )
             })?;
+        // rmcp sends the resource as published at authorize, but as its parsed `Url` in token
+        // requests ([`manager_for`]): both must be one string (RFC 8707). Checked after the
+        // URL is built, the first place rmcp shows the resource it will send.
+        check_resource(&resource_indicator).map_err(FlowError::Resource)?;
         let (csrf, state) = pending.take().ok_or_else(|| {
             AuthError::InternalError("no authorization state was saved".to_owned())
         })?;
@@ -516,6 +524,69 @@ struct Begun {
     authorization_url: String,
     csrf: String,
     record: PendingRecord,
+}
+
+/// Why [`App::begin_flow`] began no authorization.
+enum FlowError {
+    /// rmcp's discovery, registration or authorization URL failed.
+    Auth(AuthError),
+    /// The resource indicator could not be sent the same in every request.
+    Resource(ResourceProblem),
+}
+
+impl From<AuthError> for FlowError {
+    fn from(error: AuthError) -> Self {
+        Self::Auth(error)
+    }
+}
+
+/// A resource indicator that token requests would send differently from the authorization
+/// request.
+#[derive(Debug, PartialEq, Eq)]
+struct ResourceProblem {
+    /// As the authorization request sends it (the protected-resource metadata's `resource`).
+    published: String,
+    /// As token and refresh requests would send it (`None`: it is not a URL at all).
+    normalized: Option<String>,
+}
+
+impl ResourceProblem {
+    /// The refusal, for connection `name`.
+    fn refusal(&self, name: &str) -> AppError {
+        let published = &self.published;
+        let why = match &self.normalized {
+            Some(normalized) => format!(
+                "token requests would send it normalized as `{normalized}`, and an authorization \
+                 server that enforces RFC 8707 refuses a resource that differs from the one \
+                 authorized (`invalid_target`)"
+            ),
+            None => "it is not an absolute URL, as RFC 8707 requires".to_owned(),
+        };
+        AppError::refused(
+            ErrorCode::AuthorizationUnsupported,
+            format!(
+                "connection `{name}`: its MCP server publishes its resource as `{published}` \
+                 (protected resource metadata, RFC 9728), but {why}; nothing was authorized. \
+                 Its operator must publish the resource in canonical URL form{}",
+                self.normalized
+                    .as_ref()
+                    .map(|normalized| format!(" (`{normalized}`)"))
+                    .unwrap_or_default()
+            ),
+        )
+    }
+}
+
+/// Refuses resource indicator `resource` unless parsing it as a URL gives it back unchanged:
+/// rmcp sends it verbatim at authorize, but as the parsed URL in token requests.
+fn check_resource(resource: &str) -> Result<(), ResourceProblem> {
+    match reqwest::Url::parse(resource) {
+        Ok(url) if url.as_str() == resource => Ok(()),
+        parsed => Err(ResourceProblem {
+            published: resource.to_owned(),
+            normalized: parsed.ok().map(String::from),
+        }),
+    }
 }
 
 /// An authorization manager for the client of a grant, its tokens in `store`, without
@@ -727,5 +798,47 @@ fn refusal_of(name: &str, error: &AuthError, oauth_error: Option<String>) -> App
                 .unwrap_or_default();
             failed(name, &format!("{error}{code}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resource_is_refused_unless_its_url_form_is_the_same_string() {
+        for canonical in [
+            "https://mcp.example.com/",
+            "https://mcp.example.com/mcp",
+            "http://127.0.0.1:8080/mcp?tenant=a",
+        ] {
+            assert_eq!(check_resource(canonical), Ok(()), "{canonical}");
+        }
+        for (published, normalized) in [
+            ("https://a.example", "https://a.example/"),
+            ("https://A.example/mcp", "https://a.example/mcp"),
+            ("https://a.example:443/mcp", "https://a.example/mcp"),
+        ] {
+            assert_eq!(
+                check_resource(published),
+                Err(ResourceProblem {
+                    published: published.to_owned(),
+                    normalized: Some(normalized.to_owned()),
+                })
+            );
+        }
+        let not_a_url = check_resource("mcp.example.com").unwrap_err();
+        assert_eq!(not_a_url.normalized, None);
+
+        let refusal = check_resource("https://a.example")
+            .unwrap_err()
+            .refusal("remote");
+        let AppError::Refused { code, message } = refusal else {
+            panic!("a refusal: {refusal:?}");
+        };
+        assert_eq!(code, ErrorCode::AuthorizationUnsupported);
+        assert!(message.contains("`https://a.example`"), "{message}");
+        assert!(message.contains("`https://a.example/`"), "{message}");
+        assert!(message.contains("invalid_target"), "{message}");
     }
 }
