@@ -311,6 +311,7 @@ impl App {
             Arc::clone(&vault),
             key,
             record.client.clone(),
+            self.config.oauth_timeout,
         )
         .authorizing();
         let mut manager = manager_for(&record.client, Arc::clone(&http), store).await?;

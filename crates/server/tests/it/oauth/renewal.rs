@@ -317,3 +317,67 @@ async fn twenty_calls_meeting_a_rejected_refresh_token_make_one_token_request(po
     );
     assert_eq!(stack.auth_state().await, "auth_required");
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_renewal_waits_for_a_held_grant_lock_only_as_long_as_the_oauth_timeout(pool: PgPool) {
+    let stack = authorized(pool).await;
+    let renewals = stack.token_requests("refresh_token").await;
+    let id: uuid::Uuid = stack.connection().await["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let bound = Duration::from_secs(1);
+    let app = App::new(
+        Datastore::new(stack.server.pool.clone()),
+        AppConfig {
+            installation_key: Some(Arc::clone(&stack.vault)),
+            oauth_timeout: bound,
+            ..test_app_config()
+        },
+    );
+    let token = stack.held_token().await;
+
+    // Another renewal (here: the test) holds the grant's lock and does not let go.
+    let mut holder = stack.server.pool.acquire().await.unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_lock(hashtextextended('oauth-grant:' || $1::text || '/shared', 0))",
+    )
+    .bind(id)
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    // The MCP server refused the token: it needs renewing now.
+    let started = std::time::Instant::now();
+    let error = app
+        .oauth_bearer(id.into(), &stack.url, Some(&token))
+        .await
+        .expect_err("no token while the lock is held");
+    let waited = started.elapsed();
+    assert_eq!(error.code, "credential_renewal_failed", "{}", error.message);
+    assert!(
+        error.message.contains("held its grant"),
+        "{}",
+        error.message
+    );
+    assert!(
+        waited >= bound && waited < bound * 5,
+        "waited {waited:?} for a lock bounded at {bound:?}"
+    );
+    assert_eq!(stack.token_requests("refresh_token").await, renewals);
+    assert_eq!(stack.auth_state().await, "authorized", "nothing changed");
+
+    // Let go: another replica renews at once, on connections the failed wait gave back.
+    sqlx::query("SELECT pg_advisory_unlock_all()")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let renewed = stack
+        .replica_app()
+        .oauth_bearer(id.into(), &stack.url, Some(&token))
+        .await
+        .expect("renewed")
+        .expect("an OAuth connection");
+    assert_ne!(renewed, token);
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
+}
