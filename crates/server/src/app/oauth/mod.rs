@@ -7,7 +7,8 @@
 //! Guarantees:
 //! - No token, refresh token, PKCE verifier or client secret is stored in clear, logged or
 //!   answered: grants and pending flows are sealed with the installation key
-//!   ([`crate::vault`]); client secrets are read from the server's environment when used.
+//!   ([`crate::vault`]); declared client secrets are read from the server's environment
+//!   when used, and one dynamic registration answered is sealed with the flow and the grant.
 //! - Any replica can answer the callback (the flow's state is in `oauth_pending`), and
 //!   renewal is single-flight across replicas (the grant's advisory lock, then a second look).
 //! - Every OAuth request is bounded by [`super::AppConfig::oauth_timeout`].
@@ -401,7 +402,8 @@ impl App {
         preregistered: Option<Preregistered>,
         http: Arc<OAuthHttp>,
     ) -> Result<Begun, FlowError> {
-        let mut manager = AuthorizationManager::new_with_oauth_http_client(url, http).await?;
+        let mut manager =
+            AuthorizationManager::new_with_oauth_http_client(url, http.clone()).await?;
         let resolution = manager
             .resolve_metadata_from_challenge(Some(challenge))
             .await?;
@@ -429,20 +431,25 @@ impl App {
             if let Some(secret) = client.client_secret {
                 request = request.with_client_secret(secret);
             }
-        } else if self.public_url().starts_with("https://") {
-            request = request.with_client_metadata_url(format!(
-                "{}{}",
-                self.public_url(),
-                CLIENT_METADATA_PATH
-            ));
-        } else if metadata.registration_endpoint.is_none() {
-            return Err(AuthError::RegistrationFailed(
-                "the authorization server registers no clients and the connection declares \
-                 none: set its `client_id_env` (and `client_secret_env`) to a client you \
-                 registered there"
-                    .to_owned(),
-            )
-            .into());
+        } else {
+            if let Some(endpoint) = &metadata.registration_endpoint {
+                http.watch_registration(endpoint);
+            }
+            if self.public_url().starts_with("https://") {
+                request = request.with_client_metadata_url(format!(
+                    "{}{}",
+                    self.public_url(),
+                    CLIENT_METADATA_PATH
+                ));
+            } else if metadata.registration_endpoint.is_none() {
+                return Err(AuthError::RegistrationFailed(
+                    "the authorization server registers no clients and the connection declares \
+                     none: set its `client_id_env` (and `client_secret_env`) to a client you \
+                     registered there"
+                        .to_owned(),
+                )
+                .into());
+            }
         }
         let pending = PendingStore::collecting(self.db.clone());
         manager.set_state_store(pending.clone());
@@ -482,6 +489,7 @@ impl App {
                         .client_id_env
                         .as_ref()
                         .and(settings.client_secret_env.clone()),
+                    registered_secret: http.registered_secret(),
                     redirect_uri,
                     resource_indicator,
                 },
@@ -616,6 +624,8 @@ async fn manager_for(
             ),
         })?;
         config = config.with_client_secret(secret);
+    } else if let Some(secret) = &client.registered_secret {
+        config = config.with_client_secret(secret.clone());
     }
     manager.configure_client(config).map_err(internal)?;
     manager.set_credential_store(store);

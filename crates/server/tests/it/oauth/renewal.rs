@@ -381,3 +381,39 @@ async fn a_renewal_waits_for_a_held_grant_lock_only_as_long_as_the_oauth_timeout
     assert_ne!(renewed, token);
     assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_client_secret_dynamic_registration_answers_is_kept_sealed_and_sent(pool: PgPool) {
+    let stack = stack(pool, TTL).await;
+    // The authorization server registers a confidential client though a public one is asked
+    // for: redeeming the code and refreshing need its secret.
+    stack.auth.register_confidential_clients().await.unwrap();
+    stack.authorize().await;
+    let secret = held_grant(&stack).await["client"]["registered_secret"]
+        .as_str()
+        .expect("the registered secret is kept with the grant")
+        .to_owned();
+    assert_eq!(stack.token_requests("authorization_code").await, 1);
+    let in_clear: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM oauth_grants WHERE position(convert_to($1, 'UTF8') IN ciphertext) > 0",
+    )
+    .bind(&secret)
+    .fetch_one(&stack.server.pool)
+    .await
+    .unwrap();
+    assert_eq!(in_clear, 0, "sealed");
+
+    stack
+        .server
+        .owner
+        .make_callable("acme", "remote", "main")
+        .await;
+    let renewals = stack.token_requests("refresh_token").await;
+    stack.auth.forget_access_tokens().await.unwrap();
+    assert_succeeded(
+        &stack.echo("refreshed with the secret").await,
+        "refreshed with the secret",
+    );
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
+    assert_eq!(stack.auth_state().await, "authorized");
+}
