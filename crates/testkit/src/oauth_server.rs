@@ -115,6 +115,12 @@ impl OAuthServer {
         self.control("forget-access").await.map(drop)
     }
 
+    /// Makes dynamic registration answer confidential clients (`client_secret_basic`, with a
+    /// `client_secret`) from now on, whatever was asked: token requests then need the secret.
+    pub async fn register_confidential_clients(&self) -> Result<()> {
+        self.control("confidential-registration").await.map(drop)
+    }
+
     async fn control(&self, action: &str) -> Result<Value> {
         let what = format!("oidc-provider control {action}");
         let answer = self

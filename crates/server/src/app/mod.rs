@@ -183,6 +183,9 @@ impl App {
         ));
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let dispatch = Arc::new(dispatch::Dispatch::new(&db, &config, Arc::clone(&metrics)));
+        let oauth_flights = Arc::new(oauth::Flights::new(
+            db.pool().options().get_max_connections(),
+        ));
         Self {
             db,
             credentials,
@@ -190,7 +193,7 @@ impl App {
             dispatch,
             mcp_catalogs: Arc::default(),
             metrics,
-            oauth_flights: Arc::default(),
+            oauth_flights,
         }
     }
 

@@ -466,27 +466,52 @@ impl Datastore {
         Ok(deleted)
     }
 
-    /// Takes the advisory lock of grant (`connection`, `holder`), waiting while another
-    /// holds it (on any replica).
+    /// Takes the advisory lock of grant (`connection`, `holder`), waiting at most `wait` while
+    /// another holds it (on any replica): `None` when it was not free in time. The wait is
+    /// the session's `lock_timeout`, reset before the connection is used again.
     pub async fn oauth_grant_lock(
         &self,
         connection: ConnectionId,
         holder: &str,
-    ) -> Result<GrantLock, sqlx::Error> {
+        wait: std::time::Duration,
+    ) -> Result<Option<GrantLock>, sqlx::Error> {
         let mut lock = GrantLock {
             connection: Some(self.pool.acquire().await?),
         };
         let session = lock.connection.as_mut().expect("just acquired");
+        let millis = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
+        sqlx::query("SELECT set_config('lock_timeout', $1, false)")
+            .bind(format!("{millis}ms"))
+            .execute(&mut **session)
+            .await?;
         // The key is the grant's AEAD context, hashed: one lock per grant, the same on every
         // replica.
-        sqlx::query(
+        let locked = sqlx::query(
             "SELECT pg_advisory_lock(hashtextextended('oauth-grant:' || $1::text || '/' || $2, 0))",
         )
         .bind(connection)
         .bind(holder)
         .execute(&mut **session)
-        .await?;
-        Ok(lock)
+        .await;
+        // The pooled connection goes back without the bound (or is closed, which releases
+        // the lock too, when it cannot be reset).
+        if let Err(error) = sqlx::query("RESET lock_timeout")
+            .execute(&mut **session)
+            .await
+        {
+            if let Some(mut connection) = lock.connection.take() {
+                connection.close_on_drop();
+            }
+            return Err(error);
+        }
+        match locked {
+            Ok(_) => Ok(Some(lock)),
+            // 55P03 lock_not_available: `lock_timeout` passed.
+            Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some("55P03") => {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// Stores an authorization waiting for its callback under `digest` (of its state), as

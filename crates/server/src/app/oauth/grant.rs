@@ -18,7 +18,7 @@ pub(super) fn state_digest(state: &str) -> Vec<u8> {
 }
 
 /// The OAuth client a grant was obtained with, and where its authorization server is.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 pub(super) struct ClientRecord {
     /// The authorization server's metadata, as discovered when the flow began.
     pub(super) metadata: AuthorizationMetadata,
@@ -28,10 +28,30 @@ pub(super) struct ClientRecord {
     /// The server-side variable holding the client's secret, read at every token request;
     /// never the secret itself.
     pub(super) client_secret_env: Option<String>,
+    /// The secret dynamic registration answered (a confidential client, though a public one
+    /// was asked for), sent at every token request; kept only sealed, with the grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) registered_secret: Option<String>,
     /// The redirect URI the flow used.
     pub(super) redirect_uri: String,
     /// The resource indicator (RFC 8707) the flow asked for, sent on every token request.
     pub(super) resource_indicator: String,
+}
+
+impl std::fmt::Debug for ClientRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientRecord")
+            .field("issuer", &self.metadata.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret_env", &self.client_secret_env)
+            .field(
+                "registered_secret",
+                &self.registered_secret.as_ref().map(|_| "<sealed>"),
+            )
+            .field("redirect_uri", &self.redirect_uri)
+            .field("resource_indicator", &self.resource_indicator)
+            .finish()
+    }
 }
 
 /// A sealed grant.

@@ -39,6 +39,15 @@ pub(super) struct OAuthHttp {
     stop: reqwest::Client,
     guard: EndpointGuard,
     last_error: Mutex<Option<String>>,
+    registration: Mutex<Registration>,
+}
+
+/// The dynamic registration (RFC 7591) an authorization watches: rmcp keeps the answer's
+/// `client_secret` to itself, so it is read here as it passes.
+#[derive(Default)]
+struct Registration {
+    endpoint: Option<String>,
+    secret: Option<String>,
 }
 
 impl OAuthHttp {
@@ -68,7 +77,26 @@ impl OAuthHttp {
             stop: build(reqwest::redirect::Policy::none())?,
             guard: guard.clone(),
             last_error: Mutex::new(None),
+            registration: Mutex::default(),
         }))
+    }
+
+    /// Keeps the `client_secret` of a registration answered at `endpoint` (despite asking for
+    /// a public client, a server may register a confidential one).
+    pub(super) fn watch_registration(&self, endpoint: &str) {
+        self.registration
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .endpoint = Some(endpoint.to_owned());
+    }
+
+    /// The `client_secret` the watched registration answered, if any.
+    pub(super) fn registered_secret(&self) -> Option<String> {
+        self.registration
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .secret
+            .take()
     }
 
     /// The OAuth `error` code of the last answer that carried one.
@@ -120,6 +148,14 @@ impl OAuthHttp {
             _ => &self.follow,
         };
         let request = reqwest::Request::try_from(request.request).map_err(|e| e.to_string())?;
+        let registering = request.method() == reqwest::Method::POST
+            && self
+                .registration
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .endpoint
+                .as_deref()
+                == Some(request.url().as_str());
         self.guard
             .screen(request.url().as_str())
             .await
@@ -139,6 +175,18 @@ impl OAuthHttp {
                 return Err(format!("the answer is longer than {MAX_BODY} bytes"));
             }
             body.extend_from_slice(&chunk);
+        }
+        if registering
+            && status.is_success()
+            && let Some(secret) = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|answer| answer["client_secret"].as_str().map(str::to_owned))
+                .filter(|secret| !secret.is_empty())
+        {
+            self.registration
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .secret = Some(secret);
         }
         if !status.is_success()
             && let Some(code) = serde_json::from_slice::<Value>(&body)

@@ -7,7 +7,8 @@
 //! Guarantees:
 //! - No token, refresh token, PKCE verifier or client secret is stored in clear, logged or
 //!   answered: grants and pending flows are sealed with the installation key
-//!   ([`crate::vault`]); client secrets are read from the server's environment when used.
+//!   ([`crate::vault`]); declared client secrets are read from the server's environment
+//!   when used, and one dynamic registration answered is sealed with the flow and the grant.
 //! - Any replica can answer the callback (the flow's state is in `oauth_pending`), and
 //!   renewal is single-flight across replicas (the grant's advisory lock, then a second look).
 //! - Every OAuth request is bounded by [`super::AppConfig::oauth_timeout`].
@@ -204,7 +205,10 @@ impl App {
                 Arc::clone(&http),
             )
             .await
-            .map_err(|e| refusal_of(&row.name, &e, http.last_error()))?;
+            .map_err(|e| match e {
+                FlowError::Auth(e) => refusal_of(&row.name, &e, http.last_error()),
+                FlowError::Resource(problem) => problem.refusal(&row.name),
+            })?;
         let digest = state_digest(&begun.csrf);
         let plain = serde_json::to_vec(&begun.record)
             .map_err(|e| AppError::Internal(format!("an OAuth flow does not serialize: {e}")))?;
@@ -308,6 +312,7 @@ impl App {
             Arc::clone(&vault),
             key,
             record.client.clone(),
+            self.config.oauth_timeout,
         )
         .authorizing();
         let mut manager = manager_for(&record.client, Arc::clone(&http), store).await?;
@@ -396,13 +401,14 @@ impl App {
         settings: &crate::db::ConnectionAuthRow,
         preregistered: Option<Preregistered>,
         http: Arc<OAuthHttp>,
-    ) -> Result<Begun, AuthError> {
-        let mut manager = AuthorizationManager::new_with_oauth_http_client(url, http).await?;
+    ) -> Result<Begun, FlowError> {
+        let mut manager =
+            AuthorizationManager::new_with_oauth_http_client(url, http.clone()).await?;
         let resolution = manager
             .resolve_metadata_from_challenge(Some(challenge))
             .await?;
         if resolution.source == AuthorizationMetadataSource::LegacyEndpointFallback {
-            return Err(AuthError::NoAuthorizationSupport);
+            return Err(AuthError::NoAuthorizationSupport.into());
         }
         let metadata = resolution.metadata;
         let s256 = metadata
@@ -410,7 +416,7 @@ impl App {
             .as_ref()
             .is_some_and(|methods| methods.iter().any(|method| method == "S256"));
         if !s256 {
-            return Err(AuthError::PkceUnsupported);
+            return Err(AuthError::PkceUnsupported.into());
         }
         manager.set_metadata(metadata.clone());
         let redirect_uri = format!("{}{CALLBACK_PATH}", self.public_url());
@@ -425,19 +431,25 @@ impl App {
             if let Some(secret) = client.client_secret {
                 request = request.with_client_secret(secret);
             }
-        } else if self.public_url().starts_with("https://") {
-            request = request.with_client_metadata_url(format!(
-                "{}{}",
-                self.public_url(),
-                CLIENT_METADATA_PATH
-            ));
-        } else if metadata.registration_endpoint.is_none() {
-            return Err(AuthError::RegistrationFailed(
-                "the authorization server registers no clients and the connection declares \
-                 none: set its `client_id_env` (and `client_secret_env`) to a client you \
-                 registered there"
-                    .to_owned(),
-            ));
+        } else {
+            if let Some(endpoint) = &metadata.registration_endpoint {
+                http.watch_registration(endpoint);
+            }
+            if self.public_url().starts_with("https://") {
+                request = request.with_client_metadata_url(format!(
+                    "{}{}",
+                    self.public_url(),
+                    CLIENT_METADATA_PATH
+                ));
+            } else if metadata.registration_endpoint.is_none() {
+                return Err(AuthError::RegistrationFailed(
+                    "the authorization server registers no clients and the connection declares \
+                     none: set its `client_id_env` (and `client_secret_env`) to a client you \
+                     registered there"
+                        .to_owned(),
+                )
+                .into());
+            }
         }
         let pending = PendingStore::collecting(self.db.clone());
         manager.set_state_store(pending.clone());
@@ -445,7 +457,7 @@ impl App {
             .await
             .map_err(|(_, error)| error)?;
         let authorization_url = session.get_authorization_url().to_owned();
-        let parsed = reqwest::Url::parse(&authorization_url)?;
+        let parsed = reqwest::Url::parse(&authorization_url).map_err(AuthError::from)?;
         let param = |name: &str| {
             parsed
                 .query_pairs()
@@ -458,6 +470,10 @@ impl App {
                     "the authorization URL lacks client_id or resource".to_owned(),
                 )
             })?;
+        // rmcp sends the resource as published at authorize, but as its parsed `Url` in token
+        // requests ([`manager_for`]): both must be one string (RFC 8707). Checked after the
+        // URL is built, the first place rmcp shows the resource it will send.
+        check_resource(&resource_indicator).map_err(FlowError::Resource)?;
         let (csrf, state) = pending.take().ok_or_else(|| {
             AuthError::InternalError("no authorization state was saved".to_owned())
         })?;
@@ -473,6 +489,7 @@ impl App {
                         .client_id_env
                         .as_ref()
                         .and(settings.client_secret_env.clone()),
+                    registered_secret: http.registered_secret(),
                     redirect_uri,
                     resource_indicator,
                 },
@@ -518,6 +535,69 @@ struct Begun {
     record: PendingRecord,
 }
 
+/// Why [`App::begin_flow`] began no authorization.
+enum FlowError {
+    /// rmcp's discovery, registration or authorization URL failed.
+    Auth(AuthError),
+    /// The resource indicator could not be sent the same in every request.
+    Resource(ResourceProblem),
+}
+
+impl From<AuthError> for FlowError {
+    fn from(error: AuthError) -> Self {
+        Self::Auth(error)
+    }
+}
+
+/// A resource indicator that token requests would send differently from the authorization
+/// request.
+#[derive(Debug, PartialEq, Eq)]
+struct ResourceProblem {
+    /// As the authorization request sends it (the protected-resource metadata's `resource`).
+    published: String,
+    /// As token and refresh requests would send it (`None`: it is not a URL at all).
+    normalized: Option<String>,
+}
+
+impl ResourceProblem {
+    /// The refusal, for connection `name`.
+    fn refusal(&self, name: &str) -> AppError {
+        let published = &self.published;
+        let why = match &self.normalized {
+            Some(normalized) => format!(
+                "token requests would send it normalized as `{normalized}`, and an authorization \
+                 server that enforces RFC 8707 refuses a resource that differs from the one \
+                 authorized (`invalid_target`)"
+            ),
+            None => "it is not an absolute URL, as RFC 8707 requires".to_owned(),
+        };
+        AppError::refused(
+            ErrorCode::AuthorizationUnsupported,
+            format!(
+                "connection `{name}`: its MCP server publishes its resource as `{published}` \
+                 (protected resource metadata, RFC 9728), but {why}; nothing was authorized. \
+                 Its operator must publish the resource in canonical URL form{}",
+                self.normalized
+                    .as_ref()
+                    .map(|normalized| format!(" (`{normalized}`)"))
+                    .unwrap_or_default()
+            ),
+        )
+    }
+}
+
+/// Refuses resource indicator `resource` unless parsing it as a URL gives it back unchanged:
+/// rmcp sends it verbatim at authorize, but as the parsed URL in token requests.
+fn check_resource(resource: &str) -> Result<(), ResourceProblem> {
+    match reqwest::Url::parse(resource) {
+        Ok(url) if url.as_str() == resource => Ok(()),
+        parsed => Err(ResourceProblem {
+            published: resource.to_owned(),
+            normalized: parsed.ok().map(String::from),
+        }),
+    }
+}
+
 /// An authorization manager for the client of a grant, its tokens in `store`, without
 /// discovery (the metadata was kept from the flow).
 async fn manager_for(
@@ -544,6 +624,8 @@ async fn manager_for(
             ),
         })?;
         config = config.with_client_secret(secret);
+    } else if let Some(secret) = &client.registered_secret {
+        config = config.with_client_secret(secret.clone());
     }
     manager.configure_client(config).map_err(internal)?;
     manager.set_credential_store(store);
@@ -727,5 +809,47 @@ fn refusal_of(name: &str, error: &AuthError, oauth_error: Option<String>) -> App
                 .unwrap_or_default();
             failed(name, &format!("{error}{code}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resource_is_refused_unless_its_url_form_is_the_same_string() {
+        for canonical in [
+            "https://mcp.example.com/",
+            "https://mcp.example.com/mcp",
+            "http://127.0.0.1:8080/mcp?tenant=a",
+        ] {
+            assert_eq!(check_resource(canonical), Ok(()), "{canonical}");
+        }
+        for (published, normalized) in [
+            ("https://a.example", "https://a.example/"),
+            ("https://A.example/mcp", "https://a.example/mcp"),
+            ("https://a.example:443/mcp", "https://a.example/mcp"),
+        ] {
+            assert_eq!(
+                check_resource(published),
+                Err(ResourceProblem {
+                    published: published.to_owned(),
+                    normalized: Some(normalized.to_owned()),
+                })
+            );
+        }
+        let not_a_url = check_resource("mcp.example.com").unwrap_err();
+        assert_eq!(not_a_url.normalized, None);
+
+        let refusal = check_resource("https://a.example")
+            .unwrap_err()
+            .refusal("remote");
+        let AppError::Refused { code, message } = refusal else {
+            panic!("a refusal: {refusal:?}");
+        };
+        assert_eq!(code, ErrorCode::AuthorizationUnsupported);
+        assert!(message.contains("`https://a.example`"), "{message}");
+        assert!(message.contains("`https://a.example/`"), "{message}");
+        assert!(message.contains("invalid_target"), "{message}");
     }
 }

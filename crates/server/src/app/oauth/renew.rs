@@ -4,7 +4,9 @@
 //! Renewal is single-flight across replicas: the renewing replica takes the grant's advisory
 //! lock, then looks again, and uses a token another renewed meanwhile instead of asking the
 //! authorization server (so 20 calls at the moment of expiry on two replicas make one token
-//! request). A refresh token the authorization server rejects (`invalid_grant`), or a client
+//! request). The lock is waited for at most the OAuth timeout, and only a quarter of the
+//! database pool's renewals run at once in a process ([`Flights`]): renewals never take the
+//! pool from everything else, nor wait forever. A refresh token the authorization server rejects (`invalid_grant`), or a client
 //! it forgot (`invalid_client`), moves the connection to `auth_required` after that one
 //! attempt; from then on calls fail at once without asking it again, until a person
 //! authorizes the connection anew (which registers a new client if it forgot the old one).
@@ -12,10 +14,10 @@
 use super::grant::{GrantRecord, TokenFacts};
 use super::http::OAuthHttp;
 use super::manager_for;
-use super::store::{GrantKey, GrantStore, open_grant};
+use super::store::{GrantKey, GrantStore, LockRefusal, open_grant};
 use crate::app::App;
 use crate::metrics::Renewal;
-use rmcp::transport::auth::{AuthError, CredentialStore};
+use rmcp::transport::auth::AuthError;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -227,7 +229,13 @@ impl App {
             return Ok(Some(standing.token));
         }
         let observed = refused.unwrap_or(&standing.token).to_owned();
-        let store = GrantStore::new(self.db.clone(), vault, key, record.client);
+        let store = GrantStore::new(
+            self.db.clone(),
+            vault,
+            key,
+            record.client,
+            self.config.oauth_timeout,
+        );
         self.oauth_renew(connection, store, &observed)
             .await
             .map(Some)
@@ -257,7 +265,46 @@ impl App {
                 ),
             ));
         }
-        let _lock = store.acquire_refresh_guard().await.map_err(unavailable)?;
+        // A renewal holds pooled connections throughout (the lock's, and rmcp's load and save):
+        // only a few at once, so that renewals never take the pool from everything else.
+        let bound = self.config.oauth_timeout;
+        let busy = |what: String| {
+            refusal(
+                codes::RENEWAL_FAILED,
+                format!(
+                    "connection {connection}: renewing its OAuth token failed: {what}; nothing was sent"
+                ),
+            )
+        };
+        let _slot = tokio::time::timeout(bound, self.oauth_flights.slots.acquire())
+            .await
+            .map_err(|_| {
+                busy(format!(
+                    "{} other renewals kept this server busy for {}s",
+                    self.oauth_flights.size,
+                    bound.as_secs()
+                ))
+            })?
+            .expect("the renewal slots are never closed");
+        let _lock = match store.lock().await {
+            Ok(lock) => lock,
+            Err(LockRefusal::Busy(wait)) => {
+                flight.failed = Some(Instant::now());
+                self.metrics.oauth_renewal(Renewal::Failed);
+                return Err(busy(format!(
+                    "another renewal (on this or another replica) held its grant for more than \
+                     {}s",
+                    wait.as_secs()
+                )));
+            }
+            Err(LockRefusal::Database(error)) => {
+                tracing::error!(%error, %connection, "taking an OAuth grant's lock failed");
+                return Err(refusal(
+                    codes::UNAVAILABLE,
+                    "the connection's OAuth grant could not be locked (database error)".to_owned(),
+                ));
+            }
+        };
         let auth_required = |why: &str| {
             refusal(
                 codes::AUTH_REQUIRED,
@@ -392,13 +439,34 @@ impl Lane {
     }
 }
 
-/// The renewals in flight in this process, one lane per connection's grant.
-#[derive(Debug, Default)]
+/// The renewals in flight in this process: one lane per connection's grant, and a few slots
+/// for renewals at once.
+#[derive(Debug)]
 pub struct Flights {
     lanes: std::sync::Mutex<HashMap<ConnectionId, Arc<tokio::sync::Mutex<Lane>>>>,
+    /// A renewal holds one while it runs.
+    slots: tokio::sync::Semaphore,
+    /// How many there are.
+    size: usize,
+}
+
+/// How many renewals may run at once on a database pool of `pool` connections: a quarter of
+/// it, at least one (each holds up to two connections: its lock's, and one to load or save).
+fn renewal_slots(pool: u32) -> usize {
+    usize::try_from(pool / 4).unwrap_or(usize::MAX).max(1)
 }
 
 impl Flights {
+    /// The renewals of a process whose database pool holds `pool` connections.
+    pub fn new(pool: u32) -> Self {
+        let size = renewal_slots(pool);
+        Self {
+            lanes: std::sync::Mutex::default(),
+            slots: tokio::sync::Semaphore::new(size),
+            size,
+        }
+    }
+
     /// Waits for `connection`'s lane; renewing holds it until the guard drops.
     async fn enter(&self, connection: ConnectionId) -> tokio::sync::OwnedMutexGuard<Lane> {
         let lane = {
@@ -417,5 +485,18 @@ impl Flights {
             Arc::clone(lanes.entry(connection).or_default())
         };
         lane.lock_owned().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::renewal_slots;
+
+    #[test]
+    fn renewals_take_a_quarter_of_the_pool_and_at_least_one_slot() {
+        assert_eq!(renewal_slots(16), 4);
+        assert_eq!(renewal_slots(10), 2);
+        assert_eq!(renewal_slots(3), 1);
+        assert_eq!(renewal_slots(0), 1);
     }
 }

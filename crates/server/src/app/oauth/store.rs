@@ -20,6 +20,7 @@ use rmcp::transport::auth::{
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::AuthState;
 
@@ -51,15 +52,28 @@ pub(super) struct GrantStore {
     loaded: Arc<Mutex<Option<i64>>>,
     /// A renewal's save found the grant revoked or replaced: the renewed token was discarded.
     superseded: Arc<AtomicBool>,
+    /// Longest wait for the grant's lock.
+    lock_wait: Duration,
+}
+
+/// Why [`GrantStore::lock`] took no lock.
+#[derive(Debug)]
+pub(super) enum LockRefusal {
+    /// Another renewal held it for longer than the store waits.
+    Busy(Duration),
+    /// The database failed.
+    Database(sqlx::Error),
 }
 
 impl GrantStore {
-    /// The store of grant `key`, obtained with `client`.
+    /// The store of grant `key`, obtained with `client`, waiting at most `lock_wait` for the
+    /// grant's lock.
     pub(super) fn new(
         db: Datastore,
         keys: Arc<KeyFile>,
         key: GrantKey,
         client: ClientRecord,
+        lock_wait: Duration,
     ) -> Self {
         Self {
             db,
@@ -70,6 +84,7 @@ impl GrantStore {
             authorizing: false,
             loaded: Arc::default(),
             superseded: Arc::default(),
+            lock_wait,
         }
     }
 
@@ -88,6 +103,25 @@ impl GrantStore {
         *self.loaded.lock().unwrap_or_else(PoisonError::into_inner) =
             opened.as_ref().map(|(_, generation)| *generation);
         Ok(opened.map(|(record, _)| record))
+    }
+
+    /// Takes the grant's lock for this operation (`None`: it holds it already), waiting at
+    /// most the store's bound.
+    pub(super) async fn lock(&self) -> Result<Option<CredentialRefreshGuard>, LockRefusal> {
+        if self.held.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let lock = self
+            .db
+            .oauth_grant_lock(self.key.connection, &self.key.holder, self.lock_wait)
+            .await
+            .map_err(LockRefusal::Database)?
+            .ok_or(LockRefusal::Busy(self.lock_wait))?;
+        self.held.store(true, Ordering::SeqCst);
+        Ok(Some(CredentialRefreshGuard::new(Held {
+            _lock: lock,
+            held: Arc::clone(&self.held),
+        })))
     }
 
     /// Whether a renewal's save found the grant revoked or replaced since it was read (the
@@ -213,19 +247,13 @@ impl CredentialStore for GrantStore {
     }
 
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
-        if self.held.load(Ordering::SeqCst) {
-            return Ok(None);
-        }
-        let lock = self
-            .db
-            .oauth_grant_lock(self.key.connection, &self.key.holder)
-            .await
-            .map_err(store_error)?;
-        self.held.store(true, Ordering::SeqCst);
-        Ok(Some(CredentialRefreshGuard::new(Held {
-            _lock: lock,
-            held: Arc::clone(&self.held),
-        })))
+        self.lock().await.map_err(|refusal| match refusal {
+            LockRefusal::Busy(wait) => AuthError::CredentialStoreError(format!(
+                "another renewal held the grant's lock for more than {}s",
+                wait.as_secs()
+            )),
+            LockRefusal::Database(error) => store_error(error),
+        })
     }
 }
 

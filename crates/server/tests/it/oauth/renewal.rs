@@ -317,3 +317,103 @@ async fn twenty_calls_meeting_a_rejected_refresh_token_make_one_token_request(po
     );
     assert_eq!(stack.auth_state().await, "auth_required");
 }
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_renewal_waits_for_a_held_grant_lock_only_as_long_as_the_oauth_timeout(pool: PgPool) {
+    let stack = authorized(pool).await;
+    let renewals = stack.token_requests("refresh_token").await;
+    let id: uuid::Uuid = stack.connection().await["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let bound = Duration::from_secs(1);
+    let app = App::new(
+        Datastore::new(stack.server.pool.clone()),
+        AppConfig {
+            installation_key: Some(Arc::clone(&stack.vault)),
+            oauth_timeout: bound,
+            ..test_app_config()
+        },
+    );
+    let token = stack.held_token().await;
+
+    // Another renewal (here: the test) holds the grant's lock and does not let go.
+    let mut holder = stack.server.pool.acquire().await.unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_lock(hashtextextended('oauth-grant:' || $1::text || '/shared', 0))",
+    )
+    .bind(id)
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    // The MCP server refused the token: it needs renewing now.
+    let started = std::time::Instant::now();
+    let error = app
+        .oauth_bearer(id.into(), &stack.url, Some(&token))
+        .await
+        .expect_err("no token while the lock is held");
+    let waited = started.elapsed();
+    assert_eq!(error.code, "credential_renewal_failed", "{}", error.message);
+    assert!(
+        error.message.contains("held its grant"),
+        "{}",
+        error.message
+    );
+    assert!(
+        waited >= bound && waited < bound * 5,
+        "waited {waited:?} for a lock bounded at {bound:?}"
+    );
+    assert_eq!(stack.token_requests("refresh_token").await, renewals);
+    assert_eq!(stack.auth_state().await, "authorized", "nothing changed");
+
+    // Let go: another replica renews at once, on connections the failed wait gave back.
+    sqlx::query("SELECT pg_advisory_unlock_all()")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let renewed = stack
+        .replica_app()
+        .oauth_bearer(id.into(), &stack.url, Some(&token))
+        .await
+        .expect("renewed")
+        .expect("an OAuth connection");
+    assert_ne!(renewed, token);
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_client_secret_dynamic_registration_answers_is_kept_sealed_and_sent(pool: PgPool) {
+    let stack = stack(pool, TTL).await;
+    // The authorization server registers a confidential client though a public one is asked
+    // for: redeeming the code and refreshing need its secret.
+    stack.auth.register_confidential_clients().await.unwrap();
+    stack.authorize().await;
+    let secret = held_grant(&stack).await["client"]["registered_secret"]
+        .as_str()
+        .expect("the registered secret is kept with the grant")
+        .to_owned();
+    assert_eq!(stack.token_requests("authorization_code").await, 1);
+    let in_clear: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM oauth_grants WHERE position(convert_to($1, 'UTF8') IN ciphertext) > 0",
+    )
+    .bind(&secret)
+    .fetch_one(&stack.server.pool)
+    .await
+    .unwrap();
+    assert_eq!(in_clear, 0, "sealed");
+
+    stack
+        .server
+        .owner
+        .make_callable("acme", "remote", "main")
+        .await;
+    let renewals = stack.token_requests("refresh_token").await;
+    stack.auth.forget_access_tokens().await.unwrap();
+    assert_succeeded(
+        &stack.echo("refreshed with the secret").await,
+        "refreshed with the secret",
+    );
+    assert_eq!(stack.token_requests("refresh_token").await, renewals + 1);
+    assert_eq!(stack.auth_state().await, "authorized");
+}
