@@ -69,6 +69,7 @@ mod tests {
                     url: "http://127.0.0.1:1/mcp".into(),
                 },
                 accepted_spec_digest: None,
+                auth_kind: None,
             },
             tool_name: "echo".into(),
             arguments: json!({}),

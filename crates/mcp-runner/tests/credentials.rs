@@ -93,6 +93,7 @@ fn call(connection: ConnectionId, spec: ConnectorSpec) -> LeasedCall {
             revision: 1,
             spec,
             accepted_spec_digest: None,
+            auth_kind: None,
         },
         tool_name: "echo".to_owned(),
         arguments: json!({}),

@@ -2,7 +2,7 @@
 //! completion reports. The central executor uses these types in-process; the device companion
 //! sends them over HTTP.
 
-use crate::api::{CallError, ConnectorSpec};
+use crate::api::{AuthKind, CallError, ConnectorSpec};
 use crate::ids::*;
 use crate::placement::SpecDigest;
 use crate::reconcile::CallKind;
@@ -72,6 +72,12 @@ pub struct ConnectionTarget {
     /// only when it equals the digest of `spec`; the central runner ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_spec_digest: Option<SpecDigest>,
+    /// For a connection placed on a device: its declared auth kind (`None`: not declared). A
+    /// device runner sends its OAuth grant from the device's keyring for `oauth` (or, not
+    /// declared, when it holds one for the URL), and forgets a grant when the kind says the
+    /// connection no longer uses OAuth. The central runner reads the server's own settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_kind: Option<AuthKind>,
 }
 
 /// How a call ended, as the runner saw it.

@@ -1513,6 +1513,7 @@ fn connection_target() -> ConnectionTarget {
         revision: 2,
         spec: github_spec(),
         accepted_spec_digest: Some(github_spec().digest()),
+        auth_kind: Some(AuthKind::Oauth),
     }
 }
 

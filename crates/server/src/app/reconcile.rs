@@ -634,6 +634,7 @@ mod tests {
             kind: CallKind::Lookup,
             parent,
             accepted_spec_digest: None,
+            auth_kind: None,
         }
     }
 

@@ -210,6 +210,7 @@ pub fn connection(spec: ConnectorSpec) -> ConnectionTarget {
         revision: 1,
         spec,
         accepted_spec_digest: None,
+        auth_kind: None,
     }
 }
 

@@ -263,6 +263,7 @@ pub(crate) fn work_item(row: LeasedRow, epoch: Epoch) -> LeasedCall {
             revision: row.connection_revision,
             spec: row.connector.spec(),
             accepted_spec_digest: row.accepted_spec_digest,
+            auth_kind: row.auth_kind,
         },
         tool_name: row.tool_name,
         arguments: row

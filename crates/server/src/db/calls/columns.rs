@@ -212,6 +212,7 @@ pub(super) fn handed() -> Text {
              SELECT i.*, t.connection_revision_now, t.connector_name, t.connector_transport,
                  t.connector_command, t.connector_args, t.connector_env_names, t.connector_url,
                  t.connector_approved_revision, t.connector_created_at, t.accepted_spec_digest,
+                 t.auth_kind,
                  t.connector_retired_at, t.connector_retired_by,
                  NULL::text AS parent_state, NULL::bytea AS parent_target_digest,
                  NULL::timestamptz AS parent_erased_at

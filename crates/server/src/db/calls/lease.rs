@@ -12,7 +12,7 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use std::sync::{Arc, LazyLock};
-use switchyard_protocol::api::SpecDigest;
+use switchyard_protocol::api::{AuthKind, SpecDigest};
 use switchyard_protocol::reconcile::CallKind;
 use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{
@@ -64,6 +64,9 @@ pub struct LeasedRow {
     /// For a connection placed on a device: the spec digest its owner accepted, if they did
     /// (`db/placements.rs`). The device runner compares it with the spec it receives.
     pub accepted_spec_digest: Option<SpecDigest>,
+    /// For a connection placed on a device: its declared auth kind, if declared (the device
+    /// runner sends its OAuth grant for `oauth`).
+    pub auth_kind: Option<AuthKind>,
 }
 
 /// The unknown call a leased receipt lookup looks up, as the lease read it.
@@ -121,6 +124,7 @@ impl<'r> sqlx::FromRow<'r, PgRow> for LeasedRow {
             kind: row.try_get("kind")?,
             parent,
             accepted_spec_digest: row.try_get("accepted_spec_digest")?,
+            auth_kind: row.try_get("auth_kind")?,
         })
     }
 }
@@ -158,13 +162,15 @@ pub(super) fn handed_target(connection: &str, runner: &str, epoch: &str, binding
                  x.url AS connector_url, x.approved_revision AS connector_approved_revision,
                  x.created_at AS connector_created_at, x.retired_at AS connector_retired_at,
                  x.retired_by AS connector_retired_by,
-                 {digest} AS target_digest, {accepted} AS accepted_spec_digest
+                 {digest} AS target_digest, {accepted} AS accepted_spec_digest,
+                 {auth_kind} AS auth_kind
              FROM connections k JOIN connectors x ON x.id = k.connector_id
              WHERE k.id = {connection} AND EXISTS (
                  SELECT 1 FROM runner_leases l
                  WHERE l.runner_ref = {runner} AND l.epoch = {epoch} AND l.expires_at > now()))",
         digest = target_digest(bindings),
         accepted = ACCEPTED_SPEC_DIGEST,
+        auth_kind = DEVICE_AUTH_KIND,
     )
 }
 
@@ -172,6 +178,11 @@ pub(super) fn handed_target(connection: &str, runner: &str, epoch: &str, binding
 /// for it (null for the central runner, or while they have not).
 const ACCEPTED_SPEC_DIGEST: &str = "(SELECT pl.spec_digest FROM placements pl
      WHERE pl.connection_id = k.id AND pl.device_id = k.runner_device_id)";
+
+/// SQL: the declared auth kind of connection `k` when it is placed on a device (null for
+/// the central runner, which reads the settings itself, or while none is declared).
+const DEVICE_AUTH_KIND: &str = "(SELECT a.kind FROM connection_auth a
+     WHERE a.connection_id = k.id AND k.runner_device_id IS NOT NULL)";
 
 /// [`Datastore::call_lease`]'s statement.
 fn lease_statement() -> Text {
@@ -214,10 +225,12 @@ fn lease_statement() -> Text {
                      x.approved_revision AS connector_approved_revision, x.created_at AS connector_created_at,
                      x.retired_at AS connector_retired_at, x.retired_by AS connector_retired_by,
                      p.state AS parent_state, p.target_digest AS parent_target_digest,
-                     p.evidence_erased_at AS parent_erased_at, {accepted} AS accepted_spec_digest)
+                     p.evidence_erased_at AS parent_erased_at, {accepted} AS accepted_spec_digest,
+                     {auth_kind} AS auth_kind)
              SELECT live.live AS runner_live, leased.* FROM live LEFT JOIN leased ON true",
             digest = target_digest(&bindings),
             accepted = ACCEPTED_SPEC_DIGEST,
+            auth_kind = DEVICE_AUTH_KIND,
         )
         .into()
     });
