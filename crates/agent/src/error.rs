@@ -190,13 +190,24 @@ pub enum CliError {
     /// `auth` waited for the browser's consent and the connection was not authorized in time
     /// (exit 4).
     #[error(
-        "error[authorization_pending]: connection {connection} was not authorized within          {waited_secs} s; open the URL again or run `switchyard auth` again for a new one"
+        "error[authorization_pending]: connection {connection} was not authorized within {waited_secs} s; open the URL again or run `switchyard auth` again for a new one"
     )]
     AuthorizationPending {
         /// The connection.
         connection: String,
         /// How long it waited.
         waited_secs: u64,
+    },
+    /// Authorizing a connection placed on this machine's device failed; nothing was kept
+    /// (exit 4).
+    #[error("error[{code}]: connection {connection}: {message}")]
+    DeviceAuthorization {
+        /// The connection.
+        connection: String,
+        /// The stable error code (`authorization_failed`, `issuer_mismatch`, …).
+        code: &'static str,
+        /// What happened and what to do.
+        message: String,
     },
     /// The user interrupted the command (exit 130).
     #[error("error: interrupted{detail}")]
@@ -322,7 +333,8 @@ impl CliError {
             | CliError::PairingExpired { .. }
             | CliError::PairingCollected { .. }
             | CliError::PlanBlocked { .. }
-            | CliError::AuthorizationPending { .. } => 4,
+            | CliError::AuthorizationPending { .. }
+            | CliError::DeviceAuthorization { .. } => 4,
             CliError::Unreachable { .. }
             | CliError::Server { .. }
             | CliError::BadResponse { .. } => 5,

@@ -18,6 +18,7 @@ pub mod identity;
 pub mod launch;
 pub mod message_bound;
 pub mod meta;
+pub mod oauth;
 pub mod outbox;
 pub mod owned_file;
 mod pool;

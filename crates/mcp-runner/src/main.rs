@@ -27,13 +27,16 @@ use clap::Parser;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use switchyard_mcp_runner::SessionCapFlags;
 use switchyard_mcp_runner::credentials::{
     CredentialResolver, NoKeyring, OsKeyring, SecretStore, device_bindings_file,
 };
 use switchyard_mcp_runner::device::{self, Credential, DeviceConfig, RunError};
+use switchyard_mcp_runner::endpoints::EndpointGuard;
 use switchyard_mcp_runner::executor::{ExecutorConfig, LaunchResolver, immediate_resolver};
 use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
+use switchyard_mcp_runner::oauth::{DeviceGrants, DeviceOAuth};
 use switchyard_mcp_runner::outbox::Outbox;
 use switchyard_mcp_runner::telemetry::{self, LogFormat, TelemetryConfig};
 use tokio::signal::unix::{SignalKind, signal};
@@ -64,6 +67,15 @@ struct Args {
     /// spans they happened in (a call's `call_id` and `trace_id`).
     #[arg(long, value_enum, env = "SWITCHYARD_LOG_FORMAT", default_value_t)]
     log_format: LogFormat,
+    /// Longest wait for any one OAuth request (discovery, a token renewal) of a connection
+    /// authorized on this device, in seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        env = "SWITCHYARD_AUTHORIZATION_TIMEOUT_SECONDS",
+        default_value_t = 10
+    )]
+    oauth_timeout_seconds: u64,
 }
 
 /// Why the runner exits with a failure.
@@ -177,14 +189,14 @@ async fn run(args: Args) -> Result<(), Failure> {
         server_url: identity.server_url.trim_end_matches('/').to_owned(),
         device_id: identity.device_id,
         credential: Credential::new(identity.credential),
-        resolver: launch_resolver(&device_bindings_file(
-            &IdentityStore::default_location(),
-            &profile,
-        )),
+        resolver: launch_resolver(
+            &device_bindings_file(&IdentityStore::default_location(), &profile),
+            Duration::from_secs(args.oauth_timeout_seconds.max(1)),
+        ),
         executor: ExecutorConfig {
             session_caps: args.session_caps.into(),
             // Its own machine is what local placement is for; metadata services are not.
-            endpoints: switchyard_mcp_runner::endpoints::EndpointGuard::device(),
+            endpoints: EndpointGuard::device(),
             ..ExecutorConfig::default()
         },
     };
@@ -194,8 +206,9 @@ async fn run(args: Args) -> Result<(), Failure> {
 
 /// Resolves credentials from the bindings file at `bindings` (`SWITCHYARD_MCP_CREDENTIALS_FILE`,
 /// else the profile's file in the configuration directory), with the OS keyring for `os_store`
-/// references when it can be used.
-fn launch_resolver(bindings: &Path) -> LaunchResolver {
+/// references when it can be used, and sends the OAuth grants `switchyard auth` kept in the
+/// keyring (each OAuth request bounded by `oauth_timeout`).
+fn launch_resolver(bindings: &Path, oauth_timeout: Duration) -> LaunchResolver {
     let store: Arc<dyn SecretStore> = match OsKeyring::new() {
         Ok(keyring) => Arc::new(keyring),
         Err(error) => {
@@ -203,8 +216,14 @@ fn launch_resolver(bindings: &Path) -> LaunchResolver {
             Arc::new(NoKeyring)
         }
     };
+    let grants = DeviceGrants::new(Arc::clone(&store));
     let resolver = CredentialResolver::new(Some(bindings.to_owned()), store);
-    immediate_resolver(move |call| resolver.launch_for(call))
+    DeviceOAuth::wrap(
+        immediate_resolver(move |call| resolver.launch_for(call)),
+        grants,
+        EndpointGuard::device(),
+        oauth_timeout,
+    )
 }
 
 /// Cancels `shutdown` at the first SIGINT or SIGTERM; exits at once at the second.

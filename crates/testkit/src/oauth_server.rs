@@ -145,3 +145,46 @@ impl OAuthServer {
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/oauth-server/server.mjs")
 }
+
+/// Follows the authorization server's redirects as a browser would (keeping its cookies),
+/// consent being automated, until it is sent to a URL `arrived` accepts (the client's
+/// redirect URI): that URL, not yet visited.
+pub async fn consent(authorization_url: &str, arrived: impl Fn(&reqwest::Url) -> bool) -> String {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client");
+    let mut url = reqwest::Url::parse(authorization_url).expect("an authorization URL");
+    let mut cookies: Vec<(String, String)> = Vec::new();
+    for _ in 0..10 {
+        if arrived(&url) {
+            return url.to_string();
+        }
+        let cookie = cookies
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let answer = http
+            .get(url.clone())
+            .header("cookie", cookie)
+            .send()
+            .await
+            .expect("the authorization server answers");
+        for set in answer.headers().get_all("set-cookie") {
+            let pair = set.to_str().unwrap_or_default().split(';').next();
+            if let Some((name, value)) = pair.and_then(|pair| pair.split_once('=')) {
+                cookies.retain(|(known, _)| known != name);
+                cookies.push((name.to_owned(), value.to_owned()));
+            }
+        }
+        let location = answer
+            .headers()
+            .get("location")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_else(|| panic!("no redirect from {url}: {}", answer.status()))
+            .to_owned();
+        url = url.join(&location).expect("a redirect URL");
+    }
+    panic!("the consent never reached the client's redirect; last at {url}");
+}

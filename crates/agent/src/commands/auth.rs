@@ -8,7 +8,12 @@
 //! otherwise it begins an OAuth authorization (`POST …/authorize`), prints the URL to consent
 //! at, and waits — polling the connection, bounded by `--wait`, Ctrl-C ends it — until the
 //! server holds the new grant (the browser comes back to the server, not to this machine).
+//!
+//! A connection placed on this machine's device keeps its credential here, in the OS keyring
+//! ([`super::device_auth`]): `auth`, `revoke` and `list` act on and read that one.
 
+use super::credential::{Location, locate};
+use super::device_auth;
 use crate::cli::{AuthArgs, ListArgs, RevokeArgs};
 use crate::client::{Body, Client};
 use crate::error::CliError;
@@ -16,8 +21,8 @@ use crate::output::{Output, Table, print_text};
 use crate::secret_input::read_secret;
 use std::time::{Duration, Instant};
 use switchyard_protocol::api::{
-    AuthKind, AuthState, AuthorizationStarted, ConnectionView, CredentialValueSet,
-    SetCredentialValue,
+    AuthKind, AuthState, AuthorizationStarted, ConnectionAuthView, ConnectionView,
+    CredentialHolder, CredentialValueSet, SetCredentialValue,
 };
 use switchyard_protocol::credential_status::CredentialStatusList;
 use tokio::signal::unix::{SignalKind, signal};
@@ -28,6 +33,12 @@ const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// `switchyard auth WS CONN`.
 pub async fn authorize(client: &Client, out: Output, args: AuthArgs) -> Result<(), CliError> {
     let connection = connection(client, &args.workspace, &args.connection).await?;
+    if connection.runner != "central"
+        && let Location::Here(local) =
+            locate(client, &args.workspace, &connection.name, None).await?
+    {
+        return device_auth::authorize(out, &args, &local, &connection).await;
+    }
     let kind = connection.auth.as_ref().and_then(|auth| auth.kind);
     if kind == Some(AuthKind::Token) {
         return set_token(client, out, &args, &connection).await;
@@ -154,7 +165,40 @@ pub async fn list(client: &Client, out: Output, args: ListArgs) -> Result<(), Cl
     let reply = client
         .get(&["workspaces", &args.workspace, "connections"])
         .await?;
-    out.reply(&reply, |connections: Vec<ConnectionView>| {
+    let mut connections: Vec<ConnectionView> = reply.parse()?;
+    let here = device_auth::placed_here(client, &args.workspace).await;
+    for connection in &mut connections {
+        let Some(state) = here.get(&connection.id) else {
+            continue;
+        };
+        match connection.auth.as_mut() {
+            Some(auth) if !matches!(auth.kind, Some(AuthKind::None | AuthKind::Token)) => {
+                auth.state = *state;
+            }
+            Some(_) => {}
+            // Not declared, and authorized here: discovered on this device.
+            None if *state != AuthState::NeedsAuthorization => {
+                connection.auth = Some(ConnectionAuthView {
+                    kind: None,
+                    scopes: Vec::new(),
+                    client_id_env: None,
+                    client_secret_env: None,
+                    credential: CredentialHolder::Shared,
+                    state: *state,
+                    authorized_at: None,
+                });
+            }
+            None => {}
+        }
+    }
+    if out.is_json() {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&connections).expect("connection views serialize")
+        );
+        return Ok(());
+    }
+    {
         let mut table = Table::new(["CONNECTION", "RUNNER", "AUTH", "STATE"]);
         for connection in connections.iter().filter(|c| c.retired.is_none()) {
             // Only an OAuth grant has a state; a static token is a credential value.
@@ -175,12 +219,19 @@ pub async fn list(client: &Client, out: Output, args: ListArgs) -> Result<(), Cl
                 state.to_owned(),
             ]);
         }
-        table.render_or("no connections")
-    })
+        print_text(&table.render_or("no connections"));
+    }
+    Ok(())
 }
 
 /// `switchyard revoke WS CONN`.
 pub async fn revoke(client: &Client, out: Output, args: RevokeArgs) -> Result<(), CliError> {
+    let view = connection(client, &args.workspace, &args.connection).await?;
+    if view.runner != "central"
+        && let Location::Here(local) = locate(client, &args.workspace, &view.name, None).await?
+    {
+        return device_auth::revoke(out, &args.workspace, &local);
+    }
     let reply = client
         .post(
             &[

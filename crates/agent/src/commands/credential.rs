@@ -60,11 +60,15 @@ pub async fn run(client: &Client, out: Output, cmd: CredentialCommand) -> Result
 }
 
 /// A connection placed on this machine's device, with where its credentials live.
-struct LocalConnection {
-    id: ConnectionId,
-    name: String,
-    spec: ConnectorSpec,
-    bindings_file: PathBuf,
+pub(crate) struct LocalConnection {
+    /// The connection.
+    pub(crate) id: ConnectionId,
+    /// Its name.
+    pub(crate) name: String,
+    /// The spec its placement runs.
+    pub(crate) spec: ConnectorSpec,
+    /// The device runner's bindings file.
+    pub(crate) bindings_file: PathBuf,
 }
 
 /// `credential set` and `credential rotate`.
@@ -239,7 +243,7 @@ fn reference_location(reference: &CredentialReference) -> String {
 }
 
 /// Where a connection's credential values are kept.
-enum Location {
+pub(crate) enum Location {
     /// On this machine: the connection is placed on the device paired here.
     Here(LocalConnection),
     /// On the server: a central connection (its values are set through the API and kept
@@ -252,7 +256,7 @@ enum Location {
 
 /// Finds `connection` of `workspace`: among the placements on the caller's devices, on the
 /// device paired on this machine under `profile`; else a central connection.
-async fn locate(
+pub(crate) async fn locate(
     client: &Client,
     workspace: &str,
     connection: &str,

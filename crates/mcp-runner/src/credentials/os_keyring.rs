@@ -33,6 +33,12 @@ enum Request {
         value: String,
         reply: Reply<()>,
     },
+    /// Remove an entry (none there is no error).
+    Delete {
+        service: String,
+        account: String,
+        reply: Reply<()>,
+    },
 }
 
 /// The Linux kernel keyring, used from a dedicated thread that holds a session keyring.
@@ -82,6 +88,14 @@ impl SecretStore for OsKeyring {
             service: service.to_owned(),
             account: account.to_owned(),
             value: value.to_owned(),
+            reply,
+        })
+    }
+
+    fn delete(&self, service: &str, account: &str) -> Result<(), StoreError> {
+        self.ask(|reply| Request::Delete {
+            service: service.to_owned(),
+            account: account.to_owned(),
             reply,
         })
     }
@@ -138,6 +152,19 @@ fn serve(store: &Arc<CredentialStore>, inbox: mpsc::Receiver<Request>) {
             } => {
                 let answer = Entry::new_in_store(store, &service, &account)
                     .and_then(|entry| entry.set_password(&value))
+                    .map_err(store_error);
+                let _ = reply.send(answer);
+            }
+            Request::Delete {
+                service,
+                account,
+                reply,
+            } => {
+                let answer = Entry::new_in_store(store, &service, &account)
+                    .and_then(|entry| match entry.delete_credential() {
+                        Err(keyring_core::Error::NoEntry) => Ok(()),
+                        done => done,
+                    })
                     .map_err(store_error);
                 let _ = reply.send(answer);
             }

@@ -7,6 +7,9 @@ pub trait SecretStore: Send + Sync {
 
     /// Stores `value` for `service`/`account`, replacing any earlier value.
     fn set(&self, service: &str, account: &str, value: &str) -> Result<(), StoreError>;
+
+    /// Removes the entry for `service`/`account`; removing one that does not exist succeeds.
+    fn delete(&self, service: &str, account: &str) -> Result<(), StoreError>;
 }
 
 /// Why a store could not answer. Messages never contain a stored value.
@@ -45,6 +48,10 @@ impl SecretStore for NoKeyring {
     }
 
     fn set(&self, _service: &str, _account: &str, _value: &str) -> Result<(), StoreError> {
+        Err(no_keyring())
+    }
+
+    fn delete(&self, _service: &str, _account: &str) -> Result<(), StoreError> {
         Err(no_keyring())
     }
 }

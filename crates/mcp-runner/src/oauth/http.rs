@@ -1,14 +1,14 @@
-//! The HTTP client of every OAuth request the server makes (discovery, registration, token
-//! requests, and the probe that asks an MCP server whether it wants OAuth): each request is
-//! bounded by the configured timeout, screened by the installation's endpoint guard like any
-//! HTTP connector (names resolve only to admitted addresses, literal addresses and redirects
+//! The HTTP client of every OAuth request a host makes — the server for its central
+//! connections, this machine for its device's (discovery, registration, token requests, and
+//! the probe that asks an MCP server whether it wants OAuth): each request is bounded by the
+//! configured timeout, screened by the host's endpoint guard like any HTTP connector (names resolve only to admitted addresses, literal addresses and redirects
 //! are checked), and its answer bounded to 1 MiB.
 //!
 //! It also remembers the OAuth `error` code of the last refused answer (RFC 6749 §5.2), read
 //! from the protocol's JSON field, so that a token request refused for `invalid_client` (the
 //! authorization server forgot the registration) is told apart from a passing failure.
 
-use axum::http;
+use crate::endpoints::EndpointGuard;
 use rmcp::transport::auth::{
     AuthError, OAuthHttpClient, OAuthHttpClientError, OAuthHttpClientFuture,
     OAuthHttpRedirectPolicy, OAuthHttpRequest,
@@ -16,7 +16,6 @@ use rmcp::transport::auth::{
 use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use switchyard_mcp_runner::endpoints::EndpointGuard;
 
 /// Largest OAuth answer read.
 const MAX_BODY: usize = 1024 * 1024;
@@ -25,16 +24,16 @@ const MAX_REDIRECTS: usize = 10;
 
 /// What an MCP server answered an `initialize` sent without a credential.
 #[derive(Clone, Debug)]
-pub(super) struct Probe {
+pub struct Probe {
     /// The HTTP status.
-    pub(super) status: u16,
+    pub status: u16,
     /// Its `WWW-Authenticate` challenge with the `Bearer` scheme, if any.
-    pub(super) bearer_challenge: Option<String>,
+    pub bearer_challenge: Option<String>,
 }
 
 /// One operation's OAuth HTTP client (build one per authorization or renewal, so that the
 /// error it remembers is that operation's).
-pub(super) struct OAuthHttp {
+pub struct OAuthHttp {
     follow: reqwest::Client,
     stop: reqwest::Client,
     guard: EndpointGuard,
@@ -52,7 +51,7 @@ struct Registration {
 
 impl OAuthHttp {
     /// A client screened by `guard`, each request bounded by `timeout`.
-    pub(super) fn new(guard: &EndpointGuard, timeout: Duration) -> Result<Arc<Self>, AuthError> {
+    pub fn new(guard: &EndpointGuard, timeout: Duration) -> Result<Arc<Self>, AuthError> {
         let policy_guard = guard.clone();
         let follow = reqwest::redirect::Policy::custom(move |attempt| {
             if let Some(refusal) = policy_guard.redirect_refusal(attempt.url()) {
@@ -83,7 +82,7 @@ impl OAuthHttp {
 
     /// Keeps the `client_secret` of a registration answered at `endpoint` (despite asking for
     /// a public client, a server may register a confidential one).
-    pub(super) fn watch_registration(&self, endpoint: &str) {
+    pub fn watch_registration(&self, endpoint: &str) {
         self.registration
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -91,7 +90,7 @@ impl OAuthHttp {
     }
 
     /// The `client_secret` the watched registration answered, if any.
-    pub(super) fn registered_secret(&self) -> Option<String> {
+    pub fn registered_secret(&self) -> Option<String> {
         self.registration
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -100,7 +99,7 @@ impl OAuthHttp {
     }
 
     /// The OAuth `error` code of the last answer that carried one.
-    pub(super) fn last_error(&self) -> Option<String> {
+    pub fn last_error(&self) -> Option<String> {
         self.last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -109,7 +108,7 @@ impl OAuthHttp {
 
     /// Sends the MCP server at `url` an `initialize` without a credential, as a client that
     /// knows nothing of it would: a 401 with a `Bearer` challenge says it wants OAuth.
-    pub(super) async fn probe(&self, url: &str) -> Result<Probe, String> {
+    pub async fn probe(&self, url: &str) -> Result<Probe, String> {
         self.guard.screen(url).await.map_err(|e| e.to_string())?;
         let body = serde_json::json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize",

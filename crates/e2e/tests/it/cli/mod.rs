@@ -11,7 +11,7 @@ mod contain;
 mod devices;
 mod diagnose;
 mod errors;
-mod harness;
+pub(crate) mod harness;
 mod reconcile;
 mod retire;
 mod sessions;

@@ -34,7 +34,7 @@ fn recording_spec(seen: &Path) -> ConnectorSpec {
 }
 
 /// `switchyard ARGS` as alice on a machine whose device identities are under `config_dir`.
-fn cli(server: &Server, config_dir: &Path, args: &[&str]) -> Command {
+pub(super) fn cli(server: &Server, config_dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(crate::harness::binary(bins::CLI));
     command
         .args(args)
@@ -80,7 +80,7 @@ fn succeeded(output: &Output) -> String {
 
 /// Fails if any process's command line (`/proc/*/cmdline`) holds `value`.
 #[track_caller]
-fn assert_in_no_argv(value: &str) {
+pub(super) fn assert_in_no_argv(value: &str) {
     let entries = std::fs::read_dir("/proc").expect("list /proc");
     for entry in entries.flatten() {
         // Processes come and go while the directory is read: a vanished one has no argv.

@@ -6,6 +6,7 @@ mod discovery;
 mod harness;
 mod large;
 mod mcp_clients;
+mod oauth;
 mod placements;
 mod proxy;
 mod runner;

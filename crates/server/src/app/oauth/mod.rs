@@ -21,7 +21,6 @@
 //! credential (`credential = user`) is refused for central connections.
 
 mod grant;
-mod http;
 mod renew;
 mod store;
 
@@ -29,7 +28,6 @@ pub use crate::db::{grant_context, pending_context};
 pub use renew::{CentralLaunch, Flights};
 
 use self::grant::{ClientRecord, PendingRecord, state_digest};
-use self::http::OAuthHttp;
 use self::store::{GrantKey, GrantStore, PendingStore};
 use super::audit::Audit;
 use super::{Actor, App};
@@ -38,11 +36,12 @@ use crate::error::{AppError, AppResult};
 use crate::vault::KeyFile;
 use rmcp::transport::auth::{
     AuthError, AuthorizationManager, AuthorizationMetadataSource, AuthorizationRequest,
-    AuthorizationSession, OAuthClientConfig,
+    AuthorizationSession,
 };
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_mcp_runner::oauth::{OAuthHttp, ResourceProblem, check_resource, client_manager};
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::{
     AuthKind, AuthorizationStarted, ClientVariableProblem, ConnectionView, ConnectorSpec,
@@ -207,7 +206,7 @@ impl App {
             .await
             .map_err(|e| match e {
                 FlowError::Auth(e) => refusal_of(&row.name, &e, http.last_error()),
-                FlowError::Resource(problem) => problem.refusal(&row.name),
+                FlowError::Resource(problem) => resource_refusal(&problem, &row.name),
             })?;
         let digest = state_digest(&begun.csrf);
         let plain = serde_json::to_vec(&begun.record)
@@ -549,71 +548,21 @@ impl From<AuthError> for FlowError {
     }
 }
 
-/// A resource indicator that token requests would send differently from the authorization
-/// request.
-#[derive(Debug, PartialEq, Eq)]
-struct ResourceProblem {
-    /// As the authorization request sends it (the protected-resource metadata's `resource`).
-    published: String,
-    /// As token and refresh requests would send it (`None`: it is not a URL at all).
-    normalized: Option<String>,
-}
-
-impl ResourceProblem {
-    /// The refusal, for connection `name`.
-    fn refusal(&self, name: &str) -> AppError {
-        let published = &self.published;
-        let why = match &self.normalized {
-            Some(normalized) => format!(
-                "token requests would send it normalized as `{normalized}`, and an authorization \
-                 server that enforces RFC 8707 refuses a resource that differs from the one \
-                 authorized (`invalid_target`)"
-            ),
-            None => "it is not an absolute URL, as RFC 8707 requires".to_owned(),
-        };
-        AppError::refused(
-            ErrorCode::AuthorizationUnsupported,
-            format!(
-                "connection `{name}`: its MCP server publishes its resource as `{published}` \
-                 (protected resource metadata, RFC 9728), but {why}; nothing was authorized. \
-                 Its operator must publish the resource in canonical URL form{}",
-                self.normalized
-                    .as_ref()
-                    .map(|normalized| format!(" (`{normalized}`)"))
-                    .unwrap_or_default()
-            ),
-        )
-    }
-}
-
-/// Refuses resource indicator `resource` unless parsing it as a URL gives it back unchanged:
-/// rmcp sends it verbatim at authorize, but as the parsed URL in token requests.
-fn check_resource(resource: &str) -> Result<(), ResourceProblem> {
-    match reqwest::Url::parse(resource) {
-        Ok(url) if url.as_str() == resource => Ok(()),
-        parsed => Err(ResourceProblem {
-            published: resource.to_owned(),
-            normalized: parsed.ok().map(String::from),
-        }),
-    }
+/// The refusal of a resource indicator that token requests would send differently.
+fn resource_refusal(problem: &ResourceProblem, name: &str) -> AppError {
+    AppError::refused(ErrorCode::AuthorizationUnsupported, problem.explain(name))
 }
 
 /// An authorization manager for the client of a grant, its tokens in `store`, without
-/// discovery (the metadata was kept from the flow).
+/// discovery (the metadata was kept from the flow); a declared client secret is read from the
+/// server's environment now.
 async fn manager_for(
     client: &ClientRecord,
     http: Arc<OAuthHttp>,
     store: GrantStore,
 ) -> Result<AuthorizationManager, AppError> {
-    let internal = |e: AuthError| AppError::Internal(format!("OAuth client setup: {e}"));
-    let mut manager =
-        AuthorizationManager::new_with_oauth_http_client(client.resource_indicator.as_str(), http)
-            .await
-            .map_err(internal)?;
-    manager.set_metadata(client.metadata.clone());
-    let mut config = OAuthClientConfig::new(client.client_id.clone(), client.redirect_uri.clone());
-    if let Some(variable) = &client.client_secret_env {
-        let secret = oauth_env(variable).map_err(|refusal| match refusal {
+    let secret = match &client.client_secret_env {
+        Some(variable) => Some(oauth_env(variable).map_err(|refusal| match refusal {
             EnvRefusal::Outside => env_outside("client_secret_env", variable),
             EnvRefusal::Unset => AppError::refused(
                 ErrorCode::AuthorizationFailed,
@@ -622,14 +571,12 @@ async fn manager_for(
                      not set"
                 ),
             ),
-        })?;
-        config = config.with_client_secret(secret);
-    } else if let Some(secret) = &client.registered_secret {
-        config = config.with_client_secret(secret.clone());
-    }
-    manager.configure_client(config).map_err(internal)?;
-    manager.set_credential_store(store);
-    Ok(manager)
+        })?),
+        None => client.registered_secret.clone(),
+    };
+    client_manager(client, http, secret, store)
+        .await
+        .map_err(|e| AppError::Internal(format!("OAuth client setup: {e}")))
 }
 
 /// Why [`oauth_env`] read no value.
@@ -809,47 +756,5 @@ fn refusal_of(name: &str, error: &AuthError, oauth_error: Option<String>) -> App
                 .unwrap_or_default();
             failed(name, &format!("{error}{code}"))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_resource_is_refused_unless_its_url_form_is_the_same_string() {
-        for canonical in [
-            "https://mcp.example.com/",
-            "https://mcp.example.com/mcp",
-            "http://127.0.0.1:8080/mcp?tenant=a",
-        ] {
-            assert_eq!(check_resource(canonical), Ok(()), "{canonical}");
-        }
-        for (published, normalized) in [
-            ("https://a.example", "https://a.example/"),
-            ("https://A.example/mcp", "https://a.example/mcp"),
-            ("https://a.example:443/mcp", "https://a.example/mcp"),
-        ] {
-            assert_eq!(
-                check_resource(published),
-                Err(ResourceProblem {
-                    published: published.to_owned(),
-                    normalized: Some(normalized.to_owned()),
-                })
-            );
-        }
-        let not_a_url = check_resource("mcp.example.com").unwrap_err();
-        assert_eq!(not_a_url.normalized, None);
-
-        let refusal = check_resource("https://a.example")
-            .unwrap_err()
-            .refusal("remote");
-        let AppError::Refused { code, message } = refusal else {
-            panic!("a refusal: {refusal:?}");
-        };
-        assert_eq!(code, ErrorCode::AuthorizationUnsupported);
-        assert!(message.contains("`https://a.example`"), "{message}");
-        assert!(message.contains("`https://a.example/`"), "{message}");
-        assert!(message.contains("invalid_target"), "{message}");
     }
 }

@@ -12,7 +12,6 @@
 //! authorizes the connection anew (which registers a new client if it forgot the old one).
 
 use super::grant::{GrantRecord, TokenFacts};
-use super::http::OAuthHttp;
 use super::manager_for;
 use super::store::{GrantKey, GrantStore, LockRefusal, open_grant};
 use crate::app::App;
@@ -20,11 +19,12 @@ use crate::metrics::Renewal;
 use rmcp::transport::auth::AuthError;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use switchyard_mcp_runner::credentials::codes;
 use switchyard_mcp_runner::launch::{
     LaunchFuture, NoticeFuture, RenewFuture, ResolveLaunch, SessionLaunch,
 };
+use switchyard_mcp_runner::oauth::{OAuthHttp, bearer, now};
 use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::{AuthKind, AuthState, CallError, ConnectorSpec, CredentialHolder};
 use switchyard_protocol::runner::LeasedCall;
@@ -90,29 +90,12 @@ impl ResolveLaunch for CentralLaunch {
     }
 }
 
-/// The bearer token `launch` sends, if any.
-fn bearer(launch: &SessionLaunch) -> Option<String> {
-    launch
-        .headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(AUTHORIZATION))
-        .and_then(|(_, value)| value.strip_prefix("Bearer "))
-        .map(str::to_owned)
-}
-
 /// A call's `failed` error.
 fn refusal(code: &str, message: String) -> CallError {
     CallError {
         code: code.to_owned(),
         message,
     }
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_secs())
-        .unwrap_or_default()
 }
 
 impl App {

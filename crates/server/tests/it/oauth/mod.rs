@@ -15,7 +15,7 @@ use switchyard_server::app::{App, AppConfig};
 use switchyard_server::db::Datastore;
 use switchyard_server::serve::ServeConfig;
 use switchyard_server::vault::KeyFile;
-use switchyard_testkit::oauth_server::OAuthServer;
+use switchyard_testkit::oauth_server::{self, OAuthServer};
 
 /// The connection every test authorizes.
 pub const CONNECTION: &str = "/api/v1/workspaces/acme/connections/remote";
@@ -202,54 +202,10 @@ pub async fn get_page(url: &str) -> (u16, String) {
     )
 }
 
-/// Follows the authorization server's redirects as a browser would (keeping its cookies),
-/// consent being automated, until it sends the browser to `redirect`: that URL.
+/// Follows the authorization server's redirects as a browser would, consent being
+/// automated, until it sends the browser to `redirect`: that URL.
 pub async fn consent(authorization_url: &str, redirect: &str) -> String {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let mut url = authorization_url.to_owned();
-    let mut cookies: Vec<(String, String)> = Vec::new();
-    for _ in 0..10 {
-        if url.starts_with(redirect) {
-            return url;
-        }
-        let cookie = cookies
-            .iter()
-            .map(|(name, value)| format!("{name}={value}"))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let answer = http
-            .get(&url)
-            .header("cookie", cookie)
-            .send()
-            .await
-            .expect("the authorization server answers");
-        for set in answer.headers().get_all("set-cookie") {
-            let pair = set
-                .to_str()
-                .unwrap_or_default()
-                .split(';')
-                .next()
-                .unwrap_or_default();
-            if let Some((name, value)) = pair.split_once('=') {
-                cookies.retain(|(known, _)| known != name);
-                cookies.push((name.to_owned(), value.to_owned()));
-            }
-        }
-        let location = answer
-            .headers()
-            .get("location")
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or_else(|| panic!("no redirect from {url}: {}", answer.status()))
-            .to_owned();
-        url = reqwest::Url::parse(&url)
-            .and_then(|base| base.join(&location))
-            .expect("a redirect URL")
-            .to_string();
-    }
-    panic!("the consent never reached {redirect}; last at {url}");
+    oauth_server::consent(authorization_url, |url| url.as_str().starts_with(redirect)).await
 }
 
 #[sqlx::test(migrations = "../../migrations")]

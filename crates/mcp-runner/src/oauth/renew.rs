@@ -1,0 +1,359 @@
+//! The device runner's OAuth access tokens: a [`ResolveLaunch`] around the device's own that
+//! puts a connection's grant from the keyring into its `Authorization` header when the
+//! connection uses OAuth, renewed before it expires and once more when the MCP server refuses
+//! it.
+//!
+//! - Single-flight per connection in the runner: one renewal at a time, and the calls behind
+//!   it use the token it obtained (a second look after the wait).
+//! - A refresh token the authorization server rejects (`invalid_grant`), or a client it forgot
+//!   (`invalid_client`), marks the grant `auth_required` after that one attempt: later calls
+//!   fail at once, until a person runs `switchyard auth` on the device again.
+//! - A grant is sent only to the URL it was obtained for, and forgotten when the connection's
+//!   URL or declared auth kind changed.
+//! - Every request is bounded by the timeout and screened by the device's endpoint guard.
+
+use super::device::{DeviceGrant, DeviceGrantStore, DeviceGrants};
+use super::http::OAuthHttp;
+use super::record::TokenFacts;
+use super::{client_manager, now};
+use crate::credentials::codes;
+use crate::endpoints::EndpointGuard;
+use crate::launch::{
+    LaunchFuture, LaunchResolver, NoticeFuture, RenewFuture, ResolveLaunch, SessionLaunch,
+};
+use rmcp::transport::auth::AuthError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use switchyard_protocol::ConnectionId;
+use switchyard_protocol::api::{AuthKind, AuthState, CallError, ConnectorSpec};
+use switchyard_protocol::runner::LeasedCall;
+
+/// The header an access token goes in.
+const AUTHORIZATION: &str = "Authorization";
+
+/// A launch resolver that adds device OAuth grants to another's launches.
+#[derive(Clone)]
+pub struct DeviceOAuth {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for DeviceOAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceOAuth")
+            .field("timeout", &self.shared.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    inner: LaunchResolver,
+    grants: DeviceGrants,
+    guard: EndpointGuard,
+    timeout: Duration,
+    lanes: Mutex<HashMap<ConnectionId, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl DeviceOAuth {
+    /// `inner`'s launches with the grants in `grants`, each OAuth request screened by `guard`
+    /// and bounded by `timeout`.
+    pub fn wrap(
+        inner: LaunchResolver,
+        grants: DeviceGrants,
+        guard: EndpointGuard,
+        timeout: Duration,
+    ) -> LaunchResolver {
+        Arc::new(Self {
+            shared: Arc::new(Shared {
+                inner,
+                grants,
+                guard,
+                timeout,
+                lanes: Mutex::default(),
+            }),
+        })
+    }
+}
+
+impl ResolveLaunch for DeviceOAuth {
+    fn launch(&self, call: &LeasedCall) -> LaunchFuture {
+        let resolved = self.shared.inner.launch(call);
+        let shared = Arc::clone(&self.shared);
+        let target = Target::of(call);
+        Box::pin(async move {
+            let launch = resolved.await?;
+            shared
+                .with_token(&target, launch, None)
+                .await
+                .map(|(launch, _)| launch)
+        })
+    }
+
+    fn renew(&self, call: &LeasedCall, refused: &SessionLaunch) -> RenewFuture {
+        let Some(token) = bearer(refused) else {
+            return self.shared.inner.renew(call, refused);
+        };
+        let shared = Arc::clone(&self.shared);
+        let target = Target::of(call);
+        let launch = refused.clone();
+        Box::pin(async move {
+            match shared.with_token(&target, launch, Some(&token)).await {
+                Ok((launch, true)) => Some(Ok(launch)),
+                Ok((_, false)) => None,
+                Err(error) => Some(Err(error)),
+            }
+        })
+    }
+
+    fn refused_renewed(&self, call: &LeasedCall) -> NoticeFuture {
+        let shared = Arc::clone(&self.shared);
+        let connection = call.connection.connection_id;
+        let inner = self.shared.inner.refused_renewed(call);
+        Box::pin(async move {
+            inner.await;
+            if let Err(error) = shared.grants.set_state(connection, AuthState::AuthRequired) {
+                tracing::warn!(%error, %connection, "cannot record that the connection needs authorization");
+            }
+        })
+    }
+}
+
+/// What of a call decides its token.
+struct Target {
+    connection: ConnectionId,
+    kind: Option<AuthKind>,
+}
+
+impl Target {
+    fn of(call: &LeasedCall) -> Self {
+        Self {
+            connection: call.connection.connection_id,
+            kind: call.connection.auth_kind,
+        }
+    }
+}
+
+impl Shared {
+    /// `launch` with the connection's access token when it uses a device OAuth grant (then
+    /// `true`); with `refused`, the token its server refused, and a renewed one is sent.
+    async fn with_token(
+        &self,
+        target: &Target,
+        mut launch: SessionLaunch,
+        refused: Option<&str>,
+    ) -> Result<(SessionLaunch, bool), CallError> {
+        let ConnectorSpec::Http { url } = &launch.spec else {
+            return Ok((launch, false));
+        };
+        let connection = target.connection;
+        let unavailable = |e: crate::credentials::StoreError| {
+            refusal(
+                codes::UNAVAILABLE,
+                format!("connection {connection}: its OAuth grant in the keyring: {e}"),
+            )
+        };
+        let needs = |why: &str| {
+            refusal(
+                codes::MISSING,
+                format!(
+                    "connection {connection} {why}: authorize it on this device (`switchyard auth \
+                     WS CONNECTION`)"
+                ),
+            )
+        };
+        if let Some(AuthKind::None | AuthKind::Token) = target.kind {
+            // Declared to send no OAuth token: a grant obtained before the change is not
+            // what the connection now says to send.
+            self.grants.delete(connection).map_err(unavailable)?;
+            return Ok((launch, false));
+        }
+        let Some(grant) = self.grants.get(connection).map_err(unavailable)? else {
+            return match target.kind {
+                Some(AuthKind::Oauth) => Err(needs("is not authorized on this device")),
+                _ => Ok((launch, false)),
+            };
+        };
+        if grant.resource != *url {
+            self.grants.delete(connection).map_err(unavailable)?;
+            return Err(needs("changed its URL since it was authorized"));
+        }
+        let token = self.token(connection, grant, refused).await?;
+        launch
+            .headers
+            .retain(|(name, _)| !name.eq_ignore_ascii_case(AUTHORIZATION));
+        launch
+            .headers
+            .push((AUTHORIZATION.to_owned(), format!("Bearer {token}")));
+        Ok((launch, true))
+    }
+
+    /// The access token of `grant`: the stored one while it is not due and not `refused`,
+    /// else renewed.
+    async fn token(
+        &self,
+        connection: ConnectionId,
+        grant: DeviceGrant,
+        refused: Option<&str>,
+    ) -> Result<String, CallError> {
+        check_state(connection, &grant)?;
+        let standing = grant.grant.standing(now()).ok_or_else(|| {
+            refusal(
+                codes::MISSING,
+                format!("connection {connection}: its grant holds no access token"),
+            )
+        })?;
+        if !standing.due && refused != Some(standing.token.as_str()) {
+            return Ok(standing.token);
+        }
+        let observed = refused.unwrap_or(&standing.token).to_owned();
+        let lane = self.lane(connection);
+        let _flight = lane.lock().await;
+        self.renew(connection, &observed).await
+    }
+
+    /// The lane renewals of `connection` take turns in.
+    fn lane(&self, connection: ConnectionId) -> Arc<tokio::sync::Mutex<()>> {
+        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        lanes.retain(|_, lane| Arc::strong_count(lane) > 1);
+        Arc::clone(lanes.entry(connection).or_default())
+    }
+
+    /// Renews `connection`'s grant, unless another call renewed it since `observed` was read.
+    async fn renew(&self, connection: ConnectionId, observed: &str) -> Result<String, CallError> {
+        let auth_required = |why: &str| {
+            refusal(
+                codes::AUTH_REQUIRED,
+                format!(
+                    "connection {connection} needs authorization again: {why}; authorize it on \
+                     this device (`switchyard auth WS CONNECTION`)"
+                ),
+            )
+        };
+        let unavailable = |e: String| {
+            refusal(
+                codes::UNAVAILABLE,
+                format!("connection {connection}: its OAuth grant in the keyring: {e}"),
+            )
+        };
+        // A second look after the wait: the renewal before this one may have done it.
+        let grant = self
+            .grants
+            .get(connection)
+            .map_err(|e| unavailable(e.to_string()))?
+            .ok_or_else(|| {
+                refusal(
+                    codes::MISSING,
+                    format!(
+                        "connection {connection} is no longer authorized (its grant was revoked)"
+                    ),
+                )
+            })?;
+        check_state(connection, &grant)?;
+        if let Some(standing) = grant.grant.standing(now()) {
+            if standing.token != observed && !standing.due {
+                return Ok(standing.token);
+            }
+            if !standing.refreshable {
+                self.mark(connection, AuthState::Expired);
+                return Err(auth_required(
+                    "its access token expired and came with no refresh token",
+                ));
+            }
+        }
+        let http =
+            OAuthHttp::new(&self.guard, self.timeout).map_err(|e| unavailable(e.to_string()))?;
+        let store = DeviceGrantStore::renewing(self.grants.clone(), connection, &grant);
+        let manager = client_manager(
+            &grant.grant.client,
+            Arc::clone(&http),
+            grant.grant.client.registered_secret.clone(),
+            store.clone(),
+        )
+        .await
+        .map_err(|e| refusal(codes::RENEWAL_FAILED, e.to_string()))?;
+        let renewed = manager.refresh_token().await;
+        if store.superseded() {
+            return Err(refusal(
+                codes::MISSING,
+                format!(
+                    "connection {connection}: its grant was revoked or replaced while its token \
+                     was renewed, so the renewed token was discarded; nothing was sent"
+                ),
+            ));
+        }
+        match renewed {
+            Ok(token) => TokenFacts::of(&token).access_token.ok_or_else(|| {
+                refusal(
+                    codes::RENEWAL_FAILED,
+                    "the authorization server answered the refresh without an access token"
+                        .to_owned(),
+                )
+            }),
+            // The store marked the grant `auth_required`.
+            Err(AuthError::TokenRefreshRejected(_)) => Err(auth_required(
+                "the authorization server refused its refresh token",
+            )),
+            Err(_) if http.last_error().as_deref() == Some("invalid_client") => {
+                self.mark(connection, AuthState::AuthRequired);
+                Err(auth_required(
+                    "the authorization server no longer knows the client it registered \
+                     (authorizing again registers a new one)",
+                ))
+            }
+            Err(AuthError::AuthorizationRequired) => {
+                self.mark(connection, AuthState::AuthRequired);
+                Err(auth_required("its grant cannot be renewed"))
+            }
+            Err(error) => {
+                tracing::warn!(%connection, %error, "renewing an OAuth token failed");
+                Err(refusal(
+                    codes::RENEWAL_FAILED,
+                    format!(
+                        "connection {connection}: renewing its OAuth token failed: {error}; \
+                         nothing was sent"
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Records `state` on the grant, logging (not failing) a keyring error: the call's own
+    /// error already says what happened.
+    fn mark(&self, connection: ConnectionId, state: AuthState) {
+        if let Err(error) = self.grants.set_state(connection, state) {
+            tracing::warn!(%error, %connection, %state, "cannot record the grant's state");
+        }
+    }
+}
+
+/// Fails the call at once when the grant can no longer be renewed.
+fn check_state(connection: ConnectionId, grant: &DeviceGrant) -> Result<(), CallError> {
+    match grant.state {
+        state @ (AuthState::AuthRequired | AuthState::Expired) => Err(refusal(
+            codes::AUTH_REQUIRED,
+            format!(
+                "connection {connection} needs authorization again ({state}): authorize it on \
+                 this device (`switchyard auth WS CONNECTION`)"
+            ),
+        )),
+        AuthState::Authorized | AuthState::NeedsAuthorization => Ok(()),
+    }
+}
+
+/// The bearer token `launch` sends, if any.
+pub fn bearer(launch: &SessionLaunch) -> Option<String> {
+    launch
+        .headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(AUTHORIZATION))
+        .and_then(|(_, value)| value.strip_prefix("Bearer "))
+        .map(str::to_owned)
+}
+
+/// A call's `failed` error.
+fn refusal(code: &str, message: String) -> CallError {
+    CallError {
+        code: code.to_owned(),
+        message,
+    }
+}
