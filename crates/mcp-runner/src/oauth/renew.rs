@@ -161,17 +161,25 @@ impl Shared {
                 ),
             )
         };
-        if let Some(AuthKind::None | AuthKind::Token) = target.kind {
-            // Declared to send no OAuth token: a grant obtained before the change is not
-            // what the connection now says to send.
-            self.grants.delete(connection).map_err(unavailable)?;
-            return Ok((launch, false));
-        }
-        let Some(grant) = self.grants.get(connection).map_err(unavailable)? else {
-            return match target.kind {
-                Some(AuthKind::Oauth) => Err(needs("is not authorized on this device")),
-                _ => Ok((launch, false)),
-            };
+        let found = self.grants.get(connection);
+        let grant = match (target.kind, found) {
+            (Some(AuthKind::None | AuthKind::Token), found) => {
+                // Declared to send no OAuth token: a grant obtained before the change is not
+                // what the connection now says to send. (No keyring: there is none to forget.)
+                if let Ok(Some(_)) = found
+                    && let Err(error) = self.grants.delete(connection)
+                {
+                    tracing::warn!(%error, %connection, "cannot forget a grant the connection no longer uses");
+                }
+                return Ok((launch, false));
+            }
+            (Some(AuthKind::Oauth), found) => found
+                .map_err(unavailable)?
+                .ok_or_else(|| needs("is not authorized on this device"))?,
+            // Not declared: a grant authorized here for this URL is sent; without a keyring,
+            // or without a grant, the connection sends what its bindings say.
+            (None, Ok(Some(grant))) => grant,
+            (None, _) => return Ok((launch, false)),
         };
         if grant.resource != *url {
             self.grants.delete(connection).map_err(unavailable)?;
@@ -355,5 +363,71 @@ fn refusal(code: &str, message: String) -> CallError {
     CallError {
         code: code.to_owned(),
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::NoKeyring;
+    use crate::executor::immediate_resolver;
+    use switchyard_protocol::runner::{ConnectionTarget, Epoch, Submitter};
+    use switchyard_protocol::{CallId, ProfileId, RequestId, UserId};
+
+    fn call(auth_kind: Option<AuthKind>) -> LeasedCall {
+        LeasedCall {
+            traceparent: None,
+            call_id: CallId::new(),
+            request_id: RequestId::new(),
+            epoch: Epoch(1),
+            connection: ConnectionTarget {
+                connection_id: ConnectionId::new(),
+                revision: 1,
+                spec: ConnectorSpec::Http {
+                    url: "http://127.0.0.1:1/mcp".into(),
+                },
+                accepted_spec_digest: None,
+                auth_kind,
+            },
+            tool_name: "echo".into(),
+            arguments: serde_json::json!({}),
+            timeout_seconds: 1,
+            client_session_id: None,
+            profile_id: ProfileId::new(),
+            submitter: Submitter::User(UserId::new()),
+            kind: Default::default(),
+        }
+    }
+
+    /// A device runner without an OS keyring: its bindings' header, and nothing else.
+    fn without_keyring() -> LaunchResolver {
+        let bound = immediate_resolver(|call: &LeasedCall| {
+            Ok(SessionLaunch {
+                spec: call.connection.spec.clone(),
+                env: Vec::new(),
+                headers: vec![(AUTHORIZATION.to_owned(), "Bearer bound".to_owned())],
+            })
+        });
+        DeviceOAuth::wrap(
+            bound,
+            DeviceGrants::new(Arc::new(NoKeyring)),
+            EndpointGuard::device(),
+            Duration::from_secs(1),
+        )
+    }
+
+    #[tokio::test]
+    async fn without_a_keyring_only_a_declared_oauth_connection_fails() {
+        let resolver = without_keyring();
+        for kind in [None, Some(AuthKind::None), Some(AuthKind::Token)] {
+            let launch = resolver.launch(&call(kind)).await.expect("launches");
+            assert_eq!(bearer(&launch).as_deref(), Some("bound"), "{kind:?}");
+        }
+        let error = resolver
+            .launch(&call(Some(AuthKind::Oauth)))
+            .await
+            .expect_err("no grant can be read");
+        assert_eq!(error.code, codes::UNAVAILABLE);
+        assert!(error.message.contains("keyring"), "{}", error.message);
     }
 }
