@@ -25,15 +25,25 @@ use switchyard_mcp_runner::oauth::authorize::{
     self, AuthorizeError, Declared, DeclaredClient, Started,
 };
 use switchyard_mcp_runner::oauth::{DeviceGrants, OAuthHttp};
-use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::{
     AuthKind, AuthState, ConnectionView, ConnectorSpec, OAUTH_ENV_PREFIX, PlacementView,
     check_client_variable,
 };
+use switchyard_protocol::{ConnectionId, ErrorCode};
 use tokio::signal::unix::{SignalKind, signal};
 
-/// The time bound of each OAuth request made from here.
+/// The time bound of each OAuth request made from here when
+/// `SWITCHYARD_AUTHORIZATION_TIMEOUT_SECONDS` (the server's and the device runner's variable)
+/// does not say.
 const OAUTH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Each OAuth request's time bound.
+fn oauth_timeout() -> Duration {
+    std::env::var("SWITCHYARD_AUTHORIZATION_TIMEOUT_SECONDS")
+        .ok()
+        .and_then(|seconds| seconds.parse::<u64>().ok())
+        .map_or(OAUTH_TIMEOUT, |seconds| Duration::from_secs(seconds.max(1)))
+}
 
 /// The OS keyring, or why it cannot hold a credential.
 fn keyring() -> Result<Arc<dyn SecretStore>, CliError> {
@@ -55,7 +65,7 @@ pub(crate) async fn authorize(
         Some(AuthKind::None) => {
             return Err(refused(
                 local,
-                "authorization_unsupported",
+                ErrorCode::AuthorizationUnsupported.as_str(),
                 "it is declared `auth = none`: nothing to authorize".to_owned(),
             ));
         }
@@ -64,7 +74,7 @@ pub(crate) async fn authorize(
     let ConnectorSpec::Http { url } = &local.spec else {
         return Err(refused(
             local,
-            "authorization_unsupported",
+            ErrorCode::AuthorizationUnsupported.as_str(),
             "it runs a stdio server: OAuth is for HTTP connections; bind its variables with \
              `switchyard credential set`"
                 .to_owned(),
@@ -78,8 +88,13 @@ pub(crate) async fn authorize(
     let loopback = Loopback::bind()
         .await
         .map_err(|e| CliError::Usage(format!("cannot listen on a loopback port: {e}")))?;
-    let http = OAuthHttp::new(&EndpointGuard::device(), OAUTH_TIMEOUT)
-        .map_err(|e| refused(local, "authorization_failed", e.to_string()))?;
+    let http = OAuthHttp::new(&EndpointGuard::device(), oauth_timeout()).map_err(|e| {
+        refused(
+            local,
+            ErrorCode::AuthorizationFailed.as_str(),
+            e.to_string(),
+        )
+    })?;
     let started = authorize::begin(url, &loopback.redirect_uri(), &declared, http)
         .await
         .map_err(|e| authorize_refusal(local, e))?;
@@ -134,7 +149,7 @@ async fn finish(
     local: &LocalConnection,
 ) -> Result<(), CliError> {
     let arrived = loopback
-        .arrival()
+        .arrival(|redirect| started.is_answered_by(redirect))
         .await
         .map_err(|e| CliError::Usage(format!("the loopback port failed: {e}")))?;
     let redirect = arrived.redirect.clone();
@@ -170,7 +185,7 @@ fn declared(local: &LocalConnection, view: &ConnectionView) -> Result<Declared, 
         if check_client_variable(variable).is_err() {
             return Err(refused(
                 local,
-                "oauth_env_refused",
+                ErrorCode::OauthEnvRefused.as_str(),
                 format!(
                     "`{field}` = `{variable}`: OAuth clients are read only from environment \
                      variables named `{OAUTH_ENV_PREFIX}*`"
@@ -180,7 +195,7 @@ fn declared(local: &LocalConnection, view: &ConnectionView) -> Result<Declared, 
         std::env::var(variable).map_err(|_| {
             refused(
                 local,
-                "authorization_failed",
+                ErrorCode::AuthorizationFailed.as_str(),
                 format!(
                     "it names `{variable}` as its `{field}`, which is not set on this machine; \
                      set it and run `switchyard auth` again"
@@ -245,25 +260,30 @@ fn set_token(out: Output, args: &AuthArgs, local: &LocalConnection) -> Result<()
     Ok(())
 }
 
-/// `switchyard revoke WS CONN` for connection `local`, placed here: forgets its grant.
+/// `switchyard revoke WS CONN` for connection `local`, placed here: forgets its OAuth grant
+/// and its bound values (their keyring entries included); the declaration stays.
 pub(crate) fn revoke(
     out: Output,
     workspace: &str,
     local: &LocalConnection,
 ) -> Result<(), CliError> {
-    let grants = DeviceGrants::new(keyring()?);
-    grants
+    let keyring = keyring()?;
+    DeviceGrants::new(Arc::clone(&keyring))
         .delete(local.id)
         .map_err(CliError::KeyringUnavailable)?;
+    let unbound = CredentialResolver::new(Some(local.bindings_file.clone()), keyring)
+        .forget(local.id)
+        .map_err(CliError::Credential)?;
     if out.is_json() {
         println!(
             "{}",
-            serde_json::json!({"connection": local.name, "state": AuthState::NeedsAuthorization})
+            serde_json::json!({"connection": local.name, "state": AuthState::NeedsAuthorization,
+                "unbound": unbound})
         );
     } else {
         print_text(&format!(
-            "connection {}: its OAuth grant was removed from this device's keyring; it needs \
-             authorization again (`switchyard auth {workspace} {}`)",
+            "connection {}: its OAuth grant and {unbound} bound value(s) were removed from this \
+             device; it needs authorization again (`switchyard auth {workspace} {}`)",
             local.name, local.name
         ));
     }
@@ -313,10 +333,10 @@ fn authorize_refusal(local: &LocalConnection, error: AuthorizeError) -> CliError
     let code = match &error {
         AuthorizeError::NotRequested { .. }
         | AuthorizeError::Unsupported(_)
-        | AuthorizeError::Resource(_) => "authorization_unsupported",
-        AuthorizeError::IssuerMismatch(_) => "issuer_mismatch",
-        AuthorizeError::Declined => "authorization_declined",
-        AuthorizeError::Failed(_) => "authorization_failed",
+        | AuthorizeError::Resource(_) => ErrorCode::AuthorizationUnsupported.as_str(),
+        AuthorizeError::IssuerMismatch(_) => ErrorCode::IssuerMismatch.as_str(),
+        AuthorizeError::Declined => ErrorCode::AuthorizationDeclined.as_str(),
+        AuthorizeError::Failed(_) => ErrorCode::AuthorizationFailed.as_str(),
     };
     let message = match &error {
         AuthorizeError::Resource(problem) => problem.explain(&local.name),

@@ -11,8 +11,9 @@ use tokio::net::{TcpListener, TcpStream};
 const CALLBACK_PATH: &str = "/callback";
 /// Longest request head read.
 const MAX_HEAD: usize = 16 * 1024;
-/// How long one connection may take to send its request head.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one connection may take to send its request head (requests are read one at a
+/// time: a silent one must not hold the browser's redirect long).
+const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A listening loopback port.
 #[derive(Debug)]
@@ -42,8 +43,13 @@ impl Loopback {
         format!("http://127.0.0.1:{}{CALLBACK_PATH}", self.port)
     }
 
-    /// Waits for a request to the callback path; others are answered 404 and ignored.
-    pub(crate) async fn arrival(&self) -> std::io::Result<Arrived> {
+    /// Waits for a request to the callback path that `belongs` accepts (it carries the
+    /// authorization's state); others are answered 404 or 400 and ignored, so no other local
+    /// request can end the authorization.
+    pub(crate) async fn arrival(
+        &self,
+        belongs: impl Fn(&Redirect) -> bool,
+    ) -> std::io::Result<Arrived> {
         loop {
             let (mut stream, _) = self.listener.accept().await?;
             let Ok(Ok(Some(target))) =
@@ -52,7 +58,15 @@ impl Loopback {
                 continue;
             };
             match redirect_of(&target) {
-                Some(redirect) => return Ok(Arrived { redirect, stream }),
+                Some(redirect) if belongs(&redirect) => return Ok(Arrived { redirect, stream }),
+                Some(_) => {
+                    let _ = respond(
+                        &mut stream,
+                        400,
+                        "Not the authorization this port waits for.",
+                    )
+                    .await;
+                }
                 None => {
                     let _ = respond(&mut stream, 404, "Not found.").await;
                 }

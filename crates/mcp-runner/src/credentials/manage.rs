@@ -80,6 +80,29 @@ pub struct CredentialStatus {
 }
 
 impl CredentialResolver {
+    /// Empties `connection`'s credentials on this machine: removes its binding, and the
+    /// keyring entries `credential set` made for it (accounts `<connection>/<name>`, never an
+    /// entry another binding may share). Answers how many destinations were bound.
+    pub fn forget(&self, connection: ConnectionId) -> Result<usize, CredentialError> {
+        let binding = match self.lookup(connection)? {
+            Lookup::Bound { binding, .. } => binding,
+            Lookup::Unbound { .. } => return Ok(0),
+        };
+        let own = format!("{connection}/");
+        for reference in binding.env.values().chain(binding.headers.values()) {
+            if let Source::OsStore { account } = &reference.source
+                && account.starts_with(&own)
+            {
+                // A keyring that cannot be reached keeps the value, but nothing binds it.
+                if let Err(error) = self.store.delete(KEYRING_SERVICE, account) {
+                    tracing::warn!(%error, %connection, "cannot delete a keyring entry");
+                }
+            }
+        }
+        self.unbind(connection)?;
+        Ok(binding.env.len() + binding.headers.len())
+    }
+
     /// Stores `value` for destination `name` of `connection` (placed from connector `spec`) and
     /// binds the destination to it as `target` says; returns the binding. `name` must be an
     /// environment variable `spec` declares (stdio) or a header (HTTP), not a reserved one.

@@ -10,7 +10,7 @@
 
 use super::device::{DeviceGrantStore, DeviceGrants};
 use super::http::OAuthHttp;
-use super::record::ClientRecord;
+use super::record::{ClientRecord, compact_metadata};
 use super::resource::{ResourceProblem, check_resource};
 use rmcp::transport::auth::{
     AuthError, AuthorizationManager, AuthorizationMetadataSource, AuthorizationRequest,
@@ -69,7 +69,10 @@ pub enum AuthorizeError {
     #[error("its resource indicator cannot be sent unchanged")]
     Resource(ResourceProblem),
     /// The answer came from another authorization server than the flow began with.
-    #[error("{0}; the code was not redeemed (RFC 9207)")]
+    #[error(
+        "{0}; the code was not redeemed (RFC 9207). Start the authorization again and make sure \
+         the browser comes back from the same authorization server"
+    )]
     IssuerMismatch(String),
     /// The person declined consent.
     #[error("consent was declined at the authorization server (`access_denied`)")]
@@ -83,6 +86,8 @@ pub enum AuthorizeError {
 pub struct Started {
     /// The URL a person consents at.
     pub authorization_url: String,
+    /// The `state` it was sent with: only a redirect carrying it is this authorization's.
+    state: String,
     session: AuthorizationSession,
     client: ClientRecord,
     resource: String,
@@ -99,7 +104,7 @@ impl std::fmt::Debug for Started {
 }
 
 /// What the redirect to the loopback port carries (RFC 6749 §4.1.2, RFC 9207).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Redirect {
     /// The authorization code.
     pub code: Option<String>,
@@ -109,6 +114,16 @@ pub struct Redirect {
     pub iss: Option<String>,
     /// The authorization server's refusal, when it refused.
     pub error: Option<String>,
+}
+
+impl std::fmt::Debug for Redirect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redirect")
+            .field("code", &self.code.as_ref().map(|_| "<code>"))
+            .field("iss", &self.iss)
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Begins authorizing the MCP server at `url`, the browser to come back to `redirect_uri` (a
@@ -189,6 +204,8 @@ pub async fn begin(
         param("client_id").zip(param("resource")).ok_or_else(|| {
             AuthorizeError::Failed("the authorization URL lacks client_id or resource".to_owned())
         })?;
+    let state = param("state")
+        .ok_or_else(|| AuthorizeError::Failed("the authorization URL lacks state".to_owned()))?;
     check_resource(&resource_indicator).map_err(AuthorizeError::Resource)?;
     let registered_secret = match &declared.client {
         Some(client) => client.secret.clone(),
@@ -196,9 +213,10 @@ pub async fn begin(
     };
     Ok(Started {
         authorization_url,
+        state,
         session,
         client: ClientRecord {
-            metadata,
+            metadata: compact_metadata(&metadata),
             client_id,
             client_secret_env: None,
             registered_secret,
@@ -211,6 +229,15 @@ pub async fn begin(
 }
 
 impl Started {
+    /// Whether `redirect` belongs to this authorization: it carries its `state` (compared in
+    /// constant time). Any other request to the redirect URI is not an answer to it.
+    pub fn is_answered_by(&self, redirect: &Redirect) -> bool {
+        redirect
+            .state
+            .as_deref()
+            .is_some_and(|state| same_secret(state.as_bytes(), self.state.as_bytes()))
+    }
+
     /// Finishes the authorization with the `redirect` the browser brought back: checks its
     /// `iss`, redeems its code, and keeps the grant in `grants` as `connection`'s.
     pub async fn finish(
@@ -219,6 +246,11 @@ impl Started {
         connection: ConnectionId,
         redirect: Redirect,
     ) -> Result<(), AuthorizeError> {
+        if !self.is_answered_by(&redirect) {
+            return Err(AuthorizeError::Failed(
+                "the redirect does not carry this authorization's state".to_owned(),
+            ));
+        }
         if let Some(error) = redirect.error {
             return Err(if error == "access_denied" {
                 AuthorizeError::Declined
@@ -244,28 +276,41 @@ impl Started {
     }
 }
 
-/// Reads rmcp's `error`, with the OAuth error code the last answer carried.
-fn refusal(error: AuthError, oauth_error: Option<String>) -> AuthorizeError {
-    match error {
-        AuthError::AuthorizationServerMismatch { .. }
-        | AuthError::AuthorizationServerMissingIssuer { .. } => {
-            AuthorizeError::IssuerMismatch(error.to_string())
-        }
-        AuthError::PkceUnsupported => AuthorizeError::Unsupported(
-            "its authorization server does not advertise PKCE with S256, which the MCP \
-             authorization spec requires; nothing was registered"
-                .to_owned(),
-        ),
-        AuthError::NoAuthorizationSupport => AuthorizeError::Unsupported(
-            "its server publishes no OAuth metadata (RFC 9728 / RFC 8414), so it cannot be \
-             authorized as the MCP spec says"
-                .to_owned(),
-        ),
-        error => {
-            let code = oauth_error
-                .map(|code| format!(" (`{code}`)"))
-                .unwrap_or_default();
-            AuthorizeError::Failed(format!("{error}{code}"))
+/// Whether `a` equals `b`, in time that depends only on their lengths.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+impl AuthorizeError {
+    /// What rmcp's `error` means for whoever authorizes, with the OAuth error code the last
+    /// answer carried (the server's and a device's flows say the same).
+    pub fn from_auth(error: &AuthError, oauth_error: Option<String>) -> Self {
+        match error {
+            AuthError::AuthorizationServerMismatch { .. }
+            | AuthError::AuthorizationServerMissingIssuer { .. } => {
+                Self::IssuerMismatch(error.to_string())
+            }
+            AuthError::PkceUnsupported => Self::Failed(
+                "its authorization server does not advertise PKCE with S256, which the MCP \
+                 authorization spec requires; nothing was registered"
+                    .to_owned(),
+            ),
+            AuthError::NoAuthorizationSupport => Self::Unsupported(
+                "its server publishes no OAuth metadata (RFC 9728 / RFC 8414), so it cannot be \
+                 authorized as the MCP spec says"
+                    .to_owned(),
+            ),
+            error => {
+                let code = oauth_error
+                    .map(|code| format!(" (`{code}`)"))
+                    .unwrap_or_default();
+                Self::Failed(format!("{error}{code}"))
+            }
         }
     }
+}
+
+/// [`AuthorizeError::from_auth`], for an error this module owns.
+fn refusal(error: AuthError, oauth_error: Option<String>) -> AuthorizeError {
+    AuthorizeError::from_auth(&error, oauth_error)
 }

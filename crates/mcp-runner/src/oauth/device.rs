@@ -89,6 +89,16 @@ impl DeviceGrants {
         })?;
         self.store
             .set(OAUTH_KEYRING_SERVICE, &connection.to_string(), &text)
+            .map_err(|error| match error {
+                StoreError::Failed { reason } => StoreError::Failed {
+                    reason: format!(
+                        "{reason} (a grant takes a few KB of the user's kernel keyring quota, \
+                         /proc/sys/kernel/keys/maxbytes: remove grants no longer used with \
+                         `switchyard revoke`)"
+                    ),
+                },
+                other => other,
+            })
     }
 
     /// Forgets connection `connection`'s grant (none is no error).
@@ -97,15 +107,21 @@ impl DeviceGrants {
             .delete(OAUTH_KEYRING_SERVICE, &connection.to_string())
     }
 
-    /// Records `state` on connection `connection`'s grant, if it has one.
-    pub fn set_state(&self, connection: ConnectionId, state: AuthState) -> Result<(), StoreError> {
+    /// Records `state` on connection `connection`'s grant, if it has one — only on generation
+    /// `read` when given (what a renewal read: a grant written since is left as it is).
+    pub fn set_state(
+        &self,
+        connection: ConnectionId,
+        read: Option<u64>,
+        state: AuthState,
+    ) -> Result<(), StoreError> {
         match self.get(connection)? {
-            Some(mut grant) => {
+            Some(mut grant) if read.is_none_or(|read| read == grant.generation) => {
                 grant.state = state;
                 grant.generation += 1;
                 self.put(connection, &grant)
             }
-            None => Ok(()),
+            _ => Ok(()),
         }
     }
 }
@@ -184,10 +200,18 @@ fn store_error(error: StoreError) -> AuthError {
 #[async_trait::async_trait]
 impl CredentialStore for DeviceGrantStore {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        Ok(self
-            .grants
-            .get(self.connection)
-            .map_err(store_error)?
+        let grant = self.grants.get(self.connection).map_err(store_error)?;
+        if let Some(read) = self.renewing
+            && grant.as_ref().map(|grant| grant.generation) != Some(read)
+        {
+            // Revoked or authorized anew since the renewal read it: its refresh token is not
+            // this renewal's to spend.
+            self.superseded.store(true, Ordering::SeqCst);
+            return Err(AuthError::CredentialStoreError(
+                "the grant was revoked or replaced while it was renewed".to_owned(),
+            ));
+        }
+        Ok(grant
             .filter(|grant| grant.resource == self.resource)
             .map(|grant| grant.grant.credentials))
     }
@@ -229,7 +253,7 @@ impl CredentialStore for DeviceGrantStore {
         _credentials: &StoredCredentials,
     ) -> Result<(), AuthError> {
         self.grants
-            .set_state(self.connection, AuthState::AuthRequired)
+            .set_state(self.connection, self.renewing, AuthState::AuthRequired)
             .map_err(store_error)
     }
 }

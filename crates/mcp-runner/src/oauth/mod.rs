@@ -22,7 +22,7 @@ mod resource;
 
 pub use device::{DeviceGrant, DeviceGrantStore, DeviceGrants, OAUTH_KEYRING_SERVICE};
 pub use http::{OAuthHttp, Probe};
-pub use record::{ClientRecord, GrantRecord, Standing, TokenFacts};
+pub use record::{ClientRecord, GrantRecord, Standing, TokenFacts, compact_metadata};
 pub use renew::{DeviceOAuth, bearer};
 pub use resource::{ResourceProblem, check_resource};
 

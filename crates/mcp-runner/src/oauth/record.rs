@@ -4,6 +4,31 @@
 //! ([`super::DeviceGrants`]).
 
 use rmcp::transport::auth::{AuthorizationMetadata, OAuthTokenResponse, StoredCredentials};
+use std::collections::HashMap;
+
+/// The metadata fields beyond the typed ones that token requests read (how the client
+/// authenticates, whether `iss` comes back).
+const KEPT_FIELDS: &[&str] = &[
+    "token_endpoint_auth_methods_supported",
+    "token_endpoint_auth_signing_alg_values_supported",
+    "authorization_response_iss_parameter_supported",
+];
+
+/// `metadata` with only what token requests need: a grant kept in a small store (a device's
+/// kernel keyring, with its per-user quota) does not carry the whole discovery document.
+pub fn compact_metadata(metadata: &AuthorizationMetadata) -> AuthorizationMetadata {
+    let mut kept = metadata.clone();
+    kept.scopes_supported = None;
+    kept.response_types_supported = None;
+    kept.jwks_uri = None;
+    kept.additional_fields = metadata
+        .additional_fields
+        .iter()
+        .filter(|(name, _)| KEPT_FIELDS.contains(&name.as_str()))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect::<HashMap<String, Value>>();
+    kept
+}
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -54,7 +79,7 @@ pub struct GrantRecord {
 }
 
 /// What a host needs of a token response, read from its standard JSON fields.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct TokenFacts {
     /// The access token.
     pub access_token: Option<String>,
@@ -79,7 +104,7 @@ impl TokenFacts {
 }
 
 /// A grant's access token as it stands: the token, and whether it is due for renewal.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Standing {
     /// The access token.
     pub token: String,
@@ -110,5 +135,27 @@ impl GrantRecord {
             due,
             refreshable: facts.refreshable,
         })
+    }
+}
+
+impl std::fmt::Debug for TokenFacts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenFacts")
+            .field(
+                "access_token",
+                &self.access_token.as_ref().map(|_| "<token>"),
+            )
+            .field("expires_in", &self.expires_in)
+            .field("refreshable", &self.refreshable)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Standing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Standing")
+            .field("due", &self.due)
+            .field("refreshable", &self.refreshable)
+            .finish_non_exhaustive()
     }
 }

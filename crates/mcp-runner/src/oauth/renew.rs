@@ -4,7 +4,8 @@
 //! it.
 //!
 //! - Single-flight per connection in the runner: one renewal at a time, and the calls behind
-//!   it use the token it obtained (a second look after the wait).
+//!   it use the token it obtained (a second look after the wait); for 5 s after a renewal
+//!   failed for now, the calls behind it fail at once instead of each asking again.
 //! - A refresh token the authorization server rejects (`invalid_grant`), or a client it forgot
 //!   (`invalid_client`), marks the grant `auth_required` after that one attempt: later calls
 //!   fail at once, until a person runs `switchyard auth` on the device again.
@@ -24,7 +25,7 @@ use crate::launch::{
 use rmcp::transport::auth::AuthError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::{AuthKind, AuthState, CallError, ConnectorSpec};
 use switchyard_protocol::runner::LeasedCall;
@@ -51,8 +52,15 @@ struct Shared {
     grants: DeviceGrants,
     guard: EndpointGuard,
     timeout: Duration,
-    lanes: Mutex<HashMap<ConnectionId, Arc<tokio::sync::Mutex<()>>>>,
+    lanes: Mutex<HashMap<ConnectionId, Lane>>,
 }
+
+/// One connection's renewals take turns here; it holds when the last one failed for now.
+type Lane = Arc<tokio::sync::Mutex<Option<Instant>>>;
+
+/// How long after a renewal failed for now (no answer in time, a passing error) the calls
+/// waiting behind it fail at once instead of each asking the authorization server again.
+const FAILED_RENEWAL_HOLD: Duration = Duration::from_secs(5);
 
 impl DeviceOAuth {
     /// `inner`'s launches with the grants in `grants`, each OAuth request screened by `guard`
@@ -96,10 +104,15 @@ impl ResolveLaunch for DeviceOAuth {
         let shared = Arc::clone(&self.shared);
         let target = Target::of(call);
         let launch = refused.clone();
+        let call = call.clone();
         Box::pin(async move {
-            match shared.with_token(&target, launch, Some(&token)).await {
+            match shared
+                .with_token(&target, launch.clone(), Some(&token))
+                .await
+            {
                 Ok((launch, true)) => Some(Ok(launch)),
-                Ok((_, false)) => None,
+                // No grant of its own: whatever the bindings' resolver can renew.
+                Ok((_, false)) => shared.inner.renew(&call, &launch).await,
                 Err(error) => Some(Err(error)),
             }
         })
@@ -111,7 +124,10 @@ impl ResolveLaunch for DeviceOAuth {
         let inner = self.shared.inner.refused_renewed(call);
         Box::pin(async move {
             inner.await;
-            if let Err(error) = shared.grants.set_state(connection, AuthState::AuthRequired) {
+            if let Err(error) = shared
+                .grants
+                .set_state(connection, None, AuthState::AuthRequired)
+            {
                 tracing::warn!(%error, %connection, "cannot record that the connection needs authorization");
             }
         })
@@ -215,14 +231,39 @@ impl Shared {
         }
         let observed = refused.unwrap_or(&standing.token).to_owned();
         let lane = self.lane(connection);
-        let _flight = lane.lock().await;
-        self.renew(connection, &observed).await
+        let mut failed = lane.lock().await;
+        if let Some(ago) = failed
+            .map(|at| at.elapsed())
+            .filter(|ago| *ago < FAILED_RENEWAL_HOLD)
+        {
+            return Err(refusal(
+                codes::RENEWAL_FAILED,
+                format!(
+                    "connection {connection}: renewing its OAuth token failed {}s ago; it is \
+                     tried again {}s after a failure, nothing was sent",
+                    ago.as_secs(),
+                    FAILED_RENEWAL_HOLD.as_secs()
+                ),
+            ));
+        }
+        let renewed = self.renew(connection, &observed).await;
+        *failed = match &renewed {
+            Err(error) if error.code == codes::RENEWAL_FAILED => Some(Instant::now()),
+            _ => None,
+        };
+        renewed
     }
 
-    /// The lane renewals of `connection` take turns in.
-    fn lane(&self, connection: ConnectionId) -> Arc<tokio::sync::Mutex<()>> {
+    /// The lane renewals of `connection` take turns in. Lanes nobody waits on are dropped
+    /// as others are made, unless they remember a recent failure.
+    fn lane(&self, connection: ConnectionId) -> Lane {
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        lanes.retain(|_, lane| Arc::strong_count(lane) > 1);
+        lanes.retain(|_, lane| {
+            Arc::strong_count(lane) > 1
+                || lane
+                    .try_lock()
+                    .is_ok_and(|failed| failed.is_some_and(|at| at.elapsed() < FAILED_RENEWAL_HOLD))
+        });
         Arc::clone(lanes.entry(connection).or_default())
     }
 
@@ -262,7 +303,7 @@ impl Shared {
                 return Ok(standing.token);
             }
             if !standing.refreshable {
-                self.mark(connection, AuthState::Expired);
+                self.mark(connection, grant.generation, AuthState::Expired);
                 return Err(auth_required(
                     "its access token expired and came with no refresh token",
                 ));
@@ -302,14 +343,14 @@ impl Shared {
                 "the authorization server refused its refresh token",
             )),
             Err(_) if http.last_error().as_deref() == Some("invalid_client") => {
-                self.mark(connection, AuthState::AuthRequired);
+                self.mark(connection, grant.generation, AuthState::AuthRequired);
                 Err(auth_required(
                     "the authorization server no longer knows the client it registered \
                      (authorizing again registers a new one)",
                 ))
             }
             Err(AuthError::AuthorizationRequired) => {
-                self.mark(connection, AuthState::AuthRequired);
+                self.mark(connection, grant.generation, AuthState::AuthRequired);
                 Err(auth_required("its grant cannot be renewed"))
             }
             Err(error) => {
@@ -325,10 +366,10 @@ impl Shared {
         }
     }
 
-    /// Records `state` on the grant, logging (not failing) a keyring error: the call's own
+    /// Records `state` on the grant as renewal read it (generation `read`), logging (not failing) a keyring error: the call's own
     /// error already says what happened.
-    fn mark(&self, connection: ConnectionId, state: AuthState) {
-        if let Err(error) = self.grants.set_state(connection, state) {
+    fn mark(&self, connection: ConnectionId, read: u64, state: AuthState) {
+        if let Err(error) = self.grants.set_state(connection, Some(read), state) {
             tracing::warn!(%error, %connection, %state, "cannot record the grant's state");
         }
     }

@@ -123,6 +123,11 @@ async fn a_device_connection_authorized_here_calls_with_its_token_and_renews_it(
     );
     assert_eq!(param("code_challenge_method"), "S256");
     assert_eq!(param("resource"), remote.url);
+    // Another local request to the port is not an answer: it neither ends nor declines it.
+    let stray = reqwest::get(format!("{redirect}?error=access_denied&state=not-this-one"))
+        .await
+        .expect("the CLI answers a stray request");
+    assert_eq!(stray.status().as_u16(), 400);
     let callback = consent(&authorization_url, |url| {
         url.as_str().starts_with(&redirect)
     })

@@ -41,6 +41,7 @@ use rmcp::transport::auth::{
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_mcp_runner::oauth::authorize::AuthorizeError;
 use switchyard_mcp_runner::oauth::{OAuthHttp, ResourceProblem, check_resource, client_manager};
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::{
@@ -726,35 +727,16 @@ fn failed(name: &str, what: &str) -> AppError {
 
 /// The refusal for rmcp's `error`, with the OAuth error code the last answer carried.
 fn refusal_of(name: &str, error: &AuthError, oauth_error: Option<String>) -> AppError {
-    match error {
-        AuthError::AuthorizationServerMismatch { .. }
-        | AuthError::AuthorizationServerMissingIssuer { .. } => AppError::refused(
+    let refusal = AuthorizeError::from_auth(error, oauth_error);
+    match refusal {
+        AuthorizeError::IssuerMismatch(_) => AppError::refused(
             ErrorCode::IssuerMismatch,
-            format!(
-                "connection `{name}`: {error}; the code was not redeemed (RFC 9207). Start the \
-                 authorization again and make sure the browser comes back from the same \
-                 authorization server"
-            ),
+            format!("connection `{name}`: {refusal}"),
         ),
-        AuthError::PkceUnsupported => AppError::refused(
-            ErrorCode::AuthorizationFailed,
-            format!(
-                "connection `{name}`: its authorization server does not advertise PKCE with \
-                 S256, which the MCP authorization spec requires; nothing was registered"
-            ),
-        ),
-        AuthError::NoAuthorizationSupport => AppError::refused(
+        AuthorizeError::Unsupported(why) => AppError::refused(
             ErrorCode::AuthorizationUnsupported,
-            format!(
-                "connection `{name}`: its server publishes no OAuth metadata (RFC 9728 / RFC \
-                 8414), so it cannot be authorized as the MCP spec says"
-            ),
+            format!("connection `{name}`: {why}"),
         ),
-        error => {
-            let code = oauth_error
-                .map(|code| format!(" (`{code}`)"))
-                .unwrap_or_default();
-            failed(name, &format!("{error}{code}"))
-        }
+        refusal => failed(name, &refusal.to_string()),
     }
 }
