@@ -4,7 +4,8 @@
 //!
 //! `auth` reads what the connection declares (`PUT …/auth`, or `switchyard apply`): for
 //! `token` it reads the token from a prompt without echo, or from stdin, and sends it to the
-//! server as the connection's credential value (`PUT …/credentials/{header}`, sealed there);
+//! server as the connection's credential value (`PUT …/credentials/{header}`, sealed there),
+//! in the header `--header` names, else the connection's `header`, else `Authorization`;
 //! otherwise it begins an OAuth authorization (`POST …/authorize`), prints the URL to consent
 //! at, and waits — polling the connection, bounded by `--wait`, Ctrl-C ends it — until the
 //! server holds the new grant (the browser comes back to the server, not to this machine).
@@ -17,7 +18,7 @@ use crate::secret_input::read_secret;
 use std::time::{Duration, Instant};
 use switchyard_protocol::api::{
     AuthKind, AuthState, AuthorizationStarted, ConnectionView, CredentialValueSet,
-    SetCredentialValue,
+    DEFAULT_TOKEN_HEADER, SetCredentialValue, is_default_token_header,
 };
 use switchyard_protocol::credential_status::CredentialStatusList;
 use tokio::signal::unix::{SignalKind, signal};
@@ -114,14 +115,17 @@ async fn set_token(
     args: &AuthArgs,
     connection: &ConnectionView,
 ) -> Result<(), CliError> {
-    let value = read_secret(&format!(
-        "token for connection {} (sent in {}): ",
-        connection.name, args.header
-    ))?;
-    let prefix = args
+    // The flag, else the header the connection declares, else `Authorization`.
+    let header = args
         .header
-        .eq_ignore_ascii_case("authorization")
-        .then(|| "Bearer ".to_owned());
+        .clone()
+        .or_else(|| connection.auth.as_ref()?.header.clone())
+        .unwrap_or_else(|| DEFAULT_TOKEN_HEADER.to_owned());
+    let value = read_secret(&format!(
+        "token for connection {} (sent in {header}): ",
+        connection.name
+    ))?;
+    let prefix = is_default_token_header(&header).then(|| "Bearer ".to_owned());
     let body = SetCredentialValue {
         value: value.expose().to_owned(),
         prefix,
@@ -135,7 +139,7 @@ async fn set_token(
                 "connections",
                 &connection.name,
                 "credentials",
-                &args.header,
+                &header,
             ],
             Body::of(&body),
         )

@@ -184,4 +184,46 @@ async fn auth_reads_a_static_token_from_stdin_for_a_token_connection(
         .run(&["connection", "discover", "acme", "remote"])
         .success();
     assert!(discovered.stdout.contains("echo"), "{}", discovered.stdout);
+
+    // The header the connection declares is where the next token goes; `--header` overrides it.
+    server
+        .api()
+        .put(
+            "/workspaces/acme/connections/remote/auth",
+            &serde_json::json!({"kind": "token", "header": "X-Api-Key"}),
+        )
+        .await
+        .expect("auth settings");
+    let set = cli
+        .run_with_stdin(&["auth", "acme", "remote"], b"api-key-77c1\n")
+        .success();
+    assert!(
+        set.stdout.contains("sent in header `X-Api-Key`"),
+        "{}",
+        set.stdout
+    );
+    let listed = server
+        .api()
+        .get("/workspaces/acme/connections/remote/credentials")
+        .await
+        .expect("the credential list");
+    let present: Vec<&str> = listed["credentials"]
+        .as_array()
+        .expect("credentials")
+        .iter()
+        .filter(|c| c["state"] == "present")
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(present.contains(&"X-Api-Key"), "{listed}");
+    let set = cli
+        .run_with_stdin(
+            &["auth", "acme", "remote", "--header", "Authorization"],
+            b"auth-token-5e2a\n",
+        )
+        .success();
+    assert!(
+        set.stdout.contains("sent in header `Authorization`"),
+        "{}",
+        set.stdout
+    );
 }
