@@ -10,7 +10,7 @@ pub struct AuthArgs {
     /// Workspace id or name.
     #[arg(value_name = "WS")]
     pub workspace: String,
-    /// Connection id or name (a central connection).
+    /// Connection id or name (a central connection), or `mcp.<id>` as a file names it.
     #[arg(value_name = "CONN")]
     pub connection: String,
     /// How long to wait for the consent in the browser, in seconds.
@@ -36,7 +36,7 @@ pub struct RevokeArgs {
     /// Workspace id or name.
     #[arg(value_name = "WS")]
     pub workspace: String,
-    /// Connection id or name (a central connection).
+    /// Connection id or name (a central connection), or `mcp.<id>` as a file names it.
     #[arg(value_name = "CONN")]
     pub connection: String,
 }

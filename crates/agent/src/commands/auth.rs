@@ -1,6 +1,6 @@
 //! `switchyard auth WS CONN`, `switchyard list WS` and `switchyard revoke WS CONN`: what a
 //! central connection needs to be authorized, where each connection's credential stands, and
-//! emptying it.
+//! emptying it. `CONN` may be written as a file names it, `mcp.<id>`.
 //!
 //! `auth` reads what the connection declares (`PUT …/auth`, or `switchyard apply`): for
 //! `token` it reads the token from a prompt without echo, or from stdin, and sends it to the
@@ -28,7 +28,7 @@ const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// `switchyard auth WS CONN`.
 pub async fn authorize(client: &Client, out: Output, args: AuthArgs) -> Result<(), CliError> {
-    let connection = connection(client, &args.workspace, &args.connection).await?;
+    let connection = declared(client, &args.workspace, &args.connection).await?;
     let kind = connection.auth.as_ref().and_then(|auth| auth.kind);
     if kind == Some(AuthKind::Token) {
         return set_token(client, out, &args, &connection).await;
@@ -185,13 +185,14 @@ pub async fn list(client: &Client, out: Output, args: ListArgs) -> Result<(), Cl
 
 /// `switchyard revoke WS CONN`.
 pub async fn revoke(client: &Client, out: Output, args: RevokeArgs) -> Result<(), CliError> {
+    let connection = declared(client, &args.workspace, &args.connection).await?;
     let reply = client
         .post(
             &[
                 "workspaces",
                 &args.workspace,
                 "connections",
-                &args.connection,
+                &connection.name,
                 "credentials",
                 "revoke",
             ],
@@ -207,6 +208,23 @@ pub async fn revoke(client: &Client, out: Output, args: RevokeArgs) -> Result<()
     })
 }
 
+/// The connection `key` of `workspace`, also written as a file names it: `mcp.<id>` is
+/// connection `<id>` (the one apply made for `[mcp.<id>]`) unless a connection is named
+/// `mcp.<id>` itself.
+async fn declared(client: &Client, workspace: &str, key: &str) -> Result<ConnectionView, CliError> {
+    match (connection(client, workspace, key).await, file_id(key)) {
+        (Err(CliError::Refused { code, .. }), Some(id)) if code == "connection_not_found" => {
+            connection(client, workspace, id).await
+        }
+        (found, _) => found,
+    }
+}
+
+/// The `<id>` of `mcp.<id>`, as a file writes a server.
+fn file_id(key: &str) -> Option<&str> {
+    key.strip_prefix("mcp.").filter(|id| !id.is_empty())
+}
+
 /// The connection named `key` in `workspace`.
 async fn connection(
     client: &Client,
@@ -217,4 +235,18 @@ async fn connection(
         .get(&["workspaces", workspace, "connections", key])
         .await?
         .parse()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_id;
+
+    #[test]
+    fn a_file_id_is_what_follows_mcp_dot() {
+        assert_eq!(file_id("mcp.sentry"), Some("sentry"));
+        assert_eq!(file_id("mcp.a.b"), Some("a.b"));
+        assert_eq!(file_id("mcp."), None);
+        assert_eq!(file_id("sentry"), None);
+        assert_eq!(file_id("mcpsentry"), None);
+    }
 }
