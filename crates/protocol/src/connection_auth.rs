@@ -73,6 +73,11 @@ pub struct SetConnectionAuth {
     /// Whose credential it sends; `shared` when omitted.
     #[serde(default)]
     pub credential: CredentialHolder,
+    /// The header a static token is sent in (kind `token` only, [`check_token_header`]);
+    /// omitted: `Authorization`, with the `Bearer ` prefix (`Authorization` given is kept as
+    /// omitted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
 }
 
 /// A connection's auth settings and state, in its view.
@@ -97,6 +102,10 @@ pub struct ConnectionAuthView {
     /// When a person last completed its authorization (renewals do not change it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authorized_at: Option<DateTime<Utc>>,
+    /// The header its static token is sent in, when set (kind `token`; absent:
+    /// `Authorization`, with the `Bearer ` prefix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
 }
 
 /// `POST /api/v1/workspaces/{ws}/connections/{c}/authorize` answer: where a person consents.
@@ -139,4 +148,81 @@ pub fn check_client_variable(name: &str) -> Result<(), ClientVariableProblem> {
         return Err(ClientVariableProblem::OutsideNamespace);
     }
     Ok(())
+}
+
+/// The header a static token goes in when a connection names none.
+pub const DEFAULT_TOKEN_HEADER: &str = "Authorization";
+
+/// Whether `header` is [`DEFAULT_TOKEN_HEADER`] (header names ignore case): a token goes in
+/// it with the `Bearer ` prefix, and settings keep it as no header at all.
+pub fn is_default_token_header(header: &str) -> bool {
+    header.eq_ignore_ascii_case(DEFAULT_TOKEN_HEADER)
+}
+
+/// Headers a token may not be sent in: HTTP itself and the MCP transport own them. Compared
+/// ignoring case.
+pub const RESERVED_HEADERS: &[&str] = &[
+    "Host",
+    "Content-Length",
+    "Content-Type",
+    "Transfer-Encoding",
+    "Connection",
+    "Accept",
+    "Mcp-Session-Id",
+    "Mcp-Protocol-Version",
+    "Last-Event-ID",
+];
+
+/// Why a token `header` is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenHeaderProblem {
+    /// Not an HTTP header name: 1–128 characters of letters, digits and
+    /// ``!#$%&'*+-.^_`|~`` (an RFC 9110 token).
+    NotAName,
+    /// One of [`RESERVED_HEADERS`].
+    Reserved,
+}
+
+/// Checks the header a static token is to be sent in.
+pub fn check_token_header(name: &str) -> Result<(), TokenHeaderProblem> {
+    let token = (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if !token {
+        return Err(TokenHeaderProblem::NotAName);
+    }
+    if RESERVED_HEADERS
+        .iter()
+        .any(|reserved| reserved.eq_ignore_ascii_case(name))
+    {
+        return Err(TokenHeaderProblem::Reserved);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_header_is_an_http_name_the_transport_does_not_own() {
+        for fine in ["Authorization", "X-Api-Key", "x_api.key", "PRIVATE-TOKEN"] {
+            assert_eq!(check_token_header(fine), Ok(()), "{fine}");
+        }
+        for not_a_name in ["", "X Key", "X-Key:", "Clé", &"a".repeat(129)] {
+            assert_eq!(
+                check_token_header(not_a_name),
+                Err(TokenHeaderProblem::NotAName),
+                "{not_a_name}"
+            );
+        }
+        for reserved in ["host", "Content-Length", "mcp-session-id"] {
+            assert_eq!(
+                check_token_header(reserved),
+                Err(TokenHeaderProblem::Reserved),
+                "{reserved}"
+            );
+        }
+    }
 }

@@ -252,6 +252,7 @@ golden! {
         client_id_env: Some("SWITCHYARD_OAUTH_SENTRY_CLIENT_ID".into()),
         client_secret_env: Some("SWITCHYARD_OAUTH_SENTRY_CLIENT_SECRET".into()),
         credential: CredentialHolder::Shared,
+        header: None,
     };
     connection_auth_view: ConnectionAuthView = connection_auth_view();
     authorization_started: AuthorizationStarted = AuthorizationStarted {
@@ -1166,6 +1167,7 @@ fn connection_auth_view() -> ConnectionAuthView {
         credential: CredentialHolder::Shared,
         state: AuthState::Authorized,
         authorized_at: Some(at("2026-03-02T09:06:40.118204Z")),
+        header: None,
     }
 }
 

@@ -10,15 +10,16 @@ pub struct AuthArgs {
     /// Workspace id or name.
     #[arg(value_name = "WS")]
     pub workspace: String,
-    /// Connection id or name (a central connection).
+    /// Connection id or name (a central connection), or `mcp.<id>` as a file names it.
     #[arg(value_name = "CONN")]
     pub connection: String,
     /// How long to wait for the consent in the browser, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub wait: u64,
-    /// The header a static token (`auth` = `token`) is sent in.
-    #[arg(long, value_name = "NAME", default_value = "Authorization")]
-    pub header: String,
+    /// The header a static token (`auth` = `token`) is sent in; by default the connection's
+    /// own (its `header`), else `Authorization` (with the `Bearer ` prefix).
+    #[arg(long, value_name = "NAME")]
+    pub header: Option<String>,
 }
 
 /// `switchyard list WS`.
@@ -35,7 +36,7 @@ pub struct RevokeArgs {
     /// Workspace id or name.
     #[arg(value_name = "WS")]
     pub workspace: String,
-    /// Connection id or name (a central connection).
+    /// Connection id or name (a central connection), or `mcp.<id>` as a file names it.
     #[arg(value_name = "CONN")]
     pub connection: String,
 }

@@ -1,10 +1,11 @@
 //! `switchyard auth WS CONN`, `switchyard list WS` and `switchyard revoke WS CONN`: what a
 //! central connection needs to be authorized, where each connection's credential stands, and
-//! emptying it.
+//! emptying it. `CONN` may be written as a file names it, `mcp.<id>`.
 //!
 //! `auth` reads what the connection declares (`PUT …/auth`, or `switchyard apply`): for
 //! `token` it reads the token from a prompt without echo, or from stdin, and sends it to the
-//! server as the connection's credential value (`PUT …/credentials/{header}`, sealed there);
+//! server as the connection's credential value (`PUT …/credentials/{header}`, sealed there),
+//! in the header `--header` names, else the connection's `header`, else `Authorization`;
 //! otherwise it begins an OAuth authorization (`POST …/authorize`), prints the URL to consent
 //! at, and waits — polling the connection, bounded by `--wait`, Ctrl-C ends it — until the
 //! server holds the new grant (the browser comes back to the server, not to this machine).
@@ -22,7 +23,8 @@ use crate::secret_input::read_secret;
 use std::time::{Duration, Instant};
 use switchyard_protocol::api::{
     AuthKind, AuthState, AuthorizationStarted, ConnectionAuthView, ConnectionView,
-    CredentialHolder, CredentialValueSet, SetCredentialValue,
+    CredentialHolder, CredentialValueSet, DEFAULT_TOKEN_HEADER, SetCredentialValue,
+    is_default_token_header,
 };
 use switchyard_protocol::credential_status::CredentialStatusList;
 use tokio::signal::unix::{SignalKind, signal};
@@ -32,7 +34,7 @@ const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// `switchyard auth WS CONN`.
 pub async fn authorize(client: &Client, out: Output, args: AuthArgs) -> Result<(), CliError> {
-    let connection = connection(client, &args.workspace, &args.connection).await?;
+    let connection = declared(client, &args.workspace, &args.connection).await?;
     if connection.runner != "central"
         && let Location::Here(local) =
             locate(client, &args.workspace, &connection.name, None).await?
@@ -125,14 +127,12 @@ async fn set_token(
     args: &AuthArgs,
     connection: &ConnectionView,
 ) -> Result<(), CliError> {
+    let header = token_header(args, connection);
     let value = read_secret(&format!(
-        "token for connection {} (sent in {}): ",
-        connection.name, args.header
+        "token for connection {} (sent in {header}): ",
+        connection.name
     ))?;
-    let prefix = args
-        .header
-        .eq_ignore_ascii_case("authorization")
-        .then(|| "Bearer ".to_owned());
+    let prefix = is_default_token_header(&header).then(|| "Bearer ".to_owned());
     let body = SetCredentialValue {
         value: value.expose().to_owned(),
         prefix,
@@ -146,7 +146,7 @@ async fn set_token(
                 "connections",
                 &connection.name,
                 "credentials",
-                &args.header,
+                &header,
             ],
             Body::of(&body),
         )
@@ -183,6 +183,7 @@ pub async fn list(client: &Client, out: Output, args: ListArgs) -> Result<(), Cl
                     scopes: Vec::new(),
                     client_id_env: None,
                     client_secret_env: None,
+                    header: None,
                     credential: CredentialHolder::Shared,
                     state: *state,
                     authorized_at: None,
@@ -226,9 +227,10 @@ pub async fn list(client: &Client, out: Output, args: ListArgs) -> Result<(), Cl
 
 /// `switchyard revoke WS CONN`.
 pub async fn revoke(client: &Client, out: Output, args: RevokeArgs) -> Result<(), CliError> {
-    let view = connection(client, &args.workspace, &args.connection).await?;
-    if view.runner != "central"
-        && let Location::Here(local) = locate(client, &args.workspace, &view.name, None).await?
+    let connection = declared(client, &args.workspace, &args.connection).await?;
+    if connection.runner != "central"
+        && let Location::Here(local) =
+            locate(client, &args.workspace, &connection.name, None).await?
     {
         return device_auth::revoke(out, &args.workspace, &local);
     }
@@ -238,7 +240,7 @@ pub async fn revoke(client: &Client, out: Output, args: RevokeArgs) -> Result<()
                 "workspaces",
                 &args.workspace,
                 "connections",
-                &args.connection,
+                &connection.name,
                 "credentials",
                 "revoke",
             ],
@@ -254,6 +256,32 @@ pub async fn revoke(client: &Client, out: Output, args: RevokeArgs) -> Result<()
     })
 }
 
+/// The header a static token goes in: the flag, else the header the connection declares,
+/// else `Authorization`.
+pub(super) fn token_header(args: &AuthArgs, connection: &ConnectionView) -> String {
+    args.header
+        .clone()
+        .or_else(|| connection.auth.as_ref()?.header.clone())
+        .unwrap_or_else(|| DEFAULT_TOKEN_HEADER.to_owned())
+}
+
+/// The connection `key` of `workspace`, also written as a file names it: `mcp.<id>` is
+/// connection `<id>` (the one apply made for `[mcp.<id>]`) unless a connection is named
+/// `mcp.<id>` itself.
+async fn declared(client: &Client, workspace: &str, key: &str) -> Result<ConnectionView, CliError> {
+    match (connection(client, workspace, key).await, file_id(key)) {
+        (Err(CliError::Refused { code, .. }), Some(id)) if code == "connection_not_found" => {
+            connection(client, workspace, id).await
+        }
+        (found, _) => found,
+    }
+}
+
+/// The `<id>` of `mcp.<id>`, as a file writes a server.
+fn file_id(key: &str) -> Option<&str> {
+    key.strip_prefix("mcp.").filter(|id| !id.is_empty())
+}
+
 /// The connection named `key` in `workspace`.
 async fn connection(
     client: &Client,
@@ -264,4 +292,18 @@ async fn connection(
         .get(&["workspaces", workspace, "connections", key])
         .await?
         .parse()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_id;
+
+    #[test]
+    fn a_file_id_is_what_follows_mcp_dot() {
+        assert_eq!(file_id("mcp.sentry"), Some("sentry"));
+        assert_eq!(file_id("mcp.a.b"), Some("a.b"));
+        assert_eq!(file_id("mcp."), None);
+        assert_eq!(file_id("sentry"), None);
+        assert_eq!(file_id("mcpsentry"), None);
+    }
 }

@@ -27,7 +27,7 @@ use switchyard_mcp_runner::oauth::authorize::{
 use switchyard_mcp_runner::oauth::{DeviceGrants, OAuthHttp};
 use switchyard_protocol::api::{
     AuthKind, AuthState, ConnectionView, ConnectorSpec, OAUTH_ENV_PREFIX, PlacementView,
-    check_client_variable,
+    check_client_variable, is_default_token_header,
 };
 use switchyard_protocol::{ConnectionId, ErrorCode};
 use tokio::signal::unix::{SignalKind, signal};
@@ -61,7 +61,9 @@ pub(crate) async fn authorize(
 ) -> Result<(), CliError> {
     let kind = view.auth.as_ref().and_then(|auth| auth.kind);
     match kind {
-        Some(AuthKind::Token) => return set_token(out, args, local),
+        Some(AuthKind::Token) => {
+            return set_token(out, &super::auth::token_header(args, view), local);
+        }
         Some(AuthKind::None) => {
             return Err(refused(
                 local,
@@ -221,21 +223,18 @@ fn declared(local: &LocalConnection, view: &ConnectionView) -> Result<Declared, 
 }
 
 /// A static token: read without echo (or from stdin) into the keyring, bound to its header.
-fn set_token(out: Output, args: &AuthArgs, local: &LocalConnection) -> Result<(), CliError> {
+fn set_token(out: Output, header: &str, local: &LocalConnection) -> Result<(), CliError> {
     let resolver = CredentialResolver::new(Some(local.bindings_file.clone()), keyring()?);
     let value = read_secret(&format!(
-        "token for connection {} (sent in {}): ",
-        local.name, args.header
+        "token for connection {} (sent in {header}): ",
+        local.name
     ))?;
-    let prefix = args
-        .header
-        .eq_ignore_ascii_case("authorization")
-        .then(|| "Bearer ".to_owned());
+    let prefix = is_default_token_header(header).then(|| "Bearer ".to_owned());
     resolver
         .set_value(
             local.id,
             &local.spec,
-            &args.header,
+            header,
             value.expose(),
             &ValueTarget::New {
                 store: ValueStore::OsKeyring,
@@ -247,14 +246,14 @@ fn set_token(out: Output, args: &AuthArgs, local: &LocalConnection) -> Result<()
     if out.is_json() {
         println!(
             "{}",
-            serde_json::json!({"connection": local.name, "header": args.header,
+            serde_json::json!({"connection": local.name, "header": header,
                 "kept": "os_keyring"})
         );
     } else {
         print_text(&format!(
-            "connection {}: the token is in this device's OS keyring and sent in header `{}`; \
+            "connection {}: the token is in this device's OS keyring and sent in header `{header}`; \
              the runner's next call opens a new session",
-            local.name, args.header
+            local.name
         ));
     }
     Ok(())

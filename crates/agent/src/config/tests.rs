@@ -145,6 +145,15 @@ fn keys_that_do_not_go_together_are_refused() {
         found[0].contains("`header` applies only with auth = \"token\""),
         "{found:?}"
     );
+    for header in ["Host", "X Key"] {
+        let found = messages(&format!(
+            "[mcp.a]\nurl = \"https://x.example/mcp\"\nauth = \"token\"\nheader = \"{header}\"\n"
+        ));
+        assert!(
+            found[0].contains("`header` must name a header a connection may set"),
+            "{found:?}"
+        );
+    }
     let found = messages("[mcp.a]\ncommand = \"srv\"\nauth = \"oauth\"\n");
     assert!(found[0].contains("belong to an HTTP server"), "{found:?}");
     let found = messages("[mcp.a]\nurl = \"https://x.example/mcp\"\nplacement = \"laptop\"\n");

@@ -5,19 +5,7 @@ use super::Issue;
 use super::document::{AgentServer, AuthKind, Document, McpServer};
 use super::secrets::is_reference;
 use std::collections::BTreeSet;
-
-/// Headers a connection may not set (the transport owns them).
-const RESERVED_HEADERS: &[&str] = &[
-    "host",
-    "content-length",
-    "content-type",
-    "transfer-encoding",
-    "connection",
-    "accept",
-    "mcp-session-id",
-    "mcp-protocol-version",
-    "last-event-id",
-];
+use switchyard_protocol::api::check_token_header;
 
 /// Every rule `document` breaks, with where.
 pub(super) fn check(text: &str, document: &Document) -> Vec<Issue> {
@@ -150,12 +138,8 @@ fn check_server(id: &str, server: &McpServer, refuse: &mut impl FnMut(String)) {
                 "[mcp.{id}]: `header` applies only with auth = \"token\""
             ));
         }
-        if header.is_empty()
-            || !header
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            || RESERVED_HEADERS.contains(&header.to_ascii_lowercase().as_str())
-        {
+        // The server's own rule, so that whatever it keeps, export writes and apply reads.
+        if check_token_header(header).is_err() {
             refuse(format!(
                 "[mcp.{id}]: `header` must name a header a connection may set, such as \
                  \"Authorization\""

@@ -17,13 +17,13 @@ use serde_json::json;
 use switchyard_mcp_runner::credentials::{
     CredentialStatus, Destination, Source, ValueState, check_stored_value,
 };
-use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::{
     CredentialProvider, CredentialReference, CredentialValueSet, SetCredentialValue,
 };
 use switchyard_protocol::credential_status::{
     CredentialStatusList, CredentialStatusView, CredentialValueState,
 };
+use switchyard_protocol::{ConnectionId, ErrorCode};
 
 impl App {
     /// The credential destinations of central connection `connection` (workspace admins):
@@ -203,19 +203,39 @@ impl App {
             &row,
             "its values live on that device; remove them there with `switchyard credential`",
         )?;
-        let revoked = self.db.credential_value_delete_all(row.id).await?;
-        // Every holder's OAuth grant too: the connection then needs authorization.
-        let grants = self.oauth_grants_forget(row.id).await?;
+        let emptied = self.credentials_empty(row.id).await?;
         self.audit(
             Audit::by(actor, "connection.credentials_revoked")
                 .workspace(row.workspace_id)
                 .connection(row.id)
                 .object("connection", Some(row.id.0), &row.name)
-                .after(json!({ "values_deleted": revoked, "oauth_grants_deleted": grants })),
+                .after(json!({ "values_deleted": emptied.values,
+                    "oauth_grants_deleted": emptied.grants })),
         )
         .await;
         self.credential_list_of(row).await
     }
+
+    /// Empties `connection`'s credentials as the server keeps them: deletes every sealed
+    /// value, whoever set it, and forgets every holder's OAuth grant (the connection then
+    /// needs authorization). Its declaration (connector, bindings, auth settings) stays. What
+    /// revoking and retiring a connection share; no authorization, no audit entry: the
+    /// caller does both. Each half is idempotent, so a caller cut off between them finishes
+    /// the job by calling it again.
+    pub async fn credentials_empty(&self, connection: ConnectionId) -> AppResult<Emptied> {
+        let values = self.db.credential_value_delete_all(connection).await?;
+        let grants = self.oauth_grants_forget(connection).await?;
+        Ok(Emptied { values, grants })
+    }
+}
+
+/// What [`App::credentials_empty`] deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Emptied {
+    /// Sealed credential values.
+    pub values: u64,
+    /// OAuth grants (every holder's).
+    pub grants: u64,
 }
 
 /// Refuses a connection that runs on a device: `what` says where its values are handled.

@@ -52,6 +52,7 @@ pub use auth::{Actor, hash_token, new_token};
 pub use call_history::{CallHistoryQuery, DEFAULT_HISTORY_PAGE, HISTORY_FILTERS, MAX_HISTORY_PAGE};
 pub use calls::{CallPage, CallQuery, CompletionRecorded, MAX_PAGE};
 pub use connectors::{ConnectorInspection, ImportFormat, InspectedTool};
+pub use credential_values::Emptied;
 pub use device_discovery::DISCOVERY_WAIT;
 pub(crate) use dispatch::batcher::Batcher;
 pub use dispatch::leasing::LeaseBatch;

@@ -7,8 +7,10 @@
 //! both the central runner and device runners pass). A running call is left to finish. It
 //! stays listed and readable, with every call, event and result that names it.
 //!
-//! The server holds no credential bindings in its database (a runner's bindings file holds
-//! them, as references, on the runner's host), so retiring has none to forget there.
+//! Retiring a connection empties the credentials the server keeps for it
+//! ([`App::credentials_empty`]): its sealed values and every holder's OAuth grant. Its
+//! credential bindings (references, in a runner's bindings file on the runner's host) stay
+//! where they are.
 
 use super::{Actor, App, Audit, views};
 use crate::db::{ConnectionRow, ConnectorRow, ProfileRow, Retirable, Retired};
@@ -19,8 +21,8 @@ use switchyard_protocol::runner::Epoch;
 use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef};
 
 impl App {
-    /// Retires a connection and its tools (workspace admins only); the server forgets the
-    /// credential values it keeps for the connection.
+    /// Retires a connection and its tools (workspace admins only); the server empties the
+    /// credentials it keeps for the connection: its sealed values and every OAuth grant.
     pub async fn connection_retire(
         &self,
         actor: &Actor,
@@ -31,10 +33,9 @@ impl App {
         let connection = self.find_connection(membership.workspace.id, key).await?;
         let target = Retirable::Connection(membership.workspace.id, connection.id);
         let changed = self.retire(target, actor).await?.changed;
-        // A retired connection forgets the values the server keeps for it. Run on every retire,
-        // so that a retire cut off between the two statements is finished by the next one.
-        let forgotten = self.db.credential_value_delete_all(connection.id).await?;
-        let grants = self.oauth_grants_forget(connection.id).await?;
+        // A retired connection forgets the credentials the server keeps for it. Run on every
+        // retire, so that a retire cut off before or during this is finished by the next one.
+        let emptied = self.credentials_empty(connection.id).await?;
         if changed {
             self.audit(
                 Audit::by(actor, "connection.retired")
@@ -43,8 +44,8 @@ impl App {
                     .object("connection", Some(connection.id.0), &connection.name)
                     .before(json!({"retired": false}))
                     .after(
-                        json!({"retired": true, "credential_values_deleted": forgotten,
-                        "oauth_grants_deleted": grants}),
+                        json!({"retired": true, "credential_values_deleted": emptied.values,
+                        "oauth_grants_deleted": emptied.grants}),
                     ),
             )
             .await;

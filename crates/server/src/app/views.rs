@@ -108,6 +108,7 @@ pub(crate) fn connection_auth(auth: &ConnectionAuthColumns) -> Option<Connection
         client_secret_env: auth.auth_client_secret_env.clone(),
         credential: auth.auth_credential.unwrap_or_default(),
         authorized_at: auth.auth_authorized_at,
+        header: auth.auth_header.clone(),
     })
 }
 

@@ -66,6 +66,8 @@ pub struct ConnectionAuthColumns {
     pub auth_state: Option<AuthState>,
     /// When a person last completed its authorization.
     pub auth_authorized_at: Option<DateTime<Utc>>,
+    /// The header its static token is sent in (`None`: `Authorization`).
+    pub auth_header: Option<String>,
 }
 
 /// A row of `tools`.
@@ -166,7 +168,7 @@ macro_rules! select_connection {
                  a.client_id_env AS auth_client_id_env,
                  a.client_secret_env AS auth_client_secret_env,
                  a.credential AS auth_credential, a.state AS auth_state,
-                 a.authorized_at AS auth_authorized_at
+                 a.authorized_at AS auth_authorized_at, a.header AS auth_header
              FROM connections c JOIN connectors k ON k.id = c.connector_id
                  LEFT JOIN connection_auth a ON a.connection_id = c.id ",
             $clauses

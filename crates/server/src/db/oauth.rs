@@ -146,6 +146,8 @@ pub struct ConnectionAuthRow {
     pub credential: CredentialHolder,
     /// Whether its credential is usable.
     pub state: AuthState,
+    /// The header its static token is sent in (`None`: `Authorization`).
+    pub header: Option<String>,
 }
 
 /// A sealed OAuth grant with what is kept beside it in clear.
@@ -217,7 +219,7 @@ impl Datastore {
         connection: ConnectionId,
     ) -> Result<Option<ConnectionAuthRow>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT kind, scopes, client_id_env, client_secret_env, credential, state
+            "SELECT kind, scopes, client_id_env, client_secret_env, credential, state, header
              FROM connection_auth WHERE connection_id = $1",
         )
         .bind(connection)
@@ -256,16 +258,18 @@ impl Datastore {
         }
         let row = sqlx::query_as(
             "INSERT INTO connection_auth
-                 (connection_id, kind, scopes, client_id_env, client_secret_env, credential)
-             VALUES ($1, $2, $3, $4, $5, $6)
+                 (connection_id, kind, scopes, client_id_env, client_secret_env, credential,
+                  header)
+             VALUES ($1, $2, $3, $4, $5, $6, $8)
              ON CONFLICT (connection_id) DO UPDATE SET
                  kind = COALESCE(EXCLUDED.kind, connection_auth.kind), scopes = EXCLUDED.scopes,
                  client_id_env = EXCLUDED.client_id_env,
                  client_secret_env = EXCLUDED.client_secret_env,
                  credential = EXCLUDED.credential,
+                 header = EXCLUDED.header,
                  state = CASE WHEN $7 THEN 'needs_authorization' ELSE connection_auth.state END,
                  updated_at = now()
-             RETURNING kind, scopes, client_id_env, client_secret_env, credential, state",
+             RETURNING kind, scopes, client_id_env, client_secret_env, credential, state, header",
         )
         .bind(connection)
         .bind(settings.kind)
@@ -274,6 +278,7 @@ impl Datastore {
         .bind(&settings.client_secret_env)
         .bind(settings.credential)
         .bind(kind_changed)
+        .bind(&settings.header)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;

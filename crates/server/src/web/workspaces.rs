@@ -1,6 +1,6 @@
-//! Workspaces, their connections (status, runner, revision, discovery, lifecycle events, tool
-//! catalog and recent audit history: [`super::catalog`]) and profiles (environment,
-//! connections, grants).
+//! Workspaces, their connections (status, auth state, runner, revision, discovery, lifecycle
+//! events, tool catalog and recent audit history: [`super::catalog`]) and profiles
+//! (environment, connections, grants).
 
 use super::WebState;
 use super::catalog::{self, AuditRow, CatalogRow};
@@ -16,7 +16,7 @@ use axum::response::{Html, Redirect};
 use std::collections::HashMap;
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::{
-    ConnectionView, ConnectorSpec, GrantView, ProfileView, WorkspaceView,
+    AuthKind, AuthState, ConnectionView, ConnectorSpec, GrantView, ProfileView, WorkspaceView,
 };
 
 #[derive(Template)]
@@ -59,6 +59,58 @@ struct ConnectionRow {
     runner: String,
     revision: i64,
     last_discovery: String,
+    /// Its auth settings' kind and state, once it has any.
+    auth: Option<AuthShown>,
+}
+
+/// A connection's auth kind and, where it has one, where its credential stands.
+struct AuthShown {
+    /// `none`, `token`, `oauth`, or `discovered` (found at its first authorization).
+    kind: &'static str,
+    /// `authorized`, `needs_authorization`, `auth_required` or `expired`: an OAuth grant's
+    /// (also of a kind still to discover); `None` for `none` and `token`, which hold none.
+    state: Option<&'static str>,
+    /// CSS class of the state's badge.
+    tone: &'static str,
+    /// What a state other than `authorized` means; the page adds the command that fixes it.
+    hint: Option<&'static str>,
+}
+
+/// How the pages show `connection`'s auth (as `switchyard list` does).
+fn auth_shown(connection: &ConnectionView) -> Option<AuthShown> {
+    let auth = connection.auth.as_ref()?;
+    if let Some(kind @ (AuthKind::None | AuthKind::Token)) = auth.kind {
+        return Some(AuthShown {
+            kind: kind.as_str(),
+            state: None,
+            tone: "muted",
+            hint: None,
+        });
+    }
+    let (tone, hint) = match auth.state {
+        AuthState::Authorized => ("ok", None),
+        AuthState::NeedsAuthorization => (
+            "warn",
+            Some("Not authorized yet, or its credential was emptied: a person consents once."),
+        ),
+        AuthState::AuthRequired => (
+            "bad",
+            Some(
+                "Renewing its token was refused for good, so its calls fail: a person must \
+                 authorize it again.",
+            ),
+        ),
+        AuthState::Expired => (
+            "bad",
+            Some("Its token expired with nothing to renew it: a person must authorize it again."),
+        ),
+    };
+    Some(AuthShown {
+        kind: auth.kind.map_or("discovered", AuthKind::as_str),
+        state: Some(auth.state.as_str()),
+        tone,
+        hint,
+    })
 }
 
 /// A connection's status, from its connector's approval and its last discovery.
@@ -125,6 +177,7 @@ fn connection_row(c: &ConnectionView, approval: &HashMap<String, bool>) -> Conne
             .as_ref()
             .map(when)
             .unwrap_or_else(|| "never".to_owned()),
+        auth: auth_shown(c),
     }
 }
 

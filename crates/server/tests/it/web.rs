@@ -407,6 +407,39 @@ async fn devices_are_approved_by_code_and_connectors_imported_and_inspected(pool
     );
     browser.screenshot("connector-inspected").await;
     browser.assert_no_console_errors().await;
+
+    // A connection declared OAuth shows that it needs authorization, and how to give it.
+    server
+        .owner
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "remote", "connector": "remote"}),
+        )
+        .await
+        .ok();
+    server
+        .owner
+        .put(
+            "/api/v1/workspaces/acme/connections/remote/auth",
+            json!({"kind": "oauth"}),
+        )
+        .await
+        .ok();
+    browser.goto(&format!("{base}/workspaces/acme")).await;
+    assert_eq!(
+        browser
+            .text("tr:has(a[href='/workspaces/acme/connections/remote']) [data-auth]")
+            .await,
+        "oauth needs_authorization"
+    );
+    browser
+        .click("a[href='/workspaces/acme/connections/remote']")
+        .await;
+    assert_eq!(browser.text("#auth-state").await, "needs_authorization");
+    let hint = browser.text("#auth-hint").await;
+    assert!(hint.contains("switchyard auth acme remote"), "{hint}");
+    browser.screenshot("connection-auth").await;
+    browser.assert_no_console_errors().await;
     browser.quit().await;
     server.stop().await;
 }

@@ -1,16 +1,17 @@
-//! A connection's auth settings in a file (`auth`, `scopes`, `client_id_env`,
+//! A connection's auth settings in a file (`auth`, `header`, `scopes`, `client_id_env`,
 //! `client_secret_env`, `credential` of `[mcp.<id>]`) and in the workspace (`PUT
 //! …/connections/{c}/auth`, the view's `auth`): what apply sends, what it refuses before
 //! sending anything, and what export writes.
 //!
 //! `auth` left out of a file means "discovered": apply keeps the kind the server has (the one
-//! its first authorization found, or one set by hand), so that a discovered `oauth` is not
-//! undone — which would forget its grant.
+//! its first authorization found, or one set by hand), and a `token` kind's header with it, so
+//! that a discovered `oauth` is not undone — which would forget its grant. `header =
+//! "Authorization"`, the default, is sent as no header, as the server keeps it.
 
 use crate::config::DeclaredServer;
 use switchyard_protocol::api::{
-    AuthKind, ConnectionAuthView, CredentialHolder, OAUTH_ENV_PREFIX, SetConnectionAuth,
-    check_client_variable,
+    AuthKind, ConnectionAuthView, CredentialHolder, DEFAULT_TOKEN_HEADER, OAUTH_ENV_PREFIX,
+    SetConnectionAuth, check_client_variable, is_default_token_header,
 };
 
 /// A connection's settings as the server holds them (the defaults when it has none).
@@ -21,6 +22,7 @@ pub fn current(view: Option<&ConnectionAuthView>) -> SetConnectionAuth {
         client_id_env: auth.client_id_env.clone(),
         client_secret_env: auth.client_secret_env.clone(),
         credential: auth.credential,
+        header: auth.header.clone(),
     })
 }
 
@@ -33,6 +35,13 @@ pub fn wanted(server: &DeclaredServer, current: &SetConnectionAuth) -> SetConnec
         client_id_env: server.client_id_env.clone(),
         client_secret_env: server.client_secret_env.clone(),
         credential: server.credential,
+        header: match server.auth {
+            None => current.header.clone(),
+            Some(_) => server
+                .header
+                .clone()
+                .filter(|header| !is_default_token_header(header)),
+        },
     }
 }
 
@@ -80,6 +89,9 @@ pub fn created(wanted: &SetConnectionAuth) -> Option<String> {
     if let Some(kind) = wanted.kind {
         parts.push(format!("auth {kind}"));
     }
+    if let Some(header) = &wanted.header {
+        parts.push(format!("header {header}"));
+    }
     if !wanted.scopes.is_empty() {
         parts.push(format!("scopes {}", scopes(&wanted.scopes)));
     }
@@ -110,6 +122,14 @@ pub fn differences(from: &SetConnectionAuth, to: &SetConnectionAuth) -> Vec<Stri
             "set auth: {} → {}{forgotten}",
             kind(from.kind),
             kind(to.kind)
+        ));
+    }
+    if from.header != to.header {
+        let header = |h: &Option<String>| h.as_deref().unwrap_or(DEFAULT_TOKEN_HEADER).to_owned();
+        lines.push(format!(
+            "set header: {} → {}",
+            header(&from.header),
+            header(&to.header)
         ));
     }
     if from.scopes != to.scopes {
@@ -143,21 +163,9 @@ pub fn differences(from: &SetConnectionAuth, to: &SetConnectionAuth) -> Vec<Stri
     lines
 }
 
-/// The note for a token's `header` other than `Authorization`: the server does not keep it;
-/// `switchyard auth --header` sends the token in it.
-pub fn header_note(ws: &str, id: &str, server: &DeclaredServer) -> Option<String> {
-    let header = server.header.as_deref()?;
-    (!header.eq_ignore_ascii_case("authorization")).then(|| {
-        format!(
-            "mcp.{id}: header {header} is not kept by the server: set the token with \
-             `switchyard auth {ws} {id} --header {header}`"
-        )
-    })
-}
-
 /// The keys export writes for a connection's settings (defaults left out), and what the file
-/// cannot say of them (a stdio server's `auth`, other than `none`, and `scopes` belong to an
-/// HTTP server in a file).
+/// cannot say of them (a stdio server's `auth`, other than `none`, its `header` and `scopes`
+/// belong to an HTTP server in a file).
 pub fn export_keys(view: Option<&ConnectionAuthView>, http: bool) -> (Vec<String>, Vec<String>) {
     let settings = current(view);
     let mut keys = Vec::new();
@@ -168,6 +176,13 @@ pub fn export_keys(view: Option<&ConnectionAuthView>, http: bool) -> (Vec<String
         }
         Some(kind) => left_out.push(format!("auth {kind} (apply keeps it as it is)")),
         None => {}
+    }
+    if let Some(header) = &settings.header {
+        if http && settings.kind == Some(AuthKind::Token) {
+            keys.push(format!("header = {}", quote(header)));
+        } else {
+            left_out.push(format!("header {header}"));
+        }
     }
     if !settings.scopes.is_empty() {
         let list: Vec<String> = settings.scopes.iter().map(|s| quote(s)).collect();

@@ -287,8 +287,6 @@ fn env_references(
 }
 
 fn plan_server(plan: &mut Plan, actual: &Actual, id: &str, server: &DeclaredServer) {
-    plan.notes
-        .extend(auth::header_note(&actual.workspace, id, server));
     let subject = format!("mcp.{id}");
     let Some(runner) = actual.runner_of(&server.placement) else {
         plan.blocked.push(format!(

@@ -431,9 +431,49 @@ async fn apply_sets_a_connections_auth_and_export_writes_it(
     );
     cli.run(&["apply", &file]).success();
     assert_eq!(connection(&cli, "remote").unwrap()["auth"]["kind"], "token");
-    // `auth` left out keeps the kind the server has (it may have been discovered).
+
+    // The header a token goes in is kept by the server, exported, and applied back unchanged.
+    let file = file_with("auth = \"token\"\nheader = \"X-Api-Key\"\n");
+    let changed = cli.run(&["apply", &file]).success();
+    assert_eq!(
+        plan_lines(&changed),
+        ["~ mcp.remote  set header: Authorization → X-Api-Key"],
+        "{}",
+        changed.stdout
+    );
+    assert_eq!(
+        connection(&cli, "remote").unwrap()["auth"]["header"],
+        "X-Api-Key"
+    );
+    let exported = ok(&cli, &["config", "export", "acme"]);
+    assert!(
+        exported.contains("auth = \"token\"\nheader = \"X-Api-Key\"\n"),
+        "{exported}"
+    );
+    let export_file = write(&dir, "exported.toml", &exported);
+    let back = cli.run(&["apply", &export_file]).success();
+    assert!(
+        back.stdout.contains("no changes"),
+        "{exported}\n{}",
+        back.stdout
+    );
+    // `auth` left out keeps the kind the server has (it may have been discovered), and the
+    // header of its token.
     let unsaid = cli.run(&["apply", &file_with("")]).success();
     assert!(unsaid.stdout.contains("no changes"), "{}", unsaid.stdout);
+    // `Authorization`, the default, is no header to keep.
+    let file = file_with("auth = \"token\"\nheader = \"Authorization\"\n");
+    let changed = cli.run(&["apply", &file]).success();
+    assert_eq!(
+        plan_lines(&changed),
+        ["~ mcp.remote  set header: X-Api-Key → Authorization"],
+        "{}",
+        changed.stdout
+    );
+    let again = cli
+        .run(&["apply", &file_with("auth = \"token\"\n")])
+        .success();
+    assert!(again.stdout.contains("no changes"), "{}", again.stdout);
 
     // Each person's own credential is refused for a central connection before anything is
     // sent: the new connection in the same file is not made either.

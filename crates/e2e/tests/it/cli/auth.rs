@@ -1,7 +1,8 @@
 //! `switchyard auth`, `list` and `revoke` against a server holding an installation key, a real
 //! authorization server (`oidc-provider`) and the fixture as the OAuth-protected MCP server:
 //! `auth` prints the consent URL and returns once the browser's consent reached the server; a
-//! static token is read from stdin, never from the command line.
+//! static token is read from stdin, never from the command line, and set in the connection's
+//! header; a connection may be named `mcp.<id>`, as a file names it.
 
 use super::harness::*;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -175,8 +176,9 @@ async fn auth_reads_a_static_token_from_stdin_for_a_token_connection(
         .await
         .expect("auth settings");
 
+    // `mcp.<id>`, as the file names the server, is connection `<id>`.
     let set = cli
-        .run_with_stdin(&["auth", "acme", "remote"], b"auth-token-5e2a\n")
+        .run_with_stdin(&["auth", "acme", "mcp.remote"], b"auth-token-5e2a\n")
         .success();
     assert!(set.stdout.contains("kept by the server"), "{}", set.stdout);
     assert!(!set.stdout.contains("auth-token-5e2a") && !set.stderr.contains("auth-token-5e2a"));
@@ -184,4 +186,62 @@ async fn auth_reads_a_static_token_from_stdin_for_a_token_connection(
         .run(&["connection", "discover", "acme", "remote"])
         .success();
     assert!(discovered.stdout.contains("echo"), "{}", discovered.stdout);
+
+    // The header the connection declares is where the next token goes; `--header` overrides it.
+    server
+        .api()
+        .put(
+            "/workspaces/acme/connections/remote/auth",
+            &serde_json::json!({"kind": "token", "header": "X-Api-Key"}),
+        )
+        .await
+        .expect("auth settings");
+    let set = cli
+        .run_with_stdin(&["auth", "acme", "remote"], b"api-key-77c1\n")
+        .success();
+    assert!(
+        set.stdout.contains("sent in header `X-Api-Key`"),
+        "{}",
+        set.stdout
+    );
+    let listed = server
+        .api()
+        .get("/workspaces/acme/connections/remote/credentials")
+        .await
+        .expect("the credential list");
+    let present: Vec<&str> = listed["credentials"]
+        .as_array()
+        .expect("credentials")
+        .iter()
+        .filter(|c| c["state"] == "present")
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(present.contains(&"X-Api-Key"), "{listed}");
+    let set = cli
+        .run_with_stdin(
+            &["auth", "acme", "remote", "--header", "Authorization"],
+            b"auth-token-5e2a\n",
+        )
+        .success();
+    assert!(
+        set.stdout.contains("sent in header `Authorization`"),
+        "{}",
+        set.stdout
+    );
+
+    let revoked = cli.run(&["revoke", "acme", "mcp.remote"]).success();
+    assert!(
+        revoked
+            .stdout
+            .contains("connection remote: its credentials were emptied"),
+        "{}",
+        revoked.stdout
+    );
+    let unknown = cli.run(&["revoke", "acme", "mcp.nothing"]).code(4);
+    assert!(
+        unknown.stderr.contains("error[connection_not_found]")
+            && unknown.stderr.contains("`nothing`"),
+        "{}",
+        unknown.stderr
+    );
 }

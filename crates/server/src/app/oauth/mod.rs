@@ -46,7 +46,8 @@ use switchyard_mcp_runner::oauth::{OAuthHttp, ResourceProblem, check_resource, c
 use switchyard_protocol::ErrorCode;
 use switchyard_protocol::api::{
     AuthKind, AuthorizationStarted, ClientVariableProblem, ConnectionView, ConnectorSpec,
-    CredentialHolder, OAUTH_ENV_PREFIX, SetConnectionAuth, check_client_variable,
+    CredentialHolder, OAUTH_ENV_PREFIX, SetConnectionAuth, TokenHeaderProblem,
+    check_client_variable, check_token_header, is_default_token_header,
 };
 
 /// How long an authorization waits for its callback.
@@ -73,19 +74,24 @@ impl App {
     /// Replaces connection `connection`'s auth settings (workspace admins). Changing its kind
     /// empties the credential it holds. `credential = user` is refused for a central
     /// connection (`credential_holder_unsupported`), `oauth` for a stdio one
-    /// (`authorization_unsupported`).
+    /// (`authorization_unsupported`), a `header` unless its kind is `token`
+    /// (`invalid_request`).
     pub async fn connection_auth_set(
         &self,
         actor: &Actor,
         ws: &str,
         connection: &str,
-        settings: SetConnectionAuth,
+        mut settings: SetConnectionAuth,
     ) -> AppResult<ConnectionView> {
         let membership = self.admin_membership(actor, ws).await?;
         let row = self
             .find_connection(membership.workspace.id, connection)
             .await?;
         check_settings(&row, &settings)?;
+        // The default header is kept as none, so that a file need not say it to match.
+        settings.header = settings
+            .header
+            .filter(|header| !is_default_token_header(header));
         if settings.kind == Some(AuthKind::Oauth) {
             let connector = self.db.connector_get(row.connector_id).await?;
             if !matches!(connector.spec(), ConnectorSpec::Http { .. }) {
@@ -110,7 +116,8 @@ impl App {
                 .after(json!({"kind": after.kind, "scopes": after.scopes,
                     "client_id_env": after.client_id_env,
                     "client_secret_env": after.client_secret_env,
-                    "credential": after.credential, "state": after.state})),
+                    "credential": after.credential, "state": after.state,
+                    "header": after.header})),
         )
         .await;
         let view = self.db.connection_get(row.id).await?;
@@ -687,6 +694,9 @@ fn check_settings(row: &ConnectionRow, settings: &SetConnectionAuth) -> AppResul
             }
         }
     }
+    if let Some(header) = &settings.header {
+        check_header(row, settings, header)?;
+    }
     if settings.client_secret_env.is_some() && settings.client_id_env.is_none() {
         return Err(AppError::refused(
             ErrorCode::InvalidRequest,
@@ -704,6 +714,38 @@ fn check_settings(row: &ConnectionRow, settings: &SetConnectionAuth) -> AppResul
         ));
     }
     Ok(())
+}
+
+/// Refuses a token `header` unless the connection's kind (as set, else as it is) is `token`
+/// and it names a header a token may be sent in.
+fn check_header(row: &ConnectionRow, settings: &SetConnectionAuth, header: &str) -> AppResult<()> {
+    let kind = settings.kind.or(row.auth.auth_kind);
+    if kind != Some(AuthKind::Token) {
+        return Err(AppError::refused(
+            ErrorCode::InvalidRequest,
+            format!(
+                "`header` is the header a static token is sent in: it needs `kind` `token`, \
+                 and connection `{}` is {}; set `\"kind\": \"token\"` with it, or leave it out",
+                row.name,
+                kind.map_or("of a kind not known yet", AuthKind::as_str)
+            ),
+        ));
+    }
+    check_token_header(header).map_err(|problem| {
+        let why = match problem {
+            TokenHeaderProblem::NotAName => {
+                "is not an HTTP header name (letters, digits and ``!#$%&'*+-.^_`|~``)"
+            }
+            TokenHeaderProblem::Reserved => "is owned by HTTP or the MCP transport",
+        };
+        AppError::refused(
+            ErrorCode::InvalidRequest,
+            format!(
+                "`header` `{header}` {why}: name the header the server expects the token in, \
+                 such as `Authorization` (the default) or `X-Api-Key`"
+            ),
+        )
+    })
 }
 
 fn user_holder_refused(name: &str) -> AppError {

@@ -317,6 +317,42 @@ async fn rotating_the_key_reseals_the_grant_and_revoking_empties_it(pool: PgPool
 }
 
 #[sqlx::test(migrations = "../../migrations")]
+async fn retiring_an_authorized_connection_forgets_its_grant(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    stack.authorize().await;
+    let owner = &stack.server.owner;
+
+    owner
+        .post(&format!("{CONNECTION}/retire"), json!({}))
+        .await
+        .ok();
+    let grants: i64 = sqlx::query_scalar("SELECT count(*) FROM oauth_grants")
+        .fetch_one(&stack.server.pool)
+        .await
+        .unwrap();
+    assert_eq!(grants, 0);
+    // Restored, it keeps its settings and needs authorization again.
+    owner
+        .post(&format!("{CONNECTION}/restore"), json!({}))
+        .await
+        .ok();
+    let auth = &stack.connection().await["auth"];
+    assert_eq!(
+        (auth["kind"].as_str(), auth["state"].as_str()),
+        (Some("oauth"), Some("needs_authorization")),
+        "{auth}"
+    );
+    let audit = owner.get("/api/v1/workspaces/acme/audit").await.ok();
+    let retired = audit
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|entry| entry["action"] == "connection.retired")
+        .unwrap_or_else(|| panic!("no connection.retired entry: {audit}"));
+    assert_eq!(retired["after"]["oauth_grants_deleted"], 1, "{retired}");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
 async fn diagnosing_an_authorized_connection_sends_its_token(pool: PgPool) {
     let stack = stack(pool, 3600).await;
     stack.authorize().await;

@@ -138,6 +138,27 @@ async fn settings_a_central_connection_cannot_take_are_refused(pool: PgPool) {
         .put(&auth, json!({"kind": "token", "scopes": ["mcp:tools"]}))
         .await
         .refused(400, "invalid_request");
+    // A header is where a static token goes: only under `token`, and one a token may take.
+    for settings in [
+        json!({"kind": "oauth", "header": "X-Api-Key"}),
+        json!({"header": "X-Api-Key"}),
+    ] {
+        let message = owner
+            .put(&auth, settings)
+            .await
+            .refused(400, "invalid_request");
+        assert!(message.contains("needs `kind` `token`"), "{message}");
+    }
+    for (header, why) in [
+        ("Host", "owned by HTTP or the MCP transport"),
+        ("X Api Key", "not an HTTP header name"),
+    ] {
+        let message = owner
+            .put(&auth, json!({"kind": "token", "header": header}))
+            .await
+            .refused(400, "invalid_request");
+        assert!(message.contains(why), "{message}");
+    }
     assert_eq!(
         stack.connection().await["auth"],
         Value::Null,
@@ -189,6 +210,51 @@ async fn settings_a_central_connection_cannot_take_are_refused(pool: PgPool) {
         view["auth"],
         json!({"kind": "oauth", "scopes": ["mcp:tools"], "credential": "shared",
                "state": "needs_authorization"})
+    );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_token_connection_keeps_the_header_its_token_goes_in(pool: PgPool) {
+    let stack = stack(pool, 3600).await;
+    let owner = &stack.server.owner;
+    let auth = format!("{CONNECTION}/auth");
+    let view = owner
+        .put(&auth, json!({"kind": "token", "header": "X-Api-Key"}))
+        .await
+        .ok();
+    assert_eq!(
+        view["auth"],
+        json!({"kind": "token", "scopes": [], "credential": "shared",
+               "state": "needs_authorization", "header": "X-Api-Key"})
+    );
+    // The kind left out is the one it has: another header is taken.
+    let view = owner
+        .put(&auth, json!({"header": "PRIVATE-TOKEN"}))
+        .await
+        .ok();
+    assert_eq!(view["auth"]["header"], "PRIVATE-TOKEN", "{view}");
+    // `Authorization` is the default, kept as no header; leaving it out clears it.
+    let view = owner
+        .put(&auth, json!({"kind": "token", "header": "authorization"}))
+        .await
+        .ok();
+    assert_eq!(view["auth"].get("header"), None, "{view}");
+    owner
+        .put(&auth, json!({"kind": "token", "header": "X-Api-Key"}))
+        .await
+        .ok();
+    let view = owner.put(&auth, json!({"kind": "token"})).await.ok();
+    assert_eq!(view["auth"].get("header"), None, "{view}");
+    // Another kind takes none.
+    owner
+        .put(&auth, json!({"kind": "token", "header": "X-Api-Key"}))
+        .await
+        .ok();
+    let view = owner.put(&auth, json!({"kind": "oauth"})).await.ok();
+    assert_eq!(
+        (view["auth"]["kind"].as_str(), view["auth"].get("header")),
+        (Some("oauth"), None),
+        "{view}"
     );
 }
 
