@@ -6,51 +6,17 @@
 
 use super::harness::*;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use switchyard_testkit::oauth_server::OAuthServer;
+use switchyard_testkit::oauth_server::{OAuthServer, consent};
 
-/// Follows the authorization server's redirects as a browser would (keeping its cookies),
-/// consent being automated, and lands on the server's callback: its status.
+/// Follows the authorization server's redirects as a browser would, consent being
+/// automated, and lands on the server's callback: its status.
 async fn consent_in_browser(authorization_url: &str, callback: &str) -> u16 {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("an HTTP client");
-    let mut url = authorization_url.to_owned();
-    let mut cookies: Vec<(String, String)> = Vec::new();
-    for _ in 0..10 {
-        let cookie = cookies
-            .iter()
-            .map(|(name, value)| format!("{name}={value}"))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let answer = http
-            .get(&url)
-            .header("cookie", cookie)
-            .send()
-            .await
-            .expect("answers");
-        if url.starts_with(callback) {
-            return answer.status().as_u16();
-        }
-        for set in answer.headers().get_all("set-cookie") {
-            let pair = set.to_str().unwrap_or_default().split(';').next();
-            if let Some((name, value)) = pair.and_then(|pair| pair.split_once('=')) {
-                cookies.retain(|(known, _)| known != name);
-                cookies.push((name.to_owned(), value.to_owned()));
-            }
-        }
-        let location = answer
-            .headers()
-            .get("location")
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or_else(|| panic!("no redirect from {url}: {}", answer.status()))
-            .to_owned();
-        url = reqwest::Url::parse(&url)
-            .and_then(|base| base.join(&location))
-            .expect("a redirect URL")
-            .to_string();
-    }
-    panic!("the consent never reached {callback}; last at {url}");
+    let landing = consent(authorization_url, |url| url.as_str().starts_with(callback)).await;
+    reqwest::get(&landing)
+        .await
+        .expect("the server's callback answers")
+        .status()
+        .as_u16()
 }
 
 #[sqlx::test(migrations = false)]
