@@ -39,6 +39,7 @@ use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profi
 use switchyard_mcp_runner::oauth::{DeviceGrants, DeviceOAuth};
 use switchyard_mcp_runner::outbox::Outbox;
 use switchyard_mcp_runner::telemetry::{self, LogFormat, TelemetryConfig};
+use switchyard_protocol::runner::AuthStateReport;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -185,6 +186,7 @@ async fn run(args: Args) -> Result<(), Failure> {
 
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone())?;
+    let (reports, auth_reports) = tokio::sync::mpsc::channel(AUTH_REPORTS);
     let config = DeviceConfig {
         server_url: identity.server_url.trim_end_matches('/').to_owned(),
         device_id: identity.device_id,
@@ -192,6 +194,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         resolver: launch_resolver(
             &device_bindings_file(&IdentityStore::default_location(), &profile),
             Duration::from_secs(args.oauth_timeout_seconds.max(1)),
+            reports,
         ),
         executor: ExecutorConfig {
             session_caps: args.session_caps.into(),
@@ -199,6 +202,7 @@ async fn run(args: Args) -> Result<(), Failure> {
             endpoints: EndpointGuard::device(),
             ..ExecutorConfig::default()
         },
+        auth_reports: Some(auth_reports),
     };
     device::run(config, outbox, shutdown).await?;
     Ok(())
@@ -208,7 +212,11 @@ async fn run(args: Args) -> Result<(), Failure> {
 /// else the profile's file in the configuration directory), with the OS keyring for `os_store`
 /// references when it can be used, and sends the OAuth grants `switchyard auth` kept in the
 /// keyring (each OAuth request bounded by `oauth_timeout`).
-fn launch_resolver(bindings: &Path, oauth_timeout: Duration) -> LaunchResolver {
+fn launch_resolver(
+    bindings: &Path,
+    oauth_timeout: Duration,
+    reports: tokio::sync::mpsc::Sender<AuthStateReport>,
+) -> LaunchResolver {
     let store: Arc<dyn SecretStore> = match OsKeyring::new() {
         Ok(keyring) => Arc::new(keyring),
         Err(error) => {
@@ -223,8 +231,13 @@ fn launch_resolver(bindings: &Path, oauth_timeout: Duration) -> LaunchResolver {
         grants,
         EndpointGuard::device(),
         oauth_timeout,
+        Some(reports),
     )
 }
+
+/// How many grant-state reports may wait for the server (each is small; a full queue drops
+/// one, which the next change sends again).
+const AUTH_REPORTS: usize = 64;
 
 /// Cancels `shutdown` at the first SIGINT or SIGTERM; exits at once at the second.
 fn watch_signals(shutdown: CancellationToken) -> Result<(), Failure> {

@@ -2,7 +2,7 @@
 //! completion reports. The central executor uses these types in-process; the device companion
 //! sends them over HTTP.
 
-use crate::api::{AuthKind, CallError, ConnectorSpec};
+use crate::api::{AuthKind, AuthState, CallError, ConnectorSpec};
 use crate::ids::*;
 use crate::placement::SpecDigest;
 use crate::reconcile::CallKind;
@@ -78,6 +78,17 @@ pub struct ConnectionTarget {
     /// connection no longer uses OAuth. The central runner reads the server's own settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_kind: Option<AuthKind>,
+}
+
+/// `POST /api/v1/runner/auth-state`: where the OAuth grant of a connection placed on the
+/// device stands now. The grant stays in the device's keyring; the runner sends its state
+/// when it changes, so that the server, the inspector and the agent endpoint show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthStateReport {
+    /// The connection (placed on the reporting device).
+    pub connection_id: ConnectionId,
+    /// Its grant's state.
+    pub state: AuthState,
 }
 
 /// How a call ended, as the runner saw it.

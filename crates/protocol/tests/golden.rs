@@ -747,6 +747,10 @@ golden! {
     heartbeat_answer: HeartbeatAnswer = heartbeat_answer();
     lease_request: LeaseRequest = lease_request();
     lease_answer: LeaseAnswer = lease_answer();
+    auth_state_report: AuthStateReport = AuthStateReport {
+        connection_id: CONNECTION,
+        state: AuthState::AuthRequired,
+    };
     start_request: StartRequest = StartRequest { epoch: Epoch(4) };
     start_answer: Vec<StartAnswer> = start_answers();
     complete_request: CompleteRequest = complete_request();

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_protocol::CallId;
 use switchyard_protocol::runner::{
-    AcquireAnswer, AcquireLease, ChannelCall, ChannelComplete, ChannelError, ChannelReply,
-    ChannelStart, CompleteAnswer, CompleteRequest, Epoch, Heartbeat, HeartbeatAnswer, LeaseAnswer,
-    LeaseRequest, LifecycleEvent, ReceiptCheck, ReceiptCheckAnswer, StartAnswer, StartCheck,
-    StartCheckAnswer, StartRequest,
+    AcquireAnswer, AcquireLease, AuthStateReport, ChannelCall, ChannelComplete, ChannelError,
+    ChannelReply, ChannelStart, CompleteAnswer, CompleteRequest, Epoch, Heartbeat, HeartbeatAnswer,
+    LeaseAnswer, LeaseRequest, LifecycleEvent, ReceiptCheck, ReceiptCheckAnswer, StartAnswer,
+    StartCheck, StartCheckAnswer, StartRequest,
 };
 
 /// How long to wait for a TCP/TLS connection.
@@ -270,6 +270,11 @@ impl RunnerClient {
     /// Records a session lifecycle event.
     pub async fn event(&self, event: &LifecycleEvent) -> Result<(), ApiFailure> {
         self.post_no_content("events", event).await
+    }
+
+    /// Reports where a connection's device-held OAuth grant stands.
+    pub async fn auth_state(&self, report: &AuthStateReport) -> Result<(), ApiFailure> {
+        self.post_no_content("auth-state", report).await
     }
 
     /// Gives the lease up, so the next runner need not wait for it to expire.

@@ -14,14 +14,14 @@ use crate::outbox::{Outbox, OutboxError};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_protocol::DeviceId;
-use switchyard_protocol::runner::{AcquireAnswer, Epoch};
+use switchyard_protocol::runner::{AcquireAnswer, AuthStateReport, Epoch};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The shortest wait between two attempts to take a held lease.
 const MIN_HELD_WAIT: Duration = Duration::from_millis(250);
 
 /// How a device runner runs.
-#[derive(Clone)]
 pub struct DeviceConfig {
     /// The server's base URL, from the device identity.
     pub server_url: String,
@@ -34,6 +34,9 @@ pub struct DeviceConfig {
     pub resolver: LaunchResolver,
     /// Executor settings.
     pub executor: ExecutorConfig,
+    /// Where the resolver sends the changed states of device-held OAuth grants
+    /// ([`crate::oauth::DeviceOAuth`]); each is reported to the server.
+    pub auth_reports: Option<mpsc::Receiver<AuthStateReport>>,
 }
 
 /// Why a device runner stopped other than by being asked to.
@@ -84,6 +87,14 @@ pub async fn run(
     let outbox = Arc::new(outbox);
     let client = RunnerClient::new(&config.server_url, config.credential.clone())
         .map_err(RunError::Client)?;
+    let mut config = config;
+    if let Some(reports) = config.auth_reports.take() {
+        tokio::spawn(report_auth_states(
+            client.clone(),
+            reports,
+            shutdown.clone(),
+        ));
+    }
     let pins = Arc::new(SpecPins::load(Arc::clone(&outbox))?);
     let config = DeviceConfig {
         resolver: pins.guard(Arc::clone(&config.resolver)),
@@ -133,6 +144,27 @@ pub async fn run(
                 tracing::info!("runner stopped");
                 return Ok(());
             }
+        }
+    }
+}
+
+/// Sends each reported grant state to the server until shutdown. A report that fails is
+/// logged and dropped: the next change, or the next runner's first use, reports again.
+async fn report_auth_states(
+    client: RunnerClient,
+    mut reports: mpsc::Receiver<AuthStateReport>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let report = tokio::select! {
+            report = reports.recv() => match report {
+                Some(report) => report,
+                None => return,
+            },
+            () = shutdown.cancelled() => return,
+        };
+        if let Err(error) = client.auth_state(&report).await {
+            tracing::warn!(%error, connection = %report.connection_id, state = %report.state, "cannot report a grant's state");
         }
     }
 }

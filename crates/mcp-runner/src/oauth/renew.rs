@@ -28,7 +28,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::{AuthKind, AuthState, CallError, ConnectorSpec};
-use switchyard_protocol::runner::LeasedCall;
+use switchyard_protocol::runner::{AuthStateReport, LeasedCall};
+use tokio::sync::mpsc;
 
 /// The header an access token goes in.
 const AUTHORIZATION: &str = "Authorization";
@@ -53,6 +54,10 @@ struct Shared {
     guard: EndpointGuard,
     timeout: Duration,
     lanes: Mutex<HashMap<ConnectionId, Lane>>,
+    /// Where changed grant states go (to the server), if anywhere.
+    reports: Option<mpsc::Sender<AuthStateReport>>,
+    /// The state last sent for each connection.
+    reported: Mutex<HashMap<ConnectionId, AuthState>>,
 }
 
 /// One connection's renewals take turns here; it holds when the last one failed for now.
@@ -64,12 +69,14 @@ const FAILED_RENEWAL_HOLD: Duration = Duration::from_secs(5);
 
 impl DeviceOAuth {
     /// `inner`'s launches with the grants in `grants`, each OAuth request screened by `guard`
-    /// and bounded by `timeout`.
+    /// and bounded by `timeout`; a grant's changed state is sent to `reports` (for the
+    /// server), when given.
     pub fn wrap(
         inner: LaunchResolver,
         grants: DeviceGrants,
         guard: EndpointGuard,
         timeout: Duration,
+        reports: Option<mpsc::Sender<AuthStateReport>>,
     ) -> LaunchResolver {
         Arc::new(Self {
             shared: Arc::new(Shared {
@@ -78,6 +85,8 @@ impl DeviceOAuth {
                 guard,
                 timeout,
                 lanes: Mutex::default(),
+                reports,
+                reported: Mutex::default(),
             }),
         })
     }
@@ -130,6 +139,7 @@ impl ResolveLaunch for DeviceOAuth {
             {
                 tracing::warn!(%error, %connection, "cannot record that the connection needs authorization");
             }
+            shared.report(connection, AuthState::AuthRequired);
         })
     }
 }
@@ -189,9 +199,13 @@ impl Shared {
                 }
                 return Ok((launch, false));
             }
-            (Some(AuthKind::Oauth), found) => found
-                .map_err(unavailable)?
-                .ok_or_else(|| needs("is not authorized on this device"))?,
+            (Some(AuthKind::Oauth), found) => match found.map_err(unavailable)? {
+                Some(grant) => grant,
+                None => {
+                    self.report(connection, AuthState::NeedsAuthorization);
+                    return Err(needs("is not authorized on this device"));
+                }
+            },
             // Not declared: a grant authorized here for this URL is sent; without a keyring,
             // or without a grant, the connection sends what its bindings say.
             (None, Ok(Some(grant))) => grant,
@@ -199,9 +213,11 @@ impl Shared {
         };
         if grant.resource != *url {
             self.grants.delete(connection).map_err(unavailable)?;
+            self.report(connection, AuthState::NeedsAuthorization);
             return Err(needs("changed its URL since it was authorized"));
         }
         let token = self.token(connection, grant, refused).await?;
+        self.report(connection, AuthState::Authorized);
         launch
             .headers
             .retain(|(name, _)| !name.eq_ignore_ascii_case(AUTHORIZATION));
@@ -219,7 +235,7 @@ impl Shared {
         grant: DeviceGrant,
         refused: Option<&str>,
     ) -> Result<String, CallError> {
-        check_state(connection, &grant)?;
+        self.check_state(connection, &grant)?;
         let standing = grant.grant.standing(now()).ok_or_else(|| {
             refusal(
                 codes::MISSING,
@@ -297,7 +313,7 @@ impl Shared {
                     ),
                 )
             })?;
-        check_state(connection, &grant)?;
+        self.check_state(connection, &grant)?;
         if let Some(standing) = grant.grant.standing(now()) {
             if standing.token != observed && !standing.due {
                 return Ok(standing.token);
@@ -339,9 +355,12 @@ impl Shared {
                 )
             }),
             // The store marked the grant `auth_required`.
-            Err(AuthError::TokenRefreshRejected(_)) => Err(auth_required(
-                "the authorization server refused its refresh token",
-            )),
+            Err(AuthError::TokenRefreshRejected(_)) => {
+                self.report(connection, AuthState::AuthRequired);
+                Err(auth_required(
+                    "the authorization server refused its refresh token",
+                ))
+            }
             Err(_) if http.last_error().as_deref() == Some("invalid_client") => {
                 self.mark(connection, grant.generation, AuthState::AuthRequired);
                 Err(auth_required(
@@ -372,6 +391,38 @@ impl Shared {
         if let Err(error) = self.grants.set_state(connection, Some(read), state) {
             tracing::warn!(%error, %connection, %state, "cannot record the grant's state");
         }
+        self.report(connection, state);
+    }
+
+    /// Sends `state` to the server unless it is what was sent last for `connection` (a full
+    /// queue drops it, to be sent at the next change of use).
+    fn report(&self, connection: ConnectionId, state: AuthState) {
+        let Some(reports) = &self.reports else {
+            return;
+        };
+        let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+        if reported.get(&connection) == Some(&state) {
+            return;
+        }
+        if reports
+            .try_send(AuthStateReport {
+                connection_id: connection,
+                state,
+            })
+            .is_ok()
+        {
+            reported.insert(connection, state);
+        }
+    }
+
+    /// Fails the call at once when the grant can no longer be renewed (and says so to the
+    /// server).
+    fn check_state(&self, connection: ConnectionId, grant: &DeviceGrant) -> Result<(), CallError> {
+        let checked = check_state(connection, grant);
+        if checked.is_err() {
+            self.report(connection, grant.state);
+        }
+        checked
     }
 }
 
@@ -454,6 +505,7 @@ mod tests {
             DeviceGrants::new(Arc::new(NoKeyring)),
             EndpointGuard::device(),
             Duration::from_secs(1),
+            None,
         )
     }
 

@@ -29,7 +29,7 @@ use crate::db::{Key, NewReceipt};
 use crate::error::{AppError, AppResult};
 use std::time::Duration;
 use switchyard_protocol::runner::*;
-use switchyard_protocol::{CallId, CallState, ErrorCode, RunnerRef};
+use switchyard_protocol::{CallId, CallState, ConnectionId, ErrorCode, RunnerRef};
 use tokio::time::Instant;
 
 /// The longest a lease request waits for work.
@@ -411,20 +411,45 @@ impl App {
 
     /// Records a lifecycle event the device reports, for a connection placed on it.
     pub async fn runner_event(&self, device: &DeviceActor, event: LifecycleEvent) -> AppResult<()> {
-        let runner = device.runner_ref();
-        let connection = event.connection_id();
+        self.placed_on(device, event.connection_id()).await?;
+        self.event_record(device.runner_ref(), &event).await
+    }
+
+    /// Records where the OAuth grant of a connection placed on this device stands (the grant
+    /// itself stays in the device's keyring), so that `switchyard list` anywhere, the
+    /// inspector and the agent endpoint show it.
+    pub async fn runner_auth_state(
+        &self,
+        device: &DeviceActor,
+        report: AuthStateReport,
+    ) -> AppResult<()> {
+        let connection = report.connection_id;
+        self.placed_on(device, connection).await?;
+        if self
+            .db
+            .connection_auth_state_reported(connection, report.state)
+            .await?
+        {
+            tracing::info!(%connection, state = %report.state, device = %device.device.id, "a device reported its grant's state");
+        }
+        Ok(())
+    }
+
+    /// Refuses a connection that is not placed on `device` (`connection_not_found`).
+    async fn placed_on(&self, device: &DeviceActor, connection: ConnectionId) -> AppResult<()> {
         let placed_here = self
             .db
             .connection_find(device.device.workspace_id, &Key::Id(connection.0))
             .await?
-            .is_some_and(|c| c.runner_ref == runner);
-        if !placed_here {
-            return Err(AppError::refused(
+            .is_some_and(|c| c.runner_ref == device.runner_ref());
+        if placed_here {
+            Ok(())
+        } else {
+            Err(AppError::refused(
                 ErrorCode::ConnectionNotFound,
                 format!("no connection `{connection}` placed on this device"),
-            ));
+            ))
         }
-        self.event_record(runner, &event).await
     }
 
     /// Gives the lease of `epoch` up at once (clean shutdown), so a successor need not wait.

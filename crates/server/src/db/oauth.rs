@@ -322,6 +322,27 @@ impl Datastore {
         Ok(changed > 0)
     }
 
+    /// Records `state` as reported by the device a connection is placed on (its grant lives
+    /// there): made the connection's auth row when it has none (kind not declared). Answers
+    /// whether it changed.
+    pub async fn connection_auth_state_reported(
+        &self,
+        connection: ConnectionId,
+        state: AuthState,
+    ) -> Result<bool, sqlx::Error> {
+        let changed = sqlx::query(
+            "INSERT INTO connection_auth (connection_id, state) VALUES ($1, $2)
+             ON CONFLICT (connection_id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()
+             WHERE connection_auth.state IS DISTINCT FROM EXCLUDED.state",
+        )
+        .bind(connection)
+        .bind(state)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(changed > 0)
+    }
+
     /// The grant of (`connection`, `holder`), if there is one.
     pub async fn oauth_grant_get(
         &self,

@@ -32,6 +32,17 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/runner/receipts/check", post(check_receipts))
         .route("/runner/starts/check", post(check_starts))
         .route("/runner/events", post(event))
+        .route("/runner/auth-state", post(auth_state))
+}
+
+/// A device connection's grant state, as the device's runner reports it.
+async fn auth_state(
+    State(s): State<AppState>,
+    device: DeviceActor,
+    ApiJson(report): ApiJson<AuthStateReport>,
+) -> Result<StatusCode, ApiError> {
+    s.app.runner_auth_state(&device, report).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The largest receipt upload: a receipt carries the result as the device runner read it, up

@@ -5,18 +5,20 @@
 //! Against `oidc-provider` and the fixture as the OAuth-protected MCP server.
 
 use super::credentials::{assert_in_no_argv, cli};
-use super::harness::{Paired, Server, WORKSPACE};
+use super::harness::{DEADLINE, Paired, Server, WORKSPACE};
 use crate::cli::harness::HttpFixture;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
+use std::time::Duration;
 use switchyard_mcp_runner::credentials::OsKeyring;
 use switchyard_mcp_runner::oauth::{DeviceGrants, now};
 use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::{AuthState, ConnectorSpec};
 use switchyard_testkit::oauth_server::{OAuthServer, consent};
+use switchyard_testkit::poll::{Bound, Check};
 
 /// A device grant removed from the keyring when dropped, so the test leaves the user's keyring
 /// as it found it.
@@ -40,6 +42,22 @@ fn listed_state(server: &Server, paired: &Paired) -> Value {
         .and_then(|all| all.iter().find(|c| c["name"] == "dfx"))
         .map(|c| c["auth"]["state"].clone())
         .unwrap_or_else(|| panic!("dfx is listed: {listed}"))
+}
+
+/// Waits, bounded, until the server shows `state` for `dfx` (its device's runner reports it).
+async fn server_shows(paired: &Paired, state: &str) {
+    let path = format!("/workspaces/{WORKSPACE}/connections/dfx");
+    Bound::new(DEADLINE, Duration::from_millis(100))
+        .until(async || {
+            let shown = paired.api.get(&path).await?["auth"]["state"].clone();
+            Ok(if shown == state {
+                Check::Done(())
+            } else {
+                Check::NotYet(format!("the server shows {shown}"))
+            })
+        })
+        .await
+        .unwrap_or_else(|e| panic!("the server never showed {state}: {e}"));
 }
 
 /// The text of a call's first result content.
@@ -173,6 +191,8 @@ async fn a_device_connection_authorized_here_calls_with_its_token_and_renews_it(
     let view = paired.wait_for_state(&call, "succeeded").await;
     assert_eq!(result_text(&view), "with a device token");
     assert_eq!(token_requests(&auth, "refresh_token").await, 0);
+    // The runner told the server where the grant stands (the grant itself stays here).
+    server_shows(&paired, "authorized").await;
 
     // The protected server refuses the token: renewed once, and the call goes through.
     auth.forget_access_tokens()
@@ -205,6 +225,7 @@ async fn a_device_connection_authorized_here_calls_with_its_token_and_renews_it(
     let dead = grants.get(connection).expect("keyring").expect("a grant");
     assert_eq!(dead.state, AuthState::AuthRequired);
     assert_eq!(listed_state(&server, &paired), "auth_required");
+    server_shows(&paired, "auth_required").await;
 
     // `revoke` empties the keyring entry; the declaration stays.
     let revoked = cli(&server, &paired.config_dir, &["revoke", WORKSPACE, "dfx"])
@@ -213,6 +234,10 @@ async fn a_device_connection_authorized_here_calls_with_its_token_and_renews_it(
     assert!(revoked.status.success(), "{revoked:?}");
     assert!(grants.get(connection).expect("keyring").is_none());
     assert_eq!(listed_state(&server, &paired), "needs_authorization");
+    let call = paired.submit("echo", json!({"text": "revoked"}), 30).await;
+    let view = paired.wait_for_state(&call, "failed").await;
+    assert_eq!(view["error"]["code"], "credential_missing", "{view}");
+    server_shows(&paired, "needs_authorization").await;
 
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());

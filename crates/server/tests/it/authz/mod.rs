@@ -261,6 +261,8 @@ fn matrix() -> Vec<Row> {
     POST "/api/v1/runner/starts/check" json({"starts": []})          => 401  401  401  401  401  401  401  401  200  401  200;
     POST "/api/v1/runner/events" json({"kind": "session_closed", "connection_id": "{local}", "client_session_id": null, "reason": "idle"})
                                                                      => 401  401  401  401  401  401  401  401  204  401  404;
+    POST "/api/v1/runner/auth-state" json({"connection_id": "{local}", "state": "authorized"})
+                                                                     => 401  401  401  401  401  401  401  401  204  401  404;
     POST "/api/v1/runner/lease/release" json({"epoch": "{epoch}"})   => 401  401  401  401  401  401  401  401  204  401  204;
     // What uses something up, last: each names a spare.
     POST "/api/v1/workspaces/{ws}/calls/{call=spare_call}/erase" json({})
