@@ -523,4 +523,118 @@ mod tests {
         assert_eq!(error.code, codes::UNAVAILABLE);
         assert!(error.message.contains("keyring"), "{}", error.message);
     }
+
+    /// A keyring in memory.
+    #[derive(Default)]
+    struct MemoryKeyring(Mutex<HashMap<(String, String), String>>);
+
+    impl crate::credentials::SecretStore for MemoryKeyring {
+        fn get(
+            &self,
+            service: &str,
+            account: &str,
+        ) -> Result<Option<String>, crate::credentials::StoreError> {
+            let entries = self.0.lock().unwrap();
+            Ok(entries.get(&(service.into(), account.into())).cloned())
+        }
+
+        fn set(
+            &self,
+            service: &str,
+            account: &str,
+            value: &str,
+        ) -> Result<(), crate::credentials::StoreError> {
+            let mut entries = self.0.lock().unwrap();
+            entries.insert((service.into(), account.into()), value.into());
+            Ok(())
+        }
+
+        fn delete(
+            &self,
+            service: &str,
+            account: &str,
+        ) -> Result<(), crate::credentials::StoreError> {
+            self.0
+                .lock()
+                .unwrap()
+                .remove(&(service.into(), account.into()));
+            Ok(())
+        }
+    }
+
+    /// A grant for `url` whose access token lapsed an hour ago, renewed at an authorization
+    /// server that refuses connections (nothing listens on port 1).
+    fn lapsed_grant(url: &str) -> DeviceGrant {
+        serde_json::from_value(serde_json::json!({
+            "resource": url,
+            "grant": {
+                "credentials": {
+                    "client_id": "device-client",
+                    "token_response": {"access_token": "lapsed-token", "token_type": "Bearer",
+                                       "expires_in": 60, "refresh_token": "refresh-1"},
+                    "token_received_at": now() - 3600,
+                },
+                "client": {
+                    "metadata": {"authorization_endpoint": "http://127.0.0.1:1/authorize",
+                                 "token_endpoint": "http://127.0.0.1:1/token",
+                                 "code_challenge_methods_supported": ["S256"]},
+                    "client_id": "device-client",
+                    "client_secret_env": null,
+                    "redirect_uri": "http://127.0.0.1:2/callback",
+                    "resource_indicator": url,
+                },
+            },
+            "state": "authorized",
+            "generation": 7,
+        }))
+        .expect("a grant")
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_failed_for_now_holds_the_calls_behind_it() {
+        crate::device::install_tls_provider();
+        let call = call(Some(AuthKind::Oauth));
+        let ConnectorSpec::Http { url } = &call.connection.spec else {
+            unreachable!("an HTTP call")
+        };
+        let grants = DeviceGrants::new(Arc::new(MemoryKeyring::default()));
+        grants
+            .put(call.connection.connection_id, &lapsed_grant(url))
+            .expect("stored");
+        let bound = immediate_resolver(|call: &LeasedCall| {
+            Ok(SessionLaunch {
+                spec: call.connection.spec.clone(),
+                env: Vec::new(),
+                headers: Vec::new(),
+            })
+        });
+        let resolver = DeviceOAuth::wrap(
+            bound,
+            grants.clone(),
+            EndpointGuard::device(),
+            Duration::from_secs(5),
+            None,
+        );
+
+        let first = resolver.launch(&call).await.expect_err("nothing answers");
+        assert_eq!(first.code, codes::RENEWAL_FAILED, "{}", first.message);
+        assert!(
+            first.message.contains("renewing its OAuth token failed"),
+            "{}",
+            first.message
+        );
+        let held = resolver.launch(&call).await.expect_err("held");
+        assert_eq!(held.code, codes::RENEWAL_FAILED);
+        assert!(
+            held.message.contains("tried again 5s after a failure"),
+            "{}",
+            held.message
+        );
+        // A passing failure is not a dead grant: it stays as it was, to be renewed later.
+        let kept = grants
+            .get(call.connection.connection_id)
+            .expect("readable")
+            .expect("kept");
+        assert_eq!((kept.state, kept.generation), (AuthState::Authorized, 7));
+    }
 }
