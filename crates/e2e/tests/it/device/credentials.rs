@@ -54,7 +54,12 @@ pub(super) fn cli(server: &Server, config_dir: &Path, args: &[&str]) -> Command 
 /// Runs `switchyard ARGS` with `value` on stdin. While it runs, before the value is written,
 /// checks that no process's command line holds `value`.
 #[track_caller]
-fn run_with_value(server: &Server, config_dir: &Path, args: &[&str], value: &str) -> Output {
+pub(super) fn run_with_value(
+    server: &Server,
+    config_dir: &Path,
+    args: &[&str],
+    value: &str,
+) -> Output {
     let mut child = cli(server, config_dir, args)
         .spawn()
         .expect("spawn switchyard");
@@ -67,7 +72,7 @@ fn run_with_value(server: &Server, config_dir: &Path, args: &[&str], value: &str
 }
 
 #[track_caller]
-fn succeeded(output: &Output) -> String {
+pub(super) fn succeeded(output: &Output) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),

@@ -4,7 +4,7 @@
 //! it when the MCP server refuses it, and stops at `auth_required` after one refused refresh.
 //! Against `oidc-provider` and the fixture as the OAuth-protected MCP server.
 
-use super::credentials::{assert_in_no_argv, cli};
+use super::credentials::{assert_in_no_argv, cli, run_with_value, succeeded};
 use super::harness::{DEADLINE, Paired, Server, WORKSPACE};
 use crate::cli::harness::HttpFixture;
 use nix::sys::signal::Signal;
@@ -245,4 +245,72 @@ async fn a_device_connection_authorized_here_calls_with_its_token_and_renews_it(
     for token in [&first, &second] {
         assert!(!log.contains(token.as_str()), "the runner logged a token");
     }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_device_token_connection_keeps_its_token_in_the_keyring_until_revoked(
+    _: PgPoolOptions,
+    db: PgConnectOptions,
+) {
+    let server = Server::start(&db).await;
+    let token = "device-static-7d1c40ae";
+    let remote = HttpFixture::start(
+        &["--bearer-env", "FIXTURE_TOKEN"],
+        &[("FIXTURE_TOKEN", token)],
+    );
+    let spec = ConnectorSpec::Http {
+        url: remote.url.clone(),
+    };
+    let paired = Paired::set_up(&server, "device-token", spec).await;
+    paired
+        .api
+        .put(
+            &format!("/workspaces/{WORKSPACE}/connections/dfx/auth"),
+            &json!({"kind": "token"}),
+        )
+        .await
+        .expect("declare dfx a token connection");
+
+    // The token is read from stdin, never the command line, into this device's keyring.
+    let set = run_with_value(
+        &server,
+        &paired.config_dir,
+        &["auth", WORKSPACE, "dfx"],
+        token,
+    );
+    let said = succeeded(&set);
+    assert!(
+        said.contains("OS keyring") && said.contains("Authorization"),
+        "{said}"
+    );
+    assert!(!said.contains(token));
+
+    let outbox = paired.dir.join("outbox");
+    let mut runner = paired.runner(&outbox, "runner.log", &[]);
+    runner.wait_for_log("lease epoch").await;
+    paired.discover_classified().await;
+    let call = paired
+        .submit("echo", json!({"text": "with a token"}), 30)
+        .await;
+    let view = paired.wait_for_state(&call, "succeeded").await;
+    assert_eq!(result_text(&view), "with a token");
+
+    // `revoke` removes the token's binding and its keyring entry: the next call sends none.
+    let revoked = cli(&server, &paired.config_dir, &["revoke", WORKSPACE, "dfx"])
+        .output()
+        .expect("run switchyard revoke");
+    assert!(revoked.status.success(), "{revoked:?}");
+    assert!(
+        String::from_utf8_lossy(&revoked.stdout).contains("1 bound value(s)"),
+        "{revoked:?}"
+    );
+    let call = paired.submit("echo", json!({"text": "revoked"}), 30).await;
+    let view = paired.wait_for_state(&call, "failed").await;
+    assert!(!view.to_string().contains(token), "{view}");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit().await, Some(0), "{}", runner.log_text());
+    assert!(
+        !runner.log_text().contains(token),
+        "the runner logged the token"
+    );
 }
