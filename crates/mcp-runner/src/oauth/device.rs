@@ -109,19 +109,20 @@ impl DeviceGrants {
 
     /// Records `state` on connection `connection`'s grant, if it has one — only on generation
     /// `read` when given (what a renewal read: a grant written since is left as it is).
+    /// Answers whether it was recorded.
     pub fn set_state(
         &self,
         connection: ConnectionId,
         read: Option<u64>,
         state: AuthState,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         match self.get(connection)? {
             Some(mut grant) if read.is_none_or(|read| read == grant.generation) => {
                 grant.state = state;
                 grant.generation += 1;
-                self.put(connection, &grant)
+                self.put(connection, &grant).map(|()| true)
             }
-            _ => Ok(()),
+            _ => Ok(false),
         }
     }
 }
@@ -193,6 +194,15 @@ impl DeviceGrantStore {
     }
 }
 
+/// A generation above `after` and every earlier authorization's: the clock's nanoseconds.
+fn fresh_generation(after: u64) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or_default();
+    nanos.max(after + 1)
+}
+
 fn store_error(error: StoreError) -> AuthError {
     AuthError::CredentialStoreError(error.to_string())
 }
@@ -219,7 +229,9 @@ impl CredentialStore for DeviceGrantStore {
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
         let current = self.grants.get(self.connection).map_err(store_error)?;
         let generation = match (self.renewing, &current) {
-            (None, current) => current.as_ref().map_or(0, |grant| grant.generation) + 1,
+            // A new authorization's generation never repeats one before it (even after a
+            // revoke emptied the entry): a renewal that read an older grant never matches it.
+            (None, current) => fresh_generation(current.as_ref().map_or(0, |g| g.generation)),
             (Some(read), Some(current)) if current.generation == read => read + 1,
             (Some(_), _) => {
                 self.superseded.store(true, Ordering::SeqCst);
@@ -254,6 +266,7 @@ impl CredentialStore for DeviceGrantStore {
     ) -> Result<(), AuthError> {
         self.grants
             .set_state(self.connection, self.renewing, AuthState::AuthRequired)
+            .map(drop)
             .map_err(store_error)
     }
 }

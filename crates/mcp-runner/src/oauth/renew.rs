@@ -56,8 +56,8 @@ struct Shared {
     lanes: Mutex<HashMap<ConnectionId, Lane>>,
     /// Where changed grant states go (to the server), if anywhere.
     reports: Option<mpsc::Sender<AuthStateReport>>,
-    /// The state last sent for each connection.
-    reported: Mutex<HashMap<ConnectionId, AuthState>>,
+    /// The state last sent for each connection, and when.
+    reported: Mutex<HashMap<ConnectionId, (AuthState, Instant)>>,
 }
 
 /// One connection's renewals take turns here; it holds when the last one failed for now.
@@ -66,6 +66,10 @@ type Lane = Arc<tokio::sync::Mutex<Option<Instant>>>;
 /// How long after a renewal failed for now (no answer in time, a passing error) the calls
 /// waiting behind it fail at once instead of each asking the authorization server again.
 const FAILED_RENEWAL_HOLD: Duration = Duration::from_secs(5);
+
+/// How often an unchanged state is sent again while the connection is used: a report lost
+/// on its way, or a state the server changed itself, is set right within this.
+const REPORT_AGAIN_AFTER: Duration = Duration::from_secs(60);
 
 impl DeviceOAuth {
     /// `inner`'s launches with the grants in `grants`, each OAuth request screened by `guard`
@@ -133,13 +137,16 @@ impl ResolveLaunch for DeviceOAuth {
         let inner = self.shared.inner.refused_renewed(call);
         Box::pin(async move {
             inner.await;
-            if let Err(error) = shared
+            match shared
                 .grants
                 .set_state(connection, None, AuthState::AuthRequired)
             {
-                tracing::warn!(%error, %connection, "cannot record that the connection needs authorization");
+                Ok(true) => shared.report(connection, AuthState::AuthRequired),
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(%error, %connection, "cannot record that the connection needs authorization");
+                }
             }
-            shared.report(connection, AuthState::AuthRequired);
         })
     }
 }
@@ -356,7 +363,15 @@ impl Shared {
             }),
             // The store marked the grant `auth_required`.
             Err(AuthError::TokenRefreshRejected(_)) => {
-                self.report(connection, AuthState::AuthRequired);
+                if self
+                    .grants
+                    .get(connection)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|now| now.state == AuthState::AuthRequired)
+                {
+                    self.report(connection, AuthState::AuthRequired);
+                }
                 Err(auth_required(
                     "the authorization server refused its refresh token",
                 ))
@@ -388,20 +403,27 @@ impl Shared {
     /// Records `state` on the grant as renewal read it (generation `read`), logging (not failing) a keyring error: the call's own
     /// error already says what happened.
     fn mark(&self, connection: ConnectionId, read: u64, state: AuthState) {
-        if let Err(error) = self.grants.set_state(connection, Some(read), state) {
-            tracing::warn!(%error, %connection, %state, "cannot record the grant's state");
+        match self.grants.set_state(connection, Some(read), state) {
+            Ok(true) => self.report(connection, state),
+            // A grant written since is not this renewal's to judge.
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(%error, %connection, %state, "cannot record the grant's state");
+            }
         }
-        self.report(connection, state);
     }
 
-    /// Sends `state` to the server unless it is what was sent last for `connection` (a full
-    /// queue drops it, to be sent at the next change of use).
+    /// Sends `state` to the server unless it was sent for `connection` within
+    /// [`REPORT_AGAIN_AFTER`] (a full queue drops it; it goes at the next use).
     fn report(&self, connection: ConnectionId, state: AuthState) {
         let Some(reports) = &self.reports else {
             return;
         };
         let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
-        if reported.get(&connection) == Some(&state) {
+        if reported
+            .get(&connection)
+            .is_some_and(|(sent, at)| *sent == state && at.elapsed() < REPORT_AGAIN_AFTER)
+        {
             return;
         }
         if reports
@@ -411,7 +433,7 @@ impl Shared {
             })
             .is_ok()
         {
-            reported.insert(connection, state);
+            reported.insert(connection, (state, Instant::now()));
         }
     }
 

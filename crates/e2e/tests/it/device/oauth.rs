@@ -13,7 +13,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_mcp_runner::credentials::OsKeyring;
+use switchyard_mcp_runner::credentials::{KEYRING_SERVICE, OsKeyring, SecretStore};
 use switchyard_mcp_runner::oauth::{DeviceGrants, now};
 use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::{AuthState, ConnectorSpec};
@@ -27,6 +27,17 @@ struct GrantCleanup(DeviceGrants, ConnectionId);
 impl Drop for GrantCleanup {
     fn drop(&mut self) {
         let _ = self.0.delete(self.1);
+    }
+}
+
+/// A `switchyard-mcp` keyring entry removed when dropped (a failed test leaves no token).
+struct EntryCleanup(String);
+
+impl Drop for EntryCleanup {
+    fn drop(&mut self) {
+        if let Ok(keyring) = OsKeyring::new() {
+            let _ = keyring.delete(KEYRING_SERVICE, &self.0);
+        }
     }
 }
 
@@ -284,6 +295,8 @@ async fn a_device_token_connection_keeps_its_token_in_the_keyring_until_revoked(
         "{said}"
     );
     assert!(!said.contains(token));
+    let entry = format!("{}/Authorization", paired.connection_id);
+    let _cleanup = EntryCleanup(entry.clone());
 
     let outbox = paired.dir.join("outbox");
     let mut runner = paired.runner(&outbox, "runner.log", &[]);
@@ -303,6 +316,12 @@ async fn a_device_token_connection_keeps_its_token_in_the_keyring_until_revoked(
     assert!(
         String::from_utf8_lossy(&revoked.stdout).contains("1 bound value(s)"),
         "{revoked:?}"
+    );
+    let keyring = OsKeyring::new().expect("the kernel keyring");
+    assert_eq!(
+        keyring.get(KEYRING_SERVICE, &entry).expect("readable"),
+        None,
+        "the token's keyring entry is gone"
     );
     let call = paired.submit("echo", json!({"text": "revoked"}), 30).await;
     let view = paired.wait_for_state(&call, "failed").await;
