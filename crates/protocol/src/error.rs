@@ -184,9 +184,6 @@ pub enum ErrorCode {
     /// The OAuth callback names another issuer (`iss`, RFC 9207) than the authorization
     /// server the flow began with: the code was not redeemed.
     IssuerMismatch,
-    /// The credential holder asked for is not available for this connection (`user` for a
-    /// central connection).
-    CredentialHolderUnsupported,
     /// The server holds no installation key (`--installation-key-file`), so it cannot store a
     /// credential sealed.
     VaultNotConfigured,
@@ -277,7 +274,6 @@ impl ErrorCode {
             ErrorCode::AuthorizationFailed => "authorization_failed",
             ErrorCode::AuthorizationStateInvalid => "authorization_state_invalid",
             ErrorCode::IssuerMismatch => "issuer_mismatch",
-            ErrorCode::CredentialHolderUnsupported => "credential_holder_unsupported",
             ErrorCode::VaultNotConfigured => "vault_not_configured",
             ErrorCode::OauthEnvRefused => "oauth_env_refused",
             ErrorCode::AuthorizationDeclined => "authorization_declined",
@@ -356,8 +352,7 @@ impl ErrorCode {
             | ErrorCode::ApprovalUnavailable
             | ErrorCode::HandshakeFailed
             | ErrorCode::InvalidCredentials
-            | ErrorCode::AuthorizationUnsupported
-            | ErrorCode::CredentialHolderUnsupported => 422,
+            | ErrorCode::AuthorizationUnsupported => 422,
             ErrorCode::DiscoveryFailed | ErrorCode::AuthorizationFailed => 502,
             ErrorCode::DiscoveryPending => 504,
             ErrorCode::Internal => 500,

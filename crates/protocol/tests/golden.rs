@@ -1194,7 +1194,7 @@ fn error_codes() -> Vec<ErrorCode> {
         ToolUnclassified, ToolUnavailable, HandshakeFailed, InvalidCredentials,
         CredentialValuesDisabled, ConnectionNotCentral, McpSessionNotFound, AgentNotFound, ConflictingRoutes,
         AuthorizationUnsupported, AuthorizationFailed, AuthorizationStateInvalid, IssuerMismatch,
-        CredentialHolderUnsupported, VaultNotConfigured, OauthEnvRefused, AuthorizationDeclined,
+        VaultNotConfigured, OauthEnvRefused, AuthorizationDeclined,
         Internal,
     )
 }

@@ -50,8 +50,7 @@ pub struct McpServer {
     pub scopes: Option<Vec<String>>,
     /// Whether the server's tools are named `slug__tool` for agents (default on).
     pub prefix_tools: Option<bool>,
-    /// Whose credential a call uses (default `shared`; `user` is refused for a central
-    /// connection).
+    /// Whose credential a call uses (default `shared`; `user`: the calling person's own).
     pub credential: Option<CredentialHolder>,
     /// The environment variable holding the OAuth client id, for servers that issue none.
     pub client_id_env: Option<String>,

@@ -7,12 +7,15 @@ use super::names::{derive_namespace, free_namespace, validate_name, validate_nam
 use super::{Actor, App, Audit, views};
 use crate::db::{ConnectionRow, Key};
 use crate::error::{AppError, AppResult};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 use switchyard_mcp_runner::SessionError;
 use switchyard_mcp_runner::credentials::codes;
 use switchyard_mcp_runner::endpoints::EndpointError;
 use switchyard_mcp_runner::redact::Redactor;
 use switchyard_mcp_runner::session::Discovery;
 use switchyard_protocol::api::*;
+use switchyard_protocol::runner::Submitter;
 use switchyard_protocol::{ConnectionId, ErrorCode, WorkspaceId};
 
 /// A discovery that failed: why the connection is unavailable, from the typed error (never
@@ -181,13 +184,53 @@ impl App {
     /// The connections of a workspace.
     pub async fn connection_list(&self, actor: &Actor, ws: &str) -> AppResult<Vec<ConnectionView>> {
         let membership = self.membership(actor, ws).await?;
-        Ok(self
+        let views = self
             .db
             .connection_list(membership.workspace.id)
             .await?
             .iter()
             .map(views::connection)
-            .collect())
+            .collect();
+        self.with_own_grants(actor, views).await
+    }
+
+    /// `views` with each central per-person connection's (`credential = user`) auth state
+    /// as `actor`'s own grant stands: `authorized` (when obtained or last renewed) or
+    /// `needs_authorization`.
+    async fn with_own_grants(
+        &self,
+        actor: &Actor,
+        mut views: Vec<ConnectionView>,
+    ) -> AppResult<Vec<ConnectionView>> {
+        let personal = |view: &ConnectionView| {
+            view.runner == "central"
+                && view
+                    .auth
+                    .as_ref()
+                    .is_some_and(|auth| auth.credential == CredentialHolder::User)
+        };
+        let ids: Vec<ConnectionId> = views.iter().filter(|v| personal(v)).map(|v| v.id).collect();
+        if ids.is_empty() {
+            return Ok(views);
+        }
+        let held: HashMap<ConnectionId, DateTime<Utc>> = self
+            .db
+            .oauth_grants_held(&ids, &actor.user.id.to_string())
+            .await?
+            .into_iter()
+            .collect();
+        for view in views.iter_mut().filter(|v| personal(v)) {
+            let at = held.get(&view.id).copied();
+            if let Some(auth) = view.auth.as_mut() {
+                auth.state = if at.is_some() {
+                    AuthState::Authorized
+                } else {
+                    AuthState::NeedsAuthorization
+                };
+                auth.authorized_at = at;
+            }
+        }
+        Ok(views)
     }
 
     /// One connection.
@@ -198,9 +241,9 @@ impl App {
         key: &str,
     ) -> AppResult<ConnectionView> {
         let membership = self.membership(actor, ws).await?;
-        Ok(views::connection(
-            &self.find_connection(membership.workspace.id, key).await?,
-        ))
+        let view = views::connection(&self.find_connection(membership.workspace.id, key).await?);
+        let mut views = self.with_own_grants(actor, vec![view]).await?;
+        Ok(views.remove(0))
     }
 
     /// The cached tool catalog of a connection.
@@ -248,7 +291,12 @@ impl App {
         {
             // An OAuth connection's access token goes with its bound credentials.
             Ok(launch) => self
-                .with_oauth_token(connection.id, launch, None)
+                .with_oauth_token(
+                    connection.id,
+                    launch,
+                    None,
+                    Some(Submitter::User(actor.user.id)),
+                )
                 .await
                 .map(|(launch, _)| launch)
                 .map_err(|e| e.message),

@@ -31,6 +31,7 @@ use switchyard_protocol::diagnose::{
     CheckResult, CheckStatus, DIAGNOSE_STDERR_TAIL_CHARS, DiagnoseCheck, DiagnoseRequest,
     DiagnosisView, FailureClass, LiveCheck, MAX_DIAGNOSE_TIMEOUT_MS,
 };
+use switchyard_protocol::runner::Submitter;
 use switchyard_protocol::{CallState, ErrorCode};
 
 /// How much longer than a device's check may take the server waits for its runner's report.
@@ -114,7 +115,12 @@ impl App {
                 // An OAuth connection's access token goes with its bound credentials, as a
                 // call's and discovery's do.
                 Ok(launch) => self
-                    .with_oauth_token(connection.id, launch, None)
+                    .with_oauth_token(
+                        connection.id,
+                        launch,
+                        None,
+                        Some(Submitter::User(actor.user.id)),
+                    )
                     .await
                     .map(|(launch, _)| launch)
                     .map_err(|e| format!("{} ({})", e.message, e.code)),

@@ -91,6 +91,14 @@ impl Datastore {
         Ok(done.rows_affected())
     }
 
+    /// The user who approved device `id` (the person its calls run for), if it exists.
+    pub async fn device_approver(&self, id: DeviceId) -> Result<Option<UserId>, sqlx::Error> {
+        sqlx::query_scalar("SELECT approved_by FROM devices WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
     /// A device of a workspace.
     pub async fn device_get(
         &self,

@@ -177,6 +177,8 @@ pub struct GrantFacts<'a> {
 pub struct PendingRow {
     /// The connection being authorized.
     pub connection_id: ConnectionId,
+    /// Whose grant it obtains: `shared`, or a person's user id.
+    pub holder: String,
     /// The flow's state, sealed.
     pub sealed: Sealed,
 }
@@ -492,6 +494,43 @@ impl Datastore {
         Ok(deleted)
     }
 
+    /// Deletes the grant of (`connection`, `holder`) alone: a person's grant that can no
+    /// longer be renewed. Answers whether there was one.
+    pub async fn oauth_grant_delete(
+        &self,
+        connection: ConnectionId,
+        holder: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let deleted =
+            sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1 AND holder = $2")
+                .bind(connection)
+                .bind(holder)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        Ok(deleted > 0)
+    }
+
+    /// When `holder` last obtained or renewed a grant, for each of `connections` it holds one
+    /// for.
+    pub async fn oauth_grants_held(
+        &self,
+        connections: &[ConnectionId],
+        holder: &str,
+    ) -> Result<Vec<(ConnectionId, DateTime<Utc>)>, sqlx::Error> {
+        let rows = sqlx::query(
+            "SELECT connection_id, updated_at FROM oauth_grants
+             WHERE connection_id = ANY($1) AND holder = $2",
+        )
+        .bind(connections)
+        .bind(holder)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("connection_id")?, row.try_get("updated_at")?)))
+            .collect()
+    }
+
     /// Takes the advisory lock of grant (`connection`, `holder`), waiting at most `wait` while
     /// another holds it (on any replica): `None` when it was not free in time. The wait is
     /// the session's `lock_timeout`, reset before the connection is used again.
@@ -580,7 +619,7 @@ impl Datastore {
         digest: &[u8],
     ) -> Result<Option<PendingRow>, sqlx::Error> {
         let row = sqlx::query(
-            "SELECT connection_id, key_id, nonce, ciphertext FROM oauth_pending
+            "SELECT connection_id, holder, key_id, nonce, ciphertext FROM oauth_pending
              WHERE state_digest = $1 AND expires_at > now()",
         )
         .bind(digest)
@@ -589,6 +628,7 @@ impl Datastore {
         row.map(|row| {
             Ok(PendingRow {
                 connection_id: row.try_get("connection_id")?,
+                holder: row.try_get("holder")?,
                 sealed: sealed_of(&row)?,
             })
         })

@@ -45,16 +45,9 @@ pub fn wanted(server: &DeclaredServer, current: &SetConnectionAuth) -> SetConnec
     }
 }
 
-/// Why the server would refuse `wanted` for connection `id` (central or not), said before
-/// anything is sent, so that a plan is never carried out halfway.
-pub fn refusal(id: &str, central: bool, wanted: &SetConnectionAuth) -> Option<String> {
-    if central && wanted.credential == CredentialHolder::User {
-        return Some(format!(
-            "mcp.{id}: credential = \"user\" (each person's own grant) is not available for a \
-             central connection, where one credential serves every caller: write credential = \
-             \"shared\", or leave it out"
-        ));
-    }
+/// Why the server would refuse `wanted` for connection `id`, said before anything is sent,
+/// so that a plan is never carried out halfway.
+pub fn refusal(id: &str, wanted: &SetConnectionAuth) -> Option<String> {
     let oauth_keys = !wanted.scopes.is_empty() || wanted.client_id_env.is_some();
     if let Some(kind) = wanted
         .kind

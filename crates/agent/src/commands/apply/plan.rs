@@ -308,7 +308,7 @@ fn plan_server(plan: &mut Plan, actual: &Actual, id: &str, server: &DeclaredServ
     let existing = actual.connection(id);
     let current = auth::current(existing.and_then(|c| c.auth.as_ref()));
     let wanted = auth::wanted(server, &current);
-    if let Some(refusal) = auth::refusal(id, central, &wanted) {
+    if let Some(refusal) = auth::refusal(id, &wanted) {
         plan.blocked.push(refusal);
         return;
     }

@@ -475,24 +475,16 @@ async fn apply_sets_a_connections_auth_and_export_writes_it(
         .success();
     assert!(again.stdout.contains("no changes"), "{}", again.stdout);
 
-    // Each person's own credential is refused for a central connection before anything is
-    // sent: the new connection in the same file is not made either.
+    // Each person's own credential is declared for a central connection like any setting.
     let text = format!(
         "workspace = \"acme\"\n\n[mcp.remote]\nurl = \"{url}\"\n\n[mcp.mine]\nurl = \"{url}\"\n\
          credential = \"user\"\n",
         url = remote.url
     );
     let file = write(&dir, "switchyard.toml", &text);
-    let blocked = cli.run(&["apply", &file]).code(4);
-    assert!(
-        blocked.stderr.contains(
-            "error[apply_blocked]: mcp.mine: credential = \"user\" (each person's own grant) is \
-             not available for a central connection"
-        ),
-        "{}",
-        blocked.stderr
-    );
-    assert!(connection(&cli, "mine").is_none());
+    cli.run(&["apply", &file]).success();
+    let mine = connection(&cli, "mine").expect("mcp.mine is made");
+    assert_eq!(mine["auth"]["credential"], "user", "{mine}");
 }
 
 #[sqlx::test(migrations = false)]

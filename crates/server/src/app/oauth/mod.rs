@@ -17,8 +17,13 @@
 //! - A renewal stores its token only over the grant generation it read under the grant's
 //!   lock: a revoke or a new authorization meanwhile wins, and the renewed token is dropped.
 //!
-//! Device connections are out of scope: their credentials live on the device. A per-person
-//! credential (`credential = user`) is refused for central connections.
+//! - `credential = user`: each person authorizes their own grant (a member may, for
+//!   themselves; the shared grant is an admin's), and a call sends the grant of the person it
+//!   runs for (its submitter, or the user who approved the submitting device). A person's
+//!   grant that cannot be renewed is deleted rather than marked, so the connection's state
+//!   stays the shared grant's; views show each caller their own.
+//!
+//! Device connections' grants live on the device (`switchyard_mcp_runner::oauth`).
 
 mod grant;
 mod renew;
@@ -72,8 +77,7 @@ pub struct CallbackQuery {
 
 impl App {
     /// Replaces connection `connection`'s auth settings (workspace admins). Changing its kind
-    /// empties the credential it holds. `credential = user` is refused for a central
-    /// connection (`credential_holder_unsupported`), `oauth` for a stdio one
+    /// empties the credential it holds. `oauth` is refused for a stdio connection
     /// (`authorization_unsupported`), a `header` unless its kind is `token`
     /// (`invalid_request`).
     pub async fn connection_auth_set(
@@ -135,13 +139,21 @@ impl App {
         ws: &str,
         connection: &str,
     ) -> AppResult<AuthorizationStarted> {
-        let membership = self.admin_membership(actor, ws).await?;
+        let membership = self.membership(actor, ws).await?;
         let row = self
             .find_connection(membership.workspace.id, connection)
             .await?;
+        let settings = self.db.connection_auth_get(row.id).await?;
+        // A person's own grant is theirs to obtain; the one every caller shares, an admin's.
+        let holder = match settings.as_ref().map(|settings| settings.credential) {
+            Some(CredentialHolder::User) => actor.user.id.to_string(),
+            _ => {
+                self.admin_membership(actor, ws).await?;
+                CredentialHolder::Shared.as_str().to_owned()
+            }
+        };
         let vault = self.vault()?;
         let url = self.oauth_target(&row).await?;
-        let settings = self.db.connection_auth_get(row.id).await?;
         let declared = settings.as_ref().and_then(|settings| settings.kind);
         if let Some(kind @ (AuthKind::None | AuthKind::Token)) = declared {
             return Err(AppError::refused(
@@ -152,12 +164,6 @@ impl App {
                     row.name
                 ),
             ));
-        }
-        if settings
-            .as_ref()
-            .is_some_and(|settings| settings.credential == CredentialHolder::User)
-        {
-            return Err(user_holder_refused(&row.name));
         }
         let http = self.oauth_http()?;
         let probe = http
@@ -224,13 +230,7 @@ impl App {
         let expires = chrono::Utc::now()
             + chrono::Duration::from_std(PENDING_TTL).expect("ten minutes is a duration");
         self.db
-            .oauth_pending_put(
-                &digest,
-                row.id,
-                CredentialHolder::Shared.as_str(),
-                seal,
-                expires,
-            )
+            .oauth_pending_put(&digest, row.id, &holder, seal, expires)
             .await?
             .map_err(|e| AppError::Internal(format!("sealing an OAuth flow: {e}")))?;
         self.audit(
@@ -311,7 +311,7 @@ impl App {
         let http = self.oauth_http()?;
         let key = GrantKey {
             connection: row.id,
-            holder: CredentialHolder::Shared.as_str().to_owned(),
+            holder: pending.holder.clone(),
             resource: record.resource.clone(),
         };
         let store = GrantStore::new(
@@ -668,9 +668,6 @@ fn callback_refusal(row: &ConnectionRow) -> Option<AppError> {
 
 /// Refuses settings a connection cannot take.
 fn check_settings(row: &ConnectionRow, settings: &SetConnectionAuth) -> AppResult<()> {
-    if settings.credential == CredentialHolder::User && row.runner_ref.is_central() {
-        return Err(user_holder_refused(&row.name));
-    }
     for (field, variable) in [
         ("client_id_env", &settings.client_id_env),
         ("client_secret_env", &settings.client_secret_env),
@@ -746,17 +743,6 @@ fn check_header(row: &ConnectionRow, settings: &SetConnectionAuth, header: &str)
             ),
         )
     })
-}
-
-fn user_holder_refused(name: &str) -> AppError {
-    AppError::refused(
-        ErrorCode::CredentialHolderUnsupported,
-        format!(
-            "connection `{name}` runs centrally, where one credential serves every caller: \
-             `credential = user` (each person's own grant) is not available for central \
-             connections; use `shared`"
-        ),
-    )
 }
 
 /// An authorization that failed at `name`'s authorization or MCP server.

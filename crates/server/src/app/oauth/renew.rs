@@ -26,8 +26,9 @@ use switchyard_mcp_runner::launch::{
 };
 use switchyard_mcp_runner::oauth::{OAuthHttp, bearer, now};
 use switchyard_protocol::ConnectionId;
+use switchyard_protocol::UserId;
 use switchyard_protocol::api::{AuthKind, AuthState, CallError, ConnectorSpec, CredentialHolder};
-use switchyard_protocol::runner::LeasedCall;
+use switchyard_protocol::runner::{LeasedCall, Submitter};
 
 /// The header an access token goes in.
 const AUTHORIZATION: &str = "Authorization";
@@ -52,9 +53,14 @@ impl ResolveLaunch for CentralLaunch {
         let call = call.clone();
         Box::pin(async move {
             let launch = app.central_call_launch(&call).await?;
-            app.with_oauth_token(call.connection.connection_id, launch, None)
-                .await
-                .map(|(launch, _)| launch)
+            app.with_oauth_token(
+                call.connection.connection_id,
+                launch,
+                None,
+                Some(call.submitter),
+            )
+            .await
+            .map(|(launch, _)| launch)
         })
     }
 
@@ -65,8 +71,12 @@ impl ResolveLaunch for CentralLaunch {
         let app = self.app.clone();
         let connection = call.connection.connection_id;
         let launch = refused.clone();
+        let caller = call.submitter;
         Box::pin(async move {
-            match app.with_oauth_token(connection, launch, Some(&token)).await {
+            match app
+                .with_oauth_token(connection, launch, Some(&token), Some(caller))
+                .await
+            {
                 Ok((launch, true)) => Some(Ok(launch)),
                 // Not an OAuth connection: a static credential has nothing to renew.
                 Ok((_, false)) => None,
@@ -107,11 +117,15 @@ impl App {
         connection: ConnectionId,
         mut launch: SessionLaunch,
         refused: Option<&str>,
+        caller: Option<Submitter>,
     ) -> Result<(SessionLaunch, bool), CallError> {
         let ConnectorSpec::Http { url } = &launch.spec else {
             return Ok((launch, false));
         };
-        let Some(token) = self.oauth_bearer(connection, url, refused).await? else {
+        let Some(token) = self
+            .oauth_bearer_for(connection, url, refused, caller)
+            .await?
+        else {
             return Ok((launch, false));
         };
         launch
@@ -133,6 +147,36 @@ impl App {
         connection: ConnectionId,
         url: &str,
         refused: Option<&str>,
+    ) -> Result<Option<String>, CallError> {
+        self.oauth_bearer_for(connection, url, refused, None).await
+    }
+
+    /// The person a call runs for: its submitter, or the user who approved the device that
+    /// submitted it (whose per-person grants it uses).
+    async fn person(&self, submitter: Submitter) -> Result<Option<UserId>, CallError> {
+        match submitter {
+            Submitter::User(user) => Ok(Some(user)),
+            Submitter::Device(device) => match self.db.device_approver(device).await {
+                Ok(user) => Ok(user),
+                Err(error) => {
+                    tracing::error!(%error, %device, "reading a call's device failed");
+                    Err(refusal(
+                        codes::UNAVAILABLE,
+                        "the call's device could not be read (database error)".to_owned(),
+                    ))
+                }
+            },
+        }
+    }
+
+    /// [`App::oauth_bearer`] for `caller`: with `credential = user`, the calling person's own
+    /// grant (none without a caller); else the one every caller shares.
+    pub async fn oauth_bearer_for(
+        &self,
+        connection: ConnectionId,
+        url: &str,
+        refused: Option<&str>,
+        caller: Option<Submitter>,
     ) -> Result<Option<String>, CallError> {
         let internal = |e: sqlx::Error| {
             tracing::error!(error = %e, %connection, "reading an OAuth grant failed");
@@ -165,14 +209,29 @@ impl App {
                 "has no OAuth grant here (the server holds no installation key)",
             ));
         };
-        let holder = CredentialHolder::Shared.as_str();
+        let personal = settings.credential == CredentialHolder::User;
+        let holder = if personal {
+            let person = match caller {
+                Some(submitter) => self.person(submitter).await?,
+                None => None,
+            };
+            person
+                .ok_or_else(|| needs("is authorized per person, and nobody's grant applies here"))?
+                .to_string()
+        } else {
+            CredentialHolder::Shared.as_str().to_owned()
+        };
         let Some(row) = self
             .db
-            .oauth_grant_get(connection, holder)
+            .oauth_grant_get(connection, &holder)
             .await
             .map_err(internal)?
         else {
-            return Err(needs("is not authorized"));
+            return Err(needs(if personal {
+                "is authorized per person, and not by the person this call runs for"
+            } else {
+                "is not authorized"
+            }));
         };
         if row.resource != url {
             // Obtained for another URL: not what this connection now points at.
@@ -182,8 +241,10 @@ impl App {
                 .map_err(internal)?;
             return Err(needs("changed its URL since it was authorized"));
         }
+        // A person's grant that cannot be renewed is deleted (see [`App::grant_dead`]); the
+        // shared grant's state is the connection's.
         match settings.state {
-            AuthState::AuthRequired | AuthState::Expired => {
+            AuthState::AuthRequired | AuthState::Expired if !personal => {
                 return Err(refusal(
                     codes::AUTH_REQUIRED,
                     format!(
@@ -193,11 +254,11 @@ impl App {
                     ),
                 ));
             }
-            AuthState::Authorized | AuthState::NeedsAuthorization => {}
+            _ => {}
         }
         let key = GrantKey {
             connection,
-            holder: holder.to_owned(),
+            holder,
             resource: url.to_owned(),
         };
         let (record, _) = open_grant(&self.db, &vault, &key)
@@ -235,7 +296,12 @@ impl App {
         let unavailable = |e: AuthError| refusal(codes::UNAVAILABLE, e.to_string());
         // One renewal of a grant at a time in this process, before the advisory lock: the
         // others wait here without holding a database connection.
-        let mut flight = self.oauth_flights.enter(connection).await;
+        let key = store.key().clone();
+        let personal = key.holder != CredentialHolder::Shared.as_str();
+        let mut flight = self
+            .oauth_flights
+            .enter((connection, key.holder.clone()))
+            .await;
         if let Some(ago) = flight.failed_within(FAILED_RENEWAL_HOLD) {
             // The renewal just before failed for now: its waiters do not each ask again.
             return Err(refusal(
@@ -306,8 +372,9 @@ impl App {
                 "the connection's auth state could not be read (database error)".to_owned(),
             )
         })?;
-        if let Some(state @ (AuthState::AuthRequired | AuthState::Expired)) =
-            settings.map(|settings| settings.state)
+        if let Some(state @ (AuthState::AuthRequired | AuthState::Expired)) = settings
+            .map(|settings| settings.state)
+            .filter(|_| !personal)
         {
             return Err(auth_required(&format!("it is `{state}`")));
         }
@@ -323,7 +390,7 @@ impl App {
                 return Ok(standing.token);
             }
             if !standing.refreshable {
-                self.set_auth_state(connection, AuthState::Expired).await;
+                self.grant_dead(&key, AuthState::Expired).await;
                 return Err(auth_required(
                     "its access token expired and came with no refresh token",
                 ));
@@ -367,8 +434,7 @@ impl App {
             }
             Err(_) if http.last_error().as_deref() == Some("invalid_client") => {
                 self.metrics.oauth_renewal(Renewal::Rejected);
-                self.set_auth_state(connection, AuthState::AuthRequired)
-                    .await;
+                self.grant_dead(&key, AuthState::AuthRequired).await;
                 Err(auth_required(
                     "the authorization server no longer knows the client it registered \
                      (authorizing again registers a new one)",
@@ -376,8 +442,7 @@ impl App {
             }
             Err(AuthError::AuthorizationRequired) => {
                 self.metrics.oauth_renewal(Renewal::Rejected);
-                self.set_auth_state(connection, AuthState::AuthRequired)
-                    .await;
+                self.grant_dead(&key, AuthState::AuthRequired).await;
                 Err(auth_required("its grant cannot be renewed"))
             }
             Err(error) => {
@@ -392,6 +457,21 @@ impl App {
                     ),
                 ))
             }
+        }
+    }
+
+    /// Records that grant `key` can no longer be renewed (`state`): the shared grant's state
+    /// is the connection's; a person's grant is deleted, so that person authorizes anew and
+    /// nothing asks the authorization server again meanwhile.
+    pub(super) async fn grant_dead(&self, key: &GrantKey, state: AuthState) {
+        if key.holder == CredentialHolder::Shared.as_str() {
+            self.set_auth_state(key.connection, state).await;
+        } else if let Err(error) = self
+            .db
+            .oauth_grant_delete(key.connection, &key.holder)
+            .await
+        {
+            tracing::warn!(%error, connection = %key.connection, "cannot delete a person's dead grant");
         }
     }
 
@@ -422,11 +502,14 @@ impl Lane {
     }
 }
 
+/// One grant: its connection and its holder (`shared`, or a person's user id).
+type GrantId = (ConnectionId, String);
+
 /// The renewals in flight in this process: one lane per connection's grant, and a few slots
 /// for renewals at once.
 #[derive(Debug)]
 pub struct Flights {
-    lanes: std::sync::Mutex<HashMap<ConnectionId, Arc<tokio::sync::Mutex<Lane>>>>,
+    lanes: std::sync::Mutex<HashMap<GrantId, Arc<tokio::sync::Mutex<Lane>>>>,
     /// A renewal holds one while it runs.
     slots: tokio::sync::Semaphore,
     /// How many there are.
@@ -450,8 +533,9 @@ impl Flights {
         }
     }
 
-    /// Waits for `connection`'s lane; renewing holds it until the guard drops.
-    async fn enter(&self, connection: ConnectionId) -> tokio::sync::OwnedMutexGuard<Lane> {
+    /// Waits for the lane of `grant` (connection, holder); renewing holds it until the guard
+    /// drops.
+    async fn enter(&self, grant: GrantId) -> tokio::sync::OwnedMutexGuard<Lane> {
         let lane = {
             let mut lanes = self
                 .lanes
@@ -465,7 +549,7 @@ impl Flights {
                         .try_lock()
                         .is_ok_and(|lane| lane.failed_within(FAILED_RENEWAL_HOLD).is_some())
             });
-            Arc::clone(lanes.entry(connection).or_default())
+            Arc::clone(lanes.entry(grant).or_default())
         };
         lane.lock_owned().await
     }

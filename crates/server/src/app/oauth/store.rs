@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use switchyard_protocol::ConnectionId;
-use switchyard_protocol::api::AuthState;
+use switchyard_protocol::api::{AuthState, CredentialHolder};
 
 /// Which grant a [`GrantStore`] keeps.
 #[derive(Clone, Debug)]
@@ -122,6 +122,11 @@ impl GrantStore {
             _lock: lock,
             held: Arc::clone(&self.held),
         })))
+    }
+
+    /// Which grant it keeps.
+    pub(super) fn key(&self) -> &GrantKey {
+        &self.key
     }
 
     /// Whether a renewal's save found the grant revoked or replaced since it was read (the
@@ -239,11 +244,20 @@ impl CredentialStore for GrantStore {
         &self,
         _credentials: &StoredCredentials,
     ) -> Result<(), AuthError> {
-        self.db
-            .connection_auth_state_set(self.key.connection, AuthState::AuthRequired)
-            .await
-            .map(drop)
-            .map_err(store_error)
+        // The shared grant's state is the connection's; a person's dead grant goes.
+        if self.key.holder == CredentialHolder::Shared.as_str() {
+            self.db
+                .connection_auth_state_set(self.key.connection, AuthState::AuthRequired)
+                .await
+                .map(drop)
+                .map_err(store_error)
+        } else {
+            self.db
+                .oauth_grant_delete(self.key.connection, &self.key.holder)
+                .await
+                .map(drop)
+                .map_err(store_error)
+        }
     }
 
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {

@@ -3,6 +3,7 @@
 //! MCP server (`--oauth-issuer`, which validates tokens by introspection): the whole flow with
 //! consent automated, then calls with the token, its renewal, and the refusals.
 
+mod personal;
 mod refusals;
 mod renewal;
 
