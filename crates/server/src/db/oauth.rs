@@ -11,7 +11,9 @@ use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
 use sqlx::{Postgres, Row};
 use switchyard_protocol::ConnectionId;
-use switchyard_protocol::api::{AuthKind, AuthState, CredentialHolder, SetConnectionAuth};
+use switchyard_protocol::api::{
+    AuthKind, AuthState, CredentialHolder, DEFAULT_TOKEN_HEADER, SetConnectionAuth,
+};
 
 /// The AEAD context of grant (`connection`, `holder`): what binds a sealed grant to its row.
 pub fn grant_context(connection: ConnectionId, holder: &str) -> String {
@@ -238,15 +240,38 @@ impl Datastore {
         settings: &SetConnectionAuth,
     ) -> Result<ConnectionAuthRow, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        let before: Option<Option<AuthKind>> = sqlx::query_scalar(
-            "SELECT kind FROM connection_auth WHERE connection_id = $1 FOR UPDATE",
+        let before: Option<(Option<AuthKind>, Option<String>)> = sqlx::query_as(
+            "SELECT kind, header FROM connection_auth WHERE connection_id = $1 FOR UPDATE",
         )
         .bind(connection)
         .fetch_optional(&mut *tx)
         .await?;
         // An omitted kind keeps the one declared or discovered: it is no change.
-        let kind_changed =
-            settings.kind.is_some() && before.is_some_and(|kind| kind != settings.kind);
+        let kind_changed = settings.kind.is_some()
+            && before
+                .as_ref()
+                .is_some_and(|(kind, _)| *kind != settings.kind);
+        // A static token is the value set for the header it goes in: another kind, or another
+        // header, is not what it was set for.
+        if let Some((Some(AuthKind::Token), header)) = &before {
+            let token_header = |header: &Option<String>| {
+                header
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_TOKEN_HEADER.to_owned())
+                    .to_ascii_lowercase()
+            };
+            let still_token = settings.kind.is_none_or(|kind| kind == AuthKind::Token);
+            if !still_token || token_header(header) != token_header(&settings.header) {
+                sqlx::query(
+                    "DELETE FROM central_credential_values
+                     WHERE connection_id = $1 AND destination = 'header' AND lower(name) = $2",
+                )
+                .bind(connection)
+                .bind(token_header(header))
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
         if kind_changed {
             sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
                 .bind(connection)

@@ -240,12 +240,44 @@ async fn a_token_connection_keeps_the_header_its_token_goes_in(pool: PgPool) {
         .ok();
     let view = owner.put(&auth, json!({"kind": "token"})).await.ok();
     assert_eq!(view["auth"].get("header"), None, "{view}");
-    // Another kind takes none.
+    // The token set for a header is emptied when the header changes, or the kind.
+    let credentials = format!("{CONNECTION}/credentials");
+    let held = |list: Value| -> Vec<String> {
+        list["credentials"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["state"] == "present")
+            .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
     owner
         .put(&auth, json!({"kind": "token", "header": "X-Api-Key"}))
         .await
         .ok();
+    owner
+        .put(
+            &format!("{credentials}/X-Api-Key"),
+            json!({"value": "token-for-x-api-key-5a1e"}),
+        )
+        .await
+        .ok();
+    assert_eq!(held(owner.get(&credentials).await.ok()), ["X-Api-Key"]);
+    owner
+        .put(&auth, json!({"kind": "token", "header": "PRIVATE-TOKEN"}))
+        .await
+        .ok();
+    assert!(held(owner.get(&credentials).await.ok()).is_empty());
+    owner
+        .put(
+            &format!("{credentials}/PRIVATE-TOKEN"),
+            json!({"value": "token-for-private-token-5a1e"}),
+        )
+        .await
+        .ok();
+    // Another kind takes none.
     let view = owner.put(&auth, json!({"kind": "oauth"})).await.ok();
+    assert!(held(owner.get(&credentials).await.ok()).is_empty());
     assert_eq!(
         (view["auth"]["kind"].as_str(), view["auth"].get("header")),
         (Some("oauth"), None),
