@@ -451,7 +451,7 @@ impl<C: ControlPlane> Runner<C> {
             return;
         }
         let fingerprint = self.pool.fingerprint(&launch);
-        self.pool.supersede(key.connection_id, fingerprint);
+        self.pool.supersede(&key, fingerprint);
         let waiting_on = match self.pool.checkout(&key, fingerprint) {
             Checkout::Ready { slot, session } => {
                 self.hand_out(call_id, slot, session, reply);

@@ -32,6 +32,10 @@ pub mod codes {
     /// Renewing the connection's OAuth token failed for now (the authorization server did
     /// not answer in time, or answered with an error that may pass): nothing was sent.
     pub const RENEWAL_FAILED: &str = "credential_renewal_failed";
+    /// A per-person connection (`credential = user`) holds no usable grant of the person the
+    /// call runs for: that person authorizes it. Others' calls are unaffected, so this is not
+    /// a failure of the connection's credential ([`is_credential_failure`]).
+    pub const CALLER_UNAUTHORIZED: &str = "credential_caller_unauthorized";
 
     /// Whether a call error `code` says the connection's credential is what failed — refused
     /// by its server, or not resolvable (every code of this module) — so that a person must

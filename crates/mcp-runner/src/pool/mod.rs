@@ -304,14 +304,18 @@ impl<S: PooledSession, W> SessionPool<S, W> {
         Fingerprint(hasher.finish())
     }
 
-    /// Drains every session of `connection_id` opened from another launch than `fingerprint`:
-    /// the connection's credentials (or spec) changed, so they are an older generation.
-    pub(crate) fn supersede(&mut self, connection_id: ConnectionId, fingerprint: Fingerprint) {
+    /// Drains every session of `key`'s connection and submitter opened from another launch
+    /// than `fingerprint`: the credentials (or spec) changed, so they are an older generation.
+    /// Another submitter's sessions are left alone: its launch may rightly differ (a
+    /// per-person grant), and its own next call drains what is stale of its own.
+    pub(crate) fn supersede(&mut self, key: &SessionKey, fingerprint: Fingerprint) {
         let stale: Vec<SessionSlot> = self
             .entries
             .iter()
             .filter(|(_, entry)| {
-                entry.key.connection_id == connection_id && entry.fingerprint != fingerprint
+                entry.key.connection_id == key.connection_id
+                    && entry.key.submitter == key.submitter
+                    && entry.fingerprint != fingerprint
             })
             .map(|(slot, _)| *slot)
             .collect();

@@ -173,7 +173,7 @@ fn a_release_drains_until_the_active_calls_finish() {
 }
 
 #[test]
-fn a_new_fingerprint_drains_the_connections_older_sessions() {
+fn a_new_fingerprint_drains_the_submitters_older_sessions_of_the_connection() {
     let mut pool = Pool::new();
     let old = pool.fingerprint(&launch("old-token"));
     let new = pool.fingerprint(&launch("new-token"));
@@ -183,17 +183,25 @@ fn a_new_fingerprint_drains_the_connections_older_sessions() {
         ..first.clone()
     };
     let unrelated = key(Some("a"));
+    // Another person on the same connection, whose launch rightly differs (their own grant).
+    let other_person = SessionKey {
+        submitter: Submitter::User(UserId::new()),
+        ..first.clone()
+    };
     let slot_a = open(&mut pool, &first, old);
     let slot_b = open(&mut pool, &other_session, old);
     let slot_unrelated = open(&mut pool, &unrelated, old);
+    let slot_other_person = open(&mut pool, &other_person, old);
     pool.checkin(slot_b, Verdict::Keep, Instant::now());
     pool.checkin(slot_unrelated, Verdict::Keep, Instant::now());
+    pool.checkin(slot_other_person, Verdict::Keep, Instant::now());
 
-    pool.supersede(first.connection_id, new);
+    pool.supersede(&first, new);
 
     assert_eq!(closing_reasons(&mut pool), [(slot_b, "credential_changed")]);
     assert_eq!(pool.state(slot_a), Some(SessionState::Draining));
     assert_eq!(pool.state(slot_unrelated), Some(SessionState::Ready));
+    assert_eq!(pool.state(slot_other_person), Some(SessionState::Ready));
     assert!(matches!(pool.checkout(&first, new), Checkout::Absent));
 }
 

@@ -240,8 +240,9 @@ impl Datastore {
         settings: &SetConnectionAuth,
     ) -> Result<ConnectionAuthRow, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        let before: Option<(Option<AuthKind>, Option<String>)> = sqlx::query_as(
-            "SELECT kind, header FROM connection_auth WHERE connection_id = $1 FOR UPDATE",
+        let before: Option<(Option<AuthKind>, Option<String>, CredentialHolder)> = sqlx::query_as(
+            "SELECT kind, header, credential FROM connection_auth
+             WHERE connection_id = $1 FOR UPDATE",
         )
         .bind(connection)
         .fetch_optional(&mut *tx)
@@ -250,10 +251,14 @@ impl Datastore {
         let kind_changed = settings.kind.is_some()
             && before
                 .as_ref()
-                .is_some_and(|(kind, _)| *kind != settings.kind);
+                .is_some_and(|(kind, _, _)| *kind != settings.kind);
+        // Grants held for everybody are not each person's, nor the other way round.
+        let holder_changed = before
+            .as_ref()
+            .is_some_and(|(_, _, credential)| *credential != settings.credential);
         // A static token is the value set for the header it goes in: another kind, or another
         // header, is not what it was set for.
-        if let Some((Some(AuthKind::Token), header)) = &before {
+        if let Some((Some(AuthKind::Token), header, _)) = &before {
             let token_header = |header: &Option<String>| {
                 header
                     .clone()
@@ -272,7 +277,7 @@ impl Datastore {
                 .await?;
             }
         }
-        if kind_changed {
+        if kind_changed || holder_changed {
             sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
                 .bind(connection)
                 .execute(&mut *tx)
@@ -304,7 +309,7 @@ impl Datastore {
         .bind(&settings.client_id_env)
         .bind(&settings.client_secret_env)
         .bind(settings.credential)
-        .bind(kind_changed)
+        .bind(kind_changed || holder_changed)
         .bind(&settings.header)
         .fetch_one(&mut *tx)
         .await?;
@@ -433,15 +438,18 @@ impl Datastore {
         .bind(facts.expires_at)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(
-            "INSERT INTO connection_auth (connection_id, kind, state, authorized_at)
-                 VALUES ($1, 'oauth', 'authorized', now())
-             ON CONFLICT (connection_id) DO UPDATE SET state = 'authorized', updated_at = now(),
-                 authorized_at = now()",
-        )
-        .bind(connection)
-        .execute(&mut *tx)
-        .await?;
+        // The connection's state is the shared grant's; a person's shows in their own view.
+        if holder == CredentialHolder::Shared.as_str() {
+            sqlx::query(
+                "INSERT INTO connection_auth (connection_id, kind, state, authorized_at)
+                     VALUES ($1, 'oauth', 'authorized', now())
+                 ON CONFLICT (connection_id) DO UPDATE SET state = 'authorized',
+                     updated_at = now(), authorized_at = now()",
+            )
+            .bind(connection)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(Ok(()))
     }
@@ -482,6 +490,10 @@ impl Datastore {
         .rows_affected();
         if updated != 1 {
             return Ok(Ok(false));
+        }
+        if holder != CredentialHolder::Shared.as_str() {
+            tx.commit().await?;
+            return Ok(Ok(true));
         }
         sqlx::query(
             "UPDATE connection_auth SET state = 'authorized', updated_at = now()

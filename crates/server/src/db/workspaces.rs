@@ -171,6 +171,23 @@ impl Datastore {
         let Some(member) = member else {
             return Ok(None);
         };
+        // Their own OAuth grants of the workspace's per-person connections go with them.
+        sqlx::query(
+            "DELETE FROM oauth_grants g USING connections c
+             WHERE g.connection_id = c.id AND c.workspace_id = $1 AND g.holder = $2::uuid::text",
+        )
+        .bind(workspace)
+        .bind(user)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "DELETE FROM oauth_pending g USING connections c
+             WHERE g.connection_id = c.id AND c.workspace_id = $1 AND g.holder = $2::uuid::text",
+        )
+        .bind(workspace)
+        .bind(user)
+        .execute(&mut *tx)
+        .await?;
         let grants_removed = sqlx::query(
             "DELETE FROM profile_grants g USING profiles p
              WHERE g.profile_id = p.id AND p.workspace_id = $1 AND g.user_id = $2",

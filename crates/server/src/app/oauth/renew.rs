@@ -88,14 +88,26 @@ impl ResolveLaunch for CentralLaunch {
     fn refused_renewed(&self, call: &LeasedCall) -> NoticeFuture {
         let app = self.app.clone();
         let connection = call.connection.connection_id;
+        let submitter = call.submitter;
         Box::pin(async move {
-            if let Err(error) = app
-                .db
-                .connection_auth_state_set(connection, AuthState::AuthRequired)
-                .await
-            {
-                tracing::warn!(%error, %connection, "cannot record that the connection needs authorization");
-            }
+            let personal = matches!(
+                app.db.connection_auth_get(connection).await,
+                Ok(Some(settings)) if settings.credential == CredentialHolder::User
+            );
+            let holder = if personal {
+                match app.person(submitter).await {
+                    Ok(Some(person)) => person.to_string(),
+                    _ => return,
+                }
+            } else {
+                CredentialHolder::Shared.as_str().to_owned()
+            };
+            let key = GrantKey {
+                connection,
+                holder,
+                resource: String::new(),
+            };
+            app.grant_dead(&key, AuthState::AuthRequired).await;
         })
     }
 }
@@ -216,7 +228,15 @@ impl App {
                 None => None,
             };
             person
-                .ok_or_else(|| needs("is authorized per person, and nobody's grant applies here"))?
+                .ok_or_else(|| {
+                    refusal(
+                        codes::CALLER_UNAUTHORIZED,
+                        format!(
+                            "connection {connection} is authorized per person, and nobody's \
+                             grant applies here"
+                        ),
+                    )
+                })?
                 .to_string()
         } else {
             CredentialHolder::Shared.as_str().to_owned()
@@ -227,11 +247,17 @@ impl App {
             .await
             .map_err(internal)?
         else {
-            return Err(needs(if personal {
-                "is authorized per person, and not by the person this call runs for"
+            return Err(if personal {
+                refusal(
+                    codes::CALLER_UNAUTHORIZED,
+                    format!(
+                        "connection {connection} is authorized per person, and not by the person \
+                         this call runs for: they authorize it (`switchyard auth WS CONNECTION`)"
+                    ),
+                )
             } else {
-                "is not authorized"
-            }));
+                needs("is not authorized")
+            });
         };
         if row.resource != url {
             // Obtained for another URL: not what this connection now points at.
@@ -354,9 +380,15 @@ impl App {
                 ));
             }
         };
+        // A person's dead grant is that person's to authorize anew, not the connection's.
+        let dead_code = if personal {
+            codes::CALLER_UNAUTHORIZED
+        } else {
+            codes::AUTH_REQUIRED
+        };
         let auth_required = |why: &str| {
             refusal(
-                codes::AUTH_REQUIRED,
+                dead_code,
                 format!(
                     "connection {connection} needs authorization again: {why}; authorize it \
                      (`switchyard auth WS CONNECTION`)"

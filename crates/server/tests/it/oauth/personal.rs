@@ -62,7 +62,7 @@ async fn a_per_person_connection_sends_each_callers_own_grant(pool: PgPool) {
     let bobs = echo_as(&bob, "bob's, unauthorized").await;
     assert_eq!(
         (bobs["state"].as_str(), bobs["error"]["code"].as_str()),
-        (Some("failed"), Some("credential_missing")),
+        (Some("failed"), Some("credential_caller_unauthorized")),
         "{bobs}"
     );
     assert!(
@@ -86,13 +86,27 @@ async fn a_per_person_connection_sends_each_callers_own_grant(pool: PgPool) {
     assert_eq!(bobs["state"], "succeeded", "{bobs}");
     assert_eq!(stack.token_requests("authorization_code").await, 2);
 
+    // A member removed from the workspace takes their grant with them.
+    let personal_grants = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM oauth_grants WHERE holder <> 'shared'")
+            .fetch_one(&stack.server.pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(personal_grants().await, 2);
+    owner
+        .post("/api/v1/workspaces/acme/members/bob/remove", json!({}))
+        .await
+        .ok();
+    assert_eq!(personal_grants().await, 1, "the owner's alone");
+
     // Revoking empties every person's grant.
     owner
         .post(&format!("{CONNECTION}/credentials/revoke"), json!({}))
         .await
         .ok();
     assert_eq!(state_seen_by(owner).await, "needs_authorization");
-    assert_eq!(state_seen_by(&bob).await, "needs_authorization");
+    assert_eq!(personal_grants().await, 0);
 }
 
 #[sqlx::test(migrations = "../../migrations")]
