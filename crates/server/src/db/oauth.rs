@@ -532,19 +532,24 @@ impl Datastore {
     }
 
     /// Deletes the grant of (`connection`, `holder`) alone: a person's grant that can no
-    /// longer be renewed. Answers whether there was one.
+    /// longer be renewed — only at `generation` when given (the one the renewal read: a grant
+    /// the person obtained anew meanwhile stays). Answers whether one was deleted.
     pub async fn oauth_grant_delete(
         &self,
         connection: ConnectionId,
         holder: &str,
+        generation: Option<i64>,
     ) -> Result<bool, sqlx::Error> {
-        let deleted =
-            sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1 AND holder = $2")
-                .bind(connection)
-                .bind(holder)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+        let deleted = sqlx::query(
+            "DELETE FROM oauth_grants WHERE connection_id = $1 AND holder = $2
+                 AND ($3::int8 IS NULL OR generation = $3)",
+        )
+        .bind(connection)
+        .bind(holder)
+        .bind(generation)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
         Ok(deleted > 0)
     }
 

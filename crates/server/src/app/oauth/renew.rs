@@ -107,7 +107,7 @@ impl ResolveLaunch for CentralLaunch {
                 holder,
                 resource: String::new(),
             };
-            app.grant_dead(&key, AuthState::AuthRequired).await;
+            app.grant_dead(&key, None, AuthState::AuthRequired).await;
         })
     }
 }
@@ -417,12 +417,13 @@ impl App {
                 format!("connection {connection} is no longer authorized (its grant was revoked)"),
             )
         })?;
+        let store_read = store.loaded();
         if let Some(standing) = record.standing(now()) {
             if standing.token != observed && !standing.due {
                 return Ok(standing.token);
             }
             if !standing.refreshable {
-                self.grant_dead(&key, AuthState::Expired).await;
+                self.grant_dead(&key, store_read, AuthState::Expired).await;
                 return Err(auth_required(
                     "its access token expired and came with no refresh token",
                 ));
@@ -466,7 +467,8 @@ impl App {
             }
             Err(_) if http.last_error().as_deref() == Some("invalid_client") => {
                 self.metrics.oauth_renewal(Renewal::Rejected);
-                self.grant_dead(&key, AuthState::AuthRequired).await;
+                self.grant_dead(&key, store_read, AuthState::AuthRequired)
+                    .await;
                 Err(auth_required(
                     "the authorization server no longer knows the client it registered \
                      (authorizing again registers a new one)",
@@ -474,7 +476,8 @@ impl App {
             }
             Err(AuthError::AuthorizationRequired) => {
                 self.metrics.oauth_renewal(Renewal::Rejected);
-                self.grant_dead(&key, AuthState::AuthRequired).await;
+                self.grant_dead(&key, store_read, AuthState::AuthRequired)
+                    .await;
                 Err(auth_required("its grant cannot be renewed"))
             }
             Err(error) => {
@@ -495,12 +498,13 @@ impl App {
     /// Records that grant `key` can no longer be renewed (`state`): the shared grant's state
     /// is the connection's; a person's grant is deleted, so that person authorizes anew and
     /// nothing asks the authorization server again meanwhile.
-    pub(super) async fn grant_dead(&self, key: &GrantKey, state: AuthState) {
+    /// `read` is the generation the renewal read, if any: a grant obtained anew since stays.
+    pub(super) async fn grant_dead(&self, key: &GrantKey, read: Option<i64>, state: AuthState) {
         if key.holder == CredentialHolder::Shared.as_str() {
             self.set_auth_state(key.connection, state).await;
         } else if let Err(error) = self
             .db
-            .oauth_grant_delete(key.connection, &key.holder)
+            .oauth_grant_delete(key.connection, &key.holder, read)
             .await
         {
             tracing::warn!(%error, connection = %key.connection, "cannot delete a person's dead grant");

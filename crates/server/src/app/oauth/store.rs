@@ -129,6 +129,11 @@ impl GrantStore {
         &self.key
     }
 
+    /// The generation of the grant it last loaded, if it loaded one.
+    pub(super) fn loaded(&self) -> Option<i64> {
+        *self.loaded.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Whether a renewal's save found the grant revoked or replaced since it was read (the
     /// flag is shared by the store's clones).
     pub(super) fn superseded(&self) -> Arc<AtomicBool> {
@@ -253,7 +258,7 @@ impl CredentialStore for GrantStore {
                 .map_err(store_error)
         } else {
             self.db
-                .oauth_grant_delete(self.key.connection, &self.key.holder)
+                .oauth_grant_delete(self.key.connection, &self.key.holder, self.loaded())
                 .await
                 .map(drop)
                 .map_err(store_error)
