@@ -278,15 +278,8 @@ impl Datastore {
             }
         }
         if kind_changed || holder_changed {
-            sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
-                .bind(connection)
-                .execute(&mut *tx)
-                .await?;
-            // An authorization begun under the old kind must not complete under the new one.
-            sqlx::query("DELETE FROM oauth_pending WHERE connection_id = $1")
-                .bind(connection)
-                .execute(&mut *tx)
-                .await?;
+            // An authorization begun under the old settings must not complete under the new.
+            forget_grants(&mut tx, connection).await?;
         }
         let row = sqlx::query_as(
             "INSERT INTO connection_auth
@@ -511,15 +504,7 @@ impl Datastore {
     /// settings, moves it to `needs_authorization`; answers how many grants there were.
     pub async fn oauth_grants_delete(&self, connection: ConnectionId) -> Result<u64, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        let deleted = sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
-            .bind(connection)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        sqlx::query("DELETE FROM oauth_pending WHERE connection_id = $1")
-            .bind(connection)
-            .execute(&mut *tx)
-            .await?;
+        let deleted = forget_grants(&mut tx, connection).await?;
         sqlx::query(
             "UPDATE connection_auth SET state = 'needs_authorization', updated_at = now()
              WHERE connection_id = $1",
@@ -707,4 +692,22 @@ impl Datastore {
                 .rows_affected(),
         )
     }
+}
+
+/// Deletes every grant of `connection` (every holder's) and the authorizations waiting for
+/// their callback, in the caller's transaction; answers how many grants there were.
+async fn forget_grants(
+    conn: &mut sqlx::PgConnection,
+    connection: ConnectionId,
+) -> Result<u64, sqlx::Error> {
+    let deleted = sqlx::query("DELETE FROM oauth_grants WHERE connection_id = $1")
+        .bind(connection)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    sqlx::query("DELETE FROM oauth_pending WHERE connection_id = $1")
+        .bind(connection)
+        .execute(&mut *conn)
+        .await?;
+    Ok(deleted)
 }
