@@ -37,6 +37,22 @@ pub(crate) struct Membership {
     pub is_admin: bool,
 }
 
+impl Membership {
+    /// Refuses (`forbidden`) unless the actor is a workspace admin.
+    pub(crate) fn require_admin(&self) -> AppResult<()> {
+        if self.is_admin {
+            return Ok(());
+        }
+        Err(AppError::refused(
+            ErrorCode::Forbidden,
+            format!(
+                "you must be an admin of workspace `{}` to do this",
+                self.workspace.name
+            ),
+        ))
+    }
+}
+
 impl App {
     /// Authenticates a bearer token. A device credential is refused: users' endpoints are not
     /// a device's (see [`App::authenticate_principal`] for those both may call).
@@ -83,15 +99,7 @@ impl App {
     /// Like [`App::membership`], and the actor must be a workspace admin.
     pub(crate) async fn admin_membership(&self, actor: &Actor, key: &str) -> AppResult<Membership> {
         let membership = self.membership(actor, key).await?;
-        if !membership.is_admin {
-            return Err(AppError::refused(
-                ErrorCode::Forbidden,
-                format!(
-                    "you must be an admin of workspace `{}` to do this",
-                    membership.workspace.name
-                ),
-            ));
-        }
+        membership.require_admin()?;
         Ok(membership)
     }
 

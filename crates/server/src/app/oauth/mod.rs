@@ -148,7 +148,7 @@ impl App {
         let holder = match settings.as_ref().map(|settings| settings.credential) {
             Some(CredentialHolder::User) => actor.user.id.to_string(),
             _ => {
-                self.admin_membership(actor, ws).await?;
+                membership.require_admin()?;
                 CredentialHolder::Shared.as_str().to_owned()
             }
         };
