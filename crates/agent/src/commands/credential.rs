@@ -27,12 +27,12 @@ use switchyard_mcp_runner::credentials::{
     SecretStore, Source, ValueState, ValueStore, ValueTarget, device_bindings_file,
 };
 use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
-use switchyard_protocol::ConnectionId;
 use switchyard_protocol::api::{
     ConnectionView, ConnectorSpec, CredentialProvider, CredentialReference, CredentialValueSet,
     PlacementView, SetCredentialValue,
 };
 use switchyard_protocol::credential_status::CredentialStatusList;
+use switchyard_protocol::{ConnectionId, DeviceId};
 
 /// Runs a `credential` subcommand.
 pub async fn run(client: &Client, out: Output, cmd: CredentialCommand) -> Result<(), CliError> {
@@ -279,20 +279,9 @@ pub(crate) async fn locate(
             return Ok(Location::Central { name: view.name });
         }
     }
-    let profile = select_profile(profile).map_err(CliError::DeviceIdentity)?;
+    let (profile, device_id) = paired_here(profile)?;
     let config_dir = IdentityStore::default_location();
-    // Only the non-secret record is needed: the device's id.
-    let identities = IdentityStore::open(config_dir.clone(), KeyringChoice::Off)
-        .map_err(CliError::DeviceIdentity)?;
-    let device = identities
-        .list()
-        .map_err(CliError::DeviceIdentity)?
-        .into_iter()
-        .find(|record| record.profile == profile)
-        .ok_or_else(|| CliError::NoLocalDevice {
-            profile: profile.clone(),
-        })?;
-    if let Some(placement) = placed.iter().find(|p| p.device_id == device.device_id) {
+    if let Some(placement) = placed.iter().find(|p| p.device_id == device_id) {
         return Ok(Location::Here(LocalConnection {
             id: placement.connection_id,
             name: placement.connection_name.clone(),
@@ -303,12 +292,30 @@ pub(crate) async fn locate(
     Err(CliError::NotPlacedHere {
         connection: connection.to_owned(),
         profile,
-        device: device.device_id.to_string(),
+        device: device_id.to_string(),
         elsewhere: placed
             .first()
             .map(|p| format!("device {} ({})", p.device_name, p.device_id))
             .unwrap_or_else(|| "a device that is not yours".to_owned()),
     })
+}
+
+/// The device paired on this machine under `profile` (default: `SWITCHYARD_DEVICE_PROFILE`,
+/// else `default`): the profile's name and the device's id.
+pub(crate) fn paired_here(profile: Option<&str>) -> Result<(String, DeviceId), CliError> {
+    let profile = select_profile(profile).map_err(CliError::DeviceIdentity)?;
+    // Only the non-secret record is needed: the device's id.
+    let identities = IdentityStore::open(IdentityStore::default_location(), KeyringChoice::Off)
+        .map_err(CliError::DeviceIdentity)?;
+    let device = identities
+        .list()
+        .map_err(CliError::DeviceIdentity)?
+        .into_iter()
+        .find(|record| record.profile == profile)
+        .ok_or_else(|| CliError::NoLocalDevice {
+            profile: profile.clone(),
+        })?;
+    Ok((profile, device.device_id))
 }
 
 /// `credential set` for a central connection: the value goes to the server, which keeps it

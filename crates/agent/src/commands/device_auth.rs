@@ -20,7 +20,6 @@ use switchyard_mcp_runner::credentials::{
     CredentialResolver, OsKeyring, SecretStore, ValueStore, ValueTarget,
 };
 use switchyard_mcp_runner::endpoints::EndpointGuard;
-use switchyard_mcp_runner::identity::{IdentityStore, KeyringChoice, select_profile};
 use switchyard_mcp_runner::oauth::authorize::{
     self, AuthorizeError, Declared, DeclaredClient, Started,
 };
@@ -352,7 +351,7 @@ pub(crate) async fn placed_here(
     workspace: &str,
 ) -> std::collections::HashMap<ConnectionId, AuthState> {
     let mut states = std::collections::HashMap::new();
-    let Some(device) = local_device() else {
+    let Ok((_, device)) = super::credential::paired_here(None) else {
         return states;
     };
     let Ok(reply) = client
@@ -373,17 +372,4 @@ pub(crate) async fn placed_here(
         }
     }
     states
-}
-
-/// The device paired on this machine under the selected profile, if any.
-fn local_device() -> Option<switchyard_protocol::DeviceId> {
-    let profile = select_profile(None).ok()?;
-    let identities =
-        IdentityStore::open(IdentityStore::default_location(), KeyringChoice::Off).ok()?;
-    identities
-        .list()
-        .ok()?
-        .into_iter()
-        .find(|record| record.profile == profile)
-        .map(|record| record.device_id)
 }
