@@ -19,6 +19,34 @@ async fn consent_in_browser(authorization_url: &str, callback: &str) -> u16 {
         .as_u16()
 }
 
+/// A server holding an installation key (in `dir`), with workspace `acme` and its central
+/// connection `remote` to the MCP server at `url`.
+async fn remote_connection(db: &PgConnectOptions, dir: &std::path::Path, url: &str) -> Server {
+    let key = dir.join("installation.key");
+    let server = Server::start_with_env(
+        db,
+        &[(
+            "SWITCHYARD_INSTALLATION_KEY_FILE",
+            key.to_str().expect("a UTF-8 path"),
+        )],
+    )
+    .await;
+    let cli = server.cli();
+    cli.run(&["workspace", "create", "acme"]).success();
+    cli.run(&["connector", "add", "remote", "--http", url])
+        .success();
+    cli.run(&[
+        "connection",
+        "create",
+        "acme",
+        "remote",
+        "--connector",
+        "remote",
+    ])
+    .success();
+    server
+}
+
 #[sqlx::test(migrations = false)]
 async fn auth_waits_for_the_consent_then_list_and_revoke_show_where_it_stands(
     _: PgPoolOptions,
@@ -37,28 +65,8 @@ async fn auth_waits_for_the_consent_then_list_and_revoke_show_where_it_stands(
         ],
         &[("FIXTURE_INTROSPECTION_CLIENT", &introspection)],
     );
-    let key = dir.join("installation.key");
-    let server = Server::start_with_env(
-        &db,
-        &[(
-            "SWITCHYARD_INSTALLATION_KEY_FILE",
-            key.to_str().expect("a UTF-8 path"),
-        )],
-    )
-    .await;
+    let server = remote_connection(&db, &dir, &remote.url).await;
     let cli = server.cli();
-    cli.run(&["workspace", "create", "acme"]).success();
-    cli.run(&["connector", "add", "remote", "--http", &remote.url])
-        .success();
-    cli.run(&[
-        "connection",
-        "create",
-        "acme",
-        "remote",
-        "--connector",
-        "remote",
-    ])
-    .success();
     let listed = cli.run(&["list", "acme"]).success();
     assert!(
         listed.stdout.contains("remote") && listed.stdout.contains("discovered"),
@@ -107,32 +115,12 @@ async fn auth_reads_a_static_token_from_stdin_for_a_token_connection(
     db: PgConnectOptions,
 ) {
     let dir = scratch_dir("auth-token");
-    let key = dir.join("installation.key");
     let remote = HttpFixture::start(
         &["--bearer-env", "FIXTURE_TOKEN"],
         &[("FIXTURE_TOKEN", "auth-token-5e2a")],
     );
-    let server = Server::start_with_env(
-        &db,
-        &[(
-            "SWITCHYARD_INSTALLATION_KEY_FILE",
-            key.to_str().expect("a UTF-8 path"),
-        )],
-    )
-    .await;
+    let server = remote_connection(&db, &dir, &remote.url).await;
     let cli = server.cli();
-    cli.run(&["workspace", "create", "acme"]).success();
-    cli.run(&["connector", "add", "remote", "--http", &remote.url])
-        .success();
-    cli.run(&[
-        "connection",
-        "create",
-        "acme",
-        "remote",
-        "--connector",
-        "remote",
-    ])
-    .success();
     server
         .api()
         .put(
