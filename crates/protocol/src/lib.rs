@@ -12,6 +12,7 @@ pub mod approval;
 pub mod audit;
 pub mod connection_auth;
 pub mod credential_status;
+pub mod credentials;
 pub mod diagnose;
 pub mod error;
 pub mod ids;
