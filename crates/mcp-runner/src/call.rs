@@ -100,7 +100,7 @@ impl<C: ControlPlane> CallContext<C> {
             reply,
         };
         let stopped = || {
-            Acquired::Failed(call_error(
+            Acquired::Failed(CallError::new(
                 "runner_stopped",
                 "the executor stopped before the call got an MCP session",
             ))
@@ -178,7 +178,7 @@ pub(crate) async fn run_call<C: ControlPlane>(
     let arguments = match &call.arguments {
         Value::Object(arguments) => arguments.clone(),
         _ => {
-            let error = call_error("invalid_arguments", "tool arguments must be a JSON object");
+            let error = CallError::new("invalid_arguments", "tool arguments must be a JSON object");
             fail_before_start(&context, &call, &cancel, error).await;
             return;
         }
@@ -230,7 +230,7 @@ pub(crate) async fn run_call<C: ControlPlane>(
     let dispatch = loop {
         if cancellation.token.is_cancelled() {
             context.checkin(call.call_id, lease, Verdict::Keep);
-            let error = call_error("cancelled", "cancelled before the request was sent");
+            let error = CallError::new("cancelled", "cancelled before the request was sent");
             let redactor = &launched.redactor;
             report(&context, &call, redactor, Completion::Failed { error }).await;
             return;
@@ -266,7 +266,7 @@ pub(crate) async fn run_call<C: ControlPlane>(
                     // The loop withdraws only calls that were never started; should it ever
                     // answer so here, the request has still not been sent.
                     Acquired::Withdrawn => {
-                        let error = call_error("not_sent", message);
+                        let error = CallError::new("not_sent", message);
                         let redactor = &launched.redactor;
                         report(&context, &call, redactor, Completion::Failed { error }).await;
                         return;
@@ -319,7 +319,7 @@ async fn run_discovery<C: ControlPlane>(
                 // The code is the failure's class, which a diagnosis reports; a refused
                 // credential keeps the credential code, which the server records as the
                 // connection needing authorization (anything else: unreachable).
-                error: call_error(
+                error: CallError::new(
                     if matches!(error, SessionError::Unauthorized { .. }) {
                         codes::REFUSED
                     } else {
@@ -330,7 +330,7 @@ async fn run_discovery<C: ControlPlane>(
             },
         },
         () = cancel.cancelled() => Completion::Failed {
-            error: call_error("cancelled", "the discovery was cancelled"),
+            error: CallError::new("cancelled", "the discovery was cancelled"),
         },
     };
     report(&context, &call, &redactor, completion).await;
@@ -470,36 +470,28 @@ fn completion_for(dispatch: Dispatch, timeout_seconds: u32) -> Completion {
             }
         }
         Dispatch::TimedOut => Completion::Unknown {
-            error: call_error(
+            error: CallError::new(
                 "timeout",
                 format!("no answer within {timeout_seconds} s; the call was cancelled"),
             ),
         },
         Dispatch::Cancelled => Completion::Unknown {
-            error: call_error(
+            error: CallError::new(
                 "cancelled",
                 "cancelled after dispatch; the server did not answer, so the effect is uncertain",
             ),
         },
         Dispatch::Lost { message } => Completion::Unknown {
-            error: call_error("transport_closed", message),
+            error: CallError::new("transport_closed", message),
         },
         Dispatch::NotSent { message } => Completion::Failed {
-            error: call_error("not_sent", message),
+            error: CallError::new("not_sent", message),
         },
         // The server ran the call and answered, but whether it succeeded is in the answer
         // that was not read: uncertain, never retried (a receipt lookup can settle it).
         Dispatch::Oversized { message } => Completion::Unknown {
-            error: call_error("answer_too_large", message),
+            error: CallError::new("answer_too_large", message),
         },
-    }
-}
-
-/// A call error with a stable `code`.
-pub(crate) fn call_error(code: &str, message: impl Into<String>) -> CallError {
-    CallError {
-        code: code.to_owned(),
-        message: message.into(),
     }
 }
 

@@ -19,7 +19,7 @@
 //!   redacted.
 
 use crate::backoff::Backoff;
-use crate::call::{Acquired, CallContext, SessionLease, ToLoop, call_error, run_call};
+use crate::call::{Acquired, CallContext, SessionLease, ToLoop, run_call};
 use crate::control::{ControlError, ControlPlane};
 use crate::credentials::codes;
 use crate::endpoints::{EndpointError, EndpointGuard};
@@ -442,7 +442,7 @@ impl<C: ControlPlane> Runner<C> {
         reply: Waiter,
     ) {
         let Some(phase) = self.calls.get(&call_id).map(|entry| entry.phase) else {
-            let error = call_error("runner_error", "the executor does not know this call");
+            let error = CallError::new("runner_error", "the executor does not know this call");
             let _ = reply.send(Acquired::Failed(error));
             return;
         };
@@ -460,7 +460,7 @@ impl<C: ControlPlane> Runner<C> {
             Checkout::Opening(slot) => match self.pool.wait(slot, call_id, reply) {
                 Ok(()) => slot,
                 Err(reply) => {
-                    let error = call_error("runner_error", "the session being opened vanished");
+                    let error = CallError::new("runner_error", "the session being opened vanished");
                     let _ = reply.send(Acquired::Failed(error));
                     return;
                 }
@@ -580,7 +580,7 @@ impl<C: ControlPlane> Runner<C> {
             }
         }
         tracing::warn!(%message, waiting = waiters.len(), "cannot open the MCP session");
-        let error = call_error(code, message);
+        let error = CallError::new(code, message);
         for (call_id, waiter) in waiters {
             if let Some(entry) = self.calls.get_mut(&call_id) {
                 entry.phase = CallPhase::Running;

@@ -504,6 +504,16 @@ pub struct CallError {
     pub message: String,
 }
 
+impl CallError {
+    /// An error with a stable `code` and its explanation.
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
 /// A call, as its readers see it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CallView {

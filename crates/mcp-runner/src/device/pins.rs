@@ -51,7 +51,7 @@ impl SpecPins {
             Some(accepted) if *accepted == received => {}
             Some(accepted) => {
                 tracing::warn!(connection = %target.connection_id, %received, %accepted, "refusing a call: its spec is not the one the device's owner accepted");
-                return Err(refusal(
+                return Err(CallError::new(
                     "spec_changed",
                     format!(
                         "the connector's spec (digest {received}) is not the one the device's owner accepted ({accepted}); nothing was started, and the owner must accept the new spec"
@@ -60,7 +60,7 @@ impl SpecPins {
             }
             None => {
                 tracing::warn!(connection = %target.connection_id, %received, "refusing a call: the device's owner has not accepted its connection");
-                return Err(refusal(
+                return Err(CallError::new(
                     "placement_pending",
                     "the device's owner has not accepted this connection on the device; nothing was started".to_owned(),
                 ));
@@ -72,7 +72,7 @@ impl SpecPins {
             return Ok(());
         }
         if let Err(error) = self.outbox.pin_spec(target.connection_id, &received) {
-            return Err(refusal(
+            return Err(CallError::new(
                 "outbox_failed",
                 format!(
                     "cannot pin the connection's spec in the outbox: {error}; nothing was started"
@@ -89,13 +89,6 @@ impl SpecPins {
         }
         pinned.insert(target.connection_id, received);
         Ok(())
-    }
-}
-
-fn refusal(code: &str, message: String) -> CallError {
-    CallError {
-        code: code.to_owned(),
-        message,
     }
 }
 

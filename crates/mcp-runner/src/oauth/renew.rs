@@ -180,13 +180,13 @@ impl Shared {
         };
         let connection = target.connection;
         let unavailable = |e: crate::credentials::StoreError| {
-            refusal(
+            CallError::new(
                 codes::UNAVAILABLE,
                 format!("connection {connection}: its OAuth grant in the keyring: {e}"),
             )
         };
         let needs = |why: &str| {
-            refusal(
+            CallError::new(
                 codes::MISSING,
                 format!(
                     "connection {connection} {why}: authorize it on this device (`switchyard auth \
@@ -244,7 +244,7 @@ impl Shared {
     ) -> Result<String, CallError> {
         self.check_state(connection, &grant)?;
         let standing = grant.grant.standing(now()).ok_or_else(|| {
-            refusal(
+            CallError::new(
                 codes::MISSING,
                 format!("connection {connection}: its grant holds no access token"),
             )
@@ -259,7 +259,7 @@ impl Shared {
             .map(|at| at.elapsed())
             .filter(|ago| *ago < FAILED_RENEWAL_HOLD)
         {
-            return Err(refusal(
+            return Err(CallError::new(
                 codes::RENEWAL_FAILED,
                 format!(
                     "connection {connection}: renewing its OAuth token failed {}s ago; it is \
@@ -293,7 +293,7 @@ impl Shared {
     /// Renews `connection`'s grant, unless another call renewed it since `observed` was read.
     async fn renew(&self, connection: ConnectionId, observed: &str) -> Result<String, CallError> {
         let auth_required = |why: &str| {
-            refusal(
+            CallError::new(
                 codes::AUTH_REQUIRED,
                 format!(
                     "connection {connection} needs authorization again: {why}; authorize it on \
@@ -302,7 +302,7 @@ impl Shared {
             )
         };
         let unavailable = |e: String| {
-            refusal(
+            CallError::new(
                 codes::UNAVAILABLE,
                 format!("connection {connection}: its OAuth grant in the keyring: {e}"),
             )
@@ -313,7 +313,7 @@ impl Shared {
             .get(connection)
             .map_err(|e| unavailable(e.to_string()))?
             .ok_or_else(|| {
-                refusal(
+                CallError::new(
                     codes::MISSING,
                     format!(
                         "connection {connection} is no longer authorized (its grant was revoked)"
@@ -342,10 +342,10 @@ impl Shared {
             store.clone(),
         )
         .await
-        .map_err(|e| refusal(codes::RENEWAL_FAILED, e.to_string()))?;
+        .map_err(|e| CallError::new(codes::RENEWAL_FAILED, e.to_string()))?;
         let renewed = manager.refresh_token().await;
         if store.superseded() {
-            return Err(refusal(
+            return Err(CallError::new(
                 codes::MISSING,
                 format!(
                     "connection {connection}: its grant was revoked or replaced while its token \
@@ -355,7 +355,7 @@ impl Shared {
         }
         match renewed {
             Ok(token) => TokenFacts::of(&token).access_token.ok_or_else(|| {
-                refusal(
+                CallError::new(
                     codes::RENEWAL_FAILED,
                     "the authorization server answered the refresh without an access token"
                         .to_owned(),
@@ -389,7 +389,7 @@ impl Shared {
             }
             Err(error) => {
                 tracing::warn!(%connection, %error, "renewing an OAuth token failed");
-                Err(refusal(
+                Err(CallError::new(
                     codes::RENEWAL_FAILED,
                     format!(
                         "connection {connection}: renewing its OAuth token failed: {error}; \
@@ -451,7 +451,7 @@ impl Shared {
 /// Fails the call at once when the grant can no longer be renewed.
 fn check_state(connection: ConnectionId, grant: &DeviceGrant) -> Result<(), CallError> {
     match grant.state {
-        state @ (AuthState::AuthRequired | AuthState::Expired) => Err(refusal(
+        state @ (AuthState::AuthRequired | AuthState::Expired) => Err(CallError::new(
             codes::AUTH_REQUIRED,
             format!(
                 "connection {connection} needs authorization again ({state}): authorize it on \
@@ -470,14 +470,6 @@ pub fn bearer(launch: &SessionLaunch) -> Option<String> {
         .find(|(name, _)| name.eq_ignore_ascii_case(AUTHORIZATION))
         .and_then(|(_, value)| value.strip_prefix("Bearer "))
         .map(str::to_owned)
-}
-
-/// A call's `failed` error.
-fn refusal(code: &str, message: String) -> CallError {
-    CallError {
-        code: code.to_owned(),
-        message,
-    }
 }
 
 #[cfg(test)]

@@ -112,14 +112,6 @@ impl ResolveLaunch for CentralLaunch {
     }
 }
 
-/// A call's `failed` error.
-fn refusal(code: &str, message: String) -> CallError {
-    CallError {
-        code: code.to_owned(),
-        message,
-    }
-}
-
 impl App {
     /// `launch` with connection `connection`'s OAuth access token in its `Authorization`
     /// header when the connection is of kind `oauth` (then `true`), else unchanged. With
@@ -172,7 +164,7 @@ impl App {
                 Ok(user) => Ok(user),
                 Err(error) => {
                     tracing::error!(%error, %device, "reading a call's device failed");
-                    Err(refusal(
+                    Err(CallError::new(
                         codes::UNAVAILABLE,
                         "the call's device could not be read (database error)".to_owned(),
                     ))
@@ -192,7 +184,7 @@ impl App {
     ) -> Result<Option<String>, CallError> {
         let internal = |e: sqlx::Error| {
             tracing::error!(error = %e, %connection, "reading an OAuth grant failed");
-            refusal(
+            CallError::new(
                 codes::UNAVAILABLE,
                 "the connection's OAuth grant could not be read (database error)".to_owned(),
             )
@@ -209,7 +201,7 @@ impl App {
             return Ok(None);
         }
         let needs = |why: &str| {
-            refusal(
+            CallError::new(
                 codes::MISSING,
                 format!(
                     "connection {connection} {why}: authorize it (`switchyard auth WS CONNECTION`)"
@@ -229,7 +221,7 @@ impl App {
             };
             person
                 .ok_or_else(|| {
-                    refusal(
+                    CallError::new(
                         codes::CALLER_UNAUTHORIZED,
                         format!(
                             "connection {connection} is authorized per person, and nobody's \
@@ -248,7 +240,7 @@ impl App {
             .map_err(internal)?
         else {
             return Err(if personal {
-                refusal(
+                CallError::new(
                     codes::CALLER_UNAUTHORIZED,
                     format!(
                         "connection {connection} is authorized per person, and not by the person \
@@ -271,7 +263,7 @@ impl App {
         // shared grant's state is the connection's.
         match settings.state {
             AuthState::AuthRequired | AuthState::Expired if !personal => {
-                return Err(refusal(
+                return Err(CallError::new(
                     codes::AUTH_REQUIRED,
                     format!(
                         "connection {connection} needs authorization again ({}): authorize it \
@@ -289,7 +281,7 @@ impl App {
         };
         let (record, _) = open_grant(&self.db, &vault, &key)
             .await
-            .map_err(|e| refusal(codes::UNAVAILABLE, e.to_string()))?
+            .map_err(|e| CallError::new(codes::UNAVAILABLE, e.to_string()))?
             .ok_or_else(|| needs("is not authorized"))?;
         let standing = record
             .standing(now())
@@ -319,7 +311,7 @@ impl App {
         store: GrantStore,
         observed: &str,
     ) -> Result<String, CallError> {
-        let unavailable = |e: AuthError| refusal(codes::UNAVAILABLE, e.to_string());
+        let unavailable = |e: AuthError| CallError::new(codes::UNAVAILABLE, e.to_string());
         // One renewal of a grant at a time in this process, before the advisory lock: the
         // others wait here without holding a database connection.
         let key = store.key().clone();
@@ -330,7 +322,7 @@ impl App {
             .await;
         if let Some(ago) = flight.failed_within(FAILED_RENEWAL_HOLD) {
             // The renewal just before failed for now: its waiters do not each ask again.
-            return Err(refusal(
+            return Err(CallError::new(
                 codes::RENEWAL_FAILED,
                 format!(
                     "connection {connection}: renewing its OAuth token failed {}s ago; it is \
@@ -344,7 +336,7 @@ impl App {
         // only a few at once, so that renewals never take the pool from everything else.
         let bound = self.config.oauth_timeout;
         let busy = |what: String| {
-            refusal(
+            CallError::new(
                 codes::RENEWAL_FAILED,
                 format!(
                     "connection {connection}: renewing its OAuth token failed: {what}; nothing was sent"
@@ -374,7 +366,7 @@ impl App {
             }
             Err(LockRefusal::Database(error)) => {
                 tracing::error!(%error, %connection, "taking an OAuth grant's lock failed");
-                return Err(refusal(
+                return Err(CallError::new(
                     codes::UNAVAILABLE,
                     "the connection's OAuth grant could not be locked (database error)".to_owned(),
                 ));
@@ -387,7 +379,7 @@ impl App {
             codes::AUTH_REQUIRED
         };
         let auth_required = |why: &str| {
-            refusal(
+            CallError::new(
                 dead_code,
                 format!(
                     "connection {connection} needs authorization again: {why}; authorize it \
@@ -399,7 +391,7 @@ impl App {
         // dead: its rejected refresh token is still stored, and must not be sent again.
         let settings = self.db.connection_auth_get(connection).await.map_err(|e| {
             tracing::error!(error = %e, %connection, "reading a connection's auth state failed");
-            refusal(
+            CallError::new(
                 codes::UNAVAILABLE,
                 "the connection's auth state could not be read (database error)".to_owned(),
             )
@@ -412,7 +404,7 @@ impl App {
         }
         // A second look under the lock: another replica may have renewed it meanwhile.
         let record: GrantRecord = store.record().await.map_err(unavailable)?.ok_or_else(|| {
-            refusal(
+            CallError::new(
                 codes::MISSING,
                 format!("connection {connection} is no longer authorized (its grant was revoked)"),
             )
@@ -434,11 +426,11 @@ impl App {
         let superseded = store.superseded();
         let manager = manager_for(&record.client, Arc::clone(&http), store)
             .await
-            .map_err(|e| refusal(codes::RENEWAL_FAILED, e.to_string()))?;
+            .map_err(|e| CallError::new(codes::RENEWAL_FAILED, e.to_string()))?;
         let renewed = manager.refresh_token().await;
         if superseded.load(std::sync::atomic::Ordering::SeqCst) {
             self.metrics.oauth_renewal(Renewal::Failed);
-            return Err(refusal(
+            return Err(CallError::new(
                 codes::MISSING,
                 format!(
                     "connection {connection}: its grant was revoked or replaced while its token \
@@ -451,7 +443,7 @@ impl App {
                 flight.failed = None;
                 self.metrics.oauth_renewal(Renewal::Ok);
                 TokenFacts::of(&token).access_token.ok_or_else(|| {
-                    refusal(
+                    CallError::new(
                         codes::RENEWAL_FAILED,
                         "the authorization server answered the refresh without an access token"
                             .to_owned(),
@@ -484,7 +476,7 @@ impl App {
                 flight.failed = Some(Instant::now());
                 self.metrics.oauth_renewal(Renewal::Failed);
                 tracing::warn!(%connection, %error, "renewing an OAuth token failed");
-                Err(refusal(
+                Err(CallError::new(
                     codes::RENEWAL_FAILED,
                     format!(
                         "connection {connection}: renewing its OAuth token failed: {error}; \
