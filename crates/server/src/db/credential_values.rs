@@ -4,7 +4,7 @@
 //! the sealed-write lock ([`super::sealed`]) so that key rotation never misses one.
 
 use super::Datastore;
-use super::sealed::lock_sealed_writes;
+use super::sealed::begin_sealed_write;
 use crate::vault::{Sealed, VaultError};
 use chrono::{DateTime, Utc};
 use switchyard_mcp_runner::credentials::Destination;
@@ -118,10 +118,8 @@ impl Datastore {
         prefix: Option<&str>,
         seal: impl FnOnce() -> Result<Sealed, VaultError>,
     ) -> Result<Result<(), VaultError>, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
-        lock_sealed_writes(&mut tx).await?;
-        let sealed = match seal() {
-            Ok(sealed) => sealed,
+        let (mut tx, sealed) = match begin_sealed_write(&self.pool, seal).await? {
+            Ok(begun) => begun,
             Err(error) => return Ok(Err(error)),
         };
         let (kind, name) = destination_columns(destination);

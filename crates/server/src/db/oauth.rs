@@ -5,7 +5,7 @@
 //! Sealed values arrive and leave sealed ([`Sealed`]): this file never sees a token.
 
 use super::Datastore;
-use super::sealed::lock_sealed_writes;
+use super::sealed::begin_sealed_write;
 use crate::vault::{Sealed, VaultError};
 use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
@@ -403,10 +403,8 @@ impl Datastore {
         seal: impl FnOnce() -> Result<Sealed, VaultError>,
         facts: &GrantFacts<'_>,
     ) -> Result<Result<(), VaultError>, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
-        lock_sealed_writes(&mut tx).await?;
-        let sealed = match seal() {
-            Ok(sealed) => sealed,
+        let (mut tx, sealed) = match begin_sealed_write(&self.pool, seal).await? {
+            Ok(begun) => begun,
             Err(error) => return Ok(Err(error)),
         };
         // The generation is the writing transaction's id: unique and growing across deletes,
@@ -459,10 +457,8 @@ impl Datastore {
         seal: impl FnOnce() -> Result<Sealed, VaultError>,
         facts: &GrantFacts<'_>,
     ) -> Result<Result<bool, VaultError>, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
-        lock_sealed_writes(&mut tx).await?;
-        let sealed = match seal() {
-            Ok(sealed) => sealed,
+        let (mut tx, sealed) = match begin_sealed_write(&self.pool, seal).await? {
+            Ok(begun) => begun,
             Err(error) => return Ok(Err(error)),
         };
         let updated = sqlx::query(
@@ -616,10 +612,8 @@ impl Datastore {
         seal: impl FnOnce() -> Result<Sealed, VaultError>,
         expires_at: DateTime<Utc>,
     ) -> Result<Result<(), VaultError>, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
-        lock_sealed_writes(&mut tx).await?;
-        let sealed = match seal() {
-            Ok(sealed) => sealed,
+        let (mut tx, sealed) = match begin_sealed_write(&self.pool, seal).await? {
+            Ok(begun) => begun,
             Err(error) => return Ok(Err(error)),
         };
         sqlx::query(

@@ -4,7 +4,7 @@
 //! is one more [`SealedTable`] variant: its stale rows and how to rewrite one.
 //!
 //! Writers of sealed values take the sealed-write lock shared, in their transaction, before
-//! they read the key file and seal ([`lock_sealed_writes`]); a rotation holds it exclusively
+//! they read the key file and seal ([`begin_sealed_write`]); a rotation holds it exclusively
 //! from before it adds a key until after it drops the old ones ([`SealedExclusive`]). So no
 //! value is sealed with a key a rotation is about to drop, and none is written while the
 //! rotation's re-sealing transaction could miss it.
@@ -12,20 +12,26 @@
 use super::Datastore;
 use super::credential_values::credential_context;
 use crate::vault::{Sealed, Vault, VaultError};
-use sqlx::{Connection, PgConnection};
+use sqlx::{Connection, PgConnection, PgPool, Postgres, Transaction};
 use switchyard_mcp_runner::credentials::Destination;
 use switchyard_protocol::ConnectionId;
 
 /// The advisory lock key of sealed writes (any constant no other lock uses).
 const SEALED_WRITE_LOCK: i64 = 0x5357_5345_414c_4544;
 
-/// Takes the sealed-write lock shared until the end of the transaction on `tx`.
-pub(super) async fn lock_sealed_writes(tx: &mut PgConnection) -> Result<(), sqlx::Error> {
+/// A transaction holding the sealed-write lock (shared, until its end), and the value `seal`
+/// made under it, so that it is sealed with the key file as it is while no rotation runs.
+/// `seal`'s error comes back as the inner `Err`, with the transaction dropped: nothing written.
+pub(super) async fn begin_sealed_write(
+    pool: &PgPool,
+    seal: impl FnOnce() -> Result<Sealed, VaultError>,
+) -> Result<Result<(Transaction<'static, Postgres>, Sealed), VaultError>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
         .bind(SEALED_WRITE_LOCK)
-        .execute(tx)
+        .execute(&mut *tx)
         .await?;
-    Ok(())
+    Ok(seal().map(|sealed| (tx, sealed)))
 }
 
 /// A table of values sealed with the installation key.
@@ -57,7 +63,7 @@ impl SealedTable {
     }
 
     /// How many values the table holds.
-    async fn count(self, pool: &sqlx::PgPool) -> Result<i64, sqlx::Error> {
+    async fn count(self, pool: &PgPool) -> Result<i64, sqlx::Error> {
         let query = match self {
             SealedTable::CentralCredentialValues => {
                 "SELECT count(*) FROM central_credential_values"
