@@ -205,10 +205,13 @@ impl Outbox {
         Ok(usize::try_from(count).unwrap_or(0))
     }
 
-    /// Writes and syncs a small change, to learn whether storage works again after a failure.
+    /// Checkpoints the WAL and cuts its file to nothing, then writes and syncs a small change:
+    /// whether storage works again after a failure. The checkpoint comes first because the
+    /// failed writes may have left the WAL holding the space a freed disk has again.
     pub fn probe(&self) -> Result<(), OutboxError> {
-        self.db()
-            .prepare_cached("UPDATE binding SET checked_at_ms = ?1 WHERE singleton = 1")?
+        let db = self.db();
+        db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        db.prepare_cached("UPDATE binding SET checked_at_ms = ?1 WHERE singleton = 1")?
             .execute(params![now_ms()])?;
         Ok(())
     }
@@ -513,6 +516,9 @@ mod tests {
     use super::*;
     use switchyard_protocol::api::CallError;
 
+    /// `schema::WAL_SIZE_LIMIT`, in the unit a file's length has.
+    const WAL_SIZE_LIMIT_BYTES: u64 = 1 << 20;
+
     /// The connection's `synchronous` setting: 2 is FULL.
     fn synchronous(outbox: &Outbox) -> i64 {
         outbox
@@ -579,6 +585,44 @@ mod tests {
         assert_eq!(outbox.unacknowledged_count().expect("count"), 2);
         outbox.acknowledge(receipt.receipt_id).expect("acknowledge");
         assert_eq!(outbox.unacknowledged_count().expect("count"), 1);
+        drop(outbox);
+        std::fs::remove_dir_all(&dir).expect("remove the outbox");
+    }
+
+    #[test]
+    fn the_wal_stays_bounded_and_a_probe_gives_its_space_back() {
+        let dir = std::env::temp_dir().join(format!("switchyard-outbox-{}", Uuid::new_v4()));
+        let outbox = Outbox::open(&dir, DeviceId::new()).expect("open");
+        let wal = || {
+            std::fs::metadata(dir.join("outbox.sqlite3-wal"))
+                .map(|m| m.len())
+                .unwrap_or(0)
+        };
+        let failed = Completion::Failed {
+            error: CallError::new("tool_error", "no"),
+        };
+        let mut largest = 0;
+        // About 1,200 commits: past SQLite's default of 1,000 WAL pages before a checkpoint.
+        for _ in 0..400 {
+            let call = CallId::new();
+            outbox.record_start(call, Epoch(1)).expect("start");
+            let receipt = outbox
+                .record_receipt(call, Epoch(1), &failed)
+                .expect("receipt");
+            outbox.acknowledge(receipt.receipt_id).expect("acknowledge");
+            largest = largest.max(wal());
+        }
+        let one_commit = 64 * 1024;
+        assert!(
+            largest <= WAL_SIZE_LIMIT_BYTES + one_commit,
+            "the WAL reached {largest} bytes"
+        );
+        outbox.probe().expect("probe");
+        assert!(
+            wal() <= one_commit,
+            "after a probe the WAL holds {} bytes",
+            wal()
+        );
         drop(outbox);
         std::fs::remove_dir_all(&dir).expect("remove the outbox");
     }

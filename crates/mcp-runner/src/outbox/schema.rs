@@ -14,6 +14,15 @@ use uuid::Uuid;
 /// The schema version this build writes (`PRAGMA user_version`).
 const SCHEMA_VERSION: i64 = 1;
 
+/// WAL pages after which a commit checkpoints (SQLite's default is 1,000: 4 MB of WAL). On a
+/// nearly full disk a WAL at that size took all the space a freed disk had, and its checkpoint,
+/// which had to grow the database by a page, could then never run: every write failed for good.
+const WAL_CHECKPOINT_PAGES: i64 = 256;
+
+/// The size, in bytes, a WAL file is cut back to when it is reset after a checkpoint, so that
+/// space it took while checkpoints could not run is given back.
+const WAL_SIZE_LIMIT: i64 = 1 << 20;
+
 /// Tables. `entries` holds one row per call, moving `started` → `recorded` → `acknowledged`
 /// (or `quarantined`); a call failed before its start enters as `recorded`. `spec_pins` holds,
 /// per connection, the digest of the launch spec this device last ran (`outbox::pins`).
@@ -63,6 +72,24 @@ pub(super) fn open(path: &Path) -> Result<Connection, OutboxError> {
     }
     // FULL: a receipt the outbox said it recorded survives a power loss, not only a crash.
     connection.pragma_update(None, "synchronous", "FULL")?;
+    let pages: i64 = connection.pragma_update_and_check(
+        None,
+        "wal_autocheckpoint",
+        WAL_CHECKPOINT_PAGES,
+        |row| row.get(0),
+    )?;
+    let limit: i64 =
+        connection.pragma_update_and_check(None, "journal_size_limit", WAL_SIZE_LIMIT, |row| {
+            row.get(0)
+        })?;
+    if (pages, limit) != (WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT) {
+        return Err(OutboxError::Corrupt {
+            what: "WAL bounds",
+            detail: format!(
+                "SQLite kept a checkpoint every {pages} pages and a WAL limit of {limit} bytes"
+            ),
+        });
+    }
     let found: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
     if found > SCHEMA_VERSION {
         return Err(OutboxError::NewerSchema {
