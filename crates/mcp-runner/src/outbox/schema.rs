@@ -1,5 +1,6 @@
-//! The outbox database: opening it durably (WAL, `synchronous=FULL`), its schema, and the
-//! binding row that ties a directory to one device and keeps the runner's holder id.
+//! The outbox database: opening it durably (WAL, `synchronous=FULL`) with its WAL kept small
+//! (a checkpoint every 256 pages, the file cut back to 1 MB), its schema, and the binding row
+//! that ties a directory to one device and keeps the runner's holder id.
 //!
 //! The bundled SQLite is built to sync with `fdatasync` (`.cargo/config.toml` says why): with
 //! `fsync` every synced commit also wrote the file's times, a journal commit that a
