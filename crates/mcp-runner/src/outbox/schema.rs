@@ -1,6 +1,7 @@
 //! The outbox database: opening it durably (WAL, `synchronous=FULL`) with its WAL kept small
-//! (a checkpoint every 256 pages, the file cut back to 1 MB), its schema, and the binding row
-//! that ties a directory to one device and keeps the runner's holder id.
+//! (a checkpoint every 256 pages, about 1 MB; a file grown past 2 MB while checkpoints could
+//! not run is cut back), its schema, and the binding row that ties a directory to one device
+//! and keeps the runner's holder id.
 //!
 //! The bundled SQLite is built to sync with `fdatasync` (`.cargo/config.toml` says why): with
 //! `fsync` every synced commit also wrote the file's times, a journal commit that a
@@ -15,14 +16,17 @@ use uuid::Uuid;
 /// The schema version this build writes (`PRAGMA user_version`).
 const SCHEMA_VERSION: i64 = 1;
 
-/// WAL pages after which a commit checkpoints (SQLite's default is 1,000: 4 MB of WAL). On a
-/// nearly full disk a WAL at that size took all the space a freed disk had, and its checkpoint,
-/// which had to grow the database by a page, could then never run: every write failed for good.
+/// WAL pages after which a commit checkpoints (SQLite's default is 1,000: 4 MB of WAL), so the
+/// WAL file peaks near 1.07 MB. On a nearly full disk a WAL at the default size took all the
+/// space a freed disk had, and its checkpoint, which had to grow the database by a page, could
+/// then never run: every write failed for good.
 const WAL_CHECKPOINT_PAGES: i64 = 256;
 
-/// The size, in bytes, a WAL file is cut back to when it is reset after a checkpoint, so that
-/// space it took while checkpoints could not run is given back.
-const WAL_SIZE_LIMIT: i64 = 1 << 20;
+/// The size, in bytes, a WAL file is cut back to when it is reset after a checkpoint: above the
+/// peak of [`WAL_CHECKPOINT_PAGES`], so that a normal cycle never truncates (a size change is a
+/// journal commit of the file system), while space taken when checkpoints could not run (a
+/// reader holding an old snapshot) is given back.
+pub(super) const WAL_SIZE_LIMIT: i64 = 2 << 20;
 
 /// Tables. `entries` holds one row per call, moving `started` → `recorded` → `acknowledged`
 /// (or `quarantined`); a call failed before its start enters as `recorded`. `spec_pins` holds,
