@@ -54,17 +54,7 @@ async fn auth_waits_for_the_consent_then_list_and_revoke_show_where_it_stands(
 ) {
     let dir = scratch_dir("oauth");
     let auth = OAuthServer::start(&dir, 3600).expect("oidc-provider starts");
-    let (id, secret) = auth.resource_server();
-    let introspection = format!("{id}:{secret}");
-    let remote = HttpFixture::start(
-        &[
-            "--oauth-issuer",
-            auth.issuer(),
-            "--oauth-client-env",
-            "FIXTURE_INTROSPECTION_CLIENT",
-        ],
-        &[("FIXTURE_INTROSPECTION_CLIENT", &introspection)],
-    );
+    let remote = HttpFixture::protected_by(&auth);
     let server = remote_connection(&db, &dir, &remote.url).await;
     let cli = server.cli();
     let listed = cli.run(&["list", "acme"]).success();

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use switchyard_testkit::bins;
+use switchyard_testkit::oauth_server::OAuthServer;
 use switchyard_testkit::poll::{Bound, Check};
 
 /// How long one CLI run may take to finish.
@@ -465,6 +466,22 @@ impl HttpFixture {
             .unwrap_or_else(|| panic!("unexpected announcement {line:?}"))
             .to_owned();
         HttpFixture { url, child }
+    }
+
+    /// Started as a resource server of `auth`: it takes only tokens `auth` issued, checked by
+    /// introspection with `auth`'s resource-server client.
+    pub fn protected_by(auth: &OAuthServer) -> HttpFixture {
+        let (id, secret) = auth.resource_server();
+        let introspection = format!("{id}:{secret}");
+        HttpFixture::start(
+            &[
+                "--oauth-issuer",
+                auth.issuer(),
+                "--oauth-client-env",
+                "FIXTURE_INTROSPECTION_CLIENT",
+            ],
+            &[("FIXTURE_INTROSPECTION_CLIENT", &introspection)],
+        )
     }
 }
 

@@ -92,17 +92,7 @@ async fn a_device_connection_authorized_here_calls_with_its_token_and_renews_it(
     let server = Server::start(&db).await;
     let dir = super::harness::scratch("device-oauth-as");
     let auth = OAuthServer::start(&dir, 3600).expect("oidc-provider starts");
-    let (id, secret) = auth.resource_server();
-    let introspection = format!("{id}:{secret}");
-    let remote = HttpFixture::start(
-        &[
-            "--oauth-issuer",
-            auth.issuer(),
-            "--oauth-client-env",
-            "FIXTURE_INTROSPECTION_CLIENT",
-        ],
-        &[("FIXTURE_INTROSPECTION_CLIENT", &introspection)],
-    );
+    let remote = HttpFixture::protected_by(&auth);
     let spec = ConnectorSpec::Http {
         url: remote.url.clone(),
     };
