@@ -35,6 +35,70 @@ fn required_program(name: &str, package: &str) -> PathBuf {
         })
 }
 
+/// How many times chromedriver is started before its port collisions fail the test.
+const DRIVER_STARTS: usize = 5;
+
+/// What chromedriver's stdout said before it settled.
+enum DriverStart {
+    /// It listens on this port.
+    Listening(String),
+    /// It exited: everything it printed.
+    Exited(Vec<String>),
+}
+
+/// Starts chromedriver on a port of its choosing, in its own process group; returns it and
+/// its port. chromedriver binds the port it got for IPv4 on IPv6 too, and exits when another
+/// process holds that one ("IPv6 port not available"), which parallel tests make likely: such
+/// a start is repeated with a new port. Any other exit fails the test with what it printed.
+async fn start_driver(chromedriver: &std::path::Path) -> (ChildGuard, String) {
+    let mut said = Vec::new();
+    for _ in 0..DRIVER_STARTS {
+        let mut command = Command::new(chromedriver);
+        command
+            .arg("--port=0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command.spawn().expect("chromedriver starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let driver = ChildGuard(child);
+        // Read the announced port, then keep draining stdout so chromedriver never writes to a
+        // closed pipe.
+        let (start_tx, start_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(port) = line.split("started successfully on port ").nth(1) {
+                    let _ = start_tx.send(DriverStart::Listening(
+                        port.trim_end_matches('.').to_owned(),
+                    ));
+                }
+                lines.push(line);
+            }
+            let _ = start_tx.send(DriverStart::Exited(lines));
+        });
+        let start = tokio::task::spawn_blocking(move || start_rx.recv_timeout(PATIENCE))
+            .await
+            .expect("waiting for chromedriver")
+            .expect("chromedriver announces its port");
+        match start {
+            DriverStart::Listening(port) => return (driver, port),
+            DriverStart::Exited(lines)
+                if lines.iter().any(|line| line.contains("port not available")) =>
+            {
+                said = lines;
+            }
+            DriverStart::Exited(lines) => {
+                panic!("chromedriver exited at start:\n{}", lines.join("\n"))
+            }
+        }
+    }
+    panic!(
+        "chromedriver found no free port in {DRIVER_STARTS} starts:\n{}",
+        said.join("\n")
+    )
+}
+
 /// A headless Chromium session.
 pub struct Browser {
     http: reqwest::Client,
@@ -55,29 +119,7 @@ impl Browser {
         let chromium = required_program("chromium", "chromium");
         let chromedriver = required_program("chromedriver", "chromium-driver");
         let profile = scratch_dir("chromium-profile");
-        let mut command = Command::new(chromedriver);
-        command
-            .arg("--port=0")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let mut child = command.spawn().expect("chromedriver starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let driver = ChildGuard(child);
-        // Read the announced port, then keep draining stdout so chromedriver never writes to a
-        // closed pipe.
-        let (port_tx, port_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(port) = line.split("started successfully on port ").nth(1) {
-                    let _ = port_tx.send(port.trim_end_matches('.').to_owned());
-                }
-            }
-        });
-        let port = tokio::task::spawn_blocking(move || port_rx.recv_timeout(PATIENCE))
-            .await
-            .expect("waiting for chromedriver")
-            .expect("chromedriver announces its port");
+        let (driver, port) = start_driver(&chromedriver).await;
         let http = reqwest::Client::new();
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
