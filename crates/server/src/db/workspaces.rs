@@ -171,17 +171,14 @@ impl Datastore {
         let Some(member) = member else {
             return Ok(None);
         };
-        // Their own OAuth grants of the workspace's per-person connections go with them.
+        // Their own OAuth grants of the workspace's per-person connections go with them, and
+        // so do the authorizations they started.
         sqlx::query(
-            "DELETE FROM oauth_grants g USING connections c
-             WHERE g.connection_id = c.id AND c.workspace_id = $1 AND g.holder = $2::uuid::text",
-        )
-        .bind(workspace)
-        .bind(user)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "DELETE FROM oauth_pending g USING connections c
+            "WITH pending AS (
+                 DELETE FROM oauth_pending g USING connections c
+                 WHERE g.connection_id = c.id AND c.workspace_id = $1
+                   AND g.holder = $2::uuid::text)
+             DELETE FROM oauth_grants g USING connections c
              WHERE g.connection_id = c.id AND c.workspace_id = $1 AND g.holder = $2::uuid::text",
         )
         .bind(workspace)

@@ -86,19 +86,28 @@ async fn a_per_person_connection_sends_each_callers_own_grant(pool: PgPool) {
     assert_eq!(bobs["state"], "succeeded", "{bobs}");
     assert_eq!(stack.token_requests("authorization_code").await, 2);
 
-    // A member removed from the workspace takes their grant with them.
-    let personal_grants = || async {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM oauth_grants WHERE holder <> 'shared'")
-            .fetch_one(&stack.server.pool)
+    // A member removed from the workspace takes their grant with them, and the authorization
+    // they started and never finished.
+    let pool = &stack.server.pool;
+    let count = |sql: &'static str| async move {
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(pool)
             .await
             .unwrap()
     };
-    assert_eq!(personal_grants().await, 2);
+    let personal_grants = "SELECT count(*) FROM oauth_grants WHERE holder <> 'shared'";
+    let pending = "SELECT count(*) FROM oauth_pending";
+    assert_eq!(count(personal_grants).await, 2);
+    bob.post(&format!("{CONNECTION}/authorize"), json!({}))
+        .await
+        .ok();
+    assert_eq!(count(pending).await, 1, "bob's unfinished authorization");
     owner
         .post("/api/v1/workspaces/acme/members/bob/remove", json!({}))
         .await
         .ok();
-    assert_eq!(personal_grants().await, 1, "the owner's alone");
+    assert_eq!(count(personal_grants).await, 1, "the owner's alone");
+    assert_eq!(count(pending).await, 0, "bob's went with him");
 
     // Revoking empties every person's grant.
     owner
@@ -106,7 +115,7 @@ async fn a_per_person_connection_sends_each_callers_own_grant(pool: PgPool) {
         .await
         .ok();
     assert_eq!(state_seen_by(owner).await, "needs_authorization");
-    assert_eq!(personal_grants().await, 0);
+    assert_eq!(count(personal_grants).await, 0);
 }
 
 #[sqlx::test(migrations = "../../migrations")]
