@@ -41,6 +41,29 @@ pub async fn stack(pool: PgPool, access_ttl: u64) -> Stack {
     stack_with(pool, access_ttl, |_| {}).await
 }
 
+/// Workspace `acme` with connection `remote` to the fixture at `url`, made by `owner`; the
+/// connection as created.
+pub async fn add_remote(owner: &Client, url: &str) -> Value {
+    owner
+        .post("/api/v1/workspaces", json!({"name": "acme"}))
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/connectors",
+            json!({"name": "remote", "transport": "http", "url": url}),
+        )
+        .await
+        .ok();
+    owner
+        .post(
+            "/api/v1/workspaces/acme/connections",
+            json!({"name": "remote", "connector": "remote"}),
+        )
+        .await
+        .ok()
+}
+
 /// [`stack`] with the server's settings changed by `tweak`.
 pub async fn stack_with(
     pool: PgPool,
@@ -69,24 +92,7 @@ pub async fn stack_with(
     })
     .await;
     let owner = &server.owner;
-    owner
-        .post("/api/v1/workspaces", json!({"name": "acme"}))
-        .await
-        .ok();
-    owner
-        .post(
-            "/api/v1/connectors",
-            json!({"name": "remote", "transport": "http", "url": url}),
-        )
-        .await
-        .ok();
-    owner
-        .post(
-            "/api/v1/workspaces/acme/connections",
-            json!({"name": "remote", "connector": "remote"}),
-        )
-        .await
-        .ok();
+    add_remote(owner, &url).await;
     Stack {
         server,
         auth,
@@ -139,6 +145,15 @@ impl Stack {
         self.server.owner.get(CONNECTION).await.ok()
     }
 
+    /// The connection's id.
+    pub async fn connection_id(&self) -> switchyard_protocol::ConnectionId {
+        self.connection().await["id"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
     /// The connection's auth state.
     pub async fn auth_state(&self) -> String {
         self.connection().await["auth"]["state"]
@@ -177,11 +192,7 @@ impl Stack {
 
     /// The access token the server holds for `remote` now (read as a replica would).
     pub async fn held_token(&self) -> String {
-        let id = self.connection().await["id"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let id = self.connection_id().await;
         self.replica_app()
             .oauth_bearer(id, &self.url, None)
             .await

@@ -66,24 +66,7 @@ async fn an_authorization_server_that_never_answers_times_out(pool: PgPool) {
     })
     .await;
     let owner = &server.owner;
-    owner
-        .post("/api/v1/workspaces", json!({"name": "acme"}))
-        .await
-        .ok();
-    owner
-        .post(
-            "/api/v1/connectors",
-            json!({"name": "remote", "transport": "http", "url": url}),
-        )
-        .await
-        .ok();
-    owner
-        .post(
-            "/api/v1/workspaces/acme/connections",
-            json!({"name": "remote", "connector": "remote"}),
-        )
-        .await
-        .ok();
+    add_remote(owner, &url).await;
 
     let began = Instant::now();
     let message = owner
@@ -162,11 +145,7 @@ async fn settings_a_central_connection_cannot_take_are_refused(pool: PgPool) {
 
     // Settings stored before the namespace existed are checked again when authorizing: the
     // value never reaches an authorization URL.
-    let id: uuid::Uuid = stack.connection().await["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let id = stack.connection_id().await;
     sqlx::query(
         "INSERT INTO connection_auth (connection_id, kind, client_id_env)
          VALUES ($1, 'oauth', 'DATABASE_URL')",
@@ -369,24 +348,7 @@ async fn tokens_are_found_in_no_dump_log_or_answer(pool: PgPool) {
     let base = read_announcement(&mut server, "listening on");
     let server = ChildGuard(server);
     let owner = Client::at(&base, &token);
-    owner
-        .post("/api/v1/workspaces", json!({"name": "acme"}))
-        .await
-        .ok();
-    owner
-        .post(
-            "/api/v1/connectors",
-            json!({"name": "remote", "transport": "http", "url": url}),
-        )
-        .await
-        .ok();
-    let connection = owner
-        .post(
-            "/api/v1/workspaces/acme/connections",
-            json!({"name": "remote", "connector": "remote"}),
-        )
-        .await
-        .ok();
+    let connection = add_remote(&owner, &url).await;
     let started = owner
         .post(&format!("{CONNECTION}/authorize"), json!({}))
         .await

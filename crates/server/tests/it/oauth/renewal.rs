@@ -22,11 +22,7 @@ async fn until_due() {
 
 /// The grant the server holds for `remote`, opened with the installation key.
 async fn held_grant(stack: &Stack) -> Value {
-    let id: uuid::Uuid = stack.connection().await["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let id = stack.connection_id().await;
     let (key_id, nonce, ciphertext): (String, Vec<u8>, Vec<u8>) = sqlx::query_as(
         "SELECT key_id, nonce, ciphertext FROM oauth_grants WHERE connection_id = $1",
     )
@@ -41,7 +37,7 @@ async fn held_grant(stack: &Stack) -> Value {
     };
     let plain = stack
         .vault
-        .open(&grant_context(id.into(), "shared"), &sealed)
+        .open(&grant_context(id, "shared"), &sealed)
         .unwrap();
     serde_json::from_slice(&plain).unwrap()
 }
@@ -203,11 +199,7 @@ async fn twenty_calls_at_expiry_on_two_replicas_make_one_token_request(pool: PgP
     let stack = authorized(pool).await;
     let before = stack.held_token().await;
     let renewals = stack.token_requests("refresh_token").await;
-    let id = stack.connection().await["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let id = stack.connection_id().await;
     let replicas = [stack.replica_app(), stack.replica_app()];
 
     until_due().await;
@@ -237,11 +229,7 @@ const SEALED_WRITE_LOCK: i64 = 0x5357_5345_414c_4544;
 async fn a_renewal_in_flight_does_not_undo_a_revoke(pool: PgPool) {
     let stack = authorized(pool).await;
     let renewals = stack.token_requests("refresh_token").await;
-    let id = stack.connection().await["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let id = stack.connection_id().await;
     let app = stack.replica_app();
 
     // Holding the sealed-write lock stops the renewal right before it stores its token.
@@ -291,11 +279,7 @@ async fn a_renewal_in_flight_does_not_undo_a_revoke(pool: PgPool) {
 async fn twenty_calls_meeting_a_rejected_refresh_token_make_one_token_request(pool: PgPool) {
     let stack = authorized(pool).await;
     let renewals = stack.token_requests("refresh_token").await;
-    let id = stack.connection().await["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let id = stack.connection_id().await;
     let replicas = [stack.replica_app(), stack.replica_app()];
     stack.auth.revoke_refresh_tokens().await.unwrap();
 
@@ -322,11 +306,7 @@ async fn twenty_calls_meeting_a_rejected_refresh_token_make_one_token_request(po
 async fn a_renewal_waits_for_a_held_grant_lock_only_as_long_as_the_oauth_timeout(pool: PgPool) {
     let stack = authorized(pool).await;
     let renewals = stack.token_requests("refresh_token").await;
-    let id: uuid::Uuid = stack.connection().await["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let id = stack.connection_id().await;
     let bound = Duration::from_secs(1);
     let app = App::new(
         Datastore::new(stack.server.pool.clone()),
@@ -350,7 +330,7 @@ async fn a_renewal_waits_for_a_held_grant_lock_only_as_long_as_the_oauth_timeout
     // The MCP server refused the token: it needs renewing now.
     let started = std::time::Instant::now();
     let error = app
-        .oauth_bearer(id.into(), &stack.url, Some(&token))
+        .oauth_bearer(id, &stack.url, Some(&token))
         .await
         .expect_err("no token while the lock is held");
     let waited = started.elapsed();
@@ -374,7 +354,7 @@ async fn a_renewal_waits_for_a_held_grant_lock_only_as_long_as_the_oauth_timeout
         .unwrap();
     let renewed = stack
         .replica_app()
-        .oauth_bearer(id.into(), &stack.url, Some(&token))
+        .oauth_bearer(id, &stack.url, Some(&token))
         .await
         .expect("renewed")
         .expect("an OAuth connection");
