@@ -1,8 +1,9 @@
 //! The audit log: who changed what. Every change an app function makes is followed by
 //! [`App::audit`], which appends an entry to the workspace's hash chain (or the installation's,
 //! for connectors) right after the change commits, in the same request; calls submitted and
-//! ended are appended by the sweeper in batches ([`App::audit_calls`]), off the submission
-//! path. Reading and verifying it is for workspace admins and installation owners.
+//! ended are appended by the sweeper in batches
+//! ([`crate::db::Datastore::audit_record_calls`]), off the submission path. Reading and
+//! verifying it is for workspace admins and installation owners.
 //!
 //! An entry's summaries never hold a secret: they name credentials and environment
 //! variables, never values, and never a call's arguments or result.
