@@ -47,6 +47,12 @@ enum SubmitWait {
     Subscribe,
 }
 
+/// The check of the principal a submission was read for, still on its way (`/mcp`'s speculated
+/// calls, `mcp/speculation.rs`): the submission reads, then waits for it to pass before it
+/// decides, answers or writes anything. A failed check is the submission's answer.
+pub(crate) type PendingCheck<'a> =
+    std::pin::Pin<Box<dyn Future<Output = AppResult<()>> + Send + 'a>>;
+
 /// A submission's answer without a waiter to hand back.
 fn no_waiter((view, fresh): (CallView, bool)) -> (CallView, bool, Option<SettledWaiter>) {
     (view, fresh, None)
@@ -101,12 +107,15 @@ impl App {
     /// client may have sent a trace context (carried to the MCP server in the call's `_meta`; a
     /// retry of a stored request_id keeps the first one's). A new, unsettled call comes back
     /// with its settle waiter, subscribed before its insert, for [`App::call_wait_with`].
+    /// With a `check`, the submission reads for `principal` before the check has passed and
+    /// waits for it before anything else ([`PendingCheck`]).
     pub(crate) async fn call_submit_traced(
         &self,
         principal: &Principal,
         ws: &str,
         req: SubmitCall,
         trace: Option<TraceParent>,
+        check: Option<PendingCheck<'_>>,
     ) -> AppResult<(CallView, Option<SettledWaiter>)> {
         let (view, _, waiter) = self
             .submit(
@@ -115,6 +124,7 @@ impl App {
                 req,
                 SubmitWait::Subscribe,
                 trace,
+                check,
             )
             .await?;
         Ok((view, waiter))
@@ -147,7 +157,7 @@ impl App {
         wait: Duration,
     ) -> AppResult<(CallView, bool)> {
         let (view, fresh, _) = self
-            .submit(by, ws, req, SubmitWait::For(wait), None)
+            .submit(by, ws, req, SubmitWait::For(wait), None, None)
             .await?;
         Ok((view, fresh))
     }
@@ -161,15 +171,16 @@ impl App {
         req: SubmitCall,
         wait: SubmitWait,
         trace: Option<TraceParent>,
+        check: Option<PendingCheck<'_>>,
     ) -> AppResult<(CallView, bool, Option<SettledWaiter>)> {
         let span = call_trace::submission_span(trace.as_ref());
-        self.submit_in_span(by, ws, req, wait, trace)
+        self.submit_in_span(by, ws, req, wait, trace, check)
             .instrument(span)
             .await
     }
 
     /// [`App::submit`] inside its span: the submit read (made with the others that wait at
-    /// the same moment), the decision, then the insert.
+    /// the same moment), the principal's pending check if any, the decision, then the insert.
     async fn submit_in_span(
         &self,
         by: SubmittedBy<'_>,
@@ -177,6 +188,7 @@ impl App {
         req: SubmitCall,
         wait: SubmitWait,
         trace: Option<TraceParent>,
+        check: Option<PendingCheck<'_>>,
     ) -> AppResult<(CallView, bool, Option<SettledWaiter>)> {
         let deadline = Instant::now()
             + match wait {
@@ -205,6 +217,9 @@ impl App {
             .submissions
             .read(SubmitRead::new(&keys).with_quotas(self.config.quotas))
             .await?;
+        if let Some(check) = check {
+            check.await?;
+        }
         let Some(mut found) = found else {
             return Err(match by {
                 SubmittedBy::Principal(principal) => principal.workspace_not_found(ws),

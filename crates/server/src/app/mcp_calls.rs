@@ -2,6 +2,7 @@
 //! the principal, with the request_id the client chose (or a fresh one) — so a retry with
 //! the same request_id finds the same call, running or ended.
 
+use super::calls::PendingCheck;
 use super::dispatch::call_wait::MAX_CALL_WAIT;
 use super::dispatch::wakeups::SettledWaiter;
 use super::mcp_catalog::McpTool;
@@ -17,7 +18,9 @@ use tokio::time::Instant;
 impl App {
     /// Submits (or, for a known request_id, finds) the call of `tool` with `arguments` for
     /// `actor`, under the tool's route; `trace` is the client's trace context. A new, unsettled
-    /// call comes with its settle waiter, for the first [`App::mcp_call_wait`].
+    /// call comes with its settle waiter, for the first [`App::mcp_call_wait`]. With a `check`
+    /// of `actor` still on its way, the submission reads first and waits for it before
+    /// anything else ([`PendingCheck`]).
     pub(crate) async fn mcp_call_submit(
         &self,
         actor: &Actor,
@@ -25,6 +28,7 @@ impl App {
         arguments: serde_json::Value,
         request_id: RequestId,
         trace: Option<TraceParent>,
+        check: Option<PendingCheck<'_>>,
     ) -> AppResult<(CallView, Option<SettledWaiter>)> {
         let req = SubmitCall {
             request_id,
@@ -38,7 +42,8 @@ impl App {
             operation_id: None,
         };
         let principal = Principal::User(actor.clone());
-        self.call_submit_traced(&principal, &tool.route.workspace_id.to_string(), req, trace)
+        let ws = tool.route.workspace_id.to_string();
+        self.call_submit_traced(&principal, &ws, req, trace, check)
             .await
     }
 

@@ -39,12 +39,17 @@ pub(crate) struct CatalogCache {
 }
 
 impl CatalogCache {
-    /// `user`'s catalog, if one was built at `generation` or later.
-    fn get(&self, user: UserId, generation: CatalogGeneration) -> Option<Arc<McpCatalog>> {
+    /// `user`'s catalog, if one was built at `generation` or later, and the generation it was
+    /// built at.
+    fn get(
+        &self,
+        user: UserId,
+        generation: CatalogGeneration,
+    ) -> Option<(Arc<McpCatalog>, CatalogGeneration)> {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.get(&user)
             .filter(|(built, _)| *built >= generation)
-            .map(|(_, catalog)| catalog.clone())
+            .map(|(built, catalog)| (catalog.clone(), *built))
     }
 
     /// Keeps `catalog`, built for `user` at `generation`, unless a newer one is kept already.
@@ -73,11 +78,21 @@ impl App {
         user: &UserRow,
         generation: CatalogGeneration,
     ) -> AppResult<Arc<McpCatalog>> {
-        if let Some(catalog) = self.mcp_catalogs.get(user.id, generation) {
-            return Ok(catalog);
+        Ok(self.mcp_catalog_built(user, generation).await?.0)
+    }
+
+    /// [`App::mcp_catalog_at`], with the generation the catalog was built at (`generation` or
+    /// later): it answers every request whose authentication read that one or an older one.
+    pub(crate) async fn mcp_catalog_built(
+        &self,
+        user: &UserRow,
+        generation: CatalogGeneration,
+    ) -> AppResult<(Arc<McpCatalog>, CatalogGeneration)> {
+        if let Some(kept) = self.mcp_catalogs.get(user.id, generation) {
+            return Ok(kept);
         }
         let catalog = Arc::new(self.mcp_catalog(user).await?);
         self.mcp_catalogs.keep(user.id, generation, catalog.clone());
-        Ok(catalog)
+        Ok((catalog, generation))
     }
 }

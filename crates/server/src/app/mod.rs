@@ -50,6 +50,7 @@ pub(crate) use audit::Audit;
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE, REQUEST, RequestContext};
 pub use auth::{Actor, hash_token, new_token};
 pub use call_history::{CallHistoryQuery, DEFAULT_HISTORY_PAGE, HISTORY_FILTERS, MAX_HISTORY_PAGE};
+pub(crate) use calls::PendingCheck;
 pub use calls::{CallPage, CallQuery, CompletionRecorded, MAX_PAGE};
 pub use connectors::{ConnectorInspection, ImportFormat, InspectedTool};
 pub use credential_values::Emptied;

@@ -5,20 +5,25 @@ use super::auth::McpPrincipal;
 use super::call::{self, Waiting};
 use super::in_flight::{self, Cancelled, Held};
 use super::meta_tools::{self, MetaCall};
+use super::speculation::{self, McpAuth};
 use super::task;
 use crate::app::McpRefusal;
 use crate::app::agent_catalog::CallRefusal;
-use crate::app::{Actor, App, McpCatalog, McpTool};
+use crate::app::{Actor, App, McpCatalog, McpTool, SettledWaiter};
+use crate::db::TraceParent;
+use crate::error::AppError;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, CancelledNotificationParam,
-    DiscoverResult, Extensions, GetTaskParams, GetTaskResult, Implementation,
-    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CancelledNotificationParam, DiscoverResult, Extensions, GetTaskParams, GetTaskResult,
+    Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use std::sync::Arc;
+use switchyard_protocol::RequestId;
 use switchyard_protocol::agents::AgentMode;
+use switchyard_protocol::api::CallView;
 use tokio_util::sync::CancellationToken;
 
 /// The `/mcp` MCP server.
@@ -41,7 +46,7 @@ impl SwitchyardMcp {
         &self,
         extensions: &Extensions,
     ) -> Result<(Actor, Arc<McpCatalog>), ErrorData> {
-        let McpPrincipal(actor, generation) = principal(extensions)?;
+        let McpPrincipal(actor, generation) = principal(extensions).await?;
         let catalog = self
             .app
             .mcp_catalog_at(&actor.user, generation)
@@ -49,15 +54,82 @@ impl SwitchyardMcp {
             .map_err(call::internal)?;
         Ok((actor, catalog))
     }
+
+    /// A `tools/call` served from what its authentication found: a meta tool's answer, a
+    /// refusal, or the listed tool's call submitted.
+    async fn submit_verified(
+        &self,
+        context: &RequestContext<RoleServer>,
+        name: &str,
+        arguments: JsonObject,
+        (request_id, trace): (RequestId, Option<TraceParent>),
+    ) -> Result<Submitted, ErrorData> {
+        let (actor, catalog) = self.catalog(&context.extensions).await?;
+        let answered = |result: CallToolResult| Ok(Submitted::Answered(result));
+        let (tool, arguments) = match meta_tools::parse(&catalog, name, &arguments) {
+            None => match catalog.call(name) {
+                Ok(tool) => (tool, arguments),
+                Err(McpRefusal::Catalog(CallRefusal::UnknownTool { .. })) => {
+                    return Err(call::unknown_tool(name));
+                }
+                Err(refusal) => return answered(meta_tools::refusal(&refusal.to_string())),
+            },
+            Some(meta) => match meta? {
+                MetaCall::Search { query, limit } => {
+                    return answered(meta_tools::search(&catalog, &query, limit));
+                }
+                MetaCall::Providers => return answered(meta_tools::providers(&catalog)),
+                MetaCall::Capabilities {
+                    provider,
+                    page,
+                    page_size,
+                } => {
+                    return answered(meta_tools::capabilities(
+                        &catalog, &provider, page, page_size,
+                    ));
+                }
+                MetaCall::CallTool { name, arguments } => match catalog.call(&name) {
+                    Ok(tool) => (tool, arguments),
+                    Err(refusal) => return answered(meta_tools::refusal(&refusal.to_string())),
+                },
+                MetaCall::MenuCall {
+                    provider,
+                    tool,
+                    arguments,
+                } => match catalog.menu_call(&provider, &tool) {
+                    Ok(tool) => (tool, arguments),
+                    Err(refusal) => return answered(meta_tools::refusal(&refusal.to_string())),
+                },
+            },
+        };
+        let arguments = serde_json::Value::Object(arguments);
+        match self
+            .app
+            .mcp_call_submit(&actor, &tool, arguments, request_id, trace, None)
+            .await
+        {
+            Ok((call, waiter)) => Ok(Submitted::Call(Box::new((actor, call, waiter)))),
+            Err(error) => refused(error),
+        }
+    }
 }
 
-/// The principal the authentication middleware put on the request.
-fn principal(extensions: &Extensions) -> Result<McpPrincipal, ErrorData> {
-    extensions
-        .get::<axum::http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<McpPrincipal>())
-        .cloned()
-        .ok_or_else(|| ErrorData::internal_error("the request was not authenticated", None))
+/// Where a `tools/call` stands once its submission is made.
+pub(super) enum Submitted {
+    /// Its call, submitted by the principal, with the settle waiter of a new unsettled one.
+    Call(Box<(Actor, CallView, Option<SettledWaiter>)>),
+    /// Answered already: a meta tool's answer, or a refusal.
+    Answered(CallToolResult),
+}
+
+/// A refused submission, as the client is told it.
+fn refused(error: AppError) -> Result<Submitted, ErrorData> {
+    call::refused(error).map(Submitted::Answered)
+}
+
+/// The principal of the request whose extensions these are, once its authentication passed.
+async fn principal(extensions: &Extensions) -> Result<McpPrincipal, ErrorData> {
+    McpAuth::of(extensions)?.verified().await
 }
 
 impl ServerHandler for SwitchyardMcp {
@@ -114,54 +186,26 @@ impl ServerHandler for SwitchyardMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let request_id = call::request_id(&context.meta)?;
-        let (actor, catalog) = self.catalog(&context.extensions).await?;
+        let submission = (call::request_id(&context.meta)?, call::trace(&context.meta));
+        let auth = McpAuth::of(&context.extensions)?;
         let arguments = request.arguments.unwrap_or_default();
-        let (tool, arguments) = match meta_tools::parse(&catalog, &request.name, &arguments) {
-            None => match catalog.call(&request.name) {
-                Ok(tool) => (tool, arguments),
-                Err(McpRefusal::Catalog(CallRefusal::UnknownTool { .. })) => {
-                    return Err(call::unknown_tool(&request.name));
-                }
-                Err(refusal) => return Ok(meta_tools::refusal(&refusal.to_string()).into()),
-            },
-            Some(meta) => match meta? {
-                MetaCall::Search { query, limit } => {
-                    return Ok(meta_tools::search(&catalog, &query, limit).into());
-                }
-                MetaCall::Providers => return Ok(meta_tools::providers(&catalog).into()),
-                MetaCall::Capabilities {
-                    provider,
-                    page,
-                    page_size,
-                } => {
-                    return Ok(
-                        meta_tools::capabilities(&catalog, &provider, page, page_size).into(),
-                    );
-                }
-                MetaCall::CallTool { name, arguments } => match catalog.call(&name) {
-                    Ok(tool) => (tool, arguments),
-                    Err(refusal) => return Ok(meta_tools::refusal(&refusal.to_string()).into()),
-                },
-                MetaCall::MenuCall {
-                    provider,
-                    tool,
-                    arguments,
-                } => match catalog.menu_call(&provider, &tool) {
-                    Ok(tool) => (tool, arguments),
-                    Err(refusal) => return Ok(meta_tools::refusal(&refusal.to_string()).into()),
-                },
-            },
+        let speculated = match auth.remembered() {
+            Some(remembered) => {
+                let call = (request.name.as_ref(), &arguments);
+                speculation::submit(&self.app, auth, remembered, call, submission).await
+            }
+            None => None,
         };
-        let arguments = serde_json::Value::Object(arguments);
-        let trace = call::trace(&context.meta);
-        let (submitted, waiter) = match self
-            .app
-            .mcp_call_submit(&actor, &tool, arguments, request_id, trace)
-            .await
-        {
-            Ok(view) => view,
-            Err(error) => return call::refused(error).map(CallToolResponse::from),
+        let submitted = match speculated {
+            Some(submitted) => submitted?,
+            None => {
+                self.submit_verified(&context, &request.name, arguments, submission)
+                    .await?
+            }
+        };
+        let (actor, submitted, waiter) = match submitted {
+            Submitted::Call(call) => *call,
+            Submitted::Answered(answer) => return Ok(answer.into()),
         };
         // A client of the tasks extension polls the call instead of waiting for it: a call
         // that settles within a moment is answered as it is, any other becomes a task.
@@ -200,7 +244,7 @@ impl ServerHandler for SwitchyardMcp {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let McpPrincipal(actor, _) = principal(&context.extensions)?;
+        let McpPrincipal(actor, _) = principal(&context.extensions).await?;
         let call = task::call_of(&request.task_id)?;
         match self.app.mcp_task_get(&actor, call).await {
             Ok(view) => Ok(GetTaskResult::new(task::detailed(&view))),
@@ -213,7 +257,7 @@ impl ServerHandler for SwitchyardMcp {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let McpPrincipal(actor, _) = principal(&context.extensions)?;
+        let McpPrincipal(actor, _) = principal(&context.extensions).await?;
         let call = task::call_of(&request.task_id)?;
         match self.app.mcp_task_cancel(&actor, call).await {
             Ok(_) => Ok(()),
@@ -231,7 +275,7 @@ impl ServerHandler for SwitchyardMcp {
         let (Some(id), Some(session), Ok(McpPrincipal(actor, _))) = (
             notification.request_id,
             in_flight::session_of(&context.extensions),
-            principal(&context.extensions),
+            principal(&context.extensions).await,
         ) else {
             return;
         };
@@ -248,9 +292,9 @@ impl ServerHandler for SwitchyardMcp {
 
 /// A task the principal may not read (or that does not exist) is unknown to it; an internal
 /// failure is an internal error.
-fn task_refused(task_id: &str, error: crate::error::AppError) -> ErrorData {
+fn task_refused(task_id: &str, error: AppError) -> ErrorData {
     match error {
-        crate::error::AppError::Refused { .. } => {
+        AppError::Refused { .. } => {
             ErrorData::invalid_params(format!("no task `{task_id}` of yours"), None)
         }
         other => call::internal(other),

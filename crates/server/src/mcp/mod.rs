@@ -2,7 +2,8 @@
 //! and for people using an MCP client as themselves. A third edge beside `http/` and `web/`:
 //! it authenticates every request (`auth.rs`), lists the principal's tools and turns each
 //! `tools/call` into an ordinary Switchyard call (`handler.rs`, `call.rs`), through the app
-//! layer like the other edges.
+//! layer like the other edges. A `tools/call` reads its submission while its authentication
+//! is on its way, and decides nothing until it has passed (`speculation.rs`).
 //!
 //! Both protocol eras are served: 2025-11-25 (`initialize`, `Mcp-Session-Id`) and 2026-07-28
 //! (stateless, `server/discover`, `Mcp-Method`/`Mcp-Name` headers). A session lives in the
@@ -16,6 +17,7 @@ mod handler;
 mod in_flight;
 mod instructions;
 mod meta_tools;
+mod speculation;
 mod store;
 mod task;
 
@@ -79,7 +81,7 @@ pub fn router(
     Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(
-            app,
+            auth::Authenticator::new(app),
             auth::authenticate,
         ))
 }

@@ -33,6 +33,7 @@ mod mcp_cancel;
 mod mcp_catalog_cache;
 mod mcp_clients;
 mod mcp_endpoint;
+mod mcp_speculation;
 mod metrics;
 mod namespaces;
 mod oauth;
