@@ -14,6 +14,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::sync::Arc;
 use switchyard_protocol::ErrorCode;
 
@@ -29,14 +30,18 @@ pub(super) struct Authenticator {
     app: App,
     /// The principals this replica's authentications found.
     remembered: Arc<Remembered>,
+    /// The sessions rmcp holds in this replica's memory.
+    sessions: Arc<LocalSessionManager>,
 }
 
 impl Authenticator {
-    /// The middleware's state for a replica's `/mcp`.
-    pub(super) fn new(app: App) -> Self {
+    /// The middleware's state for a replica's `/mcp`, whose rmcp service keeps its sessions in
+    /// `sessions`.
+    pub(super) fn new(app: App, sessions: Arc<LocalSessionManager>) -> Self {
         Self {
             app,
             remembered: Arc::default(),
+            sessions,
         }
     }
 }
@@ -60,8 +65,8 @@ pub(super) async fn authenticate(
         ));
     };
     let presented = (hash_token(&token), session.clone());
-    let (mut request, remembered) = match speculation(request, &state.remembered, &presented).await
-    {
+    let kept = (&*state.remembered, &*state.sessions);
+    let (mut request, remembered) = match speculation(request, kept, &presented).await {
         Ok(speculation) => speculation,
         Err(error) => return refused(error),
     };

@@ -68,6 +68,7 @@ pub fn router(
     http.session_store = Some(Arc::new(store::PgSessionStore::new(app.clone())));
     let handler_app = app.clone();
     let handler_shutdown = shutdown.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
         move || {
             Ok(handler::SwitchyardMcp::new(
@@ -75,13 +76,13 @@ pub fn router(
                 handler_shutdown.clone(),
             ))
         },
-        Arc::new(LocalSessionManager::default()),
+        Arc::clone(&sessions),
         http,
     );
     Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(
-            auth::Authenticator::new(app),
+            auth::Authenticator::new(app, sessions),
             auth::authenticate,
         ))
 }

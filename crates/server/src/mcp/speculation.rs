@@ -22,7 +22,10 @@
 //!
 //! So a revoked token or agent, a grant taken away or a changed filter decides the request
 //! exactly as it would without the speculation; and a session is only ever speculated on for
-//! the principal who started it.
+//! the principal who started it, and only while this replica holds it in memory. One thing a
+//! refused speculated request does reach is rmcp's routing of its own session: a request that
+//! reuses the id of one still in flight there cuts that one's answer off, as it would for an
+//! authenticated client; only the session's own, just revoked, token can do it.
 
 use super::auth::McpPrincipal;
 use super::call;
@@ -35,9 +38,9 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Method, header};
 use rmcp::ErrorData;
-use rmcp::model::{Extensions, JsonObject};
-use serde::Deserialize;
-use serde::de::IgnoredAny;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, Extensions, JsonObject, JsonRpcRequest};
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use switchyard_protocol::{ErrorCode, RequestId, UserId};
@@ -56,11 +59,12 @@ pub(super) type Presented = (Vec<u8>, Option<String>);
 
 /// The principal to speculate with for `request` (presenting `presented`), if it may be: a POST
 /// whose body is one JSON-RPC `tools/call` request, for a token and session whose last
-/// authentication on this replica passed. The request comes back whole; a body that cannot
-/// be read is a refusal.
+/// authentication on this replica passed, and a session this replica holds in memory (one it
+/// would restore from the store first is restored for an authenticated request only). The
+/// request comes back whole; a body that cannot be read is a refusal.
 pub(super) async fn speculation(
     request: Request,
-    remembered: &Remembered,
+    (remembered, sessions): (&Remembered, &LocalSessionManager),
     presented: &Presented,
 ) -> Result<(Request, Option<McpPrincipal>), AppError> {
     let short = request
@@ -74,6 +78,14 @@ pub(super) async fn speculation(
     let Some(principal) = remembered.get(presented) else {
         return Ok((request, None));
     };
+    if let (_, Some(session)) = presented
+        && !sessions
+            .has_session(&session.as_str().into())
+            .await
+            .unwrap_or(false)
+    {
+        return Ok((request, None));
+    }
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, PEEK_LIMIT)
         .await
@@ -87,19 +99,15 @@ pub(super) async fn speculation(
     Ok((Request::from_parts(parts, Body::from(body)), speculated))
 }
 
-/// Whether `body` is one JSON-RPC request (it has an id) of method `tools/call`.
+/// Whether `body` is one JSON-RPC `tools/call` request, read as rmcp reads it.
 fn is_tools_call(body: &[u8]) -> bool {
-    /// The fields of a JSON-RPC message that say what it is.
-    #[derive(Deserialize)]
-    struct Message<'a> {
-        /// The method, for a request or notification.
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-        /// The id, for a request.
-        id: Option<IgnoredAny>,
-    }
-    serde_json::from_slice::<Message<'_>>(body)
-        .is_ok_and(|m| m.id.is_some() && m.method.as_deref() == Some("tools/call"))
+    matches!(
+        serde_json::from_slice::<ClientJsonRpcMessage>(body),
+        Ok(ClientJsonRpcMessage::Request(JsonRpcRequest {
+            request: ClientRequest::CallToolRequest(_),
+            ..
+        }))
+    )
 }
 
 /// A `tools/call` read for the principal the replica remembers, before the request's
@@ -328,8 +336,17 @@ mod tests {
                 r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x"}}"#,
                 true,
             ),
-            (r#"{"jsonrpc":"2.0","id":"a","method":"tools/call"}"#, true),
-            (r#"{"jsonrpc":"2.0","method":"tools/call"}"#, false),
+            (
+                r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}"#,
+                true,
+            ),
+            // rmcp refuses a tools/call without its tool's name before any handler.
+            (r#"{"jsonrpc":"2.0","id":"a","method":"tools/call"}"#, false),
+            (
+                r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#,
+                false,
+            ),
+            (r#"["tools/call",1]"#, false),
             (
                 r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#,
                 false,
@@ -338,7 +355,10 @@ mod tests {
                 r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#,
                 false,
             ),
-            (r#"[{"jsonrpc":"2.0","id":3,"method":"tools/call"}]"#, false),
+            (
+                r#"[{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x"}}]"#,
+                false,
+            ),
             (r#"{"jsonrpc":"2.0","id":3,"result":{}}"#, false),
             ("not json", false),
         ] {
