@@ -4,19 +4,11 @@
 //! so that the ones after it are speculated.
 
 use crate::harness::*;
-use crate::mcp_agents::{agent_in_acme, set};
+use crate::mcp_agents::{agent_in_acme, set, text};
 use crate::mcp_endpoint::{Raw, RawAnswer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::PgPool;
-
-/// How many calls the server holds.
-async fn calls(server: &TestServer) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM calls")
-        .fetch_one(&server.pool)
-        .await
-        .expect("the calls")
-}
 
 /// `tools/call` of `name` with `arguments`, as request `id` of the raw client's session.
 async fn session_call(raw: &Raw, id: u64, name: &str, arguments: Value) -> RawAnswer {
@@ -54,21 +46,13 @@ async fn second_token(server: &TestServer) -> (String, String) {
     )
 }
 
-/// The text of a tool result.
-fn text(result: &Value) -> String {
-    result["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// Makes one call that succeeds in a session and one stateless with `token`, revokes it with
 /// `revoke`, then checks that the next call of each is refused with a 401 and runs nothing.
 async fn calls_stop_at_the_revoke(server: &TestServer, token: &str, revoke: &str) {
     let mut in_session = Raw::new(server, token);
     in_session.initialize().await;
     let stateless = Raw::new(server, token);
-    let before = calls(server).await;
+    let before = calls_stored(&server.pool).await;
     let echo = json!({"text": "before"});
     let called = session_call(&in_session, 1, "fixture__echo", echo.clone())
         .await
@@ -78,7 +62,7 @@ async fn calls_stop_at_the_revoke(server: &TestServer, token: &str, revoke: &str
         .await
         .result();
     assert_eq!(text(&called), "before", "{called}");
-    assert_eq!(calls(server).await, before + 2);
+    assert_eq!(calls_stored(&server.pool).await, before + 2);
 
     server.owner.post(revoke, json!({})).await.ok();
     let after = json!({"text": "after"});
@@ -91,7 +75,7 @@ async fn calls_stop_at_the_revoke(server: &TestServer, token: &str, revoke: &str
         assert_eq!(body["error"]["code"], "unauthenticated", "{body}");
     }
     assert_eq!(
-        calls(server).await,
+        calls_stored(&server.pool).await,
         before + 2,
         "nothing was submitted after the revoke"
     );
@@ -154,7 +138,7 @@ async fn a_call_right_after_a_change_is_decided_by_the_change(pool: PgPool) {
         answer.body
     );
     assert_eq!(
-        calls(&server).await,
+        calls_stored(&server.pool).await,
         2,
         "cwd once and echo once, nothing refused"
     );
@@ -193,7 +177,11 @@ async fn a_remembered_token_cannot_call_in_another_principal_s_session(pool: PgP
         .await
         .result();
     assert_eq!(text(&called), "bob's again", "{called}");
-    assert_eq!(calls(&server).await, 2, "bob's own two calls alone");
+    assert_eq!(
+        calls_stored(&server.pool).await,
+        2,
+        "bob's own two calls alone"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -226,5 +214,5 @@ async fn only_a_tools_call_is_speculated_on_whatever_its_headers_say(pool: PgPoo
         .await;
     assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{}", answer.body);
     assert_eq!(sessions().await, before, "no session was stored");
-    assert_eq!(calls(&server).await, 1);
+    assert_eq!(calls_stored(&server.pool).await, 1);
 }
